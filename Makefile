@@ -1,0 +1,54 @@
+# The lab's entry points. `make lab` = the whole local-mode run; `make test` = the test suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
+STAMP := $(VENV)/.installed
+
+.PHONY: lab test up down status setup artifacts notebooks bench clean help
+
+help:
+	@echo "make lab        set up, build the model, start the stack, run the benchmark notebooks, write results/"
+	@echo "make test       run the test suite (real servers, real Triton, real perf_analyzer)"
+	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
+	@echo "make bench      side-by-side benchmark script (PyTorch vs ONNX, Python load generator vs wrk)"
+	@echo "make notebooks  regenerate notebooks/*.ipynb from their .py sources"
+
+# --- environment: system packages + one venv with every pin from requirements/constraints.txt
+$(STAMP): requirements/constraints.txt requirements/lab.txt scripts/install_system_packages.sh
+	bash scripts/install_system_packages.sh
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PIP_INSTALL) -r requirements/lab.txt
+	touch $@
+
+setup: $(STAMP)
+
+artifacts: setup
+	$(PY) -m servelab.artifacts
+
+# --- the main job
+lab: artifacts
+	$(PY) -m servelab.lab
+
+test: artifacts
+	$(PY) -m pytest
+
+up: artifacts
+	$(PY) -m servelab.launcher up --jupyter
+
+down:
+	@if [ -x $(PY) ]; then $(PY) -m servelab.launcher down; else echo "nothing to stop (no $(VENV))"; fi
+
+status: setup
+	$(PY) -m servelab.launcher status
+
+bench: artifacts
+	$(PY) scripts/bench_fastapi.py
+
+notebooks: setup
+	$(PY) -m jupytext --to ipynb --update-metadata '{"jupytext": null}' notebooks/[0-9]*.py
+
+clean: down
+	rm -rf .lab results model_repository

@@ -1,0 +1,1 @@
+"""Shared helpers of the serving lab: pre/post-processing, artifacts, local launcher, measurements."""

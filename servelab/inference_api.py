@@ -1,0 +1,139 @@
+"""The FastAPI inference service, shared by fastapi_pt/ and fastapi_onnx/ (they differ only in runtime).
+
+POST /predict  {"image": "<base64 JPEG/PNG>"}  ->  {"prediction": "<class>", "probability": 0..1}
+GET  /health   200 only once the model is loaded (503 while loading or if loading failed)
+GET  /docs     Swagger UI with a ready-to-send example
+
+Each response carries a Server-Timing header (decode, queue, infer in ms): the model runs one
+request at a time, so under concurrent load `queue` grows while `infer` stays flat — the lesson
+of notebook 4, visible from the client side.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from contextlib import asynccontextmanager
+
+import numpy as np
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from servelab import food11
+from servelab.runtimes import RUNTIMES
+
+log = logging.getLogger("servelab.fastapi")
+MAX_BODY_BYTES = (food11.MAX_IMAGE_BYTES * 4) // 3 + 4096  # base64 of the largest image, plus JSON
+EXAMPLE_IMAGE = (  # a 2x2 PNG, so "Try it out" in Swagger works without any file at hand
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP4z8DAwMDA9J+BgYGBAQAb/QL/b6SW3wAAAABJRU5ErkJggg=="
+)
+
+
+class PredictRequest(BaseModel):
+    image: str = Field(..., description="base64-encoded JPEG or PNG file (at most 8 MiB)",
+                       json_schema_extra={"examples": [EXAMPLE_IMAGE]})
+
+
+class Prediction(BaseModel):
+    prediction: str = Field(..., description="one of the 11 Food-11 classes",
+                            json_schema_extra={"examples": ["Dessert"]})
+    probability: float = Field(..., ge=0, le=1, description="softmax probability of that class")
+
+
+class ModelHolder:
+    """Loads the model in the background so /health can say 'loading' instead of hanging."""
+
+    def __init__(self, runtime: str):
+        self.runtime = runtime
+        self.model = None
+        self.error: str | None = None
+        self.lock = threading.Lock()  # one model instance serves one request at a time
+        self.weights = "unknown"
+
+    def load(self) -> None:
+        try:
+            from servelab.artifacts import read_metadata
+            try:
+                self.weights = read_metadata()["weights"]
+            except (FileNotFoundError, KeyError):
+                self.weights = "unknown"
+            start = time.time()
+            model = RUNTIMES[self.runtime]()
+            model(np.zeros((1, 3, food11.INPUT_SIZE, food11.INPUT_SIZE), np.float32))  # warm-up
+            self.model = model
+            log.info("%s model ready on %s in %.1f s (%s weights)", self.runtime, model.device,
+                     time.time() - start, self.weights)
+        except Exception as exc:  # reported by /health, never a crash loop
+            self.error = f"{type(exc).__name__}: {exc}"
+            log.exception("model failed to load")
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"detail": message})
+
+
+def create_app(runtime: str) -> FastAPI:
+    holder = ModelHolder(runtime)
+
+    @asynccontextmanager
+    async def lifespan(app):
+        threading.Thread(target=holder.load, daemon=True).start()
+        yield
+
+    app = FastAPI(
+        title=f"Food-11 classifier ({runtime})",
+        description=("Classifies a food photo into one of 11 classes. With the lab's generated "
+                     "weights the model is UNTRAINED: predictions are arbitrary but latency is real."),
+        lifespan=lifespan,
+    )
+    app.state.holder = holder
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        length = request.headers.get("content-length")
+        if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            return _error(413, f"Request body is {int(length):,} bytes; at most {MAX_BODY_BYTES:,} "
+                               "are accepted (an image of at most 8 MiB, base64-encoded).")
+        return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def explain_bad_body(request: Request, exc: RequestValidationError):
+        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
+                             for e in exc.errors())
+        return _error(422, 'Send a JSON body of the form {"image": "<base64 JPEG or PNG>"} '
+                           f"with Content-Type: application/json. Problem: {problems}")
+
+    @app.get("/health")
+    def health():
+        body = {"backend": runtime, "weights": holder.weights}
+        if holder.model is not None:
+            return {"status": "ready", "device": str(holder.model.device), **body}
+        if holder.error:
+            return JSONResponse(status_code=503, content={"status": "error", "detail": holder.error, **body})
+        return JSONResponse(status_code=503, content={"status": "loading", **body})
+
+    @app.post("/predict", response_model=Prediction,
+              responses={400: {"description": "not base64 / not an image / empty"},
+                         413: {"description": "image too large"}, 415: {"description": "not an image"},
+                         422: {"description": "body is not {\"image\": \"...\"}"},
+                         503: {"description": "model still loading"}})
+    def predict(req: PredictRequest):
+        if holder.model is None:
+            return _error(503, "The model is still loading (or failed to load): see GET /health.")
+        t0 = time.perf_counter()
+        try:
+            x = food11.tensor_from_base64(req.image)[None]
+        except food11.BadInput as exc:
+            return _error(exc.status, str(exc))
+        t1 = time.perf_counter()
+        with holder.lock:
+            t2 = time.perf_counter()
+            logits = holder.model(x)[0]
+            t3 = time.perf_counter()
+        label, prob = food11.top_class(logits)
+        timing = f"decode;dur={(t1 - t0) * 1e3:.3f}, queue;dur={(t2 - t1) * 1e3:.3f}, infer;dur={(t3 - t2) * 1e3:.3f}"
+        return JSONResponse({"prediction": label, "probability": prob}, headers={"Server-Timing": timing})
+
+    return app

@@ -1,0 +1,74 @@
+"""The two model runtimes the lab compares: PyTorch eager and ONNX Runtime.
+
+Both take a float32 batch [N, 3, 224, 224] and return logits [N, 11], so the FastAPI services and
+the Triton Python-backend models share everything but this class.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from servelab.paths import MODEL_ONNX, MODEL_PTH
+
+
+def _gpu_index(device: str | None) -> int | None:
+    """'cuda', 'cuda:1', 'cpu' or None (auto) -> GPU index or None for CPU."""
+    if device is None:
+        device = os.environ.get("FOOD11_DEVICE", "auto")
+    if device == "cpu":
+        return None
+    if device.startswith("cuda"):
+        return int(device.split(":")[1]) if ":" in device else 0
+    return 0 if _cuda_available() else None
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except ImportError:
+        import onnxruntime as ort
+        return "CUDAExecutionProvider" in ort.get_available_providers()
+
+
+class TorchClassifier:
+    name = "pytorch"
+
+    def __init__(self, path: Path | str = MODEL_PTH, device: str | None = None):
+        import torch
+
+        gpu = _gpu_index(device)
+        self.device = torch.device("cpu" if gpu is None else f"cuda:{gpu}")
+        self.model = torch.load(path, map_location=self.device, weights_only=False).eval()
+        self._torch = torch
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        torch = self._torch
+        with torch.inference_mode():
+            x = torch.from_numpy(np.ascontiguousarray(batch, dtype=np.float32)).to(self.device)
+            return self.model(x).float().cpu().numpy()
+
+
+class OnnxClassifier:
+    name = "onnx"
+
+    def __init__(self, path: Path | str = MODEL_ONNX, device: str | None = None):
+        import onnxruntime as ort
+
+        gpu = _gpu_index(device)
+        available = ort.get_available_providers()
+        if gpu is not None and "CUDAExecutionProvider" in available:
+            providers = [("CUDAExecutionProvider", {"device_id": gpu}), "CPUExecutionProvider"]
+        else:
+            providers = ["CPUExecutionProvider"]
+        self.session = ort.InferenceSession(str(path), providers=providers)
+        self.device = self.session.get_providers()[0]
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        x = np.ascontiguousarray(batch, dtype=np.float32)
+        return self.session.run(["output"], {"input": x})[0]
+
+
+RUNTIMES = {"pytorch": TorchClassifier, "onnx": OnnxClassifier}
