@@ -21,6 +21,7 @@ $(STAMP): requirements/constraints.txt requirements/lab.txt scripts/install_syst
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PIP_INSTALL) -r requirements/lab.txt
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 setup: $(STAMP)

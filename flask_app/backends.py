@@ -1,0 +1,97 @@
+"""Where the Flask UI sends an uploaded image: one small class per kind of backend.
+
+FLASK_BACKEND=fastapi  -> FastAPI service at FASTAPI_SERVER_URL (PyTorch or ONNX, same API)
+FLASK_BACKEND=triton   -> Triton at TRITON_SERVER_URL, model FOOD11_MODEL_NAME:
+    a model with a string input (food_classifier) gets the encoded image;
+    a model with a tensor input (food_classifier_onnx) gets pixels pre-processed here, and
+    the logits are post-processed here, with the same shared module the services use.
+Unset FLASK_BACKEND: Triton if only TRITON_SERVER_URL is set, else FastAPI.
+"""
+from __future__ import annotations
+
+import base64
+import os
+
+import numpy as np
+import requests
+
+from servelab import food11, triton_http
+
+
+class BackendError(RuntimeError):
+    """Something a person can act on: the message says which backend and what went wrong."""
+
+
+def _unreachable(what: str, url: str, exc: Exception) -> BackendError:
+    kind = "timed out" if isinstance(exc, requests.Timeout) else "is not reachable"
+    return BackendError(f"The {what} at {url} {kind} ({type(exc).__name__}). Start it (make up, or "
+                        "docker compose up) and try again; this page recovers on its own once it answers.")
+
+
+class FastAPIBackend:
+    def __init__(self, url: str):
+        self.url = url.rstrip("/")
+        self.name = f"FastAPI service ({self.url})"
+
+    def weights(self) -> str:
+        try:
+            return requests.get(f"{self.url}/health", timeout=2).json().get("weights", "unknown")
+        except (requests.RequestException, ValueError):
+            return "unknown"
+
+    def predict(self, image: bytes) -> tuple[str, float]:
+        body = {"image": base64.b64encode(image).decode("ascii")}
+        try:
+            resp = requests.post(f"{self.url}/predict", json=body, timeout=60)
+        except requests.RequestException as exc:
+            raise _unreachable("FastAPI inference service", self.url, exc) from None
+        if resp.status_code != 200:
+            try:
+                detail = resp.json().get("detail", resp.text)
+            except ValueError:
+                detail = resp.text[:300]
+            raise BackendError(f"The FastAPI service answered HTTP {resp.status_code}: {detail}")
+        data = resp.json()
+        return data["prediction"], float(data["probability"])
+
+
+class TritonBackend:
+    def __init__(self, url: str, model: str):
+        self.url, self.model = url.rstrip("/"), model
+        self.name = f"Triton model '{model}' ({self.url})"
+
+    def weights(self) -> str:
+        try:
+            resp = requests.get(f"{self.url}/v2/models/{self.model}/config", timeout=2).json()
+            return resp.get("parameters", {}).get("weights", {}).get("string_value", "unknown")
+        except (requests.RequestException, ValueError):
+            return "unknown"
+
+    def _input_datatype(self) -> str:
+        meta = triton_http.model_metadata(self.url, self.model)
+        return meta["inputs"][0]["datatype"]
+
+    def predict(self, image: bytes) -> tuple[str, float]:
+        try:
+            if self._input_datatype() == "BYTES":  # the model decodes the image itself
+                out = triton_http.infer(self.url, self.model, {"INPUT_IMAGE": [base64.b64encode(image)]},
+                                        ["FOOD_LABEL", "PROBABILITY"], timeout=60)
+                return out["FOOD_LABEL"][0].decode(), float(np.asarray(out["PROBABILITY"]).reshape(-1)[0])
+            pixels = food11.tensor_from_bytes(image)[None]   # pre-processing in Flask
+            out = triton_http.infer(self.url, self.model, {"input": pixels}, ["output"], timeout=60)
+            return food11.top_class(out["output"][0])         # post-processing in Flask
+        except requests.RequestException as exc:
+            raise _unreachable("Triton server", self.url, exc) from None
+        except triton_http.TritonError as exc:
+            raise BackendError(f"Triton answered with an error: {exc}") from None
+
+
+def from_env(env=os.environ):
+    choice = env.get("FLASK_BACKEND") or ("triton" if env.get("TRITON_SERVER_URL") and
+                                          not env.get("FASTAPI_SERVER_URL") else "fastapi")
+    if choice == "triton":
+        return TritonBackend(env.get("TRITON_SERVER_URL", "http://triton_server:8000"),
+                             env.get("FOOD11_MODEL_NAME", "food_classifier"))
+    if choice == "fastapi":
+        return FastAPIBackend(env.get("FASTAPI_SERVER_URL", "http://fastapi_server:8000"))
+    raise ValueError(f"FLASK_BACKEND must be 'fastapi' or 'triton', not {choice!r}")

@@ -1,0 +1,106 @@
+"""`make lab`: start the local stack, run the benchmark notebooks headless, write results/, stop.
+
+    python -m servelab.lab [--quick]
+
+results/
+  index.md               summary page: what ran, key numbers, every claim checked, the plots
+  notebooks/*.ipynb      the executed notebooks (open them to see every output)
+  fastapi/, triton/      CSVs of every run (one row per request or per perf_analyzer level), PNG plots
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from servelab import launcher, notebook_runner
+from servelab.artifacts import read_metadata
+from servelab.paths import REPO_ROOT, RESULTS
+
+# (notebook, result folder, needs Triton)
+BENCHMARK_NOTEBOOKS = [
+    ("04_fastapi_benchmarks.ipynb", "fastapi", False),
+    ("06_triton_benchmarks.ipynb", "triton", True),
+]
+QUICK_PARAMS = {"N_SEQUENTIAL": 20, "N_CONCURRENT": 80, "CONCURRENCY": 16, "PERF_INTERVAL_MS": 1500}
+
+
+def available_notebooks() -> list[tuple[Path, str, bool]]:
+    found = []
+    for name, folder, needs_triton in BENCHMARK_NOTEBOOKS:
+        path = REPO_ROOT / "notebooks" / name
+        if path.exists():
+            found.append((path, folder, needs_triton))
+    return found
+
+
+def write_summary(executed: list[dict]) -> Path:
+    meta = read_metadata()
+    lines = ["# Lab results (local mode)", "",
+             f"Run on {time.strftime('%F %T')} on `{platform.node()}` ({platform.machine()}, "
+             f"Python {platform.python_version()}).", "",
+             f"Model weights: **{meta['weights']}** — {meta['weights_note']}", "",
+             "| notebook | status | minutes |", "|---|---|---|"]
+    lines += [f"| [{e['name']}](notebooks/{e['name']}) | {e['status']} | {e['seconds'] / 60:.1f} |" for e in executed]
+    for _, folder, _ in BENCHMARK_NOTEBOOKS:
+        part = RESULTS / folder
+        if not part.exists():
+            continue
+        lines += ["", f"## {folder}", ""]
+        summary = part / "summary.csv"
+        if summary.exists():
+            lines += [pd.read_csv(summary).round(2).to_markdown(index=False), ""]
+        claims = part / "claims.csv"
+        if claims.exists():
+            table = pd.read_csv(claims).fillna("")
+            table["holds"] = table["holds"].map({True: "holds", False: "**does not hold**", "True": "holds",
+                                                  "False": "**does not hold**"}).fillna("not checked")
+            lines += ["What to notice, checked on these numbers:", "", table.to_markdown(index=False), ""]
+        lines += [f"![{png.stem}]({folder}/{png.name})" for png in sorted(part.glob("*.png"))]
+        lines += ["", "CSV files: " + ", ".join(f"[{c.name}]({folder}/{c.name})" for c in sorted(part.glob("*.csv")))]
+    index = RESULTS / "index.md"
+    index.write_text("\n".join(lines) + "\n")
+    return index
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small request counts (a few minutes)")
+    args = parser.parse_args(argv)
+    params = QUICK_PARAMS if args.quick else {}
+    notebooks = available_notebooks()
+    needs_triton = any(t for _, _, t in notebooks)
+    if RESULTS.exists():
+        shutil.rmtree(RESULTS)
+    RESULTS.mkdir(parents=True)
+    executed, failed = [], False
+    try:
+        launcher.up(jupyter=False, triton=needs_triton)
+        env = launcher._urls_for_clients(launcher.read_state())
+        for path, _, _ in notebooks:
+            print(f"\n>>> running {path.name} headless ...", flush=True)
+            out = RESULTS / "notebooks" / path.name
+            start = time.time()
+            try:
+                notebook_runner.execute(path, out, params=params, extra_env=env)
+                status = "ok"
+            except Exception as exc:  # keep going: the executed copy shows the failing cell
+                status, failed = f"FAILED: {type(exc).__name__}", True
+                print(f"{path.name} failed; see {out}\n{str(exc)[-2000:]}", file=sys.stderr)
+            executed.append({"name": path.name, "status": status, "seconds": time.time() - start})
+    finally:
+        launcher.down()
+    index = write_summary(executed)
+    (RESULTS / "run.json").write_text(json.dumps({"executed": executed, "params": params}, indent=2))
+    print(f"\nResults: {RESULTS}\n  summary page: {index}\n  executed notebooks: {RESULTS / 'notebooks'}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""What a notebook needs to find the services, the same in every way of running the lab.
+
+Notebook cells only read URLs from environment variables. In Docker, compose sets them; in
+local mode `make up` writes them to .lab/urls.env and `load()` copies them into os.environ
+(never overriding a variable that is already set).
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import time
+
+import requests
+
+from servelab.paths import LAB_DIR
+
+URLS_ENV = LAB_DIR / "urls.env"
+
+
+def load() -> dict:
+    if URLS_ENV.exists():
+        for line in URLS_ENV.read_text().splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key and key not in os.environ:
+                os.environ[key] = value
+    os.environ.setdefault("LAB_MODE", "docker")
+    keys = ("LAB_MODE", "FASTAPI_SERVER_URL", "FLASK_SERVER_URL", "TRITON_SERVER_URL", "FASTAPI_BACKEND")
+    return {k: os.environ[k] for k in keys if k in os.environ}
+
+
+def url(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise RuntimeError(f"{name} is not set. Local mode: run `make up` in the repository first. "
+                           "Docker: open this notebook from the lab's Jupyter container, which sets it.")
+    return value.rstrip("/")
+
+
+def param(name: str, default: int) -> int:
+    """Request counts etc.; `make lab` and CI shrink them through LAB_<NAME> variables."""
+    return int(os.environ.get(f"LAB_{name}", default))
+
+
+def wait_healthy(health_url: str, timeout: float = 120.0, check=lambda r: True) -> dict:
+    deadline = time.time() + timeout
+    last = "no answer"
+    while time.time() < deadline:
+        try:
+            resp = requests.get(health_url, timeout=3)
+            if resp.status_code == 200 and check(resp):
+                return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+            last = f"HTTP {resp.status_code}: {resp.text[:200]}"
+        except requests.RequestException as exc:
+            last = type(exc).__name__
+        time.sleep(1)
+    raise TimeoutError(f"{health_url} not ready after {timeout:.0f} s (last: {last})")
+
+
+def use_fastapi_backend(backend: str, timeout: float = 900.0) -> dict:
+    """Switch the FastAPI service to 'pytorch' or 'onnx' and wait until it serves with that runtime.
+
+    Local mode restarts the process on the same port. With Docker, the student runs the printed
+    command on the host (the Jupyter container cannot restart containers) and this waits for it.
+    """
+    base = url("FASTAPI_SERVER_URL")
+    if os.environ.get("LAB_MODE") == "local":
+        from servelab import launcher
+        launcher.restart("fastapi", {"FASTAPI_BACKEND": backend})
+    else:
+        print("Run this on the host (in the repository's docker/ folder), then wait here:\n  "
+              + " ".join(["FASTAPI_BACKEND=" + shlex.quote(backend), "docker compose -f docker-compose-fastapi.yaml",
+                          "up -d --build --wait fastapi_server"]))
+    health = wait_healthy(f"{base}/health", timeout, check=lambda r: r.json().get("backend") == backend)
+    os.environ["FASTAPI_BACKEND"] = backend
+    print(f"FastAPI service now runs {health['backend']} on {health['device']} ({health['weights']} weights)")
+    return health

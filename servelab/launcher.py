@@ -1,0 +1,336 @@
+"""Local mode: the lab's services as native processes (no Docker, no GPU needed).
+
+    python -m servelab.launcher up [--jupyter] [--no-triton]   # start, health-check, write .lab/urls.env
+    python -m servelab.launcher status
+    python -m servelab.launcher restart fastapi --set FASTAPI_BACKEND=onnx
+    python -m servelab.launcher down                            # stop exactly what `up` started
+
+Every service gets a free port on 127.0.0.1 (LAB_BIND_HOST to change), runs in its own process
+session with its log in .lab/logs/<name>.log, and is recorded in .lab/state.json; `down` stops
+only processes recorded there whose command line still matches.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from servelab.paths import LAB_DIR, REPO_ROOT
+
+STATE = LAB_DIR / "state.json"
+URLS_ENV = LAB_DIR / "urls.env"
+LOGS = LAB_DIR / "logs"
+BIND = os.environ.get("LAB_BIND_HOST", "127.0.0.1")
+FASTAPI_APPS = {"pytorch": "fastapi_pt.app:app", "onnx": "fastapi_onnx.app:app"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((BIND, 0))
+        return s.getsockname()[1]
+
+
+def _url(port: int) -> str:
+    host = "127.0.0.1" if BIND in ("0.0.0.0", "") else BIND
+    return f"http://{host}:{port}"
+
+
+@dataclass
+class Service:
+    name: str
+    argv: list[str]
+    health: str                    # URL that answers 200 once the service is ready
+    env: dict = field(default_factory=dict)
+    timeout: float = 120.0
+    ports: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- process handling
+
+def _alive(pid: int, marker: str) -> bool:
+    """True if pid runs and its command line still contains marker (guards against PID reuse)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return marker in cmdline
+
+
+def _stop(pid: int, marker: str, grace: float = 10.0) -> bool:
+    """SIGTERM the process group, SIGKILL after `grace` seconds. False if it was not running."""
+    if not _alive(pid, marker):
+        return False
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return True
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+                return True
+            time.sleep(0.1)
+    return True
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def _log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def start(service: Service) -> dict:
+    """Start one service in its own session and wait for its health URL; raise with the log on failure."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    log_path = LOGS / f"{service.name}.log"
+    env = {**os.environ, **service.env}
+    with open(log_path, "ab") as log:
+        log.write(f"\n=== {time.strftime('%F %T')} {' '.join(service.argv)}\n".encode())
+        log.flush()
+        proc = subprocess.Popen(service.argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    record = {"pid": proc.pid, "marker": service.argv[0],
+              "argv": service.argv, "health": service.health, "log": str(log_path), "env": service.env,
+              **service.ports}
+    deadline = time.time() + service.timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{service.name} exited with code {proc.returncode} before it was ready. "
+                               f"Last lines of {log_path}:\n{_log_tail(log_path)}")
+        try:
+            if requests.get(service.health, timeout=2).status_code == 200:
+                return record
+        except requests.RequestException:
+            pass
+        time.sleep(0.5)
+    _stop(proc.pid, record["marker"])
+    raise RuntimeError(f"{service.name} not healthy after {service.timeout:.0f} s ({service.health}). "
+                       f"Last lines of {log_path}:\n{_log_tail(log_path)}")
+
+
+# ---------------------------------------------------------------- the services
+
+def _venv_bin(name: str) -> str:
+    return str(Path(sys.executable).parent / name)
+
+
+def fastapi_service(port: int, backend: str) -> Service:
+    if backend not in FASTAPI_APPS:
+        raise SystemExit(f"FASTAPI_BACKEND must be one of {sorted(FASTAPI_APPS)}, not {backend!r}")
+    return Service("fastapi", [_venv_bin("uvicorn"), FASTAPI_APPS[backend], "--host", BIND, "--port", str(port),
+                               "--no-access-log"],
+                   health=f"{_url(port)}/health", env={"FASTAPI_BACKEND": backend}, ports={"port": port})
+
+
+def flask_service(port: int, env: dict) -> Service:
+    # gunicorn: the same server the Docker image uses; threads so a slow backend does not block the page.
+    return Service("flask", [_venv_bin("gunicorn"), "--bind", f"{BIND}:{port}", "--workers", "1", "--threads", "4",
+                             "--timeout", "120", "flask_app.app:app"],
+                   health=f"{_url(port)}/healthz", env=env, ports={"port": port})
+
+
+def triton_service(repo: Path) -> Service:
+    from servelab import triton_local
+
+    http, grpc, metrics = free_port(), free_port(), free_port()
+    argv, env = triton_local.server_command(repo, http, grpc, metrics)
+    return Service("triton", argv, health=f"{_url(http)}/v2/health/ready", env=env, timeout=300,
+                   ports={"port": http, "grpc_port": grpc, "metrics_port": metrics})
+
+
+def jupyter_service(port: int, token: str, env: dict) -> Service:
+    return Service("jupyter", [_venv_bin("jupyter"), "lab", "--no-browser", f"--ip={BIND}", f"--port={port}",
+                               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO_ROOT}",
+                               "--ServerApp.open_browser=False"],
+                   health=f"{_url(port)}/api/status?token={token}", env=env, ports={"port": port, "token": token})
+
+
+# ---------------------------------------------------------------- state and urls.env
+
+def read_state() -> dict:
+    try:
+        return json.loads(STATE.read_text())
+    except (OSError, ValueError):
+        return {"services": {}}
+
+
+def write_state(state: dict) -> None:
+    LAB_DIR.mkdir(parents=True, exist_ok=True)
+    STATE.write_text(json.dumps(state, indent=2))
+    services = state["services"]
+    lines = {"LAB_MODE": "local", "FASTAPI_BACKEND": services.get("fastapi", {}).get("env", {}).get("FASTAPI_BACKEND", "")}
+    if "fastapi" in services:
+        lines["FASTAPI_SERVER_URL"] = _url(services["fastapi"]["port"])
+    if "flask" in services:
+        lines["FLASK_SERVER_URL"] = _url(services["flask"]["port"])
+    if "triton" in services:
+        t = services["triton"]
+        lines.update(TRITON_SERVER_URL=_url(t["port"]), TRITON_GRPC_URL=f"127.0.0.1:{t['grpc_port']}",
+                     TRITON_METRICS_URL=f"{_url(t['metrics_port'])}/metrics",
+                     TRITON_MODEL_REPOSITORY=state.get("model_repository", ""))
+    if "jupyter" in services:
+        j = services["jupyter"]
+        lines["JUPYTER_URL"] = f"{_url(j['port'])}/lab?token={j['token']}"
+    URLS_ENV.write_text("".join(f"{k}={v}\n" for k, v in lines.items() if v))
+
+
+def _urls_for_clients(state: dict) -> dict:
+    """The URL variables, as the notebooks and Flask see them."""
+    write_state(state)
+    return dict(line.split("=", 1) for line in URLS_ENV.read_text().splitlines() if "=" in line)
+
+
+def clean_stale() -> None:
+    """After a crash: stop anything a previous `up` left running, forget its state."""
+    state = read_state()
+    for name, rec in state.get("services", {}).items():
+        if _stop(rec["pid"], rec["marker"]):
+            print(f"stopped leftover {name} (pid {rec['pid']})")
+    for path in (STATE, URLS_ENV):
+        path.unlink(missing_ok=True)
+
+
+def _flask_env(state: dict, urls: dict) -> dict:
+    env = {k: v for k, v in urls.items() if k.endswith("_URL") or k == "LAB_MODE"}
+    env["FLASK_BACKEND"] = os.environ.get("FLASK_BACKEND", "fastapi")
+    env["FOOD11_MODEL_NAME"] = os.environ.get("FOOD11_MODEL_NAME", "food_classifier")
+    return env
+
+
+def up(jupyter: bool = False, triton: bool = True, fastapi_backend: str | None = None) -> dict:
+    clean_stale()
+    backend = fastapi_backend or os.environ.get("FASTAPI_BACKEND", "pytorch")
+    state: dict = {"services": {}, "started": time.strftime("%F %T")}
+    try:
+        print(f"starting fastapi ({backend}) ...", flush=True)
+        state["services"]["fastapi"] = start(fastapi_service(free_port(), backend))
+        write_state(state)
+        if triton:
+            from servelab import model_repository
+            repo = Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model_repository"))
+            model_repository.populate(repo, mode="local")
+            state["model_repository"] = str(repo)
+            print("starting triton (loading every model; about 15-30 s per model on a 2-core CPU) ...", flush=True)
+            state["services"]["triton"] = start(triton_service(repo))
+            write_state(state)
+        urls = _urls_for_clients(state)
+        print("starting flask ...", flush=True)
+        state["services"]["flask"] = start(flask_service(free_port(), _flask_env(state, urls)))
+        write_state(state)
+        if jupyter:
+            print("starting jupyterlab ...", flush=True)
+            urls = _urls_for_clients(state)
+            state["services"]["jupyter"] = start(jupyter_service(free_port(), secrets.token_hex(16), urls))
+            write_state(state)
+    except BaseException:
+        down(quiet=True)
+        raise
+    print_status(state)
+    return state
+
+
+def restart(name: str, overrides: dict) -> dict:
+    """Restart one service on its port with changed settings (e.g. FASTAPI_BACKEND=onnx)."""
+    state = read_state()
+    rec = state["services"].get(name)
+    if rec is None:
+        raise SystemExit(f"{name} is not running (services: {sorted(state['services'])}); run `make up` first")
+    env = {**rec["env"], **overrides}
+    _stop(rec["pid"], rec["marker"])
+    _wait_port_free(rec["port"])
+    if name == "fastapi":
+        service = fastapi_service(rec["port"], env.get("FASTAPI_BACKEND", "pytorch"))
+    elif name == "flask":
+        service = flask_service(rec["port"], env)
+    else:
+        raise SystemExit(f"restart supports fastapi and flask, not {name}")
+    state["services"][name] = start(service)
+    write_state(state)
+    print(f"{name} restarted with {overrides}")
+    return state
+
+
+def _wait_port_free(port: int, timeout: float = 30.0) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((BIND, port))
+                return
+            except OSError:
+                time.sleep(0.2)
+    raise RuntimeError(f"port {port} still in use after {timeout:.0f} s")
+
+
+def down(quiet: bool = False) -> None:
+    state = read_state()
+    stopped = []
+    for name in reversed(list(state.get("services", {}))):
+        rec = state["services"][name]
+        if _stop(rec["pid"], rec["marker"]):
+            stopped.append(name)
+    for path in (STATE, URLS_ENV):
+        path.unlink(missing_ok=True)
+    if not quiet:
+        print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+
+
+def print_status(state: dict | None = None) -> None:
+    state = state or read_state()
+    if not state.get("services"):
+        print("local stack is not running (make up)")
+        return
+    for name, rec in state["services"].items():
+        alive = _alive(rec["pid"], rec["marker"])
+        try:
+            healthy = alive and requests.get(rec["health"], timeout=2).status_code == 200
+        except requests.RequestException:
+            healthy = False
+        print(f"  {name:8s} pid {rec['pid']:<7d} {'healthy' if healthy else 'DOWN':8s} {_url(rec['port'])}   log: {rec['log']}")
+    if URLS_ENV.exists():
+        print(f"\n{URLS_ENV}:\n" + URLS_ENV.read_text())
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_up = sub.add_parser("up")
+    p_up.add_argument("--jupyter", action="store_true", help="also start JupyterLab")
+    p_up.add_argument("--no-triton", action="store_true", help="FastAPI half only")
+    sub.add_parser("down")
+    sub.add_parser("status")
+    p_re = sub.add_parser("restart")
+    p_re.add_argument("name", choices=["fastapi", "flask"])
+    p_re.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    args = parser.parse_args(argv)
+    if args.cmd == "up":
+        up(jupyter=args.jupyter, triton=not args.no_triton)
+    elif args.cmd == "down":
+        down()
+    elif args.cmd == "status":
+        print_status()
+    else:
+        restart(args.name, dict(kv.split("=", 1) for kv in args.set))
+
+
+if __name__ == "__main__":
+    main()

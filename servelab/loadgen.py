@@ -1,0 +1,95 @@
+"""The notebooks' HTTP load generator: N requests, sequentially or from C concurrent senders.
+
+Each request's client-side latency is recorded together with the service's own Server-Timing
+(decode / queue / infer), so a run shows how much of the latency is the model and how much is
+waiting. `make bench` cross-checks its throughput against wrk on the same endpoint.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pandas as pd
+import requests
+
+try:
+    from tqdm.auto import tqdm
+except ImportError:  # progress bars are a nicety
+    tqdm = None
+
+
+def _server_timing(header: str | None) -> dict:
+    out = {}
+    for part in (header or "").split(","):
+        name, _, rest = part.strip().partition(";dur=")
+        if rest:
+            out[f"server_{name}_ms"] = float(rest)
+    return out
+
+
+def _one(session: requests.Session, url: str, body: bytes, timeout: float) -> dict:
+    start = time.perf_counter()
+    try:
+        resp = session.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=timeout)
+        status, timing = resp.status_code, _server_timing(resp.headers.get("Server-Timing"))
+    except requests.RequestException as exc:
+        status, timing = f"error: {type(exc).__name__}", {}
+    return {"t_start": start, "latency_ms": (time.perf_counter() - start) * 1e3, "status": status, **timing}
+
+
+def run(url: str, payload: dict, n: int, concurrency: int = 1, label: str = "", timeout: float = 60.0,
+        progress: bool = True) -> pd.DataFrame:
+    """Send n POST requests with `concurrency` senders (1 = sequential); one row per request."""
+    body = json.dumps(payload).encode()
+    sessions = threading.local()
+    counter = iter(range(n))
+    lock = threading.Lock()
+    records: list[dict] = []
+    bar = tqdm(total=n, desc=label or f"c={concurrency}", leave=False) if (tqdm and progress) else None
+
+    def sender():
+        sessions.s = getattr(sessions, "s", None) or requests.Session()
+        while True:
+            with lock:
+                if next(counter, None) is None:
+                    return
+            record = _one(sessions.s, url, body, timeout)
+            with lock:
+                records.append(record)
+            if bar:
+                bar.update(1)
+
+    wall_start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        for f in [pool.submit(sender) for _ in range(concurrency)]:
+            f.result()
+    wall = time.perf_counter() - wall_start
+    if bar:
+        bar.close()
+    df = pd.DataFrame(records).sort_values("t_start").reset_index(drop=True)
+    df["t_start"] -= wall_start
+    df.attrs.update(label=label, concurrency=concurrency, wall_s=wall, url=url)
+    return df
+
+
+def summarize(df: pd.DataFrame) -> dict:
+    """One table row: the numbers the notebooks compare (ms, requests/s)."""
+    ok = df[df["status"] == 200]
+    lat = ok["latency_ms"].to_numpy()
+    row = {
+        "run": df.attrs.get("label", ""),
+        "concurrency": df.attrs.get("concurrency", 1),
+        "requests": len(df),
+        "errors": int(len(df) - len(ok)),
+        "median_ms": float(np.median(lat)) if len(lat) else float("nan"),
+        "p95_ms": float(np.percentile(lat, 95)) if len(lat) else float("nan"),
+        "p99_ms": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
+        "throughput_rps": len(ok) / df.attrs["wall_s"] if df.attrs.get("wall_s") else float("nan"),
+    }
+    for part in ("decode", "queue", "infer"):
+        column = f"server_{part}_ms"
+        row[f"{part}_median_ms"] = float(ok[column].median()) if column in ok and len(ok) else float("nan")
+    return row
