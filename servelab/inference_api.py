@@ -20,14 +20,15 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from servelab import food11
 from servelab.runtimes import RUNTIMES
 
 log = logging.getLogger("servelab.fastapi")
 MAX_BODY_BYTES = (food11.MAX_IMAGE_BYTES * 4) // 3 + 4096  # base64 of the largest image, plus JSON
-EXAMPLE_IMAGE = (  # a 2x2 PNG, so "Try it out" in Swagger works without any file at hand
-    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR4nGP4z8DAwMDA9J+BgYGBAQAb/QL/b6SW3wAAAABJRU5ErkJggg=="
+EXAMPLE_IMAGE = (  # an 8x8 orange PNG, so "Try it out" in Swagger works without a file at hand
+    "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAFUlEQVR42mO81GPDgA0wMeAAg1MCAETJAar3ayW4AAAAAElFTkSuQmCC"
 )
 
 
@@ -98,12 +99,19 @@ def create_app(runtime: str) -> FastAPI:
                                "are accepted (an image of at most 8 MiB, base64-encoded).")
         return await call_next(request)
 
+    body_hint = 'Send a JSON body of the form {"image": "<base64 JPEG or PNG>"} with Content-Type: application/json.'
+
     @app.exception_handler(RequestValidationError)
     async def explain_bad_body(request: Request, exc: RequestValidationError):
         problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
                              for e in exc.errors())
-        return _error(422, 'Send a JSON body of the form {"image": "<base64 JPEG or PNG>"} '
-                           f"with Content-Type: application/json. Problem: {problems}")
+        return _error(422, f"{body_hint} Problem: {problems}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def explain_unparsable_body(request: Request, exc: StarletteHTTPException):
+        if exc.status_code == 400 and "parsing the body" in str(exc.detail):  # bytes that are not JSON text
+            return _error(422, f"{body_hint} Problem: the body could not be parsed as JSON.")
+        return _error(exc.status_code, str(exc.detail))
 
     @app.get("/health")
     def health():

@@ -1,0 +1,132 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 0. How to use this lab
+#
+# This lab follows one food-photo classifier (11 classes, MobileNetV2) from a Flask page that
+# calls a model, to a separate inference service (FastAPI, then Triton Inference Server), and
+# measures, step by step, where a request's time goes: framework overhead, the runtime
+# (PyTorch vs ONNX Runtime), and above all **queuing** under concurrent and bursty load.
+#
+# The notebooks, in order:
+#
+# | # | notebook | where it runs |
+# |---|----------|---------------|
+# | 0 | how to use this lab (this one) | anywhere |
+# | 1 | reserve a GPU node | Chameleon Jupyter |
+# | 2 | provision the node (server, IP, Docker, NVIDIA toolkit) | Chameleon Jupyter |
+# | 3 | bring up the FastAPI stack | a shell on the node |
+# | 4 | FastAPI benchmarks | the lab's Jupyter (in a container on the node) |
+# | 5 | bring up the Triton stack | a shell on the node |
+# | 6 | Triton benchmarks, then tear down | the lab's Jupyter |
+
+# %% [markdown]
+# ## Three ways to run it
+#
+# **1. Chameleon (the classroom setup).** A bare-metal node with two GPUs (reference:
+# 2x NVIDIA P100, node type `gpu_p100`), image `CC-Ubuntu24.04-CUDA`.
+# You need: a Chameleon account in the course's project, an SSH key pair registered at the
+# site, and a lease (notebook 1). Notebook 2 creates the server, installs Docker and the NVIDIA
+# container toolkit with `docker/setup_host.sh`, and prints your ssh command.
+#
+# **2. Any CUDA host with Docker.** Your own Ubuntu 22.04/24.04 machine or a cloud VM with an
+# NVIDIA GPU and driver. Clone the repository and run
+# `bash docker/setup_host.sh` (use `--dry-run` first to see every command it would run); it
+# is safe to run again. Then continue with notebook 3. Without an NVIDIA GPU the script says so,
+# and the same stacks run on CPU with the override files `docker/docker-compose-cpu.yaml` and
+# `docker/docker-compose-triton-cpu.yaml`.
+#
+# **3. Local mode: no Docker, no GPU.** Any Linux machine with Python 3.11. The same services
+# (FastAPI, Flask, a real Triton server, JupyterLab) run as ordinary processes, on the GPU if
+# there is one and on the CPU otherwise:
+#
+# ```
+# make up     # start the stack; prints the URLs (JupyterLab included)
+# make lab    # or: the whole lab unattended, writing every table and plot to results/
+# make down   # stop everything
+# ```
+#
+# The benchmark notebooks (4 and 6) are the same in every setup: they only read the service
+# URLs from environment variables (`FASTAPI_SERVER_URL`, `FLASK_SERVER_URL`, `TRITON_SERVER_URL`).
+# Absolute numbers differ between a P100 and a laptop CPU; the effects you are asked to explain
+# (queuing growing with concurrency, batching, Poisson vs constant arrivals) show in all of them.
+
+# %% [markdown]
+# ## Time budget for a ~3-hour Chameleon lease
+#
+# A lease ends on time, with or without you: plan for it.
+#
+# | step | about |
+# |------|-------|
+# | notebook 2: server boots (bare metal) | 10-20 min (wait, do not restart it) |
+# | notebook 2: setup script on the node | 5 min |
+# | notebook 3: build images, start the FastAPI stack | 10-15 min |
+# | notebook 4: FastAPI benchmarks | 30 min |
+# | notebook 5: Triton image and stack | 10-15 min |
+# | notebook 6: Triton benchmarks (a-g) | 60 min |
+# | margin, hand-in, tear down | 20 min |
+#
+# Tips: start notebook 2 right when the lease begins; read ahead in notebooks 4 and 6 while
+# images build; copy `results/` off the node **before** the lease ends (everything on the node is
+# erased when it does).
+
+# %% [markdown]
+# ## What you hand in
+#
+# Not screenshots. The benchmark notebooks write everything they measure under `results/`
+# (in the repository folder on the node, or on your machine in local mode):
+#
+# * the measurement tables (one row per run: the exact command, latency median/p95/p99,
+#   throughput, and for Triton the queue/compute split and GPU utilisation read from the
+#   server's metrics), as CSV/Markdown files;
+# * the plots (throughput vs concurrency, latency split per configuration) as PNG files;
+# * your answers to the question at the end of each step, written in the notebooks themselves.
+#
+# Hand in the `results/` folder and the executed notebooks 4 and 6. To copy the folder from a
+# Chameleon node to your computer (replace the address with your node's floating IP):
+#
+# ```
+# scp -r cc@A.B.C.D:serve-system-lab/results ./results
+# ```
+
+# %% [markdown]
+# ## Which setup am I in?
+# The cell below only looks around (it changes nothing) and tells you which way fits this machine.
+
+# %%
+import os
+import shutil
+import subprocess
+
+
+def gpu_names() -> list[str]:
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line for line in out.splitlines() if line.startswith("GPU ")]
+
+
+in_chameleon_jupyter = "OS_AUTH_URL" in os.environ or os.path.isdir("/work/.chameleon")
+has_docker = shutil.which("docker") is not None
+gpus = gpu_names()
+
+print("NVIDIA GPUs:", gpus or "none")
+print("docker CLI :", "yes" if has_docker else "no")
+print("LAB_MODE   :", os.environ.get("LAB_MODE", "(not set)"))
+if in_chameleon_jupyter:
+    print("-> This looks like the Chameleon Jupyter environment: continue with notebook 1 (reserve).")
+elif os.environ.get("LAB_MODE"):
+    print("-> You are inside the lab's Jupyter: go on with the benchmark notebooks (4, 6).")
+elif has_docker:
+    print("-> Docker is here: run `bash docker/setup_host.sh`, then notebook 3.")
+else:
+    print("-> No Docker: use local mode (`make up` or `make lab` in the repository folder).")

@@ -1,0 +1,130 @@
+"""Notebooks 0-2: valid, in sync with their .py sources, compilable, and every python-chi call
+they make exists with those keywords in the pinned python-chi (they never run in CI)."""
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import types
+from pathlib import Path
+
+import jupytext
+import nbformat
+import pytest
+
+from servelab import chi_contract
+
+REPO = Path(__file__).resolve().parent.parent
+NB = REPO / "notebooks"
+NOTEBOOKS = ["00_how_to_use_this_lab", "01_reserve", "02_provision"]
+CHAMELEON_NOTEBOOKS = {"01_reserve": 8, "02_provision": 15}  # minimum python-chi calls each makes
+
+
+def code_cells(nb) -> list[str]:
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_valid_empty_and_in_sync(name):
+    ipynb, py = NB / f"{name}.ipynb", NB / f"{name}.py"
+    assert ipynb.is_file() and py.is_file()
+    nb = nbformat.read(ipynb, as_version=4)
+    nbformat.validate(nb)
+    assert "jupytext" not in nb.metadata, "regenerate with --update-metadata '{\"jupytext\": null}'"
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, "commit notebooks without outputs"
+    assert code_cells(nb) == code_cells(jupytext.read(py)), f"{name}.ipynb is stale: run `make notebooks`"
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith(f"# {int(name[:2])}.")
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_code_compiles(name):
+    nb = nbformat.read(NB / f"{name}.ipynb", as_version=4)
+    for i, src in enumerate(code_cells(nb)):
+        compile(chi_contract._strip_magics(src), f"{name}.ipynb cell {i}", "exec")
+
+
+def test_pinned_python_chi_is_installed():
+    pins = (REPO / "requirements" / "constraints.txt").read_text()
+    pinned = re.search(r"^python-chi==(\S+)", pins, flags=re.M).group(1)
+    assert importlib.metadata.version("python-chi") == pinned == "1.2.10"
+
+
+@pytest.mark.parametrize("name,min_calls", sorted(CHAMELEON_NOTEBOOKS.items()))
+def test_python_chi_calls_match_pinned_signatures(name, min_calls):
+    report = chi_contract.check_notebook(NB / f"{name}.ipynb")
+    assert report.problems == [], "\n".join(map(str, report.problems))
+    assert report.checked_calls >= min_calls, "the checker no longer sees the notebook's calls"
+
+
+def test_provision_notebook_is_idempotent_by_construction():
+    """The re-run guards the issue asks for are in the code, not only in the prose."""
+    src = "\n".join(code_cells(nbformat.read(NB / "02_provision.ipynb", as_version=4)))
+    tree = ast.parse(chi_contract._strip_magics(src))
+    calls = {(c.func.attr, kw.arg, ast.unparse(kw.value))
+             for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+             for kw in c.keywords}
+    assert ("submit", "idempotent", "True") in calls
+    assert 'CC-Ubuntu24.04-CUDA' in src and "setup_host.sh" in src
+    assert "if node.get_floating_ip() is None:" in src
+    assert "ssh -i" in src and ":8888/lab?token=" in src
+
+
+# ------------------------------------------------------------------ the checker can fail
+
+def test_checker_flags_unknown_keyword_function_and_arity():
+    snippet = (
+        "import chi\n"
+        "from chi import lease, server as srv\n"
+        "chi.use_site(site='CHI@TACC')\n"                   # keyword is site_name
+        "l = lease.get_lease('x')\n"
+        "l.submit(idempotent=True, wait=True)\n"            # no 'wait' keyword
+        "lease.no_such_helper()\n"                          # no such function
+        "s = srv.Server('n', image_name='img')\n"
+        "s.check_connectivity(True, None, 22, 10, 'text', 'extra')\n"  # one positional too many
+        "s.execute('ls')\n"                                 # fine
+    )
+    report = chi_contract.check_source(snippet)
+    text = "\n".join(map(str, report.problems))
+    assert "use_site() has no keyword 'site'" in text
+    assert "Lease.submit() has no keyword 'wait'" in text
+    assert "no attribute 'no_such_helper'" in text
+    assert "check_connectivity" in text and "too many positional" in text
+    assert len(report.problems) == 4, text
+
+
+def test_checker_fails_when_pinned_api_drops_a_keyword(monkeypatch):
+    """Simulate an upgrade that removes `idempotent` from Server.submit and renames node_type."""
+    import chi.lease
+    import chi.server
+
+    def submit(self, wait_for_active: bool = True, show: str = "widget"):
+        raise AssertionError("never called")
+
+    def add_node_reservation(self, amount: int = None, resource_type: str = None):
+        raise AssertionError("never called")
+
+    monkeypatch.setattr(chi.server.Server, "submit", submit)
+    monkeypatch.setattr(chi.lease.Lease, "add_node_reservation", add_node_reservation)
+    provision = chi_contract.check_notebook(NB / "02_provision.ipynb")
+    assert any("Server.submit() has no keyword 'idempotent'" in str(p) for p in provision.problems)
+    reserve = chi_contract.check_notebook(NB / "01_reserve.ipynb")
+    assert any("add_node_reservation() has no keyword 'node_type'" in str(p) for p in reserve.problems)
+
+
+def test_checker_against_a_fake_package():
+    """A stand-in `chi` package whose only function lost its `count` keyword."""
+    fake = types.ModuleType("chi")
+    fake.__path__ = []
+    tools = types.ModuleType("chi.tools")
+
+    def reserve(name, *, hours=1):
+        return None
+
+    tools.reserve = reserve
+    fake.tools = tools
+    ok = chi_contract.check_source("import chi\nchi.tools.reserve('a', hours=2)\n", root_module=fake)
+    assert ok.problems == [] and ok.checked_calls == 1
+    bad = chi_contract.check_source("import chi\nchi.tools.reserve('a', count=2)\n", root_module=fake)
+    assert [p.message.split(" (")[0] for p in bad.problems] == ["chi.tools.reserve() has no keyword 'count'"]

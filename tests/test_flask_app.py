@@ -1,0 +1,73 @@
+"""The Flask UI under gunicorn, against a real FastAPI backend: upload, limits, backend down and back."""
+import io
+import re
+
+import pytest
+import requests
+from PIL import Image
+
+from servelab import food11, launcher
+
+
+def _label(page: str):
+    m = re.search(r'class="label">([^<]+)<', page)
+    return m.group(1) if m else None
+
+
+@pytest.fixture(scope="module")
+def backend_port():
+    return launcher.free_port()
+
+
+@pytest.fixture
+def flask_url(start_service, backend_port):
+    env = {"FLASK_BACKEND": "fastapi", "FASTAPI_SERVER_URL": f"http://127.0.0.1:{backend_port}"}
+    return start_service(launcher.flask_service(launcher.free_port(), env)).url
+
+
+def _upload(url, name, data, mime="image/jpeg"):
+    return requests.post(f"{url}/predict", files={"file": (name, data, mime)}, timeout=60)
+
+
+def test_backend_down_gives_a_readable_page_then_recovers_without_restarting_flask(
+        flask_url, backend_port, start_service, test_images, built_artifacts):
+    image = test_images[0].read_bytes()
+    down = _upload(flask_url, test_images[0].name, image)
+    assert down.status_code == 502
+    assert "not reachable" in down.text and "try again" in down.text and "Traceback" not in down.text
+
+    start_service(launcher.fastapi_service(backend_port, "onnx"))
+    up = _upload(flask_url, test_images[0].name, image)
+    assert up.status_code == 200, up.text
+    assert _label(up.text) == built_artifacts["test_image_predictions"][test_images[0].name][0]
+    assert "untrained" in up.text  # the weights are labelled wherever a prediction is shown
+
+
+def test_upload_page_and_health(flask_url):
+    page = requests.get(f"{flask_url}/", timeout=10)
+    assert page.status_code == 200 and 'type="file"' in page.text and "8 MiB" in page.text
+    assert requests.get(f"{flask_url}/healthz", timeout=10).json()["status"] == "ok"
+
+
+@pytest.mark.parametrize("name, data, status, words", [
+    ("notes.txt", b"hello", 415, "not a JPEG or PNG"),
+    ("empty.jpg", b"", 400, "empty"),
+    ("fake.png", b"this is not a png at all", 415, "not an image"),
+    ("huge.jpg", b"\xff" * (food11.MAX_IMAGE_BYTES + 200_000), 413, "larger than"),
+])
+def test_bad_uploads_get_a_readable_error_page(flask_url, name, data, status, words):
+    resp = _upload(flask_url, name, data)
+    assert resp.status_code == status and words in resp.text and "Back to the upload page" in resp.text
+
+
+def test_no_file_chosen(flask_url):
+    resp = requests.post(f"{flask_url}/predict", data={}, timeout=10)
+    assert resp.status_code == 400 and "No file was chosen" in resp.text
+
+
+def test_png_upload_with_alpha(flask_url, start_service, backend_port, built_artifacts):
+    start_service(launcher.fastapi_service(backend_port, "pytorch"))
+    buf = io.BytesIO()
+    Image.new("RGBA", (300, 200), (10, 200, 30, 128)).save(buf, "PNG")
+    resp = _upload(flask_url, "leaf.png", buf.getvalue(), "image/png")
+    assert resp.status_code == 200 and _label(resp.text) in food11.CLASSES

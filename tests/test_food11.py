@@ -1,0 +1,66 @@
+"""The shared pre/post-processing: shapes, normalisation, and a clear BadInput for every bad case."""
+import base64
+import io
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from servelab import food11
+
+
+def _jpeg_cut_in_half() -> bytes:
+    buf = io.BytesIO()
+    Image.effect_noise((256, 256), 50).convert("RGB").save(buf, "JPEG")
+    return buf.getvalue()[: len(buf.getvalue()) // 2]
+
+
+def _png(size=(50, 40), mode="RGB") -> bytes:
+    buf = io.BytesIO()
+    Image.new(mode, size, color=128 if mode == "L" else (200, 100, 50)).save(buf, "PNG")
+    return buf.getvalue()
+
+
+def test_eleven_classes_in_the_lab_order():
+    assert food11.CLASSES[0] == "Bread" and food11.CLASSES[-1] == "Vegetable/Fruit" and len(food11.CLASSES) == 11
+
+
+@pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "P"])
+def test_any_mode_becomes_normalised_3x224x224(mode):
+    x = food11.tensor_from_bytes(_png(mode=mode))
+    assert x.shape == (3, 224, 224) and x.dtype == np.float32
+    red = (200 / 255 - food11.MEAN[0]) / food11.STD[0] if mode in ("RGB", "RGBA", "P") else (128 / 255 - 0.485) / 0.229
+    assert abs(float(x[0, 100, 100]) - red) < 0.02
+
+
+def test_base64_with_data_url_prefix_and_newlines():
+    text = base64.encodebytes(_png()).decode()  # wrapped at 76 chars
+    assert food11.tensor_from_base64("data:image/png;base64," + text).shape == (3, 224, 224)
+
+
+@pytest.mark.parametrize("text, status, words", [
+    ("", 400, "empty"),
+    ("not*base64!", 400, "not valid base64"),
+    (base64.b64encode(b"hello world").decode(), 415, "not an image"),
+    (base64.b64encode(_jpeg_cut_in_half()).decode(), 400, "damaged or truncated"),
+])
+def test_bad_input_says_what_to_fix(text, status, words):
+    with pytest.raises(food11.BadInput) as err:
+        food11.tensor_from_base64(text)
+    assert err.value.status == status and words in str(err.value)
+
+
+def test_too_many_pixels_is_refused_before_decoding():
+    buf = io.BytesIO()
+    Image.new("L", (8000, 6000)).save(buf, "PNG")  # 48 Mpx, compresses to a few kB
+    with pytest.raises(food11.BadInput) as err:
+        food11.load_image(buf.getvalue())
+    assert err.value.status == 413 and "pixels" in str(err.value)
+
+
+def test_softmax_and_top_class():
+    logits = np.array([0.0] * 10 + [2.0])
+    label, prob = food11.top_class(logits)
+    assert label == "Vegetable/Fruit"
+    assert prob == pytest.approx(np.exp(2) / (10 + np.exp(2)), rel=1e-6)
+    assert food11.softmax(np.array([[1000.0, 1000.0]])).tolist() == [[0.5, 0.5]]

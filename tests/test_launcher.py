@@ -1,0 +1,72 @@
+"""Local mode's launcher as a student uses it: up, switch runtime, crash, up again, down, down."""
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import requests
+
+from conftest import run_launcher
+
+
+def _env(state_dir: Path) -> dict:
+    return dict(line.split("=", 1) for line in (state_dir / "urls.env").read_text().splitlines())
+
+
+def _pids(state_dir: Path) -> dict:
+    return {n: r["pid"] for n, r in json.loads((state_dir / "state.json").read_text())["services"].items()}
+
+
+def _gone(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        return status == "Z"
+    except OSError:
+        return True
+
+
+def test_up_switch_crash_up_down_down(tmp_path, image_b64, built_artifacts):
+    state = tmp_path / "lab"
+    started = run_launcher(state, "up", "--no-triton")
+    assert started.returncode == 0, started.stdout + started.stderr
+    env = _env(state)
+    assert env["LAB_MODE"] == "local" and env["FASTAPI_BACKEND"] == "pytorch"
+    fastapi, flask = env["FASTAPI_SERVER_URL"], env["FLASK_SERVER_URL"]
+    assert fastapi.startswith("http://127.0.0.1:") and flask.startswith("http://127.0.0.1:")
+    assert (state / "logs" / "fastapi.log").exists()
+    resp = requests.post(f"{fastapi}/predict", json={"image": image_b64}, timeout=60)
+    assert resp.status_code == 200 and resp.json()["prediction"] in built_artifacts["classes"]
+
+    # one setting switches the runtime, on the same URL
+    switched = run_launcher(state, "restart", "fastapi", "--set", "FASTAPI_BACKEND=onnx")
+    assert switched.returncode == 0, switched.stderr
+    assert requests.get(f"{fastapi}/health", timeout=5).json()["backend"] == "onnx"
+    assert _env(state)["FASTAPI_BACKEND"] == "onnx"
+
+    # a crash: the FastAPI process dies; `up` again cleans up what is left and starts afresh
+    old = _pids(state)
+    os.killpg(old["fastapi"], signal.SIGKILL)
+    again = run_launcher(state, "up", "--no-triton")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "stopped leftover flask" in again.stdout
+    assert _gone(old["flask"])
+    new = _pids(state)
+    assert requests.get(f"{_env(state)['FASTAPI_SERVER_URL']}/health", timeout=5).status_code == 200
+
+    stopped = run_launcher(state, "down")
+    assert stopped.returncode == 0 and "fastapi" in stopped.stdout
+    deadline = time.time() + 10
+    while time.time() < deadline and not all(_gone(p) for p in new.values()):
+        time.sleep(0.2)
+    assert all(_gone(p) for p in new.values()), "make down left a process behind"
+    assert not (state / "urls.env").exists() and not (state / "state.json").exists()
+    twice = run_launcher(state, "down")
+    assert twice.returncode == 0 and "nothing was running" in twice.stdout
+
+
+def test_failed_start_reports_the_log(tmp_path):
+    state = tmp_path / "lab"
+    failed = run_launcher(state, "up", "--no-triton", extra_env={"FASTAPI_BACKEND": "tensorflow"})
+    assert failed.returncode != 0 and "FASTAPI_BACKEND must be one of" in failed.stderr
+    assert not (state / "state.json").exists()
