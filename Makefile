@@ -49,7 +49,7 @@ bench: artifacts
 	$(PY) scripts/bench_fastapi.py
 
 notebooks: setup
-	$(PY) -m jupytext --to ipynb --update-metadata '{"jupytext": null}' notebooks/[0-9]*.py
+	$(PY) -m servelab.notebook_sync
 
 clean: down
 	rm -rf .lab results model_repository

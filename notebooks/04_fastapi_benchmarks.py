@@ -167,7 +167,7 @@ table.append(measure(f"onnx_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY
 # And the same with PyTorch, to compare both runtimes under load:
 
 # %%
-labenv.use_fastapi_backend("pytorch")
+labenv.use_fastapi_backend("pt")
 table.append(measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY))
 
 # %% [markdown]

@@ -57,11 +57,14 @@ def wait_healthy(health_url: str, timeout: float = 120.0, check=lambda r: True) 
 
 
 def use_fastapi_backend(backend: str, timeout: float = 900.0) -> dict:
-    """Switch the FastAPI service to 'pytorch' or 'onnx' and wait until it serves with that runtime.
+    """Switch the FastAPI service to 'pt' (PyTorch) or 'onnx' and wait until it serves with that runtime.
 
     Local mode restarts the process on the same port. With Docker, the student runs the printed
     command on the host (the Jupyter container cannot restart containers) and this waits for it.
     """
+    from servelab.runtimes import FASTAPI_BACKENDS, fastapi_backend
+    backend = fastapi_backend(backend)
+    runtime = FASTAPI_BACKENDS[backend]
     base = url("FASTAPI_SERVER_URL")
     if os.environ.get("LAB_MODE") == "local":
         from servelab import launcher
@@ -70,7 +73,7 @@ def use_fastapi_backend(backend: str, timeout: float = 900.0) -> dict:
         print("Run this on the host (in the repository's docker/ folder), then wait here:\n  "
               + " ".join(["FASTAPI_BACKEND=" + shlex.quote(backend), "docker compose -f docker-compose-fastapi.yaml",
                           "up -d --build --wait fastapi_server"]))
-    health = wait_healthy(f"{base}/health", timeout, check=lambda r: r.json().get("backend") == backend)
+    health = wait_healthy(f"{base}/health", timeout, check=lambda r: r.json().get("backend") == runtime)
     os.environ["FASTAPI_BACKEND"] = backend
     print(f"FastAPI service now runs {health['backend']} on {health['device']} ({health['weights']} weights)")
     return health

@@ -26,12 +26,12 @@ from pathlib import Path
 import requests
 
 from servelab.paths import LAB_DIR, REPO_ROOT
+from servelab.runtimes import fastapi_backend
 
 STATE = LAB_DIR / "state.json"
 URLS_ENV = LAB_DIR / "urls.env"
 LOGS = LAB_DIR / "logs"
 BIND = os.environ.get("LAB_BIND_HOST", "127.0.0.1")
-FASTAPI_APPS = {"pytorch": "fastapi_pt.app:app", "onnx": "fastapi_onnx.app:app"}
 
 
 def free_port() -> int:
@@ -133,9 +133,11 @@ def _venv_bin(name: str) -> str:
 
 
 def fastapi_service(port: int, backend: str) -> Service:
-    if backend not in FASTAPI_APPS:
-        raise SystemExit(f"FASTAPI_BACKEND must be one of {sorted(FASTAPI_APPS)}, not {backend!r}")
-    return Service("fastapi", [_venv_bin("uvicorn"), FASTAPI_APPS[backend], "--host", BIND, "--port", str(port),
+    try:
+        backend = fastapi_backend(backend)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    return Service("fastapi", [_venv_bin("uvicorn"), f"fastapi_{backend}.app:app", "--host", BIND, "--port", str(port),
                                "--no-access-log"],
                    health=f"{_url(port)}/health", env={"FASTAPI_BACKEND": backend}, ports={"port": port})
 
@@ -215,9 +217,9 @@ def _flask_env(state: dict, urls: dict) -> dict:
     return env
 
 
-def up(jupyter: bool = False, triton: bool = True, fastapi_backend: str | None = None) -> dict:
+def up(jupyter: bool = False, triton: bool = True, backend: str | None = None) -> dict:
     clean_stale()
-    backend = fastapi_backend or os.environ.get("FASTAPI_BACKEND", "pytorch")
+    backend = backend or os.environ.get("FASTAPI_BACKEND", "pt")
     state: dict = {"services": {}, "started": time.strftime("%F %T")}
     try:
         print(f"starting fastapi ({backend}) ...", flush=True)
@@ -257,7 +259,7 @@ def restart(name: str, overrides: dict) -> dict:
     _stop(rec["pid"], rec["marker"])
     _wait_port_free(rec["port"])
     if name == "fastapi":
-        service = fastapi_service(rec["port"], env.get("FASTAPI_BACKEND", "pytorch"))
+        service = fastapi_service(rec["port"], env.get("FASTAPI_BACKEND", "pt"))
     elif name == "flask":
         service = flask_service(rec["port"], env)
     else:
@@ -320,7 +322,8 @@ def main(argv=None) -> None:
     sub.add_parser("status")
     p_re = sub.add_parser("restart")
     p_re.add_argument("name", choices=["fastapi", "flask"])
-    p_re.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    p_re.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                      help="e.g. FASTAPI_BACKEND=onnx (or pt); FLASK_BACKEND=triton FOOD11_MODEL_NAME=...")
     args = parser.parse_args(argv)
     if args.cmd == "up":
         up(jupyter=args.jupyter, triton=not args.no_triton)

@@ -72,3 +72,14 @@ class OnnxClassifier:
 
 
 RUNTIMES = {"pytorch": TorchClassifier, "onnx": OnnxClassifier}
+# FASTAPI_BACKEND values are the service folder suffixes (fastapi_pt/, fastapi_onnx/), in local
+# mode and in Docker alike; "pytorch" is accepted too.
+FASTAPI_BACKENDS = {"pt": "pytorch", "onnx": "onnx"}
+
+
+def fastapi_backend(value: str) -> str:
+    """'pt' | 'pytorch' | 'onnx' -> the FASTAPI_BACKEND value ('pt' or 'onnx')."""
+    value = {"pytorch": "pt"}.get(value, value)
+    if value not in FASTAPI_BACKENDS:
+        raise ValueError(f"FASTAPI_BACKEND must be 'pt' (PyTorch) or 'onnx', not {value!r}")
+    return value

@@ -31,7 +31,7 @@ def test_up_switch_crash_up_down_down(tmp_path, image_b64, built_artifacts):
     started = run_launcher(state, "up", "--no-triton")
     assert started.returncode == 0, started.stdout + started.stderr
     env = _env(state)
-    assert env["LAB_MODE"] == "local" and env["FASTAPI_BACKEND"] == "pytorch"
+    assert env["LAB_MODE"] == "local" and env["FASTAPI_BACKEND"] == "pt"
     fastapi, flask = env["FASTAPI_SERVER_URL"], env["FLASK_SERVER_URL"]
     assert fastapi.startswith("http://127.0.0.1:") and flask.startswith("http://127.0.0.1:")
     assert (state / "logs" / "fastapi.log").exists()
@@ -68,5 +68,5 @@ def test_up_switch_crash_up_down_down(tmp_path, image_b64, built_artifacts):
 def test_failed_start_reports_the_log(tmp_path):
     state = tmp_path / "lab"
     failed = run_launcher(state, "up", "--no-triton", extra_env={"FASTAPI_BACKEND": "tensorflow"})
-    assert failed.returncode != 0 and "FASTAPI_BACKEND must be one of" in failed.stderr
+    assert failed.returncode != 0 and "FASTAPI_BACKEND must be" in failed.stderr
     assert not (state / "state.json").exists()

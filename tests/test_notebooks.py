@@ -2,14 +2,13 @@
 import os
 from pathlib import Path
 
-import jupytext
 import nbformat
 import pandas as pd
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
 from conftest import run_launcher
-from servelab import notebook_runner
+from servelab import notebook_runner, notebook_sync
 from servelab.paths import REPO_ROOT
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -36,10 +35,11 @@ def test_valid_and_code_compiles(path):
 def test_ipynb_matches_its_jupytext_source(path):
     source = path.with_suffix(".py")
     assert source.exists(), f"{path.name} has no .py source"
-    expected = jupytext.read(source)
+    expected = notebook_sync.render(source)
     actual = nbformat.read(path, as_version=4)
     assert [(c.cell_type, c.source) for c in actual.cells] == [(c.cell_type, c.source) for c in expected.cells], \
         f"{path.name} is out of date: run `make notebooks`"
+    assert path.read_text() == nbformat.writes(expected) + "\n", f"{path.name}: run `make notebooks`"
 
 
 def test_fastapi_benchmark_notebook_runs_top_to_bottom(tmp_path, built_artifacts):
