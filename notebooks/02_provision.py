@@ -107,6 +107,14 @@ node.execute(
 node.execute(f"bash {REPO_DIR}/docker/setup_host.sh")
 
 # %% [markdown]
+# Build the model artifacts the containers serve (`models_staging/food11.pth`, `model.onnx`, test
+# images): the same command as local mode. It installs the lab's Python environment on the node
+# first (a few minutes the first time; later runs see everything up to date and return at once).
+
+# %%
+node.execute(f"cd {REPO_DIR} && make artifacts 2>&1 | tail -n 12")
+
+# %% [markdown]
 # Settings for the Docker stacks: `docker/.env` with a random Jupyter token (kept if it already
 # exists), and the output folders the containers write to.
 

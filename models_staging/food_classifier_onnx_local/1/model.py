@@ -1,0 +1,67 @@
+"""LOCAL MODE ONLY: a Python-backend stand-in for Triton's onnxruntime backend.
+
+The Triton server of local mode (from the nvidia-pytriton wheel) ships only the Python backend.
+This model keeps the name and the interface of models_staging/food_classifier_onnx
+(input `input` FP32 [batch, 3, 224, 224], output `output` FP32 [batch, 11]) and runs the same
+model.onnx with ONNX Runtime (servelab.runtimes.OnnxClassifier), one session run per execute()
+call over the stacked requests. Its timings include the Python backend's per-request overhead,
+which the real onnxruntime backend (Docker route) does not have.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+try:
+    from servelab.runtimes import OnnxClassifier
+except ImportError as exc:  # pragma: no cover - only when the environment is wrong
+    raise ImportError(
+        "food_classifier_onnx (local stand-in) needs the lab's 'servelab' package: put the repository "
+        "root on PYTHONPATH (local mode does this)") from exc
+
+WEIGHTS = "model.onnx"
+
+
+def instance_device(args: dict) -> str:
+    if args.get("model_instance_kind", "CPU") == "GPU":
+        return f"cuda:{int(args.get('model_instance_device_id', 0))}"
+    return "cpu"
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        self.logger = pb_utils.Logger
+        self.model_name = args["model_name"]
+        weights = Path(__file__).resolve().parent / WEIGHTS
+        if not weights.is_file():
+            raise FileNotFoundError(f"{weights} is missing: copy {WEIGHTS} into the version folder "
+                                    "(python -m servelab.model_repository does it)")
+        self.classifier = OnnxClassifier(weights, device=instance_device(args))
+        self.logger.log_warn(
+            f"{self.model_name}: LOCAL STAND-IN for Triton's onnxruntime backend (that backend is not in "
+            f"the pip-installed Triton): a Python-backend model running {weights.name} with ONNX Runtime "
+            f"({self.classifier.device}); same name and I/O as the real one, plus Python-backend overhead")
+
+    def execute(self, requests):
+        responses: list = [None] * len(requests)
+        arrays, spans = [], []
+        for i, request in enumerate(requests):
+            x = pb_utils.get_input_tensor_by_name(request, "input").as_numpy()
+            # Triton has already checked name, type and shape [n, 3, 224, 224] against config.pbtxt.
+            spans.append((i, sum(len(a) for a in arrays), len(x)))
+            arrays.append(x)
+        try:
+            logits = self.classifier(np.concatenate(arrays) if len(arrays) > 1 else arrays[0])
+        except Exception as exc:
+            message = f"inference failed: {type(exc).__name__}: {exc}"
+            self.logger.log_error(f"{self.model_name}: {message}")
+            return [pb_utils.InferenceResponse(error=pb_utils.TritonError(message)) for _ in requests]
+        for i, start, count in spans:
+            out = np.ascontiguousarray(logits[start:start + count], dtype=np.float32)
+            responses[i] = pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("output", out)])
+        return responses
+
+    def finalize(self):
+        self.classifier = None

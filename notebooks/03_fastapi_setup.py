@@ -1,0 +1,94 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3. Bring up the FastAPI stack
+#
+# The app so far was one Flask page that ran the model itself. Now the model moves behind its
+# own **inference service**, so the web app and the model can be scaled, updated and measured
+# separately. The stack has three parts:
+#
+# | service | what it does | port on the node (Docker) |
+# |---|---|---|
+# | `flask` | the upload page; sends the image to the inference service | 80 |
+# | `fastapi_server` | `POST /predict` with a base64 image; PyTorch first, ONNX later | 8000 |
+# | `jupyter` | where you run notebook 4; reaches the others **by service name** (`http://fastapi_server:8000`) | 8888 |
+#
+# This part runs on the **host** (the node's shell, over SSH), not inside the lab's Jupyter.
+# Pick the section for the way you run the lab.
+#
+# ## A. Chameleon node or any CUDA host (Docker)
+#
+# In the repository's `docker/` folder on the node:
+#
+# ```bash
+# cd ~/serve-system-lab/docker
+# test -f .env || { cp .env.example .env; sed -i "s/^JUPYTER_TOKEN=.*/JUPYTER_TOKEN=$(openssl rand -hex 16)/" .env; }
+# docker compose -f docker-compose-fastapi.yaml up -d --build --wait
+# docker compose -f docker-compose-fastapi.yaml ps
+# ```
+#
+# `--wait` returns once every container reports healthy; the inference service is healthy only
+# when its model is loaded. The model files come from `models_staging/`, which the repository's
+# `make artifacts` (or `python -m servelab.artifacts`) builds; notebook 2 ran it for you.
+# On a host without an NVIDIA GPU add the CPU override:
+# `docker compose -f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml up -d --build --wait`.
+#
+# **Jupyter URL.** The token is the `JUPYTER_TOKEN` in `docker/.env` (notebook 2 made a random
+# one). Open `http://<floating IP>:8888/lab?token=<token>`; print it with
+#
+# ```bash
+# echo "http://$(curl -s ifconfig.me):8888/lab?token=$(grep ^JUPYTER_TOKEN= .env | cut -d= -f2)"
+# ```
+#
+# In that Jupyter, open `work/notebooks/04_fastapi_benchmarks.ipynb`.
+#
+# **Switching to ONNX later** (notebook 4 tells you when) is one setting, no file to edit:
+#
+# ```bash
+# FASTAPI_BACKEND=onnx docker compose -f docker-compose-fastapi.yaml up -d --build --wait fastapi_server
+# ```
+#
+# ## B. Local mode (no Docker, no GPU)
+#
+# In the repository folder:
+#
+# ```bash
+# make up        # FastAPI (PyTorch), Flask, Triton and JupyterLab as local processes
+# make status    # health of each, its URL and log file
+# ```
+#
+# `make up` prints the JupyterLab URL with its token, and writes every service URL to
+# `.lab/urls.env`. Switching to ONNX: notebook 4 does it for you (`labenv.use_fastapi_backend`),
+# or `FASTAPI_BACKEND=onnx make up`.
+#
+# ## Check: can this Jupyter reach the services?
+# Run the next cell from the lab's Jupyter (either way). It only reads URLs from the environment.
+
+# %%
+import requests
+
+from servelab import labenv
+
+env = labenv.load()
+print("mode:", env.get("LAB_MODE"))
+for name, path in (("FASTAPI_SERVER_URL", "/health"), ("FLASK_SERVER_URL", "/healthz")):
+    base = labenv.url(name)
+    try:
+        resp = requests.get(base + path, timeout=5)
+        print(f"{name:20s} {base:32s} -> HTTP {resp.status_code} {resp.text[:120]}")
+    except requests.RequestException as exc:
+        print(f"{name:20s} {base:32s} -> not reachable ({type(exc).__name__}): is the stack up?")
+
+# %% [markdown]
+# Expected: both answer HTTP 200, and `/health` says `"status": "ready"`, the runtime
+# (`pytorch`), the device (`cuda:0` on a GPU node, `cpu` otherwise) and whether the weights are
+# trained. If the FastAPI service answers 503, the model is still loading: wait and re-run.
+#
+# *Question:* the Flask container calls `http://fastapi_server:8000`, but your browser cannot use
+# that name. Why not, and which address does your browser use instead?
