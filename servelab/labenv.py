@@ -24,7 +24,8 @@ def load() -> dict:
             if sep and key and key not in os.environ:
                 os.environ[key] = value
     os.environ.setdefault("LAB_MODE", "docker")
-    keys = ("LAB_MODE", "FASTAPI_SERVER_URL", "FLASK_SERVER_URL", "TRITON_SERVER_URL", "FASTAPI_BACKEND")
+    keys = ("LAB_MODE", "FASTAPI_SERVER_URL", "FASTAPI_BACKEND", "FLASK_SERVER_URL", "TRITON_SERVER_URL",
+            "TRITON_GRPC_URL", "TRITON_METRICS_URL", "TRITON_MODEL_REPOSITORY")
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 

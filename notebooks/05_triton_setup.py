@@ -1,0 +1,115 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 5. Bring up Triton Inference Server
+#
+# In notebook 4 one FastAPI process ran one copy of the model, one request at a time, and
+# requests queued behind each other. Triton is a server built for exactly this: it can run
+# several **instances** of a model, combine waiting requests into **batches**, run other
+# **runtimes** (ONNX Runtime, TensorRT, ...) and report where the time goes.
+#
+# ## The model repository
+# Triton serves whatever is in its *model repository*, a plain folder:
+#
+# ```
+# model_repository/
+# ├── food_classifier/            # one folder per model; the folder name is the model name
+# │   ├── config.pbtxt            # inputs, outputs, batching, instance groups
+# │   └── 1/                      # version 1
+# │       ├── model.py            # Python backend: decode image -> MobileNetV2 -> label
+# │       └── food11.pth          # the weights model.py loads
+# └── food_classifier_onnx/
+#     ├── config.pbtxt            # backend: "onnxruntime"; input `input` FP32 [3,224,224]
+#     └── 1/
+#         └── model.onnx
+# ```
+#
+# The sources live in `models_staging/`; you *copy* them into `model_repository/` (which is
+# mounted into the Triton container), so you can edit configs there freely and always go back to
+# the originals. The copy step also puts the built weights next to `model.py` and, on a machine
+# without a GPU, switches `KIND_GPU` to `KIND_CPU`.
+#
+# The server runs with `--model-control-mode=explicit --load-model=*`: it loads every model at
+# start, and later loads or reloads single models when asked through its **repository API**. That
+# is how notebook 6 changes a model's config without restarting the server or rebuilding an image.
+#
+# ## A. Chameleon node or any CUDA host (Docker)
+# On the node, in the repository folder:
+#
+# ```bash
+# cd ~/serve-system-lab
+# .venv/bin/python -m servelab.model_repository --mode docker      # models_staging -> model_repository
+# cd docker
+# docker compose -f docker-compose-fastapi.yaml down                 # frees ports 80 and 8888
+# docker compose -f docker-compose-triton.yaml up -d --build --wait
+# docker logs triton_server 2>&1 | grep -E "READY|UNAVAILABLE|Started"
+# ```
+#
+# The log ends with a table of models (each should be `READY`) and three lines saying which
+# ports Triton listens on: **HTTP 8000**, **gRPC 8001**, **metrics 8002**. Without an NVIDIA GPU
+# add `-f docker-compose-triton-cpu.yaml` after the first `-f`. The Jupyter URL is the same as in
+# notebook 3; open `work/notebooks/06_triton_benchmarks.ipynb` there.
+#
+# ## B. Local mode (no Docker, no GPU)
+# `make up` already did all of this: it copied the models into `model_repository/` (CPU
+# instances), started the real `tritonserver` (the Triton 2.51 build that ships in the
+# `nvidia-pytriton` wheel) with free ports, and wrote `TRITON_SERVER_URL` to `.lab/urls.env`.
+# One difference, said plainly: that build has **no onnxruntime backend**, so in local mode
+# `food_classifier_onnx` is served by a small Python-backend model that runs the same
+# `model.onnx` with ONNX Runtime, under the same name and with the same inputs and outputs.
+#
+# ## Check: is Triton ready, and what does it serve?
+# Run this from the lab's Jupyter, in either setup.
+
+# %%
+from pathlib import Path
+
+import requests
+
+from servelab import labenv
+
+env = labenv.load()
+TRITON = labenv.url("TRITON_SERVER_URL")
+REPOSITORY = Path(env.get("TRITON_MODEL_REPOSITORY") or "../model_repository")
+
+ready = requests.get(f"{TRITON}/v2/health/ready", timeout=5)
+print(f"GET {TRITON}/v2/health/ready -> HTTP {ready.status_code}")
+server = requests.get(f"{TRITON}/v2", timeout=5).json()
+print(f"server: {server['name']} {server['version']}")
+index = requests.post(f"{TRITON}/v2/repository/index", json={}, timeout=5).json()
+for model in index:
+    print(f"  {model['name']:22s} version {model.get('version', '-'):3s} {model.get('state', '?'):12s} {model.get('reason', '')}")
+
+# %% [markdown]
+# The repository as the server sees it, and the config of the first model:
+
+# %%
+for path in sorted(REPOSITORY.rglob("*")):
+    if "__pycache__" not in path.parts:
+        depth = len(path.relative_to(REPOSITORY).parts) - 1
+        print("    " * depth + path.name + ("/" if path.is_dir() else f"  ({path.stat().st_size:,} bytes)"))
+print()
+print((REPOSITORY / "food_classifier" / "config.pbtxt").read_text())
+
+# %% [markdown]
+# And the server's own view of that config (`GET /v2/models/<name>/config`), which includes the
+# defaults Triton filled in:
+
+# %%
+config = requests.get(f"{TRITON}/v2/models/food_classifier/config", timeout=5).json()
+print({k: config[k] for k in ("name", "backend", "max_batch_size", "instance_group")})
+metrics_url = env.get("TRITON_METRICS_URL") or TRITON.rsplit(":", 1)[0] + ":8002/metrics"
+lines = requests.get(metrics_url, timeout=5).text.splitlines()
+print(f"{metrics_url}: {len(lines)} lines, e.g.")
+print("\n".join(line for line in lines if line.startswith(("nv_inference_count", "nv_gpu_utilization",
+                                                           "nv_cpu_utilization")))[:600])
+
+# %% [markdown]
+# *Question:* `config.pbtxt` says `max_batch_size: 16` and the input has `dims: [ 1 ]`. What
+# shape does a client send for one image, and for a batch of 8?
