@@ -172,8 +172,9 @@ table.append(measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRE
 
 # %% [markdown]
 # **What to notice.** Under concurrency the client-side latency is many times the sequential
-# latency, yet the model's own time per request (`infer`) barely moved: the extra time is spent
-# *waiting* (`queue`). Throughput can only rise as far as one model instance can go.
+# latency, yet the model's own time per request (`infer`) grew far less (on a GPU it barely
+# moves): the extra time is spent *waiting* (`queue`). Throughput can only rise as far as one
+# model instance can go.
 #
 # *Question:* with one model instance taking *t* ms per request and 16 senders, roughly what
 # median latency would you predict? Compare with the table.
@@ -186,10 +187,15 @@ for runtime, seq in (("onnx", onnx_seq), ("pytorch", pt_seq)):
                  c["median_ms"] >= 3 * seq["median_ms"],
                  {"sequential_median_ms": seq["median_ms"], "concurrent_median_ms": c["median_ms"],
                   "ratio": c["median_ms"] / seq["median_ms"]})
-    claims.check(f"{runtime}: the growth is queuing, not the model (queue > infer; infer within 2x of sequential)",
-                 c["queue_median_ms"] > c["infer_median_ms"] and c["infer_median_ms"] <= 2 * seq["infer_median_ms"],
+    latency_growth = c["median_ms"] / seq["median_ms"]
+    model_growth = c["infer_median_ms"] / seq["infer_median_ms"]
+    claims.check(f"{runtime}: the growth is queuing, not the model (queue > infer, and latency grew "
+                 "at least 3x more than the model's own time)",
+                 c["queue_median_ms"] > c["infer_median_ms"] and latency_growth >= 3 * model_growth,
                  {"queue_median_ms": c["queue_median_ms"], "infer_median_ms": c["infer_median_ms"],
-                  "sequential_infer_median_ms": seq["infer_median_ms"]})
+                  "latency_growth": latency_growth, "model_time_growth": model_growth},
+                 needs="on a small CPU machine the 16 senders share the cores with the model, so its own "
+                       "time grows a little too; on a GPU it stays flat")
 
 # %% [markdown]
 # ## 4.7 All runs: table and plot
