@@ -39,6 +39,12 @@ def instance_device(args: dict) -> str:
     return "cpu"
 
 
+def client_error(message: str):
+    """An error the client must fix: INVALID_ARG, which Triton's HTTP endpoint answers with 400."""
+    code = getattr(pb_utils.TritonError, "INVALID_ARG", None)
+    return pb_utils.TritonError(message) if code is None else pb_utils.TritonError(message, code)
+
+
 class TritonPythonModel:
     def initialize(self, args):
         self.logger = pb_utils.Logger
@@ -76,11 +82,11 @@ class TritonPythonModel:
             try:
                 decoded = self._decode(request)
             except food11.BadInput as exc:
-                responses[i] = pb_utils.InferenceResponse(error=pb_utils.TritonError(str(exc)))
+                responses[i] = pb_utils.InferenceResponse(error=client_error(str(exc)))
                 continue
             except Exception as exc:  # never let one odd request take the model down
                 responses[i] = pb_utils.InferenceResponse(
-                    error=pb_utils.TritonError(f"could not read INPUT_IMAGE: {type(exc).__name__}: {exc}"))
+                    error=client_error(f"could not read INPUT_IMAGE: {type(exc).__name__}: {exc}"))
                 continue
             spans.append((i, len(images), len(decoded)))
             images.extend(decoded)

@@ -1,0 +1,139 @@
+"""Copy the staged Triton models (models_staging/) into a Triton model repository.
+
+    python -m servelab.model_repository [--dest model_repository] [--mode local|docker] [--kind auto|gpu|cpu]
+
+The repository Triton reads looks like this (one folder per model, one sub-folder per version):
+
+    model_repository/
+      food_classifier/           config.pbtxt, 1/model.py, 1/food11.pth    (Python backend)
+      food_classifier_onnx/      config.pbtxt, 1/model.onnx                (onnxruntime backend)
+
+mode "docker": the models as staged, for NVIDIA's Triton container (which has the onnxruntime
+backend). mode "local": the pip-installed Triton has only the Python backend, so
+food_classifier_onnx is the Python-backend stand-in from models_staging/food_classifier_onnx_local
+(same name, same inputs and outputs, runs model.onnx with ONNX Runtime).
+kind: the staged configs ask for KIND_GPU; without a GPU ("auto" finds none, or "cpu") every
+instance group is rewritten to KIND_CPU.
+
+Each model folder is replaced as a whole, so changes made earlier (e.g. by servelab.triton_config)
+are reset to the staged version; other folders in the repository are left alone.
+"""
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from servelab.paths import MODEL_ONNX, MODEL_PTH, REPO_ROOT, STAGING
+
+DEFAULT_DEST = Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model_repository"))
+
+# model name -> (staged folder per mode, files placed in version folder 1/)
+MODELS = {
+    "food_classifier": ({"local": "food_classifier", "docker": "food_classifier"}, [MODEL_PTH]),
+    "food_classifier_onnx": ({"local": "food_classifier_onnx_local", "docker": "food_classifier_onnx"}, [MODEL_ONNX]),
+}
+# what each staged model file is called inside the version folder
+PLACED_NAMES = {MODEL_PTH: "food11.pth", MODEL_ONNX: "model.onnx"}
+
+
+def has_gpu(mode: str = "local") -> bool:
+    """Is there a GPU the models could use? local: PyTorch must see one; docker: nvidia-smi lists one."""
+    if mode == "local":
+        try:
+            import torch
+            return bool(torch.cuda.is_available())
+        except ImportError:
+            pass
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+_GPUS_LINE = re.compile(r"^[ \t]*gpus[ \t]*:[^\n]*\n?", re.MULTILINE)
+
+
+def to_cpu(config_text: str) -> str:
+    """KIND_GPU -> KIND_CPU in every instance group, dropping the `gpus:` lists (invalid for CPU)."""
+    text = re.sub(r"\bKIND_GPU\b", "KIND_CPU", config_text)
+    return _GPUS_LINE.sub("", text)
+
+
+def _copy_file(src: Path, dst: Path) -> None:
+    if dst.is_file() and filecmp.cmp(src, dst, shallow=False):
+        return
+    shutil.copy2(src, dst)
+
+
+def _ignore(_dir, names):
+    return [n for n in names if n in ("__pycache__",) or n.endswith(".pyc")]
+
+
+def populate(dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "auto",
+             verbose: bool = True) -> list[str]:
+    """Copy every staged model into the repository at dest; return the model names placed there."""
+    if mode not in ("local", "docker"):
+        raise ValueError(f"mode must be 'local' or 'docker', not {mode!r}")
+    if kind not in ("auto", "gpu", "cpu"):
+        raise ValueError(f"kind must be 'auto', 'gpu' or 'cpu', not {kind!r}")
+    dest = Path(dest).resolve()
+    gpu = has_gpu(mode) if kind == "auto" else kind == "gpu"
+    say = print if verbose else (lambda *a, **k: None)
+
+    for model, (sources, weights) in MODELS.items():
+        missing = [str(w) for w in weights if not Path(w).is_file()]
+        if missing:
+            raise FileNotFoundError(f"{', '.join(missing)} not found: build the artifacts first "
+                                    "(python -m servelab.artifacts)")
+
+    dest.mkdir(parents=True, exist_ok=True)
+    say(f"Triton model repository: {dest} (mode {mode}, instances on {'GPU' if gpu else 'CPU'}"
+        f"{'' if kind != 'auto' else ', detected'})")
+    placed = []
+    for model, (sources, weights) in MODELS.items():
+        src = STAGING / sources[mode]
+        target = dest / model
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(src, target, ignore=_ignore)
+        version = target / "1"
+        version.mkdir(exist_ok=True)
+        for w in weights:
+            _copy_file(Path(w), version / PLACED_NAMES[w])
+        config = target / "config.pbtxt"
+        note = ""
+        if not gpu:
+            config.write_text(to_cpu(config.read_text()))
+            note = ", instance kind rewritten to KIND_CPU"
+        if sources[mode] != model:
+            note += f", from {src.name}/ (local stand-in)"
+        files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+        say(f"  {model}/: {', '.join(files)}{note}")
+        placed.append(model)
+    return placed
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dest", type=Path, default=DEFAULT_DEST,
+                        help=f"repository folder (default {DEFAULT_DEST})")
+    parser.add_argument("--mode", choices=("local", "docker"), default="docker",
+                        help="docker: NVIDIA's Triton image (onnxruntime backend); local: pip-installed Triton")
+    parser.add_argument("--kind", choices=("auto", "gpu", "cpu"), default="auto",
+                        help="instance kind; auto = GPU if one is found")
+    args = parser.parse_args(argv)
+    populate(args.dest, mode=args.mode, kind=args.kind)
+
+
+if __name__ == "__main__":
+    main()

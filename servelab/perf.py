@@ -1,0 +1,267 @@
+"""perf_analyzer runs for the Triton notebooks: build the command, run it as shown, parse its CSV.
+
+    from servelab import perf
+    cmd = perf.perf_analyzer_command("food_classifier", concurrency=8, input_data=PERF_INPUT_JSON)
+    result = perf.run(cmd)          # prints `$ perf_analyzer ...` and its raw output
+    result.row                      # one parsed row (times in ms)
+
+    perf.measure(...)               # the same, plus Triton's batch statistics and utilisation
+
+perf_analyzer writes one CSV row per load level (-f FILE); its times are microseconds. Here they
+become milliseconds with these columns:
+    concurrency | request_rate, throughput_infer_s, client_send_ms, network_server_send_recv_ms,
+    server_queue_ms, server_compute_input_ms, server_compute_infer_ms, server_compute_output_ms,
+    client_recv_ms, p50_ms, p90_ms, p95_ms, p99_ms (+ avg_latency_ms ... with --verbose-csv)
+
+Local mode: perf_analyzer comes from the tritonclient wheel and needs libcudart from
+nvidia-cuda-runtime-cu12 on LD_LIBRARY_PATH (run() sets it, see triton_local.perf_analyzer_env).
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servelab import triton_local
+from servelab.paths import RESULTS
+
+CSV_COLUMNS = {
+    "Concurrency": "concurrency",
+    "Request Rate": "request_rate",
+    "Inferences/Second": "throughput_infer_s",
+    "Client Send": "client_send_ms",
+    "Network+Server Send/Recv": "network_server_send_recv_ms",
+    "Server Queue": "server_queue_ms",
+    "Server Compute Input": "server_compute_input_ms",
+    "Server Compute Infer": "server_compute_infer_ms",
+    "Server Compute Output": "server_compute_output_ms",
+    "Client Recv": "client_recv_ms",
+    "p50 latency": "p50_ms",
+    "p90 latency": "p90_ms",
+    "p95 latency": "p95_ms",
+    "p99 latency": "p99_ms",
+    "Avg latency": "avg_latency_ms",
+    "request/response": "request_response_ms",
+    "response wait": "response_wait_ms",
+}
+# columns that are not microseconds (kept as they are)
+_NOT_US = {"Concurrency", "Request Rate", "Inferences/Second"}
+
+
+class PerfAnalyzerError(RuntimeError):
+    """perf_analyzer failed; the message carries the command and the end of its output."""
+
+
+def host_port(url: str | None, protocol: str = "http") -> str:
+    """perf_analyzer's -u wants host:port without a scheme."""
+    if url is None:
+        url = os.environ.get("TRITON_GRPC_URL" if protocol == "grpc" else "TRITON_SERVER_URL") or \
+            ("localhost:8001" if protocol == "grpc" else "localhost:8000")
+    return re.sub(r"^[a-z]+://", "", url).rstrip("/")
+
+
+def _load_tag(concurrency, request_rate, distribution, batch_size) -> str:
+    tag = f"c{concurrency}" if concurrency is not None else f"r{request_rate}{distribution}"
+    tag = str(tag).replace(":", "-")
+    return tag + (f"_b{batch_size}" if batch_size != 1 else "")
+
+
+def perf_analyzer_command(model: str, url: str | None = None, *, concurrency: int | str | None = None,
+                          request_rate: float | str | None = None, distribution: str = "constant",
+                          batch_size: int = 1, input_data: str | Path | None = None,
+                          measurement_interval_ms: int = 5000, protocol: str = "http",
+                          shapes: dict[str, list[int]] | None = None, request_count: int | None = None,
+                          stability_percentage: float | None = None, max_trials: int | None = None,
+                          percentile: int | None = None, async_mode: bool = False,
+                          verbose_csv: bool = True, collect_metrics: bool = False,
+                          metrics_url: str | None = None, csv_path: str | Path | None = None,
+                          extra_args: list[str] | None = None) -> list[str]:
+    """argv of one perf_analyzer run (one load level, or a 'start:end:step' range).
+
+    Exactly one of concurrency (closed loop: N requests always in flight) or request_rate (open
+    loop: requests sent at that rate per second, `distribution` constant or poisson).
+    request_count bounds the run to that many requests instead of stabilising windows.
+    The CSV goes to csv_path (default results/perf/<model>_<load>.csv).
+    """
+    if (concurrency is None) == (request_rate is None):
+        raise ValueError("give exactly one of concurrency=... or request_rate=...")
+    if distribution not in ("constant", "poisson"):
+        raise ValueError("distribution must be 'constant' or 'poisson'")
+    if csv_path is None:
+        csv_path = RESULTS / "perf" / f"{model}_{_load_tag(concurrency, request_rate, distribution, batch_size)}.csv"
+    cmd = [triton_local.perf_analyzer_path(), "-m", model, "-u", host_port(url, protocol), "-i", protocol]
+    if batch_size != 1:
+        cmd += ["-b", str(int(batch_size))]
+    if concurrency is not None:
+        cmd += ["--concurrency-range", str(concurrency)]
+    else:
+        cmd += ["--request-rate-range", str(request_rate), "--request-distribution", distribution]
+    if input_data is not None:
+        cmd += ["--input-data", str(input_data)]
+    for name, dims in (shapes or {}).items():
+        cmd += ["--shape", f"{name}:{','.join(str(int(d)) for d in dims)}"]
+    cmd += ["--measurement-interval", str(int(measurement_interval_ms))]
+    if request_count is not None:
+        cmd += ["--request-count", str(int(request_count))]
+    if stability_percentage is not None:
+        cmd += ["--stability-percentage", str(stability_percentage)]
+    if max_trials is not None:
+        cmd += ["--max-trials", str(int(max_trials))]
+    if percentile is not None:
+        cmd += ["--percentile", str(int(percentile))]
+    if async_mode:
+        cmd += ["--async"]
+    if verbose_csv or collect_metrics:
+        cmd += ["--verbose-csv"]
+    if collect_metrics:
+        cmd += ["--collect-metrics"]
+        if metrics_url or os.environ.get("TRITON_METRICS_URL"):
+            cmd += ["--metrics-url", host_port(metrics_url or os.environ["TRITON_METRICS_URL"])]
+    cmd += ["-f", str(csv_path)]
+    cmd += list(extra_args or [])
+    return cmd
+
+
+def shell_line(cmd: list[str]) -> str:
+    """The command as a line to retype (perf_analyzer by name when it is the one on PATH/in the venv)."""
+    shown = list(cmd)
+    if shown and Path(shown[0]).name == "perf_analyzer":
+        shown[0] = "perf_analyzer"
+    return shlex.join(shown)
+
+
+def _arg(cmd: list[str], flag: str) -> str | None:
+    return cmd[cmd.index(flag) + 1] if flag in cmd and cmd.index(flag) + 1 < len(cmd) else None
+
+
+def parse_csv(text: str):
+    """perf_analyzer's -f CSV text -> pandas DataFrame, times in ms, columns named as in CSV_COLUMNS."""
+    import pandas as pd
+
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise ValueError("empty perf_analyzer CSV")
+    raw = pd.read_csv(io.StringIO("\n".join(lines)))
+    table = pd.DataFrame(index=raw.index)
+    for col in raw.columns:
+        name = CSV_COLUMNS.get(col.strip())
+        if name is None:  # e.g. GPU metrics with --collect-metrics: keep, snake_case
+            table[re.sub(r"[^a-z0-9]+", "_", col.strip().lower()).strip("_")] = raw[col]
+        elif col.strip() in _NOT_US:
+            table[name] = pd.to_numeric(raw[col])
+        else:
+            table[name] = pd.to_numeric(raw[col]) / 1000.0
+    return table
+
+
+@dataclass
+class PerfResult:
+    command: list[str]
+    shell: str
+    output: str
+    returncode: int
+    seconds: float
+    table: object = None                      # pandas DataFrame, one row per load level
+    extra: dict = field(default_factory=dict)  # columns measure() adds to row
+    stats: dict = field(default_factory=dict)  # measure(): triton_stats.stats_delta() of the run
+
+    @property
+    def row(self) -> dict:
+        """The (last) load level as a dict, with anything measure() added."""
+        return {**self.table.iloc[-1].to_dict(), **self.extra}
+
+
+def _default_timeout(cmd: list[str]) -> float:
+    interval_s = float(_arg(cmd, "--measurement-interval") or _arg(cmd, "-p") or 5000) / 1000
+    trials = int(_arg(cmd, "--max-trials") or _arg(cmd, "-r") or 10)
+    levels = 1
+    rng = _arg(cmd, "--concurrency-range") or _arg(cmd, "--request-rate-range") or "1"
+    parts = rng.split(":")
+    if len(parts) >= 2:
+        start, end = float(parts[0]), float(parts[1])
+        step = float(parts[2]) if len(parts) > 2 else 1.0
+        levels = max(1, int((end - start) / step) + 1)
+    if _arg(cmd, "--request-count"):
+        return 120 + float(_arg(cmd, "--request-count")) * 1.0
+    return levels * (interval_s * (trials + 1) + 15) + 30
+
+
+def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, label: str | None = None) -> PerfResult:
+    """Run perf_analyzer exactly as given (it must write -f CSV), print line + raw output, parse the CSV.
+
+    A server that is down or a model that is not READY fails within seconds; a run that never
+    finishes is stopped after `timeout` (default: from the measurement interval and trials).
+    """
+    csv = _arg(cmd, "-f")
+    if csv is None:
+        raise ValueError("the command has no -f FILE.csv: build it with perf_analyzer_command()")
+    csv_path = Path(csv)
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    if csv_path.exists():
+        csv_path.unlink()
+    line = shell_line(cmd)
+    limit = timeout if timeout is not None else _default_timeout(cmd)
+    if verbose:
+        print(f"$ {line}", flush=True)
+    start = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, env=triton_local.perf_analyzer_env(), capture_output=True, text=True,
+                              timeout=limit, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        raise PerfAnalyzerError(f"perf_analyzer did not finish within {limit:.0f} s: {line}\n{out[-3000:]}") from None
+    seconds = time.perf_counter() - start
+    output = (proc.stdout or "") + (proc.stderr or "")
+    if verbose:
+        print(output.rstrip(), flush=True)
+    result = PerfResult(cmd, line, output, proc.returncode, seconds)
+    if proc.returncode != 0 or not csv_path.is_file():
+        hint = ""
+        if "stable measurement" in output:
+            hint = ("\nHint: the load did not settle; use a longer measurement_interval_ms, a larger "
+                    "stability_percentage, or request_count=N for a fixed number of requests.")
+        elif "failed to get model metadata" in output or "Connection refused" in output or "Couldn't connect" in output:
+            hint = "\nHint: is Triton running at that address and the model READY (GET /v2/models/<m>/ready)?"
+        raise PerfAnalyzerError(f"perf_analyzer exited with code {proc.returncode}: {line}\n"
+                                f"{output.strip()[-3000:]}{hint}")
+    result.table = parse_csv(csv_path.read_text())
+    if label is not None:
+        result.table.insert(0, "label", label)
+    return result
+
+
+def measure(model: str, *, label: str | None = None, url: str | None = None, metrics_url: str | None = None,
+            timeout: float | None = None, verbose: bool = True, **command_args) -> PerfResult:
+    """One perf_analyzer run with Triton's view around it.
+
+    Reads the model's statistics before and after (batch sizes the model really ran with, queue
+    and compute totals) and samples utilisation from the metrics endpoint during the run; the
+    parsed row (result.row) gets columns avg_batch_size, max_batch_size_seen, batch_executions,
+    util_source, util_mean_pct, util_max_pct.
+    """
+    from servelab import triton_stats
+
+    cmd = perf_analyzer_command(model, url, **command_args)
+    before = triton_stats.model_stats(model, url)
+    with triton_stats.UtilisationSampler(metrics_url) as sampler:
+        result = run(cmd, timeout=timeout, verbose=verbose, label=label)
+    after = triton_stats.model_stats(model, url)
+    delta = triton_stats.stats_delta(before, after)
+    result.extra.update({
+        "avg_batch_size": round(delta["avg_batch_size"], 2),
+        "max_batch_size_seen": delta["max_batch_size_seen"],
+        "batch_executions": delta["batch_executions"],
+        **sampler.summary(),
+    })
+    result.stats = delta
+    if verbose:
+        util = result.extra["util_mean_pct"]
+        print(f"Triton: model executions by batch size {delta['batch_executions']}; "
+              f"{result.extra['util_source'] or 'utilisation'} mean "
+              f"{'n/a' if util is None else f'{util:.0f}%'} during the run", flush=True)
+    return result

@@ -1,0 +1,227 @@
+"""Change a served model's config.pbtxt and reload it while Triton keeps running.
+
+    from servelab import triton_config
+    triton_config.update_model("food_classifier", instances=2)
+    triton_config.update_model("food_classifier", preferred_batch_sizes=[4, 6, 8], max_queue_delay_us=100)
+    triton_config.update_model("food_classifier", dynamic_batching=False)
+
+Each call reads <repository>/<model>/config.pbtxt into Triton's own ModelConfig protobuf (from
+tritonclient, so a misspelt field fails here, before Triton sees it), applies the change, shows
+the unified diff, writes the file, asks Triton to load the model again through the repository
+API (POST /v2/repository/models/<model>/load), waits for /v2/models/<model>/ready and reports how
+long it took. No image is rebuilt and the server is not restarted: the repository is a plain
+folder (local mode) or a folder mounted into the Triton container (Docker).
+
+If Triton refuses the new config, its error message is reported, the previous config.pbtxt is
+put back in the repository, and whether the previously loaded model still answers is checked.
+
+Defaults: the repository from TRITON_MODEL_REPOSITORY (else ./model_repository), the server from
+TRITON_SERVER_URL (else http://localhost:8000).
+"""
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from servelab.paths import REPO_ROOT
+
+ModelConfig = model_config_pb2.ModelConfig
+HEADER = ("# Written by servelab.triton_config (comments of the staged file are not kept;\n"
+          "# models_staging/<model>/config.pbtxt has the commented original).\n")
+
+
+def default_repository() -> Path:
+    return Path(os.environ.get("TRITON_MODEL_REPOSITORY") or REPO_ROOT / "model_repository")
+
+
+def default_url() -> str:
+    return (os.environ.get("TRITON_SERVER_URL") or "http://localhost:8000").rstrip("/")
+
+
+def _http(url: str | None) -> str:
+    url = (url or default_url()).rstrip("/")
+    return url if "://" in url else f"http://{url}"
+
+
+def config_path(model: str, repo: Path | str | None = None) -> Path:
+    return Path(repo or default_repository()) / model / "config.pbtxt"
+
+
+def parse_config(text: str) -> ModelConfig:
+    """config.pbtxt text -> ModelConfig; google.protobuf.text_format.ParseError names any unknown field."""
+    return text_format.Parse(text, ModelConfig())
+
+
+def config_text(config: ModelConfig) -> str:
+    return text_format.MessageToString(config)
+
+
+def read_config(model: str, repo: Path | str | None = None) -> ModelConfig:
+    path = config_path(model, repo)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: is {model!r} in the model repository "
+                                f"{path.parent.parent}? (TRITON_MODEL_REPOSITORY sets the folder)")
+    return parse_config(path.read_text())
+
+
+def _kind(value: str):
+    name = value.upper()
+    if not name.startswith("KIND_"):
+        name = "KIND_" + name
+    return model_config_pb2.ModelInstanceGroup.Kind.Value(name)
+
+
+def modify(config: ModelConfig, *, instances: int | None = None, kind: str | None = None,
+           gpus: list[int] | None = None, dynamic_batching: bool | None = None,
+           preferred_batch_sizes: list[int] | None = None, max_queue_delay_us: int | None = None,
+           max_batch_size: int | None = None) -> ModelConfig:
+    """A changed copy of config (the argument is not touched). None = leave as it is.
+
+    instances: count of every instance group (per listed GPU for KIND_GPU: count 2 with gpus
+    [0, 1] is 4 instances); kind: 'gpu' | 'cpu' (KIND_CPU drops the gpu list); gpus: GPU indices;
+    dynamic_batching: True adds it, False removes it; preferred_batch_sizes / max_queue_delay_us
+    set its fields (and so turn it on).
+    """
+    new = copy.deepcopy(config)
+    if instances is not None or kind is not None or gpus is not None:
+        if not new.instance_group:
+            new.instance_group.add(count=1, kind=_kind("cpu"))
+        for group in new.instance_group:
+            if instances is not None:
+                group.count = int(instances)
+            if kind is not None:
+                group.kind = _kind(kind)
+            if gpus is not None:
+                group.gpus[:] = [int(g) for g in gpus]
+            if group.kind == _kind("cpu"):
+                group.ClearField("gpus")
+    if max_batch_size is not None:
+        new.max_batch_size = int(max_batch_size)
+    if dynamic_batching is False:
+        if preferred_batch_sizes or max_queue_delay_us is not None:
+            raise ValueError("dynamic_batching=False removes dynamic batching; do not give its sizes/delay too")
+        new.ClearField("dynamic_batching")
+    elif dynamic_batching or preferred_batch_sizes is not None or max_queue_delay_us is not None:
+        new.dynamic_batching.SetInParent()
+        if preferred_batch_sizes is not None:
+            new.dynamic_batching.preferred_batch_size[:] = [int(b) for b in preferred_batch_sizes]
+        if max_queue_delay_us is not None:
+            new.dynamic_batching.max_queue_delay_microseconds = int(max_queue_delay_us)
+    return new
+
+
+def diff(old: ModelConfig, new: ModelConfig, model: str = "config") -> str:
+    """Unified diff of the two configs' text (both in protobuf's own layout, so only changes show)."""
+    return "".join(difflib.unified_diff(config_text(old).splitlines(keepends=True),
+                                        config_text(new).splitlines(keepends=True),
+                                        fromfile=f"{model}/config.pbtxt (before)",
+                                        tofile=f"{model}/config.pbtxt (after)"))
+
+
+def write_config(model: str, config: ModelConfig, repo: Path | str | None = None) -> Path:
+    path = config_path(model, repo)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(HEADER + config_text(config))
+    os.replace(tmp, path)
+    return path
+
+
+# ---------------------------------------------------------------- talking to Triton
+
+def model_ready(model: str, url: str | None = None, timeout: float = 5.0) -> bool:
+    try:
+        return requests.get(f"{_http(url)}/v2/models/{model}/ready", timeout=timeout).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def served_config(model: str, url: str | None = None, timeout: float = 10.0) -> dict:
+    """The config Triton is using now (GET /v2/models/<model>/config), as JSON."""
+    resp = requests.get(f"{_http(url)}/v2/models/{model}/config", timeout=timeout)
+    resp.raise_for_status()
+    return resp.json()
+
+
+def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tuple[bool, float, str]:
+    """POST /v2/repository/models/<model>/load and wait for READY: (ok, seconds, Triton's error or '')."""
+    base = _http(url)
+    start = time.perf_counter()
+    try:
+        resp = requests.post(f"{base}/v2/repository/models/{model}/load", timeout=timeout)
+    except requests.ConnectionError as exc:
+        return False, time.perf_counter() - start, f"cannot reach Triton at {base}: {exc}"
+    except requests.Timeout:
+        return False, time.perf_counter() - start, f"no answer from Triton within {timeout:.0f} s"
+    if resp.status_code != 200:
+        try:
+            message = resp.json().get("error", resp.text)
+        except ValueError:
+            message = resp.text
+        if "failed to poll from model repository" in message:
+            message += (" (Triton found config.pbtxt invalid; its log names the field: "
+                        ".lab/logs/triton.log in local mode, `docker logs` of the Triton container otherwise)")
+        return False, time.perf_counter() - start, message
+    deadline = start + timeout
+    while not model_ready(model, base):  # the load call returns once loaded; this is a safety net
+        if time.perf_counter() > deadline:
+            return False, time.perf_counter() - start, f"{model} not READY within {timeout:.0f} s"
+        time.sleep(0.2)
+    return True, time.perf_counter() - start, ""
+
+
+@dataclass
+class ReloadResult:
+    model: str
+    ok: bool
+    seconds: float
+    diff: str
+    error: str = ""
+    still_serving: bool | None = None      # after a failed reload: does the previous model answer?
+    served: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        if self.ok:
+            return f"{self.model}: new config loaded in {self.seconds:.1f} s"
+        serving = {True: "the previously loaded version is still READY and serving",
+                   False: "the model is NOT ready now", None: ""}[self.still_serving]
+        return f"{self.model}: Triton refused the new config after {self.seconds:.1f} s: {self.error}. {serving}"
+
+
+def update_model(model: str, *, repo: Path | str | None = None, url: str | None = None,
+                 timeout: float = 300.0, restore_on_error: bool = True, verbose: bool = True,
+                 **change) -> ReloadResult:
+    """Apply `change` (the keywords of modify()) to the model's config.pbtxt and reload it in Triton."""
+    say = print if verbose else (lambda *a, **k: None)
+    path = config_path(model, repo)
+    old_text = path.read_text() if path.is_file() else None
+    old = read_config(model, repo)
+    new = modify(old, **change)
+    changes = diff(old, new, model)
+    say(changes if changes else f"{model}: config unchanged; reloading it anyway")
+    write_config(model, new, repo)
+    say(f"wrote {path}; asking Triton at {_http(url)} to load {model} again ...", flush=True)
+    ok, seconds, error = load_model(model, url, timeout)
+    result = ReloadResult(model, ok, seconds, changes, error)
+    if ok:
+        try:
+            result.served = served_config(model, url)
+        except requests.RequestException:
+            pass
+        groups = result.served.get("instance_group", [])
+        where = ", ".join(f"{g.get('count')} x {g.get('kind')}" + (f" on GPUs {g['gpus']}" if g.get("gpus") else "")
+                          for g in groups)
+        say(f"{result}" + (f" (instances: {where})" if where else ""))
+    else:
+        if restore_on_error and old_text is not None:
+            path.write_text(old_text)
+        result.still_serving = model_ready(model, url)
+        say(f"{result}" + ("\nThe previous config.pbtxt was put back in the repository." if restore_on_error else ""))
+    return result

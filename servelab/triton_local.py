@@ -1,0 +1,174 @@
+"""Local mode: the real Triton Inference Server 2.51 and perf_analyzer, without Docker.
+
+The `nvidia-pytriton` wheel carries a complete tritonserver binary, its Python backend and one
+Python-backend stub per Python version; `tritonclient[all]==2.51.0` carries perf_analyzer.
+This module assembles what they need to run from the venv:
+
+- a backend folder .lab/triton/backends/python/ with libtriton_python.so,
+  triton_python_backend_utils.py and the stub built for the running interpreter;
+- the environment: LD_LIBRARY_PATH (the wheel's bundled libraries, libpython, CUDA runtime for
+  perf_analyzer), PATH with the venv's bin first, PYTHONPATH with the repository root (for
+  servelab) and the venv's site-packages (the stub is a separate program, not this venv's python).
+
+The launcher (servelab.launcher) starts the server with server_command(); nothing here starts it.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import sysconfig
+from pathlib import Path
+
+from servelab.paths import LAB_DIR, REPO_ROOT
+
+BACKENDS_DIR = LAB_DIR / "triton" / "backends"
+PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+class TritonNotInstalled(RuntimeError):
+    pass
+
+
+def _site_packages() -> Path:
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def venv_bin() -> Path:
+    """The folder of the running interpreter (not resolved: a venv's bin/python is a symlink)."""
+    return Path(sys.executable).parent
+
+
+def pytriton_root() -> Path:
+    spec = importlib.util.find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise TritonNotInstalled("nvidia-pytriton is not installed in this environment (pip install "
+                                 "-r requirements/lab.txt -c requirements/constraints.txt)")
+    return Path(list(spec.submodule_search_locations)[0]) / "tritonserver"
+
+
+def tritonserver_binary() -> Path:
+    path = pytriton_root() / "bin" / "tritonserver"
+    if not path.is_file():
+        raise TritonNotInstalled(f"{path} is missing: the nvidia-pytriton wheel is incomplete")
+    return path
+
+
+def bundled_libs() -> Path:
+    """nvidia_pytriton.libs/: libtritonserver and the libraries auditwheel bundled with it."""
+    root = pytriton_root().parent.parent  # .../site-packages
+    libs = root / "nvidia_pytriton.libs"
+    if not libs.is_dir():
+        raise TritonNotInstalled(f"{libs} is missing: the nvidia-pytriton wheel is incomplete")
+    return libs
+
+
+def libpython_dir() -> Path:
+    return Path(sysconfig.get_config_var("LIBDIR") or Path(sys.base_prefix) / "lib")
+
+
+def _copy_if_changed(src: Path, dst: Path) -> None:
+    if dst.is_file() and dst.stat().st_size == src.stat().st_size and dst.stat().st_mtime >= src.stat().st_mtime:
+        return
+    tmp = dst.with_name(dst.name + ".tmp")
+    shutil.copy2(src, tmp)
+    os.replace(tmp, dst)
+
+
+def backend_directory(dest: Path = BACKENDS_DIR) -> Path:
+    """Build (or refresh) dest/python/ for the running Python version; return dest."""
+    root = pytriton_root()
+    stub = root / "python_backend_stubs" / PY_VERSION / "triton_python_backend_stub"
+    if not stub.is_file():
+        have = sorted(p.name for p in (root / "python_backend_stubs").iterdir())
+        raise TritonNotInstalled(f"the pytriton wheel has no Python-backend stub for Python {PY_VERSION} "
+                                 f"(it has {', '.join(have)})")
+    python_dir = Path(dest) / "python"
+    python_dir.mkdir(parents=True, exist_ok=True)
+    for src in (root / "backends" / "python" / "libtriton_python.so",
+                root / "backends" / "python" / "triton_python_backend_utils.py", stub):
+        _copy_if_changed(src, python_dir / src.name)
+    (python_dir / "triton_python_backend_stub").chmod(0o755)
+    return Path(dest)
+
+
+def _join(*parts, existing: str | None = None) -> str:
+    items = [str(p) for p in parts if p]
+    if existing:
+        items += [p for p in existing.split(os.pathsep) if p and p not in items]
+    return os.pathsep.join(items)
+
+
+def cuda_runtime_lib() -> Path | None:
+    """nvidia/cuda_runtime/lib from the nvidia-cuda-runtime-cu12 wheel (libcudart.so.12), if installed."""
+    try:
+        spec = importlib.util.find_spec("nvidia.cuda_runtime")
+    except ModuleNotFoundError:
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        lib = Path(list(spec.submodule_search_locations)[0]) / "lib"
+        if lib.is_dir():
+            return lib
+    lib = _site_packages() / "nvidia" / "cuda_runtime" / "lib"
+    return lib if lib.is_dir() else None
+
+
+def server_env(base: dict | None = None) -> dict:
+    """The full environment for tritonserver and its Python-backend stubs."""
+    env = dict(os.environ if base is None else base)
+    env["LD_LIBRARY_PATH"] = _join(bundled_libs(), libpython_dir(), existing=env.get("LD_LIBRARY_PATH"))
+    env["PATH"] = _join(venv_bin(), existing=env.get("PATH"))
+    env["PYTHONPATH"] = _join(REPO_ROOT, _site_packages(), existing=env.get("PYTHONPATH"))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def server_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, metrics_port: int = 8002,
+                   backends: Path = BACKENDS_DIR, address: str | None = None,
+                   extra_args: list[str] | None = None) -> tuple[list[str], dict]:
+    """argv and environment of `tritonserver` serving every model in repo (explicit model control).
+
+    Explicit mode + --load-model=*: every model is loaded at start, and later loads/unloads go
+    through the repository API (POST /v2/repository/models/<m>/load), as the lab's config
+    changes do. A short exit timeout frees the ports soon after SIGTERM. The three endpoints
+    listen on `address` (default LAB_BIND_HOST, as the launcher's other services, else 127.0.0.1).
+    """
+    address = address or os.environ.get("LAB_BIND_HOST") or "127.0.0.1"
+    argv = [
+        str(tritonserver_binary()),
+        f"--model-repository={Path(repo).resolve()}",
+        f"--backend-directory={backend_directory(backends).resolve()}",
+        "--model-control-mode=explicit",
+        "--load-model=*",
+        f"--http-address={address}", f"--http-port={int(http_port)}",
+        f"--grpc-address={address}", f"--grpc-port={int(grpc_port)}",
+        f"--metrics-address={address}", f"--metrics-port={int(metrics_port)}",
+        "--allow-cpu-metrics=true",
+        "--metrics-interval-ms=500",
+        "--exit-timeout-secs=5",
+        "--log-verbose=0",
+        *(extra_args or []),
+    ]
+    return argv, server_env()
+
+
+def perf_analyzer_path() -> str:
+    """perf_analyzer: next to this interpreter (tritonclient's wheel puts it there), else on PATH."""
+    candidate = venv_bin() / "perf_analyzer"
+    if candidate.is_file():
+        return str(candidate)
+    found = shutil.which("perf_analyzer")
+    if found:
+        return found
+    raise FileNotFoundError("perf_analyzer not found: pip install 'tritonclient[all]==2.51.0' "
+                            "(its wheel ships bin/perf_analyzer), or use the Triton SDK image")
+
+
+def perf_analyzer_env(base: dict | None = None) -> dict:
+    """Environment for perf_analyzer 2.51 from the wheel: it loads libcudart.so.12 even without a GPU
+    (from nvidia-cuda-runtime-cu12) and libb64.so.0d (system package libb64-0d)."""
+    env = dict(os.environ if base is None else base)
+    env["LD_LIBRARY_PATH"] = _join(cuda_runtime_lib(), existing=env.get("LD_LIBRARY_PATH"))
+    env["PATH"] = _join(venv_bin(), existing=env.get("PATH"))
+    return env

@@ -1,0 +1,188 @@
+"""What Triton itself says about a run: per-model statistics and server metrics.
+
+- model_stats(): GET /v2/models/<m>/versions/<v>/stats (cumulative counters since the model loaded).
+- stats_delta(before, after): what happened in between, above all how many times the model ran
+  with each batch size (batch_stats): 1 everywhere means no request was ever combined.
+- UtilisationSampler: reads the metrics endpoint (Prometheus text) in a background thread during
+  a run: nv_gpu_utilization per GPU when Triton sees GPUs, else nv_cpu_utilization.
+
+The parsing functions take plain dicts/strings, so they are tested without a server.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+
+import requests
+
+
+def default_url() -> str:
+    return (os.environ.get("TRITON_SERVER_URL") or "http://localhost:8000").rstrip("/")
+
+
+def default_metrics_url() -> str:
+    return os.environ.get("TRITON_METRICS_URL") or "http://localhost:8002/metrics"
+
+
+def _http(url: str | None) -> str:
+    url = (url or default_url()).rstrip("/")
+    return url if "://" in url else f"http://{url}"
+
+
+# ---------------------------------------------------------------- model statistics
+
+def model_stats(model: str, url: str | None = None, version: str | int = 1, timeout: float = 10.0) -> dict:
+    """The model_stats entry of one model version (cumulative since that version was loaded)."""
+    path = f"{_http(url)}/v2/models/{model}" + (f"/versions/{version}" if version not in (None, "") else "") + "/stats"
+    resp = requests.get(path, timeout=timeout)
+    if resp.status_code != 200:
+        raise RuntimeError(f"{path}: HTTP {resp.status_code}: {resp.text}")
+    entries = resp.json().get("model_stats", [])
+    if not entries:
+        raise RuntimeError(f"{path}: no statistics for {model}")
+    return entries[0]
+
+
+def batch_executions(stats: dict) -> dict[int, int]:
+    """{batch size: number of model executions with that batch size} from one stats entry."""
+    return {int(b["batch_size"]): int(b.get("compute_infer", {}).get("count", 0))
+            for b in stats.get("batch_stats", [])}
+
+
+def _count_ns(stats: dict, key: str) -> tuple[int, int]:
+    item = stats.get("inference_stats", {}).get(key, {})
+    return int(item.get("count", 0)), int(item.get("ns", 0))
+
+
+def stats_delta(before: dict, after: dict) -> dict:
+    """Counters of `after` minus `before` (both from model_stats()).
+
+    If the model was reloaded in between, its counters restarted; then `after` alone is used.
+    Times are totals in ms and averages in ms per request (inference_stats.success count).
+    """
+    reloaded = int(after.get("execution_count", 0)) < int(before.get("execution_count", 0))
+    base = {} if reloaded else before
+    execs_after, execs_before = batch_executions(after), batch_executions(base)
+    batches = {size: n - execs_before.get(size, 0) for size, n in sorted(execs_after.items())}
+    batches = {size: n for size, n in batches.items() if n > 0}
+    out = {
+        "inference_count": int(after.get("inference_count", 0)) - int(base.get("inference_count", 0)),
+        "execution_count": int(after.get("execution_count", 0)) - int(base.get("execution_count", 0)),
+        "batch_executions": batches,
+        "counters_restarted": reloaded,
+    }
+    out["avg_batch_size"] = (out["inference_count"] / out["execution_count"]) if out["execution_count"] else 0.0
+    out["max_batch_size_seen"] = max(batches) if batches else 0
+    requests_done = _count_ns(after, "success")[0] - _count_ns(base, "success")[0]
+    out["requests"] = requests_done
+    out["failures"] = _count_ns(after, "fail")[0] - _count_ns(base, "fail")[0]
+    for key in ("queue", "compute_input", "compute_infer", "compute_output"):
+        ns = _count_ns(after, key)[1] - _count_ns(base, key)[1]
+        out[f"{key}_ms_total"] = ns / 1e6
+        out[f"{key}_ms_avg"] = ns / 1e6 / requests_done if requests_done else 0.0
+    return out
+
+
+def batch_table(delta: dict):
+    """The batch_executions of a stats_delta() as a small pandas table (batch size, executions, images)."""
+    import pandas as pd
+    rows = [{"batch_size": size, "executions": n, "images": size * n} for size, n in delta["batch_executions"].items()]
+    return pd.DataFrame(rows, columns=["batch_size", "executions", "images"])
+
+
+# ---------------------------------------------------------------- metrics endpoint
+
+_METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text: str) -> list[tuple[str, dict, float]]:
+    """Prometheus text format -> [(metric name, labels, value)] (comments skipped)."""
+    out = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _METRIC_LINE.match(line)
+        if not match:
+            continue
+        name, labels, value = match.groups()
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        out.append((name, dict(_LABEL.findall(labels or "")), number))
+    return out
+
+
+def utilisation(text: str) -> dict:
+    """One reading: {'source': metric name, 'value': 0..1 (mean over GPUs), 'per_gpu': {uuid: 0..1}}."""
+    metrics = parse_metrics(text)
+    gpus = {labels.get("gpu_uuid", str(i)): v for i, (name, labels, v) in enumerate(metrics)
+            if name == "nv_gpu_utilization"}
+    if gpus:
+        return {"source": "nv_gpu_utilization", "value": sum(gpus.values()) / len(gpus), "per_gpu": gpus}
+    cpu = [v for name, _, v in metrics if name == "nv_cpu_utilization"]
+    if cpu:
+        return {"source": "nv_cpu_utilization", "value": cpu[0], "per_gpu": {}}
+    return {"source": None, "value": None, "per_gpu": {}}
+
+
+class UtilisationSampler:
+    """Samples utilisation from Triton's metrics endpoint every `interval_s` in a background thread.
+
+        with UtilisationSampler() as sampler:
+            ... run the load ...
+        sampler.summary()  # {'util_source': 'nv_cpu_utilization', 'util_mean_pct': 71.3, ...}
+
+    Triton refreshes these gauges every --metrics-interval-ms (local mode: 500 ms; default 2000 ms).
+    """
+
+    def __init__(self, metrics_url: str | None = None, interval_s: float = 0.5):
+        self.metrics_url = metrics_url or default_metrics_url()
+        if "://" not in self.metrics_url:
+            self.metrics_url = "http://" + self.metrics_url
+        self.interval_s = interval_s
+        self.samples: list[dict] = []
+        self.errors = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _loop(self) -> None:
+        start = time.monotonic()
+        while not self._stop.is_set():
+            try:
+                reading = utilisation(requests.get(self.metrics_url, timeout=2).text)
+                if reading["value"] is not None:
+                    self.samples.append({"t_s": round(time.monotonic() - start, 3), **reading})
+            except requests.RequestException:
+                self.errors += 1
+            self._stop.wait(self.interval_s)
+
+    def start(self) -> "UtilisationSampler":
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, name="triton-utilisation", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        return self.summary()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def summary(self) -> dict:
+        values = [s["value"] for s in self.samples]
+        return {
+            "util_source": self.samples[0]["source"] if self.samples else None,
+            "util_mean_pct": 100 * sum(values) / len(values) if values else None,
+            "util_max_pct": 100 * max(values) if values else None,
+            "util_samples": len(values),
+        }

@@ -1,0 +1,255 @@
+"""Triton model configs and the helpers around them, checked without a running server.
+
+- every config.pbtxt in models_staging/ parses into Triton's own ModelConfig protobuf;
+- the onnxruntime config matches the exported model.onnx (names, types, dims);
+- the local stand-in has exactly the interface of the real ONNX model;
+- model_repository.populate() lays out a repository Triton can read (CPU and GPU kinds);
+- triton_config's change/diff, triton_stats' parsing and perf's CSV parsing on real outputs.
+"""
+from __future__ import annotations
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from servelab import model_repository, perf, triton_config, triton_stats
+from servelab.paths import MODEL_ONNX, STAGING
+
+CONFIGS = sorted(STAGING.glob("*/config.pbtxt"))
+TYPE = model_config_pb2.DataType
+KIND = model_config_pb2.ModelInstanceGroup.Kind
+
+
+def load(path) -> model_config_pb2.ModelConfig:
+    return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
+
+
+def io_signature(cfg, which: str) -> list[tuple[str, str, list[int]]]:
+    return [(t.name, TYPE.Name(t.data_type), list(t.dims)) for t in getattr(cfg, which)]
+
+
+def test_staged_models_are_there():
+    names = {p.parent.name for p in CONFIGS}
+    assert {"food_classifier", "food_classifier_onnx", "food_classifier_onnx_local"} <= names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.parent.name for p in CONFIGS])
+def test_config_parses_into_model_config(path):
+    cfg = load(path)
+    expected_name = "food_classifier_onnx" if path.parent.name == "food_classifier_onnx_local" else path.parent.name
+    assert cfg.name == expected_name
+    assert cfg.max_batch_size == 16
+    assert cfg.backend in ("python", "onnxruntime")
+    assert [KIND.Name(g.kind) for g in cfg.instance_group] == ["KIND_GPU"]
+    assert [(g.count, list(g.gpus)) for g in cfg.instance_group] == [(1, [0])]
+    assert not cfg.HasField("dynamic_batching"), "the lab adds dynamic batching in part 6f"
+    if cfg.backend == "python":
+        assert (path.parent / "1" / "model.py").is_file()
+
+
+def test_unknown_field_is_rejected():
+    text = (STAGING / "food_classifier" / "config.pbtxt").read_text() + "\ninstance_count: 2\n"
+    with pytest.raises(text_format.ParseError, match="instance_count"):
+        triton_config.parse_config(text)
+
+
+def test_food_classifier_interface():
+    cfg = load(STAGING / "food_classifier" / "config.pbtxt")
+    assert cfg.backend == "python"
+    assert io_signature(cfg, "input") == [("INPUT_IMAGE", "TYPE_STRING", [1])]
+    assert io_signature(cfg, "output") == [("FOOD_LABEL", "TYPE_STRING", [1]), ("PROBABILITY", "TYPE_FP32", [1])]
+
+
+def test_onnx_config_matches_onnx_file(built_artifacts):
+    onnx = pytest.importorskip("onnx")
+    cfg = load(STAGING / "food_classifier_onnx" / "config.pbtxt")
+    assert cfg.backend == "onnxruntime"
+    graph = onnx.load(str(MODEL_ONNX)).graph
+    onnx_to_triton = {onnx.TensorProto.FLOAT: "TYPE_FP32", onnx.TensorProto.FLOAT16: "TYPE_FP16",
+                      onnx.TensorProto.INT64: "TYPE_INT64", onnx.TensorProto.INT32: "TYPE_INT32"}
+
+    def signature(values):
+        out = []
+        for v in values:
+            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
+            out.append((v.name, onnx_to_triton[v.type.tensor_type.elem_type], dims))
+        return out
+
+    initializers = {i.name for i in graph.initializer}
+    onnx_inputs = signature([v for v in graph.input if v.name not in initializers])
+    onnx_outputs = signature(graph.output)
+    # max_batch_size > 0: Triton's dims leave out the batch axis, which must be dynamic in the file
+    for onnx_sig, triton_sig in ((onnx_inputs, io_signature(cfg, "input")), (onnx_outputs, io_signature(cfg, "output"))):
+        assert [(n, t, d[0]) for n, t, d in onnx_sig] == [(n, t, -1) for n, t, _ in triton_sig]
+        assert [(n, t, d[1:]) for n, t, d in onnx_sig] == triton_sig
+    assert io_signature(cfg, "input") == [("input", "TYPE_FP32", [3, 224, 224])]
+    assert io_signature(cfg, "output") == [("output", "TYPE_FP32", [11])]
+
+
+def test_local_stand_in_has_the_onnx_models_interface():
+    real = load(STAGING / "food_classifier_onnx" / "config.pbtxt")
+    local = load(STAGING / "food_classifier_onnx_local" / "config.pbtxt")
+    assert local.backend == "python" and local.name == real.name
+    for which in ("input", "output"):
+        assert io_signature(local, which) == io_signature(real, which)
+    assert local.max_batch_size == real.max_batch_size
+    assert "STAND-IN" in (STAGING / "food_classifier_onnx_local" / "1" / "model.py").read_text()
+
+
+@pytest.mark.parametrize("mode,kind", [("local", "cpu"), ("docker", "gpu"), ("docker", "cpu")])
+def test_populate_layout(tmp_path, built_artifacts, mode, kind, capsys):
+    repo = tmp_path / "model_repository"
+    (repo / "other_model").mkdir(parents=True)
+    names = model_repository.populate(repo, mode=mode, kind=kind)
+    assert names == ["food_classifier", "food_classifier_onnx"]
+    assert (repo / "other_model").is_dir(), "folders of other models are left alone"
+    assert {p.name for p in (repo / "food_classifier" / "1").iterdir()} == {"model.py", "food11.pth"}
+    onnx_files = {p.name for p in (repo / "food_classifier_onnx" / "1").iterdir()}
+    assert onnx_files == ({"model.py", "model.onnx"} if mode == "local" else {"model.onnx"})
+    for name in names:
+        cfg = triton_config.read_config(name, repo)
+        assert cfg.name == name
+        groups = [(KIND.Name(g.kind), list(g.gpus)) for g in cfg.instance_group]
+        assert groups == ([("KIND_CPU", [])] if kind == "cpu" else [("KIND_GPU", [0])])
+    onnx_cfg = triton_config.read_config("food_classifier_onnx", repo)
+    assert onnx_cfg.backend == ("python" if mode == "local" else "onnxruntime")
+    out = capsys.readouterr().out
+    assert str(repo.resolve()) in out and "food_classifier_onnx/" in out
+    # populate again: the staged version comes back (e.g. after triton_config changes)
+    triton_config.write_config("food_classifier", triton_config.modify(
+        triton_config.read_config("food_classifier", repo), instances=3), repo)
+    model_repository.populate(repo, mode=mode, kind=kind, verbose=False)
+    assert [g.count for g in triton_config.read_config("food_classifier", repo).instance_group] == [1]
+
+
+def test_model_repository_cli(tmp_path, built_artifacts):
+    import subprocess
+    import sys
+
+    from servelab.paths import REPO_ROOT
+    out = subprocess.run([sys.executable, "-m", "servelab.model_repository", "--dest", str(tmp_path / "r"),
+                          "--kind", "cpu"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "mode docker" in out.stdout
+    assert triton_config.read_config("food_classifier_onnx", tmp_path / "r").backend == "onnxruntime"
+
+
+def test_to_cpu_rewrite_keeps_the_rest():
+    text = (STAGING / "food_classifier" / "config.pbtxt").read_text()
+    before, after = load_text(text), load_text(model_repository.to_cpu(text))
+    assert [KIND.Name(g.kind) for g in after.instance_group] == ["KIND_CPU"]
+    assert [list(g.gpus) for g in after.instance_group] == [[]]
+    after.ClearField("instance_group")
+    before.ClearField("instance_group")
+    assert after == before
+
+
+def load_text(text: str):
+    return text_format.Parse(text, model_config_pb2.ModelConfig())
+
+
+# ---------------------------------------------------------------- triton_config: change + diff
+
+def test_modify_instances_and_dynamic_batching():
+    cfg = load(STAGING / "food_classifier" / "config.pbtxt")
+    new = triton_config.modify(cfg, instances=2, gpus=[0, 1], preferred_batch_sizes=[4, 6, 8], max_queue_delay_us=100)
+    assert cfg.instance_group[0].count == 1 and not cfg.HasField("dynamic_batching"), "input untouched"
+    assert [(g.count, list(g.gpus)) for g in new.instance_group] == [(2, [0, 1])]
+    assert list(new.dynamic_batching.preferred_batch_size) == [4, 6, 8]
+    assert new.dynamic_batching.max_queue_delay_microseconds == 100
+    text = triton_config.diff(cfg, new, "food_classifier")
+    assert "-  count: 1" in text and "+  count: 2" in text and "+  preferred_batch_size: 6" in text
+    assert "+  max_queue_delay_microseconds: 100" in text
+    cpu = triton_config.modify(new, kind="cpu")
+    assert [(KIND.Name(g.kind), list(g.gpus)) for g in cpu.instance_group] == [("KIND_CPU", [])]
+    plain = triton_config.modify(new, dynamic_batching=False)
+    assert not plain.HasField("dynamic_batching")
+    empty = triton_config.modify(cfg, dynamic_batching=True)
+    assert empty.HasField("dynamic_batching") and "dynamic_batching {" in triton_config.config_text(empty)
+    assert triton_config.diff(cfg, cfg) == ""
+
+
+def test_write_config_round_trip(tmp_path):
+    (tmp_path / "m").mkdir()
+    cfg = triton_config.modify(load(STAGING / "food_classifier_onnx" / "config.pbtxt"), instances=4)
+    path = triton_config.write_config("m", cfg, tmp_path)
+    assert path.read_text().startswith("# Written by servelab.triton_config")
+    assert triton_config.read_config("m", tmp_path) == cfg
+
+
+# ---------------------------------------------------------------- parsing Triton's and perf_analyzer's output
+
+# as written by perf_analyzer 2.51 (`-f` with --verbose-csv) against the local server
+PERF_CSV = (
+    "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
+    "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,"
+    "Avg latency,request/response,response wait\n"
+    "20,17.746,676,1462,1330,116,10337,214,0,12397,22081,25436,31230,14139,676,13434\n")
+
+
+def test_parse_perf_csv():
+    table = perf.parse_csv(PERF_CSV)
+    row = table.iloc[0].to_dict()
+    assert row["request_rate"] == 20 and row["throughput_infer_s"] == pytest.approx(17.746)
+    assert row["server_queue_ms"] == pytest.approx(1.330) and row["server_compute_infer_ms"] == pytest.approx(10.337)
+    assert row["p99_ms"] == pytest.approx(31.230) and row["avg_latency_ms"] == pytest.approx(14.139)
+    conc = perf.parse_csv("Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
+                          "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,"
+                          "p50 latency,p90 latency,p95 latency,p99 latency\n2,30.357,235,517,31749,89,32304,356,0,"
+                          "66901,80800,84834,93219\n")
+    assert list(conc.columns)[:3] == ["concurrency", "throughput_infer_s", "client_send_ms"]
+    assert conc.iloc[0]["p50_ms"] == pytest.approx(66.901)
+
+
+def test_perf_command_shapes():
+    cmd = perf.perf_analyzer_command("food_classifier", "http://127.0.0.1:8000", request_rate=120,
+                                     distribution="poisson", input_data="in.json", measurement_interval_ms=1500,
+                                     csv_path="out.csv")
+    line = perf.shell_line(cmd)
+    assert line.startswith("perf_analyzer -m food_classifier -u 127.0.0.1:8000 -i http ")
+    assert "--request-rate-range 120 --request-distribution poisson" in line and line.endswith("-f out.csv")
+    cmd = perf.perf_analyzer_command("food_classifier_onnx", concurrency=1, batch_size=16,
+                                     shapes={"input": [3, 224, 224]}, request_count=200)
+    assert perf._arg(cmd, "-b") == "16" and perf._arg(cmd, "--shape") == "input:3,224,224"
+    assert perf._arg(cmd, "-f").endswith("food_classifier_onnx_c1_b16.csv")
+    with pytest.raises(ValueError):
+        perf.perf_analyzer_command("m", concurrency=1, request_rate=2)
+
+
+STATS_BEFORE = {"inference_count": 10, "execution_count": 10,
+                "inference_stats": {"success": {"count": 10, "ns": 10_000_000}, "queue": {"count": 10, "ns": 2_000_000},
+                                    "compute_infer": {"count": 10, "ns": 5_000_000}},
+                "batch_stats": [{"batch_size": 1, "compute_infer": {"count": 10, "ns": 5_000_000}}]}
+STATS_AFTER = {"inference_count": 40, "execution_count": 20,
+               "inference_stats": {"success": {"count": 40, "ns": 50_000_000}, "queue": {"count": 40, "ns": 32_000_000},
+                                   "compute_infer": {"count": 40, "ns": 20_000_000}},
+               "batch_stats": [{"batch_size": 1, "compute_infer": {"count": 14, "ns": 7_000_000}},
+                               {"batch_size": 4, "compute_infer": {"count": 5, "ns": 6_000_000}},
+                               {"batch_size": 6, "compute_infer": {"count": 1, "ns": 2_000_000}}]}
+
+
+def test_stats_delta():
+    d = triton_stats.stats_delta(STATS_BEFORE, STATS_AFTER)
+    assert d["batch_executions"] == {1: 4, 4: 5, 6: 1}
+    assert d["inference_count"] == 30 and d["execution_count"] == 10 and d["avg_batch_size"] == 3.0
+    assert d["max_batch_size_seen"] == 6 and d["requests"] == 30
+    assert d["queue_ms_total"] == pytest.approx(30.0) and d["queue_ms_avg"] == pytest.approx(1.0)
+    assert not d["counters_restarted"]
+    again = triton_stats.stats_delta(STATS_AFTER, STATS_BEFORE)  # counters restarted by a reload
+    assert again["counters_restarted"] and again["batch_executions"] == {1: 10}
+    assert list(triton_stats.batch_table(d)["images"]) == [4, 20, 6]
+
+
+def test_parse_metrics():
+    text = ("# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]\n# TYPE nv_cpu_utilization gauge\n"
+            "nv_cpu_utilization 0.7254901960784313\n"
+            'nv_inference_count{model="food_classifier",version="1"} 795\n')
+    assert triton_stats.utilisation(text) == {"source": "nv_cpu_utilization", "value": pytest.approx(0.72549),
+                                             "per_gpu": {}}
+    gpu = text + ('nv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\n'
+                  'nv_gpu_utilization{gpu_uuid="GPU-b"} 1\n')
+    reading = triton_stats.utilisation(gpu)
+    assert reading["source"] == "nv_gpu_utilization" and reading["value"] == pytest.approx(0.75)
+    assert reading["per_gpu"] == {"GPU-a": 0.5, "GPU-b": 1.0}
+    parsed = triton_stats.parse_metrics(text)
+    assert ("nv_inference_count", {"model": "food_classifier", "version": "1"}, 795.0) in parsed

@@ -1,0 +1,181 @@
+"""The real Triton 2.51 server (local mode, CPU) with the lab's model repository.
+
+One server for the module: populated temp repository, free ports, READY within 90 s, stopped in
+teardown. Then: both models classify like the runtimes they wrap, bad input is an error response
+(not a crash), perf_analyzer runs parse, dynamic batching shows batches > 1 in Triton's
+statistics, and config changes are reloaded while the server keeps running.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import requests
+from triton_helpers import start_local_triton
+
+from servelab import food11, perf, triton_config, triton_http, triton_stats
+from servelab.paths import MODEL_ONNX, MODEL_PTH, PERF_INPUT_JSON
+from servelab.runtimes import OnnxClassifier, TorchClassifier
+
+pytestmark = pytest.mark.timeout(420)
+
+
+@pytest.fixture(scope="module")
+def triton(built_artifacts, tmp_path_factory):
+    server = start_local_triton(tmp_path_factory.mktemp("triton"), timeout=90)
+    print(f"tritonserver READY after {server.ready_seconds:.1f} s ({server.url})")
+    try:
+        yield server
+    finally:
+        server.stop()
+        assert server.proc.poll() is not None, "tritonserver still running after teardown"
+
+
+def ready(server, model: str) -> bool:
+    return requests.get(f"{server.url}/v2/models/{model}/ready", timeout=5).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def image(test_images):
+    return test_images[0]
+
+
+def test_server_ready_with_both_models(triton):
+    assert ready(triton, "food_classifier") and ready(triton, "food_classifier_onnx")
+    meta = triton_http.model_metadata(triton.url, "food_classifier_onnx")
+    assert [i["name"] for i in meta["inputs"]] == ["input"] and meta["inputs"][0]["shape"] == [-1, 3, 224, 224]
+    assert "LOCAL STAND-IN" in triton.log.read_text(errors="replace")
+
+
+def test_python_model_matches_torch(triton, test_images):
+    encoded = [food11.encode_file(p) for p in test_images[:3]]
+    out = triton_http.infer(triton.url, "food_classifier", {"INPUT_IMAGE": encoded}, ["FOOD_LABEL", "PROBABILITY"])
+    labels = [b.decode() for b in out["FOOD_LABEL"]]
+    assert all(label in food11.CLASSES for label in labels)
+    reference = TorchClassifier(MODEL_PTH, device="cpu")
+    logits = reference(np.stack([food11.tensor_from_base64(e) for e in encoded]))
+    for i, row in enumerate(logits):
+        label, prob = food11.top_class(row)
+        assert labels[i] == label
+        assert float(out["PROBABILITY"][i][0]) == pytest.approx(prob, abs=1e-4)
+
+
+def test_onnx_model_matches_onnxruntime(triton, test_images):
+    x = np.stack([food11.tensor_from_bytes(p.read_bytes()) for p in test_images[:2]])
+    out = triton_http.infer(triton.url, "food_classifier_onnx", {"input": x}, ["output"])["output"]
+    assert out.shape == (2, 11)
+    expected = OnnxClassifier(MODEL_ONNX, device="cpu")(x)
+    assert list(out.argmax(axis=1)) == list(expected.argmax(axis=1))
+    assert all(food11.top_class(row)[0] in food11.CLASSES for row in out)
+    spread = float(expected.max() - expected.min())
+    assert np.abs(out - expected).max() <= 1e-4 * spread + 1e-5
+
+
+@pytest.mark.parametrize("payload,why", [
+    ("aGVsbG8gd29ybGQ=", "not an image"),
+    ("this is not base64!", "not base64"),
+])
+def test_bad_image_is_an_error_response(triton, payload, why):
+    with pytest.raises(triton_http.TritonError) as err:
+        triton_http.infer(triton.url, "food_classifier", {"INPUT_IMAGE": [payload]}, ["FOOD_LABEL", "PROBABILITY"])
+    assert "HTTP 400" in str(err.value), f"{why}: {err.value}"
+    assert ready(triton, "food_classifier")
+
+
+def test_wrong_shape_is_an_error_response(triton, test_images):
+    with pytest.raises(triton_http.TritonError, match="unexpected shape"):
+        triton_http.infer(triton.url, "food_classifier_onnx", {"input": np.zeros((1, 3, 100, 100), np.float32)},
+                          ["output"])
+    assert ready(triton, "food_classifier_onnx")
+    # and the model still answers properly afterwards
+    x = food11.tensor_from_bytes(test_images[0].read_bytes())[None]
+    assert triton_http.infer(triton.url, "food_classifier_onnx", {"input": x}, ["output"])["output"].shape == (1, 11)
+
+
+def test_perf_analyzer_concurrency_run_parses(triton, tmp_path):
+    cmd = perf.perf_analyzer_command("food_classifier", triton.url, concurrency=2, input_data=PERF_INPUT_JSON,
+                                     measurement_interval_ms=1500, stability_percentage=100, max_trials=8,
+                                     csv_path=tmp_path / "c2.csv")
+    result = perf.run(cmd, timeout=90)
+    row = result.row
+    assert row["concurrency"] == 2 and row["throughput_infer_s"] > 0
+    for col in ("server_queue_ms", "server_compute_infer_ms", "p50_ms", "p99_ms", "network_server_send_recv_ms"):
+        assert row[col] >= 0
+    assert row["p99_ms"] >= row["p50_ms"] > 0
+    assert result.output.count("Request concurrency: 2") >= 1
+
+
+def test_dead_server_fails_fast(tmp_path):
+    cmd = perf.perf_analyzer_command("food_classifier", "http://127.0.0.1:9", concurrency=1,
+                                     csv_path=tmp_path / "dead.csv")
+    with pytest.raises(perf.PerfAnalyzerError, match="failed to get model metadata"):
+        perf.run(cmd, timeout=30, verbose=False)
+
+
+def test_dynamic_batching_under_poisson_load(triton, tmp_path, capsys):
+    result = triton_config.update_model("food_classifier", repo=triton.repo, url=triton.url,
+                                        preferred_batch_sizes=[4, 6, 8], max_queue_delay_us=100)
+    assert result.ok, result.error
+    assert "+  preferred_batch_size: 4" in result.diff
+    served = triton_config.served_config("food_classifier", triton.url)
+    assert [int(s) for s in served["dynamic_batching"]["preferred_batch_size"]] == [4, 6, 8]
+    # Poisson arrivals near the CPU's capacity: bursts queue up and are served together
+    measured = perf.measure("food_classifier", url=triton.url, metrics_url=triton.metrics_url,
+                            request_rate=30, distribution="poisson", input_data=PERF_INPUT_JSON,
+                            measurement_interval_ms=1500, request_count=90, csv_path=tmp_path / "poisson.csv",
+                            timeout=150, label="dynamic batching, poisson 30/s")
+    row = measured.row
+    assert row["request_rate"] == 30 and row["throughput_infer_s"] > 0
+    assert measured.stats["requests"] >= 90
+    assert row["max_batch_size_seen"] > 1, f"no batch > 1: {row['batch_executions']}"
+    assert row["util_source"] == "nv_cpu_utilization" and row["util_samples"] > 0
+    out = capsys.readouterr().out
+    assert "$ perf_analyzer -m food_classifier" in out and "model executions by batch size" in out
+
+
+def test_instance_count_change_while_serving(triton, capsys):
+    before = triton_stats.model_stats("food_classifier_onnx", triton.url)
+    result = triton_config.update_model("food_classifier_onnx", repo=triton.repo, url=triton.url, instances=2)
+    assert result.ok, result.error
+    assert 0 < result.seconds < 120
+    served = triton_config.served_config("food_classifier_onnx", triton.url)
+    assert [int(g["count"]) for g in served["instance_group"]] == [2]
+    out = capsys.readouterr().out
+    assert "-  count: 1" in out and "+  count: 2" in out and "new config loaded in" in out
+    assert ready(triton, "food_classifier_onnx") and ready(triton, "food_classifier")
+    x = np.zeros((1, 3, 224, 224), np.float32)
+    assert triton_http.infer(triton.url, "food_classifier_onnx", {"input": x}, ["output"])["output"].shape == (1, 11)
+    assert before["name"] == "food_classifier_onnx"
+
+
+def test_broken_config_reports_tritons_error(triton, capsys):
+    path = triton_config.config_path("food_classifier", triton.repo)
+    good = path.read_text()
+    # a preferred batch size larger than max_batch_size (16): Triton refuses the config
+    result = triton_config.update_model("food_classifier", repo=triton.repo, url=triton.url,
+                                        preferred_batch_sizes=[32])
+    assert not result.ok
+    assert "food_classifier" in result.error and result.error
+    assert result.still_serving is True
+    assert path.read_text() == good, "the previous config.pbtxt is put back"
+    out = capsys.readouterr().out
+    assert "Triton refused the new config" in out and "still READY" in out
+    assert ready(triton, "food_classifier")
+    # a kind this machine cannot give: Triton's own message says why
+    try:
+        import torch
+        has_gpu = torch.cuda.is_available()
+    except ImportError:
+        has_gpu = False
+    if not has_gpu:
+        gpu = triton_config.update_model("food_classifier", repo=triton.repo, url=triton.url, kind="gpu",
+                                         verbose=False)
+        assert not gpu.ok and "KIND_GPU" in gpu.error and "no GPUs" in gpu.error
+        assert ready(triton, "food_classifier")
+
+
+def test_remove_dynamic_batching(triton):
+    result = triton_config.update_model("food_classifier", repo=triton.repo, url=triton.url,
+                                        dynamic_batching=False, verbose=False)
+    assert result.ok, result.error
+    assert "-dynamic_batching {" in result.diff
+    assert "dynamic_batching" not in triton_config.served_config("food_classifier", triton.url)

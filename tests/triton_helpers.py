@@ -1,0 +1,86 @@
+"""Helper for tests: a real local tritonserver on free ports, stopped for sure afterwards."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import requests
+
+from servelab import launcher, model_repository, triton_local
+
+
+@dataclass
+class LocalTriton:
+    proc: subprocess.Popen
+    repo: Path
+    log: Path
+    http_port: int
+    grpc_port: int
+    metrics_port: int
+    ready_seconds: float = 0.0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the server's process group (server + Python-backend stubs), SIGKILL after grace."""
+        if self.proc.poll() is not None:
+            return
+        for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                return
+            try:
+                self.proc.wait(timeout=wait)
+                return
+            except subprocess.TimeoutExpired:
+                continue
+
+
+def start_local_triton(workdir: Path, timeout: float = 90.0) -> LocalTriton:
+    """Populate workdir/model_repository (local mode, CPU) and start tritonserver; wait for READY."""
+    repo = workdir / "model_repository"
+    model_repository.populate(repo, mode="local", kind="cpu")
+    ports = [launcher.free_port() for _ in range(3)]
+    while len(set(ports)) < 3:
+        ports = [launcher.free_port() for _ in range(3)]
+    argv, env = triton_local.server_command(repo, *ports, backends=workdir / "backends", address="127.0.0.1")
+    log = workdir / "tritonserver.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    server = LocalTriton(proc, repo, log, *ports)
+    start = time.monotonic()
+    try:
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"tritonserver exited with code {proc.returncode}:\n{server.log_tail()}")
+            try:
+                if requests.get(f"{server.url}/v2/health/ready", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() - start > timeout:
+                raise RuntimeError(f"tritonserver not READY after {timeout:.0f} s:\n{server.log_tail()}")
+            time.sleep(0.3)
+    except BaseException:
+        server.stop()
+        raise
+    server.ready_seconds = time.monotonic() - start
+    return server
