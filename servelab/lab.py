@@ -28,7 +28,8 @@ BENCHMARK_NOTEBOOKS = [
     ("04_fastapi_benchmarks.ipynb", "fastapi", False),
     ("06_triton_benchmarks.ipynb", "triton", True),
 ]
-QUICK_PARAMS = {"N_SEQUENTIAL": 20, "N_CONCURRENT": 80, "CONCURRENCY": 16, "PERF_INTERVAL_MS": 1500}
+QUICK_PARAMS = {"N_SEQUENTIAL": 20, "N_CONCURRENT": 96, "CONCURRENCY": 16,
+                "PERF_INTERVAL_MS": 1500, "PERF_STABILITY": 30, "PERF_RATE_SECONDS": 4, "PERF_REQUEST_COUNT": 200}
 
 
 def available_notebooks() -> list[tuple[Path, str, bool]]:

@@ -78,3 +78,17 @@ def use_fastapi_backend(backend: str, timeout: float = 900.0) -> dict:
     os.environ["FASTAPI_BACKEND"] = backend
     print(f"FastAPI service now runs {health['backend']} on {health['device']} ({health['weights']} weights)")
     return health
+
+
+def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
+    """Point the Flask UI at a Triton model (food_classifier or food_classifier_onnx) and wait for it."""
+    base = url("FLASK_SERVER_URL")
+    if os.environ.get("LAB_MODE") == "local":
+        from servelab import launcher
+        launcher.restart("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})
+    else:
+        print("Run this on the host (in the repository's docker/ folder), then wait here:\n  "
+              f"FOOD11_MODEL_NAME={shlex.quote(model)} docker compose -f docker-compose-triton.yaml up -d --wait flask")
+    health = wait_healthy(f"{base}/healthz", timeout, check=lambda r: f"'{model}'" in r.json().get("backend", ""))
+    print(f"Flask now uses: {health['backend']}")
+    return health

@@ -78,6 +78,17 @@ def _ignore(_dir, names):
     return [n for n in names if n in ("__pycache__",) or n.endswith(".pyc")]
 
 
+def weights_parameter() -> str:
+    """A config parameter saying whether the weights are trained, so clients (the Flask UI) can show it."""
+    from servelab.artifacts import read_metadata
+    try:
+        weights = read_metadata()["weights"]
+    except (FileNotFoundError, KeyError, ValueError):
+        weights = "unknown"
+    return ('\n# Added by servelab.model_repository: "untrained" unless a trained checkpoint was built\n'
+            f'parameters {{ key: "weights" value {{ string_value: "{weights}" }} }}\n')
+
+
 def populate(dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "auto",
              verbose: bool = True) -> list[str]:
     """Copy every staged model into the repository at dest; return the model names placed there."""
@@ -114,6 +125,7 @@ def populate(dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "
         if not gpu:
             config.write_text(to_cpu(config.read_text()))
             note = ", instance kind rewritten to KIND_CPU"
+        config.write_text(config.read_text() + weights_parameter())
         if sources[mode] != model:
             note += f", from {src.name}/ (local stand-in)"
         files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())

@@ -41,3 +41,55 @@ def latency_breakdown(table: pd.DataFrame, title: str) -> plt.Figure:
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------- Triton (perf_analyzer rows, ms)
+
+def throughput_vs_concurrency(table: pd.DataFrame, title: str) -> plt.Figure:
+    """One line per configuration: inferences/s against the number of requests in flight."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for config, rows in table.dropna(subset=["concurrency"]).groupby("config", sort=False):
+        rows = rows.sort_values("concurrency")
+        ax.plot(rows["concurrency"], rows["throughput_infer_s"], marker="o", label=config)
+    ax.set_xlabel("concurrency (requests in flight)")
+    ax.set_ylabel("inferences / s")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def latency_split_stacked(table: pd.DataFrame, title: str) -> plt.Figure:
+    """perf_analyzer's average latency split into queue / compute / network+client, one bar per run."""
+    fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(table)), 4.5))
+    x = np.arange(len(table))
+    queue = table["server_queue_ms"].to_numpy()
+    compute = (table["server_compute_input_ms"] + table["server_compute_infer_ms"]
+               + table["server_compute_output_ms"]).to_numpy()
+    network = (table["client_send_ms"] + table["network_server_send_recv_ms"] + table["client_recv_ms"]).to_numpy()
+    ax.bar(x, queue, label="server queue")
+    ax.bar(x, compute, bottom=queue, label="server compute (input + infer + output)")
+    ax.bar(x, network, bottom=queue + compute, label="network + client")
+    ax.set_xticks(x, table["run"], rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("average latency (ms)")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def batch_size_histogram(executions: dict[str, dict[int, int]], title: str) -> plt.Figure:
+    """Model executions per batch size, one group of bars per run (from Triton's batch_stats)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    sizes = sorted({size for counts in executions.values() for size in counts})
+    width = 0.8 / max(1, len(executions))
+    for i, (run, counts) in enumerate(executions.items()):
+        ax.bar(np.arange(len(sizes)) + i * width, [counts.get(s, 0) for s in sizes], width=width, label=run)
+    ax.set_xticks(np.arange(len(sizes)) + 0.4 - width / 2, [str(s) for s in sizes])
+    ax.set_xlabel("batch size the model ran with")
+    ax.set_ylabel("executions")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
