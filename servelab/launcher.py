@@ -50,6 +50,7 @@ class Service:
     name: str
     argv: list[str]
     health: str                    # URL that answers 200 once the service is ready
+    marker: str = ""               # a word of its command line, to recognise the process later
     env: dict = field(default_factory=dict)
     timeout: float = 120.0
     ports: dict = field(default_factory=dict)
@@ -107,7 +108,7 @@ def start(service: Service) -> dict:
         log.flush()
         proc = subprocess.Popen(service.argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
-    record = {"pid": proc.pid, "marker": service.argv[0],
+    record = {"pid": proc.pid, "marker": service.marker or service.argv[0],
               "argv": service.argv, "health": service.health, "log": str(log_path), "env": service.env,
               **service.ports}
     deadline = time.time() + service.timeout
@@ -128,8 +129,9 @@ def start(service: Service) -> dict:
 
 # ---------------------------------------------------------------- the services
 
-def _venv_bin(name: str) -> str:
-    return str(Path(sys.executable).parent / name)
+def _module(name: str) -> list[str]:
+    """`python -m name` with this interpreter: works in a venv and with packages on PYTHONPATH alike."""
+    return [sys.executable, "-m", name]
 
 
 def fastapi_service(port: int, backend: str) -> Service:
@@ -137,16 +139,16 @@ def fastapi_service(port: int, backend: str) -> Service:
         backend = fastapi_backend(backend)
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
-    return Service("fastapi", [_venv_bin("uvicorn"), f"fastapi_{backend}.app:app", "--host", BIND, "--port", str(port),
-                               "--no-access-log"],
-                   health=f"{_url(port)}/health", env={"FASTAPI_BACKEND": backend}, ports={"port": port})
+    app = f"fastapi_{backend}.app:app"
+    return Service("fastapi", _module("uvicorn") + [app, "--host", BIND, "--port", str(port), "--no-access-log"],
+                   health=f"{_url(port)}/health", marker=app, env={"FASTAPI_BACKEND": backend}, ports={"port": port})
 
 
 def flask_service(port: int, env: dict) -> Service:
     # gunicorn: the same server the Docker image uses; threads so a slow backend does not block the page.
-    return Service("flask", [_venv_bin("gunicorn"), "--bind", f"{BIND}:{port}", "--workers", "1", "--threads", "4",
-                             "--timeout", "120", "flask_app.app:app"],
-                   health=f"{_url(port)}/healthz", env=env, ports={"port": port})
+    return Service("flask", _module("gunicorn") + ["--bind", f"{BIND}:{port}", "--workers", "1", "--threads", "4",
+                                                   "--timeout", "120", "flask_app.app:app"],
+                   health=f"{_url(port)}/healthz", marker="flask_app.app:app", env=env, ports={"port": port})
 
 
 def triton_service(repo: Path) -> Service:
@@ -159,10 +161,11 @@ def triton_service(repo: Path) -> Service:
 
 
 def jupyter_service(port: int, token: str, env: dict) -> Service:
-    return Service("jupyter", [_venv_bin("jupyter"), "lab", "--no-browser", f"--ip={BIND}", f"--port={port}",
+    return Service("jupyter", _module("jupyterlab") + ["--no-browser", f"--ip={BIND}", f"--port={port}",
                                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO_ROOT}",
                                "--ServerApp.open_browser=False"],
-                   health=f"{_url(port)}/api/status?token={token}", env=env, ports={"port": port, "token": token})
+                   health=f"{_url(port)}/api/status?token={token}", marker=f"--port={port}", env=env,
+                   ports={"port": port, "token": token})
 
 
 # ---------------------------------------------------------------- state and urls.env
