@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from servelab import launcher, notebook_runner
+from servelab import launcher
 from servelab.artifacts import read_metadata
 from servelab.paths import REPO_ROOT, RESULTS
 
@@ -74,6 +74,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small request counts (a few minutes)")
     args = parser.parse_args(argv)
+    from servelab import notebook_runner  # needs nbclient: only `make lab` itself does
+
     params = QUICK_PARAMS if args.quick else {}
     notebooks = available_notebooks()
     needs_triton = any(t for _, _, t in notebooks)
