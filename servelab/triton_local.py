@@ -119,7 +119,9 @@ def server_env(base: dict | None = None) -> dict:
     env = dict(os.environ if base is None else base)
     env["LD_LIBRARY_PATH"] = _join(bundled_libs(), libpython_dir(), existing=env.get("LD_LIBRARY_PATH"))
     env["PATH"] = _join(venv_bin(), existing=env.get("PATH"))
-    env["PYTHONPATH"] = _join(REPO_ROOT, _site_packages(), existing=env.get("PYTHONPATH"))
+    # An inherited PYTHONPATH comes before this interpreter's site-packages, as it does for the
+    # interpreter itself (e.g. numpy < 2 carried on PYTHONPATH: the stub breaks with numpy 2).
+    env["PYTHONPATH"] = _join(REPO_ROOT, *(env.get("PYTHONPATH") or "").split(os.pathsep), _site_packages())
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
