@@ -163,7 +163,7 @@ def triton_service(repo: Path) -> Service:
 def jupyter_service(port: int, token: str, env: dict) -> Service:
     return Service("jupyter", _module("jupyterlab") + ["--no-browser", f"--ip={BIND}", f"--port={port}",
                                f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO_ROOT}",
-                               "--ServerApp.open_browser=False"],
+                               "--ServerApp.open_browser=False"] + (["--allow-root"] if os.geteuid() == 0 else []),
                    health=f"{_url(port)}/api/status?token={token}", marker=f"--port={port}", env=env,
                    ports={"port": port, "token": token})
 
@@ -243,6 +243,10 @@ def up(jupyter: bool = False, triton: bool = True, backend: str | None = None) -
         if jupyter:
             print("starting jupyterlab ...", flush=True)
             urls = _urls_for_clients(state)
+            if triton:  # so `perf_analyzer ...` typed in a JupyterLab terminal or `!` cell just works
+                from servelab import triton_local
+                tools = triton_local.perf_analyzer_env()
+                urls.update(PATH=tools["PATH"], LD_LIBRARY_PATH=tools["LD_LIBRARY_PATH"])
             state["services"]["jupyter"] = start(jupyter_service(free_port(), secrets.token_hex(16), urls))
             write_state(state)
     except BaseException:
