@@ -28,6 +28,9 @@ BENCHMARK_NOTEBOOKS = [
     ("04_fastapi_benchmarks.ipynb", "fastapi", False),
     ("06_triton_benchmarks.ipynb", "triton", True),
 ]
+SUMMARY_COLUMNS = ["run", "concurrency", "requests", "errors", "median_ms", "p95_ms", "p99_ms", "throughput_rps",
+                   "queue_median_ms", "infer_median_ms", "mode", "throughput_infer_s", "p50_ms", "server_queue_ms",
+                   "server_compute_infer_ms", "avg_batch_size", "util_mean_pct"]
 QUICK_PARAMS = {"N_SEQUENTIAL": 20, "N_CONCURRENT": 96, "CONCURRENCY": 16,
                 "PERF_INTERVAL_MS": 1500, "PERF_STABILITY": 30, "PERF_RATE_SECONDS": 4, "PERF_REQUEST_COUNT": 200}
 
@@ -56,7 +59,9 @@ def write_summary(executed: list[dict]) -> Path:
         lines += ["", f"## {folder}", ""]
         summary = part / "summary.csv"
         if summary.exists():
-            lines += [pd.read_csv(summary).round(2).to_markdown(index=False), ""]
+            table = pd.read_csv(summary)
+            table = table[[c for c in SUMMARY_COLUMNS if c in table]]  # the full rows are in the CSV
+            lines += [table.round(2).to_markdown(index=False), ""]
         claims = part / "claims.csv"
         if claims.exists():
             table = pd.read_csv(claims).fillna("")

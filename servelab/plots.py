@@ -61,20 +61,27 @@ def throughput_vs_concurrency(table: pd.DataFrame, title: str) -> plt.Figure:
 
 
 def latency_split_stacked(table: pd.DataFrame, title: str) -> plt.Figure:
-    """perf_analyzer's average latency split into queue / compute / network+client, one bar per run."""
-    fig, ax = plt.subplots(figsize=(max(7, 0.9 * len(table)), 4.5))
-    x = np.arange(len(table))
-    queue = table["server_queue_ms"].to_numpy()
-    compute = (table["server_compute_input_ms"] + table["server_compute_infer_ms"]
-               + table["server_compute_output_ms"]).to_numpy()
-    network = (table["client_send_ms"] + table["network_server_send_recv_ms"] + table["client_recv_ms"]).to_numpy()
-    ax.bar(x, queue, label="server queue")
-    ax.bar(x, compute, bottom=queue, label="server compute (input + infer + output)")
-    ax.bar(x, network, bottom=queue + compute, label="network + client")
-    ax.set_xticks(x, table["run"], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("average latency (ms)")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
+    """perf_analyzer's average latency split into queue / compute / network+client, one bar per run;
+    one panel per step (each with its own scale, since steps differ by 100x)."""
+    groups = list(table.groupby("step", sort=False)) if "step" in table else [("", table)]
+    widths = [max(1.5, len(rows)) for _, rows in groups]
+    fig, axes = plt.subplots(1, len(groups), figsize=(max(8, 1.1 * sum(widths)), 4.8),
+                             gridspec_kw={"width_ratios": widths}, squeeze=False)
+    for ax, (step, rows) in zip(axes[0], groups):
+        x = np.arange(len(rows))
+        queue = rows["server_queue_ms"].to_numpy()
+        compute = (rows["server_compute_input_ms"] + rows["server_compute_infer_ms"]
+                   + rows["server_compute_output_ms"]).to_numpy()
+        network = (rows["client_send_ms"] + rows["network_server_send_recv_ms"] + rows["client_recv_ms"]).to_numpy()
+        ax.bar(x, queue, label="server queue", color="tab:blue")
+        ax.bar(x, compute, bottom=queue, label="server compute (input + infer + output)", color="tab:orange")
+        ax.bar(x, network, bottom=queue + compute, label="network + client", color="tab:green")
+        labels = [r.split(": ", 1)[-1] for r in rows["run"]]
+        ax.set_xticks(x, labels, rotation=35, ha="right", fontsize=7)
+        ax.set_title(f"step {step}" if step else "", fontsize=9)
+    axes[0][0].set_ylabel("average latency (ms)")
+    axes[0][-1].legend(fontsize=7, loc="upper left")
+    fig.suptitle(title)
     fig.tight_layout()
     return fig
 
