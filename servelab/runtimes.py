@@ -71,6 +71,13 @@ class OnnxClassifier:
         return self.session.run(["output"], {"input": x})[0]
 
 
+def triton_instance_device(args: dict) -> str:
+    """The device Triton gave a Python-backend model instance: 'cuda:N' for KIND_GPU, else 'cpu'."""
+    if args.get("model_instance_kind", "CPU") == "GPU":
+        return f"cuda:{int(args.get('model_instance_device_id', 0))}"
+    return "cpu"
+
+
 RUNTIMES = {"pytorch": TorchClassifier, "onnx": OnnxClassifier}
 # FASTAPI_BACKEND values are the service folder suffixes (fastapi_pt/, fastapi_onnx/), in local
 # mode and in Docker alike; "pytorch" is accepted too.

@@ -23,7 +23,7 @@ import triton_python_backend_utils as pb_utils
 
 try:
     from servelab import food11
-    from servelab.runtimes import TorchClassifier
+    from servelab.runtimes import TorchClassifier, triton_instance_device
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
         "food_classifier needs the lab's 'servelab' package: put the repository root on PYTHONPATH "
@@ -31,12 +31,6 @@ except ImportError as exc:  # pragma: no cover - only when the environment is wr
 
 WEIGHTS = "food11.pth"
 
-
-def instance_device(args: dict) -> str:
-    """The device Triton assigned to this instance: 'cuda:N' for KIND_GPU, else 'cpu'."""
-    if args.get("model_instance_kind", "CPU") == "GPU":
-        return f"cuda:{int(args.get('model_instance_device_id', 0))}"
-    return "cpu"
 
 
 def client_error(message: str):
@@ -51,7 +45,7 @@ class TritonPythonModel:
         self.model_name = args["model_name"]
         config = json.loads(args["model_config"])
         self.max_batch_size = int(config.get("max_batch_size", 0))
-        self.device = instance_device(args)
+        self.device = triton_instance_device(args)
         weights = Path(__file__).resolve().parent / WEIGHTS
         if not weights.is_file():
             raise FileNotFoundError(f"{weights} is missing: copy {WEIGHTS} into the version folder "

@@ -15,7 +15,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 try:
-    from servelab.runtimes import OnnxClassifier
+    from servelab.runtimes import OnnxClassifier, triton_instance_device
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
         "food_classifier_onnx (local stand-in) needs the lab's 'servelab' package: put the repository "
@@ -23,11 +23,6 @@ except ImportError as exc:  # pragma: no cover - only when the environment is wr
 
 WEIGHTS = "model.onnx"
 
-
-def instance_device(args: dict) -> str:
-    if args.get("model_instance_kind", "CPU") == "GPU":
-        return f"cuda:{int(args.get('model_instance_device_id', 0))}"
-    return "cpu"
 
 
 class TritonPythonModel:
@@ -38,7 +33,7 @@ class TritonPythonModel:
         if not weights.is_file():
             raise FileNotFoundError(f"{weights} is missing: copy {WEIGHTS} into the version folder "
                                     "(python -m servelab.model_repository does it)")
-        self.classifier = OnnxClassifier(weights, device=instance_device(args))
+        self.classifier = OnnxClassifier(weights, device=triton_instance_device(args))
         self.logger.log_warn(
             f"{self.model_name}: LOCAL STAND-IN for Triton's onnxruntime backend (that backend is not in "
             f"the pip-installed Triton): a Python-backend model running {weights.name} with ONNX Runtime "
