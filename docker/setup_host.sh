@@ -254,6 +254,15 @@ else
   apt_install nvtop
 fi
 
+# ---------------------------------------------------------------- 4b. tools the repository's Makefile uses
+# `make artifacts` builds the model files the containers serve, in a Python venv on the host.
+say "make and python3-venv (for make artifacts)"
+if all_pkgs_installed make python3-venv; then
+  done_already "packages make python3-venv"
+else
+  apt_install make python3-venv
+fi
+
 # ---------------------------------------------------------------- 5. self-check
 if [ "$SELF_CHECK" -eq 1 ]; then
   # sudo, because the group change above only applies to new logins
