@@ -28,7 +28,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from servelab import food11
-from servelab.paths import ARTIFACTS_JSON, LAB_DIR, MODEL_ONNX, MODEL_PTH, PERF_INPUT_JSON, TEST_IMAGES
+from servelab.paths import ARTIFACTS_JSON, LAB_DIR, MODEL_ONNX, MODEL_PTH, MODEL_STATE_DICT, PERF_INPUT_JSON, TEST_IMAGES
 
 BUILDER_VERSION = 3  # bump when the recipe changes, so cached artifacts are rebuilt
 SEED = int(os.environ.get("FOOD11_SEED", "11"))
@@ -209,7 +209,7 @@ def up_to_date(key: str) -> bool:
         meta = json.loads(ARTIFACTS_JSON.read_text())
     except (OSError, ValueError):
         return False
-    files = [MODEL_PTH, MODEL_ONNX, PERF_INPUT_JSON] + [TEST_IMAGES / s[0] for s in TEST_IMAGE_SPECS]
+    files = [MODEL_PTH, MODEL_STATE_DICT, MODEL_ONNX, PERF_INPUT_JSON] + [TEST_IMAGES / s[0] for s in TEST_IMAGE_SPECS]
     return meta.get("build_key") == key and all(f.exists() for f in files) and \
         meta.get("sha256", {}).get("food11.pth") == sha256(MODEL_PTH)
 
@@ -232,6 +232,7 @@ def build(force: bool = False) -> dict:
         weights = "untrained"
     MODEL_PTH.parent.mkdir(parents=True, exist_ok=True)
     torch.save(model, MODEL_PTH)
+    torch.save(model.state_dict(), MODEL_STATE_DICT)
     export_onnx(model, MODEL_ONNX)
     check = compare_runtimes(model, MODEL_ONNX, SEED)
     if check["max_abs_diff"] > check["tolerance"] or not check["top1_agree"]:

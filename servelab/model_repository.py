@@ -28,17 +28,17 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from servelab.paths import MODEL_ONNX, MODEL_PTH, REPO_ROOT, STAGING
+from servelab.paths import MODEL_ONNX, MODEL_PTH, MODEL_STATE_DICT, REPO_ROOT, STAGING
 
 DEFAULT_DEST = Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model_repository"))
 
 # model name -> (staged folder per mode, files placed in version folder 1/)
 MODELS = {
-    "food_classifier": ({"local": "food_classifier", "docker": "food_classifier"}, [MODEL_PTH]),
+    "food_classifier": ({"local": "food_classifier", "docker": "food_classifier"}, [MODEL_PTH, MODEL_STATE_DICT]),
     "food_classifier_onnx": ({"local": "food_classifier_onnx_local", "docker": "food_classifier_onnx"}, [MODEL_ONNX]),
 }
 # what each staged model file is called inside the version folder
-PLACED_NAMES = {MODEL_PTH: "food11.pth", MODEL_ONNX: "model.onnx"}
+PLACED_NAMES = {MODEL_PTH: "food11.pth", MODEL_STATE_DICT: "food11_state_dict.pth", MODEL_ONNX: "model.onnx"}
 
 
 def has_gpu(mode: str = "local") -> bool:

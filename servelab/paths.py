@@ -7,6 +7,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STAGING = REPO_ROOT / "models_staging"
 MODEL_PTH = Path(os.environ.get("FOOD11_MODEL_PATH", STAGING / "food11.pth"))
+# The same weights as a plain state_dict: loadable by an older torch/torchvision (the GPU images)
+MODEL_STATE_DICT = MODEL_PTH.with_name("food11_state_dict.pth")
 MODEL_ONNX = Path(os.environ.get("FOOD11_ONNX_PATH", STAGING / "model.onnx"))
 ARTIFACTS_JSON = STAGING / "artifacts.json"
 TEST_IMAGES = STAGING / "test_images"

@@ -41,7 +41,18 @@ class TorchClassifier:
 
         gpu = _gpu_index(device)
         self.device = torch.device("cpu" if gpu is None else f"cuda:{gpu}")
-        self.model = torch.load(path, map_location=self.device, weights_only=False).eval()
+        try:
+            model = torch.load(path, map_location=self.device, weights_only=False)
+        except Exception:
+            # A whole-model pickle from a newer torch/torchvision than this one (the GPU images pin an
+            # older pair): rebuild the architecture and load the plain state_dict saved beside it.
+            state = Path(path).with_name("food11_state_dict.pth")
+            if not state.is_file():
+                raise
+            from servelab.artifacts import new_model
+            model = new_model()
+            model.load_state_dict(torch.load(state, map_location=self.device, weights_only=True))
+        self.model = model.to(self.device).eval()
         self._torch = torch
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:

@@ -81,3 +81,17 @@ def test_cached_build_is_a_no_op(built_artifacts, capsys):
     meta = artifacts.build()
     assert MODEL_PTH.stat().st_mtime_ns == before and "up to date" in capsys.readouterr().out
     assert meta["sha256"] == json.loads(artifacts.ARTIFACTS_JSON.read_text())["sha256"]
+
+
+def test_torch_runtime_falls_back_to_the_state_dict(tmp_path, built_artifacts):
+    """A whole-model pickle an older torch cannot read (simulated: not a pickle at all) is rebuilt
+    from food11_state_dict.pth, and gives the same logits as the real model."""
+    from servelab.paths import MODEL_STATE_DICT
+    (tmp_path / "food11.pth").write_bytes(b"written by a newer torch")
+    (tmp_path / "food11_state_dict.pth").write_bytes(MODEL_STATE_DICT.read_bytes())
+    x = np.random.default_rng(0).standard_normal((2, 3, 224, 224)).astype(np.float32)
+    rebuilt = TorchClassifier(tmp_path / "food11.pth", device="cpu")(x)
+    assert np.allclose(rebuilt, TorchClassifier(device="cpu")(x), atol=1e-5)
+    (tmp_path / "food11_state_dict.pth").unlink()
+    with pytest.raises(Exception):
+        TorchClassifier(tmp_path / "food11.pth", device="cpu")
