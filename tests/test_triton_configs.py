@@ -103,7 +103,7 @@ def test_populate_layout(tmp_path, built_artifacts, mode, kind, capsys):
     names = model_repository.populate(repo, mode=mode, kind=kind)
     assert names == ["food_classifier", "food_classifier_onnx"]
     assert (repo / "other_model").is_dir(), "folders of other models are left alone"
-    assert {p.name for p in (repo / "food_classifier" / "1").iterdir()} == {"model.py", "food11.pth"}
+    assert {p.name for p in (repo / "food_classifier" / "1").iterdir()} == {"model.py", "food11.pth", "food11_state_dict.pth"}
     onnx_files = {p.name for p in (repo / "food_classifier_onnx" / "1").iterdir()}
     assert onnx_files == ({"model.py", "model.onnx"} if mode == "local" else {"model.onnx"})
     for name in names:
