@@ -23,7 +23,8 @@
 # │   ├── config.pbtxt            # inputs, outputs, batching, instance groups
 # │   └── 1/                      # version 1
 # │       ├── model.py            # Python backend: decode image -> MobileNetV2 -> label
-# │       └── food11.pth          # the weights model.py loads
+# │       ├── food11.pth          # the weights model.py loads (the whole PyTorch model)
+# │       └── food11_state_dict.pth  # the same weights as a state_dict, for an older torch
 # └── food_classifier_onnx/
 #     ├── config.pbtxt            # backend: "onnxruntime"; input `input` FP32 [3,224,224]
 #     └── 1/
