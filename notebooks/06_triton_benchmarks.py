@@ -53,8 +53,7 @@ OUT.mkdir(parents=True, exist_ok=True)
 INTERVAL_MS = labenv.param("PERF_INTERVAL_MS", 5000)       # perf_analyzer window length
 STABILITY = labenv.param("PERF_STABILITY", 20)             # % spread allowed between windows
 RATE_SECONDS = labenv.param("PERF_RATE_SECONDS", 10)       # length of each fixed-rate run
-REQUEST_COUNT = labenv.param("PERF_REQUEST_COUNT", 2000)   # bounded runs of step d
-FALLBACK_COUNT = max(100, REQUEST_COUNT // 4)              # when timing windows do not settle
+REQUEST_COUNT = labenv.param("PERF_REQUEST_COUNT", 2000)   # bounded runs (batches of step b: 1/20 of it)
 
 metric_lines = triton_stats.parse_metrics(requests.get(METRICS, timeout=10).text)
 N_GPUS = len({labels.get("gpu_uuid") for name, labels, _ in metric_lines if name == "nv_gpu_utilization"})
@@ -78,8 +77,8 @@ if triton_config.served_config("food_classifier_onnx", TRITON)["backend"] == "py
 # Every measurement goes through one function, so each step's cell stays short. It starts the
 # run with the command shown, keeps the parsed row, and remembers the batch sizes Triton ran.
 # perf_analyzer normally measures in timing windows until three agree; on a busy machine they
-# may never agree, and then the function counts a fixed number of requests instead (the row's
-# `mode` column says which).
+# may never agree, and then the function measures once more accepting any spread (the row's
+# `mode` column says so). Fixed-rate runs send a fixed number of requests instead.
 
 # %%
 rows, batch_runs = [], {}
@@ -89,8 +88,10 @@ def measure(step: str, config: str, model: str, **load) -> dict:
     tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{step}_{config}")
     if "request_rate" in load:
         load.setdefault("request_count", int(load["request_rate"] * RATE_SECONDS))
+        load.setdefault("timeout", 90 + 3 * RATE_SECONDS)
     else:
         load.setdefault("stability_percentage", STABILITY)
+        load.setdefault("timeout", 120 + 12 * INTERVAL_MS / 1000)
     if model == "food_classifier":
         load.setdefault("input_data", PERF_INPUT_JSON)  # a real base64 JPEG (random bytes are no image)
     try:
@@ -99,11 +100,12 @@ def measure(step: str, config: str, model: str, **load) -> dict:
     except perf.PerfAnalyzerError as exc:
         if "stable measurement" not in str(exc) or "request_count" in load:
             raise
-        # A busy machine can keep the timing windows from agreeing; then count a fixed number of requests.
-        print(f"\n-> the measurement windows did not settle; measuring {FALLBACK_COUNT} requests instead\n")
+        # A busy machine can keep the timing windows from agreeing: accept any spread this time.
+        print("\n-> the measurement windows did not settle; measuring again, accepting any spread between them\n")
         result = perf.measure(model, url=TRITON, metrics_url=METRICS, measurement_interval_ms=INTERVAL_MS,
-                              csv_path=OUT / f"perf_{tag}.csv", **{**load, "request_count": FALLBACK_COUNT})
-    mode = "count" if "--request-count" in result.command else "windows"
+                              csv_path=OUT / f"perf_{tag}.csv", **{**load, "stability_percentage": 1000})
+    mode = "count" if "--request-count" in result.command else \
+        ("windows" if f"--stability-percentage {STABILITY}" in result.shell else "windows, unsettled")
     row = {"step": step, "config": config, "run": f"{step}: {config}", "model": model, "mode": mode,
            "command": result.shell, **result.row}
     rows.append(row)
@@ -238,19 +240,19 @@ reconfigure("food_classifier", instances=1, kind=KIND, gpus=GPUS[:1] or None)
 step_d1 = measure("d", "onnx 1 inst c1", "food_classifier_onnx", concurrency=1)
 
 # %% [markdown]
-# Then 2 instances (one per GPU on a 2-GPU node), at concurrency 8 and 16. Each measured run
-# sends a fixed number of requests after a short warm-up run that is not recorded (perf_analyzer
-# 2.51 has no warm-up option, so the warm-up is its own run).
+# Then 2 instances (one per GPU on a 2-GPU node), at concurrency 8 and 16, after a short warm-up
+# run that is not recorded (perf_analyzer 2.51 has no warm-up option, so the warm-up is its own
+# run). Each measured run is bounded: at most 10 timing windows.
 
 # %%
 if N_GPUS >= 2:
     reconfigure("food_classifier_onnx", instances=1, kind="gpu", gpus=GPUS[:2])
 else:
     reconfigure("food_classifier_onnx", instances=2, kind=KIND, gpus=GPUS[:1] or None)
-perf.run(perf.perf_analyzer_command("food_classifier_onnx", TRITON, concurrency=8, request_count=100,
-                                    csv_path=OUT / "warmup.csv"), verbose=False)
-step_d = {c: measure("d", f"onnx 2 inst c{c}", "food_classifier_onnx", concurrency=c, request_count=REQUEST_COUNT)
-          for c in (8, 16)}
+perf.run(perf.perf_analyzer_command("food_classifier_onnx", TRITON, concurrency=8, measurement_interval_ms=1000,
+                                    stability_percentage=1000, max_trials=3, csv_path=OUT / "warmup.csv"),
+         verbose=False, timeout=120)
+step_d = {c: measure("d", f"onnx 2 inst c{c}", "food_classifier_onnx", concurrency=c, max_trials=10) for c in (8, 16)}
 
 # %% [markdown]
 # **What to notice.** At concurrency 1 the ONNX model answers several times faster than the
