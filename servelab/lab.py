@@ -32,7 +32,7 @@ SUMMARY_COLUMNS = ["run", "concurrency", "requests", "errors", "median_ms", "p95
                    "queue_median_ms", "infer_median_ms", "mode", "throughput_infer_s", "p50_ms", "server_queue_ms",
                    "server_compute_infer_ms", "avg_batch_size", "util_mean_pct"]
 QUICK_PARAMS = {"N_SEQUENTIAL": 20, "N_CONCURRENT": 96, "CONCURRENCY": 16,
-                "PERF_INTERVAL_MS": 1500, "PERF_STABILITY": 30, "PERF_RATE_SECONDS": 4, "PERF_REQUEST_COUNT": 200}
+                "PERF_INTERVAL_MS": 1500, "PERF_STABILITY": 30, "PERF_RATE_SECONDS": 6, "PERF_REQUEST_COUNT": 200}
 
 
 def available_notebooks() -> list[tuple[Path, str, bool]]:
