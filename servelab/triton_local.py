@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import subprocess
 import sys
 import sysconfig
 from pathlib import Path
@@ -115,15 +116,42 @@ def cuda_runtime_lib() -> Path | None:
 
 
 def server_env(base: dict | None = None) -> dict:
-    """The full environment for tritonserver and its Python-backend stubs."""
+    """The full environment for tritonserver and its Python-backend stubs.
+
+    LAB_TRITON_PYTHONPATH (optional) goes first on the stubs' import path and nowhere else: a
+    machine whose own numpy is 2.x (the GPU reference machine) gives the stubs a numpy < 2 this
+    way without changing what the rest of the lab imports.
+    """
     env = dict(os.environ if base is None else base)
     env["LD_LIBRARY_PATH"] = _join(bundled_libs(), libpython_dir(), existing=env.get("LD_LIBRARY_PATH"))
     env["PATH"] = _join(venv_bin(), existing=env.get("PATH"))
     # An inherited PYTHONPATH comes before this interpreter's site-packages, as it does for the
-    # interpreter itself (e.g. numpy < 2 carried on PYTHONPATH: the stub breaks with numpy 2).
-    env["PYTHONPATH"] = _join(REPO_ROOT, *(env.get("PYTHONPATH") or "").split(os.pathsep), _site_packages())
+    # interpreter itself.
+    env["PYTHONPATH"] = _join(*(env.get("LAB_TRITON_PYTHONPATH") or "").split(os.pathsep), REPO_ROOT,
+                              *(env.get("PYTHONPATH") or "").split(os.pathsep), _site_packages())
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
+
+
+def check_stub_numpy(env: dict) -> str:
+    """The numpy version the Python-backend stubs will import; raise if it is 2.x.
+
+    The stubs in nvidia-pytriton 0.7.0 were built for numpy 1.x. With numpy 2 they do not fail
+    at load time: BYTES inputs reach model.py as garbage (the stub process then dies on
+    `deserialize_bytes_tensor`) and outputs come back with wrong sizes. Seen with the 3.11 and
+    3.12 stubs; a clear error at start is better than a server that crashes on the first request.
+    """
+    probe = subprocess.run([sys.executable, "-c", "import numpy; print(numpy.__version__)"],
+                           env={**env, "PYTHONNOUSERSITE": "1"}, capture_output=True, text=True, timeout=60)
+    version = probe.stdout.strip()
+    if probe.returncode != 0 or not version:
+        raise TritonNotInstalled(f"the Python-backend stubs cannot import numpy: {probe.stderr.strip()[-500:]}")
+    if int(version.split(".")[0]) >= 2:
+        raise TritonNotInstalled(
+            f"the Python-backend stubs would import numpy {version}; the stubs of nvidia-pytriton 0.7.0 need "
+            "numpy < 2 (with 2.x every BYTES input arrives corrupted). Install numpy<2 in this environment, "
+            "or put a folder holding numpy 1.26 in LAB_TRITON_PYTHONPATH (read only for the stubs).")
+    return version
 
 
 def server_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, metrics_port: int = 8002,
@@ -152,7 +180,9 @@ def server_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, met
         "--log-verbose=0",
         *(extra_args or []),
     ]
-    return argv, server_env()
+    env = server_env()
+    check_stub_numpy(env)
+    return argv, env
 
 
 def perf_analyzer_path() -> str:
