@@ -7,6 +7,7 @@ The repository Triton reads looks like this (one folder per model, one sub-folde
     model_repository/
       food_classifier/           config.pbtxt, 1/model.py, 1/food11.pth    (Python backend)
       food_classifier_onnx/      config.pbtxt, 1/model.onnx                (onnxruntime backend)
+      food_classifier_tuned/     config.pbtxt, 1/model.py, 1/food11.pth    (notebook 7 only: add_model())
 
 mode "docker": the models as staged, for NVIDIA's Triton container (which has the onnxruntime
 backend). mode "local": the pip-installed Triton has only the Python backend, so
@@ -36,6 +37,11 @@ DEFAULT_DEST = Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model
 MODELS = {
     "food_classifier": ({"local": "food_classifier", "docker": "food_classifier"}, [MODEL_PTH, MODEL_STATE_DICT]),
     "food_classifier_onnx": ({"local": "food_classifier_onnx_local", "docker": "food_classifier_onnx"}, [MODEL_ONNX]),
+}
+# Placed only when a notebook asks (add_model), so Triton does not load it at every start.
+ON_DEMAND_MODELS = {
+    "food_classifier_tuned": ({"local": "food_classifier_tuned", "docker": "food_classifier_tuned"},
+                              [MODEL_PTH, MODEL_STATE_DICT]),
 }
 # what each staged model file is called inside the version folder
 PLACED_NAMES = {MODEL_PTH: "food11.pth", MODEL_STATE_DICT: "food11_state_dict.pth", MODEL_ONNX: "model.onnx"}
@@ -89,49 +95,73 @@ def weights_parameter() -> str:
             f'parameters {{ key: "weights" value {{ string_value: "{weights}" }} }}\n')
 
 
-def populate(dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "auto",
-             verbose: bool = True) -> list[str]:
-    """Copy every staged model into the repository at dest; return the model names placed there."""
-    if mode not in ("local", "docker"):
-        raise ValueError(f"mode must be 'local' or 'docker', not {mode!r}")
-    if kind not in ("auto", "gpu", "cpu"):
-        raise ValueError(f"kind must be 'auto', 'gpu' or 'cpu', not {kind!r}")
-    dest = Path(dest).resolve()
-    gpu = has_gpu(mode) if kind == "auto" else kind == "gpu"
-    say = print if verbose else (lambda *a, **k: None)
-
-    for model, (sources, weights) in MODELS.items():
+def _check_weights(models: dict) -> None:
+    for model, (sources, weights) in models.items():
         missing = [str(w) for w in weights if not Path(w).is_file()]
         if missing:
             raise FileNotFoundError(f"{', '.join(missing)} not found: build the artifacts first "
                                     "(python -m servelab.artifacts)")
 
+
+def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu: bool) -> str:
+    """Copy one staged model into dest/model (replacing it); return a line saying what is there."""
+    src = STAGING / sources[mode]
+    target = dest / model
+    if target.exists():
+        shutil.rmtree(target)
+    shutil.copytree(src, target, ignore=_ignore)
+    version = target / "1"
+    version.mkdir(exist_ok=True)
+    for w in weights:
+        _copy_file(Path(w), version / PLACED_NAMES[w])
+    config = target / "config.pbtxt"
+    note = ""
+    if not gpu:
+        config.write_text(to_cpu(config.read_text()))
+        note = ", instance kind rewritten to KIND_CPU"
+    config.write_text(config.read_text() + weights_parameter())
+    if sources[mode] != model:
+        note += f", from {src.name}/ (local stand-in)"
+    files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    return f"  {model}/: {', '.join(files)}{note}"
+
+
+def _uses_gpu(mode: str, kind: str) -> bool:
+    if mode not in ("local", "docker"):
+        raise ValueError(f"mode must be 'local' or 'docker', not {mode!r}")
+    if kind not in ("auto", "gpu", "cpu"):
+        raise ValueError(f"kind must be 'auto', 'gpu' or 'cpu', not {kind!r}")
+    return has_gpu(mode) if kind == "auto" else kind == "gpu"
+
+
+def populate(dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "auto",
+             verbose: bool = True) -> list[str]:
+    """Copy every staged model into the repository at dest; return the model names placed there."""
+    gpu = _uses_gpu(mode, kind)
+    dest = Path(dest).resolve()
+    say = print if verbose else (lambda *a, **k: None)
+    _check_weights(MODELS)
     dest.mkdir(parents=True, exist_ok=True)
     say(f"Triton model repository: {dest} (mode {mode}, instances on {'GPU' if gpu else 'CPU'}"
         f"{'' if kind != 'auto' else ', detected'})")
-    placed = []
     for model, (sources, weights) in MODELS.items():
-        src = STAGING / sources[mode]
-        target = dest / model
-        if target.exists():
-            shutil.rmtree(target)
-        shutil.copytree(src, target, ignore=_ignore)
-        version = target / "1"
-        version.mkdir(exist_ok=True)
-        for w in weights:
-            _copy_file(Path(w), version / PLACED_NAMES[w])
-        config = target / "config.pbtxt"
-        note = ""
-        if not gpu:
-            config.write_text(to_cpu(config.read_text()))
-            note = ", instance kind rewritten to KIND_CPU"
-        config.write_text(config.read_text() + weights_parameter())
-        if sources[mode] != model:
-            note += f", from {src.name}/ (local stand-in)"
-        files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
-        say(f"  {model}/: {', '.join(files)}{note}")
-        placed.append(model)
-    return placed
+        say(_place(model, sources, weights, dest, mode, gpu))
+    return list(MODELS)
+
+
+def add_model(model: str, dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "auto",
+              verbose: bool = True) -> Path:
+    """Copy one on-demand model (ON_DEMAND_MODELS) into the repository; Triton loads it when asked."""
+    if model not in ON_DEMAND_MODELS:
+        raise ValueError(f"{model!r} is not an on-demand model ({', '.join(ON_DEMAND_MODELS)})")
+    gpu = _uses_gpu(mode, kind)
+    _check_weights({model: ON_DEMAND_MODELS[model]})
+    dest = Path(dest).resolve()
+    dest.mkdir(parents=True, exist_ok=True)
+    line = _place(model, *ON_DEMAND_MODELS[model], dest, mode, gpu)
+    if verbose:
+        print(f"Triton model repository: {dest}\n{line}")
+    return dest / model
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -82,15 +82,26 @@ def _kind(value: str):
 def modify(config: ModelConfig, *, instances: int | None = None, kind: str | None = None,
            gpus: list[int] | None = None, dynamic_batching: bool | None = None,
            preferred_batch_sizes: list[int] | None = None, max_queue_delay_us: int | None = None,
-           max_batch_size: int | None = None) -> ModelConfig:
+           max_batch_size: int | None = None, input_type: str | None = None, input_dims: list[int] | None = None,
+           parameters: dict[str, str] | None = None) -> ModelConfig:
     """A changed copy of config (the argument is not touched). None = leave as it is.
 
     instances: count of every instance group (per listed GPU for KIND_GPU: count 2 with gpus
     [0, 1] is 4 instances); kind: 'gpu' | 'cpu' (KIND_CPU drops the gpu list); gpus: GPU indices;
     dynamic_batching: True adds it, False removes it; preferred_batch_sizes / max_queue_delay_us
-    set its fields (and so turn it on).
+    set its fields (and so turn it on); input_type ('TYPE_UINT8', ...) / input_dims: the data type
+    and dims of the model's only input; parameters: string parameters to set (model.py reads them).
     """
     new = copy.deepcopy(config)
+    if input_type is not None or input_dims is not None:
+        if len(new.input) != 1:
+            raise ValueError(f"input_type/input_dims change a model's only input; {new.name} has {len(new.input)}")
+        if input_type is not None:
+            new.input[0].data_type = model_config_pb2.DataType.Value(input_type.upper())
+        if input_dims is not None:
+            new.input[0].dims[:] = [int(d) for d in input_dims]
+    for key, value in (parameters or {}).items():
+        new.parameters[key].string_value = str(value)
     if instances is not None or kind is not None or gpus is not None:
         if not new.instance_group:
             new.instance_group.add(count=1, kind=_kind("cpu"))

@@ -42,7 +42,10 @@ def test_config_parses_into_model_config(path):
     assert cfg.backend in ("python", "onnxruntime")
     assert [KIND.Name(g.kind) for g in cfg.instance_group] == ["KIND_GPU"]
     assert [(g.count, list(g.gpus)) for g in cfg.instance_group] == [(1, [0])]
-    assert not cfg.HasField("dynamic_batching"), "the lab adds dynamic batching in part 6f"
+    if cfg.name == "food_classifier_tuned":  # notebook 7 starts where notebook 6 ended
+        assert list(cfg.dynamic_batching.preferred_batch_size) == [4, 6, 8]
+    else:
+        assert not cfg.HasField("dynamic_batching"), "the lab adds dynamic batching in part 6f"
     if cfg.backend == "python":
         assert (path.parent / "1" / "model.py").is_file()
 
@@ -122,6 +125,22 @@ def test_populate_layout(tmp_path, built_artifacts, mode, kind, capsys):
     assert [g.count for g in triton_config.read_config("food_classifier", repo).instance_group] == [1]
 
 
+def test_tuned_model_is_placed_on_demand_only(tmp_path, built_artifacts):
+    repo = tmp_path / "model_repository"
+    model_repository.populate(repo, mode="local", kind="cpu", verbose=False)
+    assert not (repo / "food_classifier_tuned").exists(), "Triton would load it at every start"
+    folder = model_repository.add_model("food_classifier_tuned", repo, mode="local", kind="cpu", verbose=False)
+    assert {p.name for p in (folder / "1").iterdir()} == {"model.py", "food11.pth", "food11_state_dict.pth"}
+    cfg = triton_config.read_config("food_classifier_tuned", repo)
+    assert io_signature(cfg, "input") == [("input", "TYPE_FP32", [3, 224, 224])]
+    assert io_signature(cfg, "output") == [("output", "TYPE_FP32", [11])]
+    assert [KIND.Name(g.kind) for g in cfg.instance_group] == ["KIND_CPU"]
+    assert {k: v.string_value for k, v in cfg.parameters.items()} == {
+        "precision": "fp32", "cuda_graphs": "off", "weights": built_artifacts["weights"]}
+    with pytest.raises(ValueError, match="on-demand"):
+        model_repository.add_model("food_classifier", repo)
+
+
 def test_model_repository_cli(tmp_path, built_artifacts):
     import subprocess
     import sys
@@ -167,6 +186,22 @@ def test_modify_instances_and_dynamic_batching():
     empty = triton_config.modify(cfg, dynamic_batching=True)
     assert empty.HasField("dynamic_batching") and "dynamic_batching {" in triton_config.config_text(empty)
     assert triton_config.diff(cfg, cfg) == ""
+
+
+def test_modify_input_and_parameters():
+    cfg = load(STAGING / "food_classifier_tuned" / "config.pbtxt")
+    new = triton_config.modify(cfg, input_type="TYPE_UINT8", input_dims=[224, 224, 3],
+                               parameters={"precision": "fp16", "cuda_graphs": "on"})
+    assert io_signature(new, "input") == [("input", "TYPE_UINT8", [224, 224, 3])]
+    assert io_signature(cfg, "input") == [("input", "TYPE_FP32", [3, 224, 224])], "input untouched"
+    assert {k: v.string_value for k, v in new.parameters.items()} == {"precision": "fp16", "cuda_graphs": "on"}
+    text = triton_config.diff(cfg, new, "food_classifier_tuned")
+    assert "-  data_type: TYPE_FP32" in text and "+  data_type: TYPE_UINT8" in text
+    assert '+    string_value: "fp16"' in text
+    with pytest.raises(ValueError, match="only input"):
+        triton_config.modify(model_config_pb2.ModelConfig(), input_type="TYPE_UINT8")
+    with pytest.raises(ValueError):
+        triton_config.modify(cfg, input_type="TYPE_NOT_A_TYPE")
 
 
 def test_write_config_round_trip(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 import requests
 from triton_helpers import start_local_triton
 
-from servelab import food11, perf, triton_config, triton_http, triton_stats
+from servelab import food11, model_repository, perf, triton_config, triton_http, triton_stats
 from servelab.paths import MODEL_ONNX, MODEL_PTH, PERF_INPUT_JSON
 from servelab.runtimes import OnnxClassifier, TorchClassifier
 
@@ -179,3 +179,34 @@ def test_remove_dynamic_batching(triton):
     assert result.ok, result.error
     assert "-dynamic_batching {" in result.diff
     assert "dynamic_batching" not in triton_config.served_config("food_classifier", triton.url)
+
+
+def test_tuned_model_loaded_on_demand_and_reconfigured(triton, test_images, capsys):
+    """Notebook 7's model: placed and loaded on request; its input becomes raw uint8 pixels by a config
+    change alone; a GPU-only option on a CPU instance is refused and the loaded version keeps serving."""
+    from test_tuned_runtime import pixels
+
+    model = "food_classifier_tuned"
+    model_repository.add_model(model, triton.repo, mode="local", kind="cpu", verbose=False)
+    ok, seconds, error = triton_config.load_model(model, triton.url, timeout=120)
+    assert ok, error
+    x = np.stack([food11.tensor_from_bytes(p.read_bytes()) for p in test_images[:3]])
+    expected = TorchClassifier(MODEL_PTH, device="cpu")(x)
+    fp32 = triton_http.infer(triton.url, model, {"input": x}, ["output"])["output"]
+    assert list(fp32.argmax(1)) == list(expected.argmax(1))
+
+    result = triton_config.update_model(model, repo=triton.repo, url=triton.url, input_type="TYPE_UINT8",
+                                        input_dims=[224, 224, 3])
+    assert result.ok, result.error
+    assert "+  data_type: TYPE_UINT8" in capsys.readouterr().out
+    raw = np.stack([pixels(p) for p in test_images[:3]])
+    uint8 = triton_http.infer(triton.url, model, {"input": raw}, ["output"])["output"]
+    assert list(uint8.argmax(1)) == list(expected.argmax(1))
+    with pytest.raises(triton_http.TritonError, match="FP32"):  # the old interface is gone
+        triton_http.infer(triton.url, model, {"input": x}, ["output"])
+
+    refused = triton_config.update_model(model, repo=triton.repo, url=triton.url, parameters={"precision": "fp16"},
+                                         verbose=False)
+    assert not refused.ok and "GPU" in refused.error and refused.still_serving
+    assert triton_http.infer(triton.url, model, {"input": raw[:1]}, ["output"])["output"].shape == (1, 11)
+    requests.post(f"{triton.url}/v2/repository/models/{model}/unload", timeout=60).raise_for_status()

@@ -1,0 +1,131 @@
+"""The runtime behind notebook 7's `food_classifier_tuned`, and the raw limit it is compared with.
+
+One PyTorch forward pass over a batch, with the tricks notebook 7 turns on one at a time:
+
+- input "fp32_nchw": normalised float32 [N, 3, 224, 224] (the ONNX model's input), or
+  "uint8_nhwc": raw pixels uint8 [N, 224, 224, 3], 4x fewer bytes on the wire; the
+  normalisation runs on the model's device.
+- precision "fp16" (GPU only): half-precision weights and activations in channels_last layout
+  (the layout the GPU's tensor-core convolutions want; uint8 NHWC pixels already are).
+- cuda_graphs (GPU only): the forward pass of each batch-size bucket (1, 2, 3, 4, 6, 8, ...,
+  max) is captured once as a CUDA graph and replayed; a batch is padded up to its bucket.
+  MobileNetV2 launches ~150 small kernels per pass, so launching them costs as much as running
+  them at small batches; a replay launches them all at once.
+
+`run(parts)` takes the requests' arrays as they come from Triton and stacks them straight into
+a pinned host buffer (one copy), so the copy to the GPU is one asynchronous transfer.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from servelab import food11
+from servelab.paths import MODEL_PTH
+from servelab.runtimes import TorchClassifier
+
+INPUT_FORMATS = {"fp32_nchw": (np.float32, (3, food11.INPUT_SIZE, food11.INPUT_SIZE)),
+                 "uint8_nhwc": (np.uint8, (food11.INPUT_SIZE, food11.INPUT_SIZE, 3))}
+
+
+def buckets(max_batch: int) -> list[int]:
+    """Batch sizes that get a CUDA graph: 1, 2, 3, 4, 6, 8, 12, 16, ... (at most 1.5x padding), and max."""
+    sizes, power = {1}, 2
+    while power <= max_batch:
+        sizes.update({power, power * 3 // 2})
+        power *= 2
+    return sorted(s for s in sizes | {max_batch} if s <= max_batch)
+
+
+class TunedClassifier:
+    def __init__(self, weights: Path | str = MODEL_PTH, device: str = "cpu", input_format: str = "fp32_nchw",
+                 precision: str = "fp32", cuda_graphs: bool = False, max_batch: int = 16):
+        import torch
+
+        if input_format not in INPUT_FORMATS:
+            raise ValueError(f"input_format must be one of {sorted(INPUT_FORMATS)}, not {input_format!r}")
+        if precision not in ("fp32", "fp16"):
+            raise ValueError(f"precision must be 'fp32' or 'fp16', not {precision!r}")
+        self._torch = torch
+        self.device = torch.device(device)
+        on_gpu = self.device.type == "cuda"
+        if not on_gpu and (precision == "fp16" or cuda_graphs):
+            raise ValueError("fp16 and CUDA graphs need a GPU instance (KIND_GPU)")
+        self.input_format, self.precision, self.max_batch = input_format, precision, int(max_batch)
+        self.dtype = torch.float16 if precision == "fp16" else torch.float32
+        model = TorchClassifier(weights, device=str(self.device)).model
+        if precision == "fp16":
+            model = model.half().to(memory_format=torch.channels_last)
+        self.model = model.eval()
+        # uint8 pixels -> normalised input in one multiply-add: x * scale + shift
+        mean = torch.tensor(food11.MEAN, device=self.device).view(1, 3, 1, 1)
+        std = torch.tensor(food11.STD, device=self.device).view(1, 3, 1, 1)
+        self._scale = (1.0 / (255.0 * std)).to(self.dtype)
+        self._shift = (-mean / std).to(self.dtype)
+        np_dtype, shape = INPUT_FORMATS[input_format]
+        self.item_shape = shape
+        # the stacked batch lives here: pinned memory on a GPU machine (fast, asynchronous copies)
+        host = torch.empty((self.max_batch, *shape), dtype=torch.from_numpy(np.empty(0, np_dtype)).dtype,
+                           pin_memory=on_gpu)
+        self._host, self._host_np = host, host.numpy()
+        self._graphs: dict[int, tuple] = {}
+        if cuda_graphs:
+            self._capture(buckets(self.max_batch))
+
+    def describe(self) -> str:
+        graphs = f"CUDA graphs for batch sizes {sorted(self._graphs)}" if self._graphs else "no CUDA graphs"
+        return (f"{self.input_format} input, {self.precision}"
+                f"{' channels_last' if self.precision == 'fp16' else ''}, {graphs}, on {self.device}")
+
+    def forward(self, x):
+        """x on the model's device, in input_format -> logits float32 [N, 11] (on the device)."""
+        if self.input_format == "uint8_nhwc":
+            x = x.permute(0, 3, 1, 2).to(self.dtype)          # NCHW view with channels_last strides
+            x = x * self._scale + self._shift
+        else:
+            x = x.to(self.dtype)
+            if self.precision == "fp16":
+                x = x.contiguous(memory_format=self._torch.channels_last)
+        return self.model(x).float()
+
+    def _capture(self, sizes: list[int]) -> None:
+        torch = self._torch
+        pool = torch.cuda.graph_pool_handle()  # one memory pool: graphs replay one at a time
+        side = torch.cuda.Stream(self.device)
+        with torch.inference_mode():
+            for size in sorted(sizes, reverse=True):
+                static_in = torch.zeros((size, *self.item_shape), dtype=self._host.dtype, device=self.device)
+                side.wait_stream(torch.cuda.current_stream(self.device))
+                with torch.cuda.stream(side):
+                    for _ in range(2):  # warm-up outside the graph (cuDNN picks its kernels here)
+                        self.forward(static_in)
+                torch.cuda.current_stream(self.device).wait_stream(side)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=pool):
+                    static_out = self.forward(static_in)
+                self._graphs[size] = (graph, static_in, static_out)
+        torch.cuda.synchronize(self.device)
+
+    def run(self, parts: list[np.ndarray]) -> np.ndarray:
+        """The requests' arrays ([n_i, *item_shape] each) -> logits [sum n_i, 11] as numpy float32."""
+        torch = self._torch
+        n = sum(len(p) for p in parts)
+        if n > self.max_batch:
+            raise ValueError(f"batch of {n} is larger than max_batch {self.max_batch}")
+        staged = self._host_np[:n]
+        np.concatenate(parts, out=staged) if len(parts) > 1 else np.copyto(staged, parts[0])
+        with torch.inference_mode():
+            if self.device.type != "cuda":
+                return self.forward(self._host[:n]).numpy()
+            if self._graphs:
+                size = min(s for s in self._graphs if s >= n)
+                graph, static_in, static_out = self._graphs[size]
+                static_in[:n].copy_(self._host[:n], non_blocking=True)
+                graph.replay()
+                return static_out[:n].cpu().numpy()
+            x = self._host[:n].to(self.device, non_blocking=True)
+            return self.forward(x).cpu().numpy()
+
+    def __call__(self, batch: np.ndarray) -> np.ndarray:
+        return self.run([batch])

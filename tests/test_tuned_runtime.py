@@ -1,0 +1,61 @@
+"""servelab.tuned_runtime on the CPU: both input formats give the lab's model answers.
+
+(fp16 and CUDA graphs need a GPU: they are checked on the GPU machine by scripts/gpu_reference.py,
+whose notebook 7 compares the tuned model with the fp32 one on the same images.)
+"""
+import numpy as np
+import pytest
+from PIL import Image
+
+from servelab import food11, tuned_runtime
+from servelab.paths import MODEL_PTH
+from servelab.runtimes import TorchClassifier
+
+
+def pixels(path) -> np.ndarray:
+    img = food11.load_image(path.read_bytes()).resize((food11.INPUT_SIZE, food11.INPUT_SIZE), Image.BILINEAR)
+    return np.asarray(img, dtype=np.uint8)
+
+
+@pytest.fixture(scope="module")
+def reference(built_artifacts, test_images):
+    x = np.stack([food11.tensor_from_bytes(p.read_bytes()) for p in test_images])
+    return x, TorchClassifier(MODEL_PTH, device="cpu")(x)
+
+
+def close(a, b, reference_logits) -> bool:
+    spread = float(reference_logits.max() - reference_logits.min())
+    return np.abs(a - b).max() <= 1e-4 * spread and (a.argmax(1) == b.argmax(1)).all()
+
+
+def test_fp32_input_matches_the_pytorch_runtime(reference):
+    x, expected = reference
+    runtime = tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=16)
+    assert close(runtime(x), expected, expected)
+    # the requests of one execute() call arrive as separate arrays
+    assert close(runtime.run([x[:1], x[1:3], x[3:]]), expected, expected)
+
+
+def test_uint8_pixels_normalised_by_the_runtime_match(reference, test_images):
+    _, expected = reference
+    runtime = tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", input_format="uint8_nhwc", max_batch=8)
+    got = runtime(np.stack([pixels(p) for p in test_images]))
+    assert close(got, expected, expected)
+
+
+def test_batch_larger_than_max_is_refused(reference):
+    runtime = tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=2)
+    with pytest.raises(ValueError, match="max_batch 2"):
+        runtime(reference[0][:3])
+
+
+def test_gpu_only_options_are_refused_on_cpu():
+    with pytest.raises(ValueError, match="GPU"):
+        tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", precision="fp16")
+
+
+def test_graph_buckets_pad_at_most_one_and_a_half_times():
+    sizes = tuned_runtime.buckets(256)
+    assert sizes[0] == 1 and sizes[-1] == 256
+    assert all(b / a <= 1.5 for a, b in zip(sizes[1:], sizes[2:]))
+    assert tuned_runtime.buckets(16) == [1, 2, 3, 4, 6, 8, 12, 16] and tuned_runtime.buckets(10) == [1, 2, 3, 4, 6, 8, 10]
