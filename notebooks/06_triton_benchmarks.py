@@ -34,8 +34,6 @@
 
 # %%
 import re
-import subprocess
-from pathlib import Path
 
 import pandas as pd
 import requests
@@ -55,12 +53,7 @@ STABILITY = labenv.param("PERF_STABILITY", 20)             # % spread allowed be
 RATE_SECONDS = labenv.param("PERF_RATE_SECONDS", 10)       # length of each fixed-rate run
 REQUEST_COUNT = labenv.param("PERF_REQUEST_COUNT", 2000)   # bounded runs (batches of step b: 1/20 of it)
 
-metric_lines = triton_stats.parse_metrics(requests.get(METRICS, timeout=10).text)
-N_GPUS = len({labels.get("gpu_uuid") for name, labels, _ in metric_lines if name == "nv_gpu_utilization"})
-if N_GPUS == 0 and triton_config.served_config("food_classifier", TRITON)["instance_group"][0]["kind"] == "KIND_GPU":
-    # A server built without GPU metrics (no DCGM) still runs on GPUs: count them from the driver.
-    N_GPUS = sum(line.startswith("GPU ") for line in
-                 subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout.splitlines())
+N_GPUS = triton_stats.gpu_count(TRITON, METRICS)  # from Triton's metrics, else from the driver
 KIND = "gpu" if N_GPUS else "cpu"
 GPUS = list(range(N_GPUS))
 ON_GPU = KIND == "gpu"
@@ -94,19 +87,9 @@ def measure(step: str, config: str, model: str, **load) -> dict:
         load.setdefault("timeout", 120 + 12 * INTERVAL_MS / 1000)
     if model == "food_classifier":
         load.setdefault("input_data", PERF_INPUT_JSON)  # a real base64 JPEG (random bytes are no image)
-    try:
-        result = perf.measure(model, url=TRITON, metrics_url=METRICS, measurement_interval_ms=INTERVAL_MS,
-                              csv_path=OUT / f"perf_{tag}.csv", **load)
-    except perf.PerfAnalyzerError as exc:
-        if "stable measurement" not in str(exc) or "request_count" in load:
-            raise
-        # A busy machine can keep the timing windows from agreeing: accept any spread this time.
-        print("\n-> the measurement windows did not settle; measuring again, accepting any spread between them\n")
-        result = perf.measure(model, url=TRITON, metrics_url=METRICS, measurement_interval_ms=INTERVAL_MS,
-                              csv_path=OUT / f"perf_{tag}.csv", **{**load, "stability_percentage": 1000})
-    mode = "count" if "--request-count" in result.command else \
-        ("windows" if f"--stability-percentage {STABILITY}" in result.shell else "windows, unsettled")
-    row = {"step": step, "config": config, "run": f"{step}: {config}", "model": model, "mode": mode,
+    result = perf.measure(model, url=TRITON, metrics_url=METRICS, measurement_interval_ms=INTERVAL_MS,
+                          csv_path=OUT / f"perf_{tag}.csv", accept_unsettled=True, **load)
+    row = {"step": step, "config": config, "run": f"{step}: {config}", "model": model,
            "command": result.shell, **result.row}
     rows.append(row)
     batch_runs[row["run"]] = result.stats["batch_executions"]

@@ -27,12 +27,14 @@ from servelab.paths import REPO_ROOT, RESULTS
 BENCHMARK_NOTEBOOKS = [
     ("04_fastapi_benchmarks.ipynb", "fastapi", False),
     ("06_triton_benchmarks.ipynb", "triton", True),
+    ("07_how_close_to_the_hardware.ipynb", "hardware", True),
 ]
 SUMMARY_COLUMNS = ["run", "concurrency", "requests", "errors", "median_ms", "p95_ms", "p99_ms", "throughput_rps",
-                   "queue_median_ms", "infer_median_ms", "mode", "throughput_infer_s", "p50_ms", "server_queue_ms",
-                   "server_compute_infer_ms", "avg_batch_size", "util_mean_pct"]
+                   "queue_median_ms", "infer_median_ms", "mode", "throughput_infer_s", "served_over_limit", "p50_ms",
+                   "server_queue_ms", "server_compute_infer_ms", "avg_batch_size", "util_mean_pct"]
 QUICK_PARAMS = {"N_SEQUENTIAL": 20, "N_CONCURRENT": 96, "CONCURRENCY": 16,
-                "PERF_INTERVAL_MS": 1500, "PERF_STABILITY": 30, "PERF_RATE_SECONDS": 6, "PERF_REQUEST_COUNT": 200}
+                "PERF_INTERVAL_MS": 1500, "PERF_STABILITY": 30, "PERF_RATE_SECONDS": 6, "PERF_REQUEST_COUNT": 200,
+                "HW_CLIENTS": 8, "HW_MAX_CLIENTS": 16, "HW_RAW_SECONDS": 1}
 
 
 def available_notebooks() -> list[tuple[Path, str, bool]]:

@@ -42,6 +42,11 @@ def param(name: str, default: int) -> int:
     return int(os.environ.get(f"LAB_{name}", default))
 
 
+def param_list(name: str, default: str) -> list[int]:
+    """A comma-separated list of numbers from LAB_<NAME> (e.g. LAB_HW_INSTANCES=1,2,4)."""
+    return [int(v) for v in os.environ.get(f"LAB_{name}", default).split(",") if v.strip()]
+
+
 def wait_healthy(health_url: str, timeout: float = 120.0, check=lambda r: True) -> dict:
     deadline = time.time() + timeout
     last = "no answer"

@@ -78,6 +78,7 @@ def perf_analyzer_command(model: str, url: str | None = None, *, concurrency: in
                           shapes: dict[str, list[int]] | None = None, request_count: int | None = None,
                           stability_percentage: float | None = None, max_trials: int | None = None,
                           percentile: int | None = None, async_mode: bool = False,
+                          shared_memory: str | None = None, max_threads: int | None = None,
                           verbose_csv: bool = True, collect_metrics: bool = False,
                           metrics_url: str | None = None, csv_path: str | Path | None = None,
                           extra_args: list[str] | None = None) -> list[str]:
@@ -86,8 +87,13 @@ def perf_analyzer_command(model: str, url: str | None = None, *, concurrency: in
     Exactly one of concurrency (closed loop: N requests always in flight) or request_rate (open
     loop: requests sent at that rate per second, `distribution` constant or poisson).
     request_count bounds the run to that many requests instead of stabilising windows.
+    shared_memory "system" (or "cuda"): the input tensors are written once into a shared-memory
+    region that Triton reads; requests then carry only a reference (client and server must share
+    the host's /dev/shm). async_mode: a few threads keep many requests in flight (high concurrency).
     The CSV goes to csv_path (default results/perf/<model>_<load>.csv).
     """
+    if shared_memory not in (None, "none", "system", "cuda"):
+        raise ValueError("shared_memory must be None, 'system' or 'cuda'")
     if (concurrency is None) == (request_rate is None):
         raise ValueError("give exactly one of concurrency=... or request_rate=...")
     if distribution not in ("constant", "poisson"):
@@ -116,6 +122,10 @@ def perf_analyzer_command(model: str, url: str | None = None, *, concurrency: in
         cmd += ["--percentile", str(int(percentile))]
     if async_mode:
         cmd += ["--async"]
+    if max_threads is not None:
+        cmd += ["--max-threads", str(int(max_threads))]
+    if shared_memory not in (None, "none"):
+        cmd += ["--shared-memory", shared_memory]
     if verbose_csv or collect_metrics:
         cmd += ["--verbose-csv"]
     if collect_metrics:
@@ -236,23 +246,41 @@ def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, labe
 
 
 def measure(model: str, *, label: str | None = None, url: str | None = None, metrics_url: str | None = None,
-            timeout: float | None = None, verbose: bool = True, **command_args) -> PerfResult:
+            grpc_url: str | None = None, timeout: float | None = None, verbose: bool = True,
+            accept_unsettled: bool = False, **command_args) -> PerfResult:
     """One perf_analyzer run with Triton's view around it.
 
     Reads the model's statistics before and after (batch sizes the model really ran with, queue
     and compute totals) and samples utilisation from the metrics endpoint during the run; the
     parsed row (result.row) gets columns avg_batch_size, max_batch_size_seen, batch_executions,
-    util_source, util_mean_pct, util_max_pct.
+    util_source, util_mean_pct, util_max_pct, and mode: "count" (a fixed number of requests),
+    "windows" (timing windows that agreed) or "windows, unsettled" (accept_unsettled: on a busy
+    machine the windows never agreed, so the run was repeated accepting any spread between them).
+    url is Triton's HTTP address (statistics are read there); with protocol="grpc" perf_analyzer
+    talks to grpc_url (default TRITON_GRPC_URL).
     """
     from servelab import triton_stats
 
-    cmd = perf_analyzer_command(model, url, **command_args)
+    target = grpc_url if command_args.get("protocol") == "grpc" else url
+    cmd = perf_analyzer_command(model, target, **command_args)
     before = triton_stats.model_stats(model, url)
+    mode = "count" if command_args.get("request_count") is not None else "windows"
     with triton_stats.UtilisationSampler(metrics_url) as sampler:
-        result = run(cmd, timeout=timeout, verbose=verbose, label=label)
+        try:
+            result = run(cmd, timeout=timeout, verbose=verbose, label=label)
+        except PerfAnalyzerError as exc:
+            if not accept_unsettled or mode == "count" or "stable measurement" not in str(exc):
+                raise
+            if verbose:
+                print("\n-> the measurement windows did not settle; measuring again, accepting any spread "
+                      "between them\n", flush=True)
+            cmd = perf_analyzer_command(model, target, **{**command_args, "stability_percentage": 1000})
+            result = run(cmd, timeout=timeout, verbose=verbose, label=label)
+            mode = "windows, unsettled"
     after = triton_stats.model_stats(model, url)
     delta = triton_stats.stats_delta(before, after)
     result.extra.update({
+        "mode": mode,
         "avg_batch_size": round(delta["avg_batch_size"], 2),
         "max_batch_size_seen": delta["max_batch_size_seen"],
         "batch_executions": delta["batch_executions"],

@@ -100,3 +100,41 @@ def batch_size_histogram(executions: dict[str, dict[int, int]], title: str) -> p
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def steps_vs_limit(table: pd.DataFrame, limit: dict, eager_limit: dict, title: str) -> plt.Figure:
+    """Notebook 7: served inferences/s per run (batch-1 clients), with the raw model's limits as lines."""
+    fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(table) + 3), 4.8))
+    x = np.arange(len(table))
+    ax.bar(x, table["throughput_infer_s"], color="tab:blue")
+    ax.axhline(limit["images_per_s"], color="tab:red", linestyle="--",
+               label=f"limit: {limit['path']}, batch {limit['batch']} ({limit['images_per_s']:.0f}/s)")
+    if eager_limit["path"] != limit["path"]:
+        ax.axhline(eager_limit["images_per_s"], color="tab:gray", linestyle=":",
+                   label=f"{eager_limit['path']}, batch {eager_limit['batch']} ({eager_limit['images_per_s']:.0f}/s)")
+    ax.axhline(0.6 * limit["images_per_s"], color="tab:green", linestyle="-.", linewidth=1, label="60% of the limit")
+    for i, value in enumerate(table["throughput_infer_s"]):
+        ax.text(i, value, f"{value / limit['images_per_s']:.0%}", ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, table["run"], rotation=35, ha="right", fontsize=7)
+    ax.set_ylabel("inferences / s (one image per request)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+    fig.tight_layout()
+    return fig
+
+
+def sweep_throughput(sweep: pd.DataFrame, title: str) -> plt.Figure:
+    """Notebook 7 step 7: inferences/s against instance count, one line per (max batch, delay)."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for (max_batch, delay), rows in sweep.groupby(["max_batch", "delay_us"]):
+        rows = rows.sort_values("instances")
+        ax.plot(rows["instances"], rows["throughput_infer_s"], marker="o",
+                label=f"max batch {max_batch}, delay {delay} us")
+    ax.set_xlabel("model instances")
+    ax.set_xticks(sorted(sweep["instances"].unique()))
+    ax.set_ylabel("inferences / s")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -188,6 +188,20 @@ def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tu
     return True, time.perf_counter() - start, ""
 
 
+def unload_model(model: str, url: str | None = None, timeout: float = 120.0) -> str:
+    """POST /v2/repository/models/<model>/unload and wait until it is no longer READY: 'unloaded' or the error."""
+    base = _http(url)
+    resp = requests.post(f"{base}/v2/repository/models/{model}/unload", timeout=timeout)
+    if resp.status_code != 200:
+        return f"HTTP {resp.status_code}: {resp.text[:300]}"
+    deadline = time.perf_counter() + timeout
+    while model_ready(model, base):
+        if time.perf_counter() > deadline:
+            return f"still READY after {timeout:.0f} s"
+        time.sleep(0.2)
+    return "unloaded"
+
+
 @dataclass
 class ReloadResult:
     model: str

@@ -129,6 +129,22 @@ def utilisation(text: str) -> dict:
     return {"source": None, "value": None, "per_gpu": {}}
 
 
+def gpu_count(url: str | None = None, metrics_url: str | None = None, model: str = "food_classifier") -> int:
+    """How many GPUs the server's model instances can use: the GPUs in Triton's metrics, else (a
+    server built without GPU metrics, e.g. local mode's) the driver's list when `model` runs KIND_GPU."""
+    import subprocess
+
+    metrics = parse_metrics(requests.get(metrics_url or default_metrics_url(), timeout=10).text)
+    gpus = {labels.get("gpu_uuid") for name, labels, _ in metrics if name == "nv_gpu_utilization"}
+    if gpus:
+        return len(gpus)
+    config = requests.get(f"{_http(url)}/v2/models/{model}/config", timeout=10).json()
+    if config.get("instance_group", [{}])[0].get("kind") != "KIND_GPU":
+        return 0
+    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+    return sum(line.startswith("GPU ") for line in listing.splitlines())
+
+
 class UtilisationSampler:
     """Samples utilisation from Triton's metrics endpoint every `interval_s` in a background thread.
 

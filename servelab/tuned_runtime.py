@@ -40,7 +40,8 @@ def buckets(max_batch: int) -> list[int]:
 
 class TunedClassifier:
     def __init__(self, weights: Path | str = MODEL_PTH, device: str = "cpu", input_format: str = "fp32_nchw",
-                 precision: str = "fp32", cuda_graphs: bool = False, max_batch: int = 16):
+                 precision: str = "fp32", cuda_graphs: bool = False, max_batch: int = 16,
+                 graph_sizes: list[int] | None = None):
         import torch
 
         if input_format not in INPUT_FORMATS:
@@ -71,7 +72,7 @@ class TunedClassifier:
         self._host, self._host_np = host, host.numpy()
         self._graphs: dict[int, tuple] = {}
         if cuda_graphs:
-            self._capture(buckets(self.max_batch))
+            self._capture(graph_sizes or buckets(self.max_batch))
 
     def describe(self) -> str:
         graphs = f"CUDA graphs for batch sizes {sorted(self._graphs)}" if self._graphs else "no CUDA graphs"
@@ -106,6 +107,14 @@ class TunedClassifier:
                     static_out = self.forward(static_in)
                 self._graphs[size] = (graph, static_in, static_out)
         torch.cuda.synchronize(self.device)
+
+    def replay(self, size: int) -> None:
+        """One replay of the graph captured for `size`, on whatever its input buffer holds (raw timing)."""
+        self._graphs[size][0].replay()
+
+    def graph_input(self, size: int):
+        """The device buffer the graph for `size` reads its batch from."""
+        return self._graphs[size][1]
 
     def run(self, parts: list[np.ndarray]) -> np.ndarray:
         """The requests' arrays ([n_i, *item_shape] each) -> logits [sum n_i, 11] as numpy float32."""

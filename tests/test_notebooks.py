@@ -1,4 +1,5 @@
 """Every notebook is valid, compiles, matches its jupytext source; the benchmark notebooks run headless."""
+import json
 import os
 from pathlib import Path
 
@@ -17,7 +18,7 @@ SMALL = lab.QUICK_PARAMS
 
 def test_the_numbered_series_is_there():
     numbers = {p.name[:2] for p in NOTEBOOKS}
-    assert numbers == {"00", "01", "02", "03", "04", "05", "06"}, numbers
+    assert numbers == {"00", "01", "02", "03", "04", "05", "06", "07"}, numbers
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -63,14 +64,15 @@ def test_fastapi_benchmark_notebook_runs_top_to_bottom(tmp_path, built_artifacts
 
 
 def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts):
-    """Notebook 5's checks and all of notebook 6 (steps a-g) against a real local Triton, short windows."""
+    """Notebook 5's checks, all of notebook 6 (steps a-g) and notebook 7 against one real local Triton,
+    short windows."""
     state, results = tmp_path / "lab", tmp_path / "results"
     env = {"LAB_STATE_DIR": str(state), "LAB_RESULTS_DIR": str(results), "LAB_STRICT_CLAIMS": "1",
            "TRITON_MODEL_REPOSITORY": str(tmp_path / "model_repository")}
     up = run_launcher(state, "up", extra_env=env)
     assert up.returncode == 0, up.stdout + up.stderr
     try:
-        for name in ("05_triton_setup", "06_triton_benchmarks"):
+        for name in ("05_triton_setup", "06_triton_benchmarks", "07_how_close_to_the_hardware"):
             notebook_runner.execute(REPO_ROOT / f"notebooks/{name}.ipynb", tmp_path / f"{name}.ipynb",
                                     params=SMALL, extra_env=env)
     finally:
@@ -84,3 +86,18 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts):
     assert len(claims) - len(checked) == 3  # the GPU-only claims, said to be unchecked on a CPU
     for png in ("throughput_vs_concurrency.png", "latency_split.png", "batch_sizes.png"):
         assert (results / "triton" / png).stat().st_size > 10_000
+    # notebook 7 on a CPU: steps 2-5 and the sweep ran; the GPU-only step 6 did not
+    hardware = pd.read_csv(results / "hardware" / "summary.csv")
+    assert set(hardware["step"].astype(str)) == {"2", "3", "4", "5", "7"} and len(hardware) == 8
+    assert (hardware["served_over_limit"] > 0).all()
+    by_step = {step: rows for step, rows in hardware.groupby(hardware["step"].astype(str))}
+    assert by_step["5"]["command"].str.contains("--shared-memory system").all()
+    assert by_step["7"][["protocol", "shared_memory"]].drop_duplicates().shape[0] == 1  # the best transport, kept
+    claims = pd.read_csv(results / "hardware" / "claims.csv")
+    checked = claims[claims["holds"].astype(str).isin(["True", "False"])]
+    assert len(checked) == 4 and (checked["holds"].astype(str) == "True").all(), checked
+    assert len(claims) - len(checked) == 4  # GPU-only claims, said to be unchecked on a CPU
+    ratio = json.loads((results / "hardware" / "served_over_limit.json").read_text())
+    assert ratio["served_over_limit"] == pytest.approx(hardware["throughput_infer_s"].max() / ratio["limit"]["images_per_s"])
+    for png in ("steps_vs_limit.png", "sweep.png", "latency_split.png"):
+        assert (results / "hardware" / png).stat().st_size > 10_000

@@ -1,0 +1,114 @@
+"""The limit: how many images per second the model itself does on this machine, with no serving.
+
+    python -m servelab.raw_limit [--device cuda:0|cpu] [--batches 1,16,64,256] [--seconds 2] [--compile] [--json F]
+
+The batch is already on the device (no decoding, no transfer, no server): what is left is the
+model's own arithmetic, so this is the ceiling a served configuration is compared with. Paths:
+- "eager fp32": plain PyTorch, float32, one kernel launch at a time (what food_classifier runs);
+- "fp16 channels_last + CUDA graph" (GPU): half precision, tensor-core layout, the whole forward
+  pass replayed as one graph: the fastest path this project has, and the one
+  food_classifier_tuned serves at its last step (the same servelab.tuned_runtime code);
+- "torch.compile fp16" (GPU, --compile): inductor's fused kernels with its own CUDA graphs; slow
+  to build (minutes), so only at the largest batch, and skipped with the reason if it fails.
+Random normal input (never zeros), warm-up first, then whole seconds of back-to-back passes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from servelab.paths import MODEL_PTH
+from servelab.tuned_runtime import TunedClassifier
+
+
+def _rate(step, batch: int, seconds: float, sync) -> float:
+    for _ in range(3):
+        step()
+    sync()
+    done, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for _ in range(5):
+            step()
+        done += 5
+        sync()
+    return done * batch / (time.perf_counter() - start)
+
+
+def measure(device: str = "cpu", batches=(1, 16, 64, 256), seconds: float = 2.0, compile_: bool = False,
+            weights: Path = MODEL_PTH, say=print) -> list[dict]:
+    """Rows {path, batch, images_per_s} for every path this device has, at every batch size."""
+    import torch
+
+    on_gpu = device.startswith("cuda")
+    sync = (lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None)
+    rows = []
+
+    def add(path: str, batch: int, rate: float) -> None:
+        rows.append({"path": path, "batch": batch, "images_per_s": round(rate, 1)})
+        say(f"  {path:34s} batch {batch:4d}: {rate:10.1f} images/s")
+
+    eager = TunedClassifier(weights, device=device, max_batch=max(batches))
+    with torch.inference_mode():
+        for batch in batches:
+            x = torch.randn(batch, 3, 224, 224, device=device)
+            add("eager fp32", batch, _rate(lambda: eager.forward(x), batch, seconds, sync))
+    del eager
+    if not on_gpu:
+        return rows
+    fast = TunedClassifier(weights, device=device, precision="fp16", cuda_graphs=True, max_batch=max(batches),
+                           graph_sizes=list(batches))
+    for batch in batches:
+        fast.graph_input(batch).copy_(torch.randn(batch, 3, 224, 224, device=device))
+        add("fp16 channels_last + CUDA graph", batch, _rate(lambda: fast.replay(batch), batch, seconds, sync))
+    if compile_:
+        batch = max(batches)
+        try:
+            start = time.perf_counter()
+            compiled = torch.compile(fast.model, mode="reduce-overhead", dynamic=False)
+            x = torch.randn(batch, 3, 224, 224, device=device).half().contiguous(memory_format=torch.channels_last)
+            with torch.inference_mode():
+                for _ in range(3):
+                    compiled(x)
+                say(f"  (torch.compile built in {time.perf_counter() - start:.0f} s)")
+                add("torch.compile fp16 (inductor)", batch, _rate(lambda: compiled(x), batch, seconds, sync))
+        except Exception as exc:  # noqa: BLE001 - report why the path is missing, keep the others
+            say(f"  torch.compile: not available here ({type(exc).__name__}: {str(exc)[:200]})")
+    return rows
+
+
+def best(rows: list[dict], path: str | None = None) -> dict:
+    return max((r for r in rows if path is None or r["path"] == path), key=lambda r: r["images_per_s"])
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default=None, help="cuda:0, cpu (default: the first GPU if there is one)")
+    parser.add_argument("--batches", default="1,16,64,256", help="comma-separated batch sizes")
+    parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per path and batch")
+    parser.add_argument("--compile", action="store_true", help="also try torch.compile at the largest batch")
+    parser.add_argument("--json", help="write the rows and the best path to this file ('-': stdout, the "
+                                           "progress lines then go to stderr)")
+    args = parser.parse_args(argv)
+    import torch
+
+    say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json == "-" else print
+    device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU"
+    say(f"raw model on {device} ({name}), torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
+    rows = measure(device, [int(b) for b in args.batches.split(",")], args.seconds, args.compile, say=say)
+    top = best(rows)
+    say(f"limit: {top['images_per_s']:.0f} images/s ({top['path']}, batch {top['batch']})")
+    text = json.dumps({"device": device, "device_name": name, "torch": torch.__version__, "rows": rows,
+                       "limit": top, "eager_limit": best(rows, "eager fp32")}, indent=2) + "\n"
+    if args.json == "-":
+        sys.stdout.write(text)
+    elif args.json:
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
