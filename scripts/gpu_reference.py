@@ -1,13 +1,19 @@
 #!/usr/bin/env python3
 """Reference run of the lab on a GPU machine, in local mode (no Docker), into one folder.
 
-    python scripts/gpu_reference.py --out DIR [--quick]
+    python scripts/gpu_reference.py --out DIR [--parts fastapi,triton,hardware] [--quick]
+    python scripts/gpu_reference.py --out DIR --report     # only rewrite DIR/README.md
 
 Builds the artifacts with the machine's own torch, starts the local stack (Triton with KIND_GPU
-instances), runs notebooks 4 and 6 as plain scripts (their jupytext sources) with the lab's
-default request counts, samples nvidia-smi throughout, runs scripts/gpu_limit.py, stops the
-stack and writes DIR/README.md: versions, the tables, every "what to notice" claim with its
-verdict and numbers, and the served/limit ratio.
+instances on the GPUs it finds), runs the benchmark notebooks as plain scripts (their jupytext
+sources: 04 FastAPI, 06 Triton, 07 how close to the hardware) with the lab's default measurement
+settings unless LAB_* variables say otherwise, samples nvidia-smi throughout, stops the stack and
+writes DIR/README.md: versions, the instructor table (every "what to notice" claim with its
+verdict and numbers), the tables, the plots and the served/limit ratio.
+
+Parts can run in separate invocations into the same DIR (a device call has a time limit): each
+one adds its results and its entry in DIR/runs.json, and the report covers every part present.
+Hand-written remarks for the page go in DIR/notes.md; the report includes them verbatim.
 """
 from __future__ import annotations
 
@@ -15,99 +21,202 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+PARTS = {"fastapi": "04_fastapi_benchmarks", "triton": "06_triton_benchmarks",
+         "hardware": "07_how_close_to_the_hardware"}
+TITLES = {"fastapi": "Notebook 4: FastAPI, PyTorch vs ONNX Runtime", "triton": "Notebook 6: Triton",
+          "hardware": "Notebook 7: how close to the hardware?"}
+SUMMARY_COLUMNS = ["run", "requests", "errors", "median_ms", "p95_ms", "p99_ms", "throughput_rps", "infer_median_ms",
+                   "queue_median_ms", "mode", "concurrency", "throughput_infer_s", "served_over_limit", "p50_ms",
+                   "p99_ms", "server_queue_ms", "server_compute_infer_ms", "avg_batch_size", "util_mean_pct"]
+
+
+def versions() -> dict:
+    """What ran: the GPU, the driver's view, the Python packages that matter for the numbers."""
+    from importlib import metadata
+
+    import torch
+
+    found = {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU",
+             "gpus": torch.cuda.device_count(), "cpu_cores": os.cpu_count(), "platform": platform.platform(),
+             "python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda}
+    for dist in ("onnxruntime", "onnxruntime-gpu", "numpy", "nvidia-pytriton", "tritonclient", "fastapi", "uvicorn"):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    stub_path = os.environ.get("LAB_TRITON_PYTHONPATH")
+    if stub_path:
+        found["numpy for the Python-backend stubs"] = subprocess.run(
+            [sys.executable, "-c", "import numpy; print(numpy.__version__)"], capture_output=True, text=True,
+            env={**os.environ, "PYTHONPATH": stub_path}).stdout.strip()
+    if shutil.which("nvidia-smi"):
+        found["nvidia-smi"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+    return found
+
+
+def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
+    from servelab import artifacts, lab, launcher
+
+    meta = artifacts.build()
+    runs_file = out / "runs.json"
+    runs = json.loads(runs_file.read_text()) if runs_file.exists() else {}
+    smi = smi_log = None
+    if shutil.which("nvidia-smi"):
+        smi_log = open(out / f"nvidia_smi_{'_'.join(parts)}.csv", "w")
+        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,index,name,utilization.gpu,memory.used,power.draw",
+                                "--format=csv", "-lms", "500"], stdout=smi_log, stderr=subprocess.STDOUT)
+    try:
+        launcher.up(jupyter=False, triton=any(p != "fastapi" for p in parts))
+        env = {**os.environ, **launcher._urls_for_clients(launcher.read_state()), "PYTHONUNBUFFERED": "1"}
+        if quick:
+            env.update({f"LAB_{k}": str(v) for k, v in lab.QUICK_PARAMS.items()})
+        settings = {k: v for k, v in sorted(env.items()) if k.startswith("LAB_") and k not in
+                    ("LAB_RESULTS_DIR", "LAB_STATE_DIR", "LAB_TRITON_PYTHONPATH")}
+        for part in parts:
+            name = PARTS[part]
+            print(f"\n>>> {name}", flush=True)
+            log = out / f"{name}.log"
+            started, start = time.strftime("%F %T %Z"), time.time()
+            with open(log, "w") as f:
+                rc = subprocess.run([sys.executable, str(REPO / "notebooks" / f"{name}.py")], cwd=REPO / "notebooks",
+                                    env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+            runs[part] = {"notebook": name, "rc": rc, "started": started, "seconds": round(time.time() - start),
+                          "quick": quick, "settings": settings, "weights": meta["weights"], "versions": versions()}
+            runs_file.write_text(json.dumps(runs, indent=2) + "\n")
+            print(f"    rc={rc} in {runs[part]['seconds']} s; tail:\n" + "\n".join(log.read_text().splitlines()[-12:]),
+                  flush=True)
+    finally:
+        launcher.down()
+        if smi:
+            smi.terminate()
+            smi_log.close()
+        logs = Path(os.environ["LAB_STATE_DIR"]) / "logs"  # the services' own logs (Triton's, uvicorn's)
+        for log in logs.glob("*.log"):
+            shutil.copy(log, out / f"service_{log.stem}_{'_'.join(parts)}.log")
+    return runs
+
+
+def _claims_table(path: Path):
+    import pandas as pd
+
+    table = pd.read_csv(path, keep_default_na=False)
+    table["verdict"] = table["holds"].astype(str).map({"True": "holds", "False": "**does not hold**"}).fillna(
+        "not checked")
+    return table
+
+
+def write_report(out: Path) -> Path:
+    import pandas as pd
+
+    runs = json.loads((out / "runs.json").read_text())
+    res = out / "results"
+    first = next(iter(runs.values()))
+    v = first["versions"]
+    lines = [f"# Reference run: {v['gpu']}", "",
+             "Generated by `scripts/gpu_reference.py` from the files in this folder; do not edit by hand "
+             "(remarks go in `notes.md`).", ""]
+    if (out / "notes.md").exists():
+        lines += [(out / "notes.md").read_text().rstrip(), ""]
+    lines += ["## What ran", "", "| part | notebook | started | minutes | exit | settings |", "|---|---|---|---|---|---|"]
+    for part, r in runs.items():
+        settings = ", ".join(f"{k}={val}" for k, val in r["settings"].items()) or "notebook defaults"
+        lines.append(f"| {part} | {r['notebook']} | {r['started']} | {r['seconds'] / 60:.1f} | {r['rc']} | "
+                     f"{'quick; ' if r['quick'] else ''}{settings} |")
+    lines += ["", "Machine and versions: " + "; ".join(f"{k} {val}" for k, val in v.items()), "",
+              f"Model weights: {first['weights']} (latency and throughput do not depend on training).", ""]
+
+    ratio_file = res / "hardware" / "served_over_limit.json"
+    if ratio_file.exists():
+        r = json.loads(ratio_file.read_text())
+        lines += ["## Served / limit", "",
+                  f"**served/limit = {r['served_infer_s']:.0f} / {r['limit']['images_per_s']:.0f} images/s = "
+                  f"{r['served_over_limit']:.2f}** (goal: 0.60). Limit: the raw model, {r['limit']['path']}, batch "
+                  f"{r['limit']['batch']}, on {r['device']}; served: food_classifier_tuned, {r['best']}, batch-1 "
+                  f"clients (perf_analyzer). Against the eager-fp32 limit ({r['eager_limit']['images_per_s']:.0f} "
+                  f"images/s, batch {r['eager_limit']['batch']}): {r['served_over_eager_limit']:.2f}.", "",
+                  f"The best run's perf_analyzer command: `{r['command']}`", ""]
+
+    lines += ["## For instructors: what each step should show, and what it showed here", "",
+              "| notebook | step: what it should show | verdict | measured | note |", "|---|---|---|---|---|"]
+    for part in runs:
+        claims = res / part / "claims.csv"
+        if claims.exists():
+            for _, c in _claims_table(claims).iterrows():
+                lines.append(f"| {PARTS[part][:2]} | {c['claim']} | {c['verdict']} | {c['measured']} | {c['note']} |")
+    lines.append("")
+
+    for part in runs:
+        folder = res / part
+        if not folder.exists():
+            continue
+        lines += [f"## {TITLES[part]}", ""]
+        summary = folder / "summary.csv"
+        if summary.exists():
+            table = pd.read_csv(summary)
+            keep = list(dict.fromkeys(c for c in SUMMARY_COLUMNS if c in table))
+            lines += [table[keep].round(2).to_markdown(index=False), ""]
+        if (folder / "raw_limit.csv").exists():
+            raw = pd.read_csv(folder / "raw_limit.csv")
+            lines += ["The raw model (images/s, batch already on the device):", "",
+                      raw.pivot(index="batch", columns="path", values="images_per_s").to_markdown(), ""]
+        lines += [f"![{png.stem}](results/{part}/{png.name})" for png in sorted(folder.glob("*.png"))]
+        lines += ["", "CSV: " + ", ".join(f"[{c.name}](results/{part}/{c.name})" for c in sorted(folder.glob("*.csv"))),
+                  ""]
+    lines += ["## The command", "",
+              "On the GPU machine (no Docker, no network), from the repository root, with the packages that "
+              "`scripts/pack_device_wheels.sh` packs unpacked on the path (see the lines in `notes.md`):", "",
+              "```", *(command_line(part, r) for part, r in runs.items()), f"python3 scripts/gpu_reference.py --out DIR --report",
+              "```", ""]
+    readme = out / "README.md"
+    readme.write_text("\n".join(lines) + "\n")
+    return readme
+
+
+def command_line(part: str, run: dict) -> str:
+    settings = " ".join(f"{k}={v}" for k, v in run["settings"].items())
+    return f"{settings + ' ' if settings else ''}python3 scripts/gpu_reference.py --out DIR --parts {part}" + (
+        " --quick" if run["quick"] else "")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--quick", action="store_true", help="the CI-sized request counts")
+    parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS))
+    parser.add_argument("--quick", action="store_true", help="the CI-sized measurement settings")
+    parser.add_argument("--report", action="store_true", help="only rewrite DIR/README.md from DIR's files")
     args = parser.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    # servelab reads these at import: set them first
-    os.environ.update(LAB_RESULTS_DIR=str(out / "results"), LAB_STATE_DIR=str(out / "lab"),
-                      TRITON_MODEL_REPOSITORY=str(out / "model_repository"))
     sys.path.insert(0, str(REPO))
-    from servelab import artifacts, lab, launcher
-
-    started = time.strftime("%F %T %Z")
-    meta = artifacts.build()
-    smi_log = open(out / "nvidia_smi.csv", "w")
-    smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,index,name,utilization.gpu,memory.used,power.draw",
-                            "--format=csv", "-lms", "500"], stdout=smi_log, stderr=subprocess.STDOUT)
-    logs = {}
-    try:
-        launcher.up(jupyter=False, triton=True)
-        env = {**os.environ, **launcher._urls_for_clients(launcher.read_state()), "PYTHONUNBUFFERED": "1"}
-        if args.quick:
-            env.update({f"LAB_{k}": str(v) for k, v in lab.QUICK_PARAMS.items()})
-        for name in ("04_fastapi_benchmarks", "06_triton_benchmarks"):
-            print(f"\n>>> {name}", flush=True)
-            log = out / f"{name}.log"
-            start = time.time()
-            with open(log, "w") as f:
-                rc = subprocess.run([sys.executable, str(REPO / "notebooks" / f"{name}.py")], cwd=REPO / "notebooks",
-                                    env=env, stdout=f, stderr=subprocess.STDOUT).returncode
-            logs[name] = {"rc": rc, "seconds": round(time.time() - start)}
-            print(f"    rc={rc} in {logs[name]['seconds']} s; tail:\n" + "\n".join(log.read_text().splitlines()[-8:]))
-        print("\n>>> limit", flush=True)
-        limit_rc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_limit.py"), "--triton",
-                                   env["TRITON_SERVER_URL"], "--out", str(out / "limit")], env=env).returncode
-        logs["gpu_limit"] = {"rc": limit_rc}
-    finally:
-        launcher.down()
-        smi.terminate()
-        smi_log.close()
-    write_report(out, started, meta, logs, args.quick)
-    return 0 if all(v["rc"] == 0 for v in logs.values()) else 1
-
-
-def write_report(out: Path, started: str, meta: dict, logs: dict, quick: bool) -> None:
-    import pandas as pd
-    import torch
-
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    lines = [f"# Reference run: {gpu}", "",
-             f"Command: `python scripts/gpu_reference.py --out DIR{' --quick' if quick else ''}` "
-             f"(from the repository root; started {started})", "",
-             f"Machine: {gpu} x {torch.cuda.device_count()}, {os.cpu_count()} CPU cores, {platform.platform()}; "
-             f"Python {platform.python_version()}, torch {torch.__version__}; Triton 2.51 (nvidia-pytriton 0.7.0, "
-             "local mode: no Docker); model weights: " + meta["weights"], "",
-             "Runs: " + ", ".join(f"{k} rc={v['rc']}" + (f" ({v['seconds']} s)" if "seconds" in v else "")
-                                  for k, v in logs.items()), ""]
-    res = out / "results"
-    for part in ("fastapi", "triton"):
-        summary = res / part / "summary.csv"
-        if summary.exists():
-            table = pd.read_csv(summary)
-            keep = [c for c in ("run", "requests", "errors", "median_ms", "p95_ms", "p99_ms", "throughput_rps",
-                                "infer_median_ms", "queue_median_ms", "mode", "throughput_infer_s", "p50_ms",
-                                "server_queue_ms", "server_compute_infer_ms", "avg_batch_size", "util_mean_pct")
-                    if c in table]
-            lines += [f"## {part}", "", table[keep].round(2).to_markdown(index=False), ""]
-        claims = res / part / "claims.csv"
-        if claims.exists():
-            table = pd.read_csv(claims).fillna("")
-            table["verdict"] = table["holds"].astype(str).map({"True": "holds", "False": "DOES NOT HOLD"}).fillna("not checked")
-            lines += ["What to notice, on this machine:", "",
-                      table[["claim", "verdict", "measured", "note"]].to_markdown(index=False), ""]
-    limit = out / "limit" / "limit.json"
-    if limit.exists():
-        data = json.loads(limit.read_text())
-        lines += ["## The limit", "", pd.DataFrame(data["raw"]).to_markdown(index=False), "",
-                  pd.DataFrame(data["served"]).drop(columns=["command"], errors="ignore").to_markdown(index=False), ""]
-        if "served_over_limit" in data:
-            lines += [f"**served/limit = {data['best_served']['infer_per_s']:.0f} / {data['limit']['images_per_s']:.0f} "
-                      f"= {data['served_over_limit']:.3f}** (limit: {data['limit']['path']}, batch "
-                      f"{data['limit']['batch']}; against eager fp32: {data['served_over_eager_limit']:.3f})", ""]
-    (out / "README.md").write_text("\n".join(lines) + "\n")
-    print(f"\nreport: {out / 'README.md'}")
+    rc = 0
+    if not args.report:
+        parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+        unknown = set(parts) - set(PARTS)
+        if unknown:
+            parser.error(f"unknown parts {sorted(unknown)}: choose from {list(PARTS)}")
+        # servelab reads these at import: set them first
+        # (the stack's state and model repository stay out of DIR: DIR is what gets committed)
+        scratch = Path(tempfile.mkdtemp(prefix="gpu_reference_"))
+        os.environ.update(LAB_RESULTS_DIR=str(out / "results"), LAB_STATE_DIR=str(scratch / "lab"),
+                          TRITON_MODEL_REPOSITORY=str(scratch / "model_repository"))
+        runs = run_parts(out, parts, args.quick)
+        rc = 0 if all(runs[p]["rc"] == 0 for p in parts) else 1
+    readme = write_report(out)
+    ratio = out / "results" / "hardware" / "served_over_limit.json"
+    if ratio.exists():
+        r = json.loads(ratio.read_text())
+        print(f"served/limit = {r['served_infer_s']:.0f} / {r['limit']['images_per_s']:.0f} = {r['served_over_limit']:.3f}")
+    print(f"report: {readme}")
+    return rc
 
 
 if __name__ == "__main__":

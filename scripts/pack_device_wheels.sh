@@ -3,13 +3,13 @@
 # (torch, numpy, pandas there already): the lab's service packages, Triton 2.51 from the
 # nvidia-pytriton wheel (Python 3.12 stub only), perf_analyzer and libb64, numpy < 2 for the
 # Python-backend stub. Output: .whl/ (git-ignored), under the 64 MiB a device call may carry.
-#   bash scripts/pack_device_wheels.sh && (device) see docs/results/h100/README.md for the run line
+#   bash scripts/pack_device_wheels.sh; the device command lines are in docs/results/h100/notes.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)
 mkdir -p .whl "$work/dl" "$work/site/bin"
 plat=(--platform any --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
-for n in 35 28 27 24 17; do plat+=(--platform "manylinux_${n}_x86_64"); done
+for n in 35 28 27 24 17; do plat+=(--platform "manylinux_2_${n}_x86_64"); done
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp "${plat[@]}" -d "$1" "${@:2}"; }
 dl "$work/dl" fastapi==0.165.0 starlette==1.10.0 pydantic==2.14.3 pydantic-core==2.50.4 uvicorn==0.54.0 \
    flask==3.1.3 werkzeug==3.1.9 gunicorn==27.0.1 tritonclient==2.51.0 nvidia-pytriton==0.7.0 \
@@ -21,6 +21,9 @@ find "$work/site/pytriton/tritonserver/python_backend_stubs" -mindepth 1 -maxdep
 (cd "$work" && apt-get download libb64-0d >/dev/null && dpkg -x libb64-0d_*.deb deb)
 cp "$work"/deb/usr/lib/x86_64-linux-gnu/libb64.so.0d* "$work/site/nvidia_pytriton.libs/"
 tar cJf .whl/device_site.tar.xz -C "$work/site" .
-dl .whl numpy==1.26.4 opentelemetry-api==1.45.2 typing_extensions==4.16.0
+dl .whl opentelemetry-api==1.45.2 typing_extensions==4.16.0
+# numpy < 2 for the Python-backend stubs only (pytriton 0.7.0's stub corrupts BYTES inputs with
+# numpy 2): the device run puts it first on the stubs' path with LAB_TRITON_PYTHONPATH
+dl .whl/stub_numpy numpy==1.26.4
 rm -rf "$work"
 du -ch .whl/* | tail -1
