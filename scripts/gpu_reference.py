@@ -172,8 +172,9 @@ def write_report(out: Path) -> Path:
         lines += ["", "CSV: " + ", ".join(f"[{c.name}](results/{part}/{c.name})" for c in sorted(folder.glob("*.csv"))),
                   ""]
     lines += ["## The command", "",
-              "On the GPU machine (no Docker, no network), from the repository root, with the packages that "
-              "`scripts/pack_device_wheels.sh` packs unpacked on the path (see the lines in `notes.md`):", "",
+              "`bash scripts/pack_device_wheels.sh` on a machine with network packs what the GPU machine lacks "
+              "into `.whl/`; on the GPU machine (no Docker, no network), from the repository root, "
+              "`bash scripts/gpu_device_run.sh DIR PART` unpacks it, sets the paths and runs, for each part:", "",
               "```", *(command_line(part, r) for part, r in runs.items()), f"python3 scripts/gpu_reference.py --out DIR --report",
               "```", ""]
     readme = out / "README.md"

@@ -7,8 +7,8 @@ This module assembles what they need to run from the venv:
 - a backend folder .lab/triton/backends/python/ with libtriton_python.so,
   triton_python_backend_utils.py and the stub built for the running interpreter;
 - the environment: LD_LIBRARY_PATH (the wheel's bundled libraries, libpython, CUDA runtime for
-  perf_analyzer), PATH with the venv's bin first, PYTHONPATH with the repository root (for
-  servelab) and the venv's site-packages (the stub is a separate program, not this venv's python).
+  perf_analyzer), PATH with the venv's bin first (the stubs find their site-packages through the
+  first python3 on PATH; stub_python() can put another numpy in front for them).
 
 The launcher (servelab.launcher) starts the server with server_command(); nothing here starts it.
 """
@@ -115,20 +115,44 @@ def cuda_runtime_lib() -> Path | None:
     return lib if lib.is_dir() else None
 
 
-def server_env(base: dict | None = None) -> dict:
+def stub_python(folders: list[str], root: Path) -> Path:
+    """A venv at root/stub_python whose import path starts with `folders`; its bin/ goes first on PATH.
+
+    The Python-backend stub is its own program embedding libpython: it ignores PYTHONPATH (seen:
+    its sys.path has none of it) and takes its site-packages from the first `python3` on PATH
+    (that venv's pyvenv.cfg). So the way to give the stubs other packages than this venv's is
+    another venv first on PATH, whose .pth file lists `folders`, then the repository root and
+    this venv's site-packages (everything else the models import).
+    """
+    import venv
+
+    target = root / "stub_python"
+    site = target / "lib" / f"python{PY_VERSION}" / "site-packages"
+    if not (target / "bin" / "python3").exists():
+        venv.EnvBuilder(with_pip=False, clear=True, symlinks=True).create(target)
+    site.mkdir(parents=True, exist_ok=True)
+    # plain lines are added in order; the import line adds this venv's site-packages with its own .pth files
+    lines = [*folders, str(REPO_ROOT), f"import site; site.addsitedir({str(_site_packages())!r})"]
+    (site / "lab_stub_path.pth").write_text("\n".join(lines) + "\n")
+    return target / "bin"
+
+
+def server_env(base: dict | None = None, stub_root: Path = BACKENDS_DIR.parent) -> dict:
     """The full environment for tritonserver and its Python-backend stubs.
 
-    LAB_TRITON_PYTHONPATH (optional) goes first on the stubs' import path and nowhere else: a
-    machine whose own numpy is 2.x (the GPU reference machine) gives the stubs a numpy < 2 this
-    way without changing what the rest of the lab imports.
+    LAB_TRITON_PYTHONPATH (optional, folders separated by ':') goes first on the stubs' import
+    path and nowhere else, through stub_python(): a machine whose own numpy is 2.x (the GPU
+    reference machine) gives the stubs a numpy < 2 this way without changing what the rest of
+    the lab imports.
     """
     env = dict(os.environ if base is None else base)
     env["LD_LIBRARY_PATH"] = _join(bundled_libs(), libpython_dir(), existing=env.get("LD_LIBRARY_PATH"))
     env["PATH"] = _join(venv_bin(), existing=env.get("PATH"))
-    # An inherited PYTHONPATH comes before this interpreter's site-packages, as it does for the
-    # interpreter itself.
-    env["PYTHONPATH"] = _join(*(env.get("LAB_TRITON_PYTHONPATH") or "").split(os.pathsep), REPO_ROOT,
-                              *(env.get("PYTHONPATH") or "").split(os.pathsep), _site_packages())
+    folders = [f for f in (env.get("LAB_TRITON_PYTHONPATH") or "").split(os.pathsep) if f]
+    if folders:
+        env["PATH"] = _join(stub_python(folders, stub_root), existing=env["PATH"])
+    # For Python programs started from the server's environment (the stubs ignore it, see above).
+    env["PYTHONPATH"] = _join(REPO_ROOT, *(env.get("PYTHONPATH") or "").split(os.pathsep), _site_packages())
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
@@ -141,8 +165,13 @@ def check_stub_numpy(env: dict) -> str:
     `deserialize_bytes_tensor`) and outputs come back with wrong sizes. Seen with the 3.11 and
     3.12 stubs; a clear error at start is better than a server that crashes on the first request.
     """
-    probe = subprocess.run([sys.executable, "-c", "import numpy; print(numpy.__version__)"],
-                           env={**env, "PYTHONNOUSERSITE": "1"}, capture_output=True, text=True, timeout=60)
+    # Ask the interpreter the stubs will take their packages from: the first python3 on the
+    # server's PATH, without PYTHONPATH (which the stubs ignore).
+    python = shutil.which("python3", path=env["PATH"]) or sys.executable
+    probe_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    probe = subprocess.run([python, "-c", "import numpy; print(numpy.__version__)"],
+                           env={**probe_env, "PYTHONNOUSERSITE": "1"}, cwd=REPO_ROOT, capture_output=True, text=True,
+                           timeout=60)
     version = probe.stdout.strip()
     if probe.returncode != 0 or not version:
         raise TritonNotInstalled(f"the Python-backend stubs cannot import numpy: {probe.stderr.strip()[-500:]}")
@@ -180,7 +209,7 @@ def server_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, met
         "--log-verbose=0",
         *(extra_args or []),
     ]
-    env = server_env()
+    env = server_env(stub_root=Path(backends).parent)
     check_stub_numpy(env)
     return argv, env
 

@@ -14,12 +14,68 @@ def test_the_lab_environment_gives_the_stubs_numpy_1(built_artifacts):
 
 
 def test_numpy_2_for_the_stubs_is_refused_with_the_fix(tmp_path, monkeypatch):
-    fake = tmp_path / "numpy"
-    fake.mkdir()
+    fake = tmp_path / "extra" / "numpy"
+    fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("__version__ = '2.3.5'\n")
-    monkeypatch.setenv("LAB_TRITON_PYTHONPATH", str(tmp_path))
-    env = triton_local.server_env()
-    assert env["PYTHONPATH"].split(":")[0] == str(tmp_path)  # first, for the stubs only
+    monkeypatch.setenv("LAB_TRITON_PYTHONPATH", str(fake.parent))
+    env = triton_local.server_env(stub_root=tmp_path / "triton")
+    # the stubs' own venv first on the server's PATH, the lab's PATH otherwise unchanged
+    assert env["PATH"].split(":")[0] == str(tmp_path / "triton" / "stub_python" / "bin")
     with pytest.raises(triton_local.TritonNotInstalled, match=r"numpy 2\.3\.5.*numpy < 2.*LAB_TRITON_PYTHONPATH"):
         triton_local.check_stub_numpy(env)
 
+
+
+PROBE_CONFIG = """name: "path_probe"
+backend: "python"
+max_batch_size: 4
+input [ { name: "IN", data_type: TYPE_STRING, dims: [ 1 ] } ]
+output [ { name: "OUT", data_type: TYPE_STRING, dims: [ 1 ] } ]
+instance_group [ { kind: KIND_CPU, count: 1 } ]
+"""
+PROBE_MODEL = '''import numpy as np
+import triton_python_backend_utils as pb_utils
+import lab_stub_probe  # only in the LAB_TRITON_PYTHONPATH folder
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        out = []
+        for request in requests:
+            text = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0][0]
+            answer = f"{lab_stub_probe.VALUE}:{np.__version__}:{len(text)}".encode()
+            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([[answer]], dtype=object))]))
+        return out
+'''
+
+
+def test_lab_triton_pythonpath_reaches_the_real_stub(tmp_path, monkeypatch, start_service, built_artifacts):
+    """The real tritonserver's stub imports a module that exists only in LAB_TRITON_PYTHONPATH.
+
+    (PYTHONPATH alone does not reach the stubs: that is why the GPU machine's first runs still
+    crashed with numpy 1.26 "first on PYTHONPATH".) A BYTES input also makes the round trip intact.
+    """
+    import requests
+
+    from servelab import launcher
+
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "lab_stub_probe.py").write_text("VALUE = 'from-extra-folder'\n")
+    repo = tmp_path / "repo"
+    (repo / "path_probe" / "1").mkdir(parents=True)
+    (repo / "path_probe" / "config.pbtxt").write_text(PROBE_CONFIG)
+    (repo / "path_probe" / "1" / "model.py").write_text(PROBE_MODEL)
+    monkeypatch.setenv("LAB_TRITON_PYTHONPATH", str(extra))
+    http, grpc, metrics = (launcher.free_port() for _ in range(3))
+    argv, env = triton_local.server_command(repo, http, grpc, metrics, backends=tmp_path / "triton" / "backends")
+    assert env["PATH"].split(":")[0] == str(tmp_path / "triton" / "stub_python" / "bin")
+    server = start_service(launcher.Service("triton", argv, health=f"http://127.0.0.1:{http}/v2/health/ready",
+                                            marker=str(repo), env=env, timeout=180, ports={"port": http}))
+    body = {"inputs": [{"name": "IN", "datatype": "BYTES", "shape": [1, 1], "data": ["hello stub"]}]}
+    answer = requests.post(f"{server.url}/v2/models/path_probe/infer", json=body, timeout=30)
+    assert answer.status_code == 200, answer.text
+    value, numpy_version, length = answer.json()["outputs"][0]["data"][0].split(":")
+    assert value == "from-extra-folder"
+    assert numpy_version.startswith("1.")
+    assert length == "10"

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The reference run on a GPU machine with no network and no Docker (our H100 "device" machine):
+# unpack what scripts/pack_device_wheels.sh packed into .whl/, then run scripts/gpu_reference.py.
+#   bash scripts/gpu_device_run.sh OUT_DIR PARTS      e.g. bash scripts/gpu_device_run.sh /tmp/h100 fastapi,triton
+# Measurement settings: the notebooks' defaults, with shorter perf_analyzer windows than a class
+# would use (a device call is limited to 10 minutes); override any LAB_* variable from outside.
+set -euo pipefail
+out=$1 parts=$2
+site=/tmp/lab_site stubs=/tmp/lab_stub_numpy b64=/tmp/lab_b64
+if [ ! -d "$site/pytriton" ]; then
+  mkdir -p "$site" "$stubs" "$b64"
+  tar xJf .whl/device_site.tar.xz -C "$site"
+  python3 -m pip install -q --no-deps --target "$site" .whl/*.whl
+  python3 -m pip install -q --no-deps --target "$stubs" .whl/stub_numpy/*.whl
+  cp "$site"/nvidia_pytriton.libs/libb64.so.0d* "$b64/"   # perf_analyzer's one missing library
+fi
+export PYTHONPATH="$site:$PWD" PATH="$site/bin:$PATH" LD_LIBRARY_PATH="$b64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LAB_TRITON_PYTHONPATH="$stubs"   # numpy < 2 for the Python-backend stubs (see servelab/triton_local.py)
+export LAB_PERF_INTERVAL_MS=${LAB_PERF_INTERVAL_MS:-3000} LAB_PERF_RATE_SECONDS=${LAB_PERF_RATE_SECONDS:-5}
+export LAB_PERF_REQUEST_COUNT=${LAB_PERF_REQUEST_COUNT:-1000}
+echo "python3: $(command -v python3) ($(python3 -V)); GPUs: $(nvidia-smi -L | wc -l)"
+python3 scripts/gpu_reference.py --out "$out" --parts "$parts"
