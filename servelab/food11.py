@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import re
 import warnings
 
 import numpy as np
@@ -52,6 +53,10 @@ def decode_base64(text: str) -> bytes:
                        "(e.g. base64.b64encode(open(path, 'rb').read()).decode()).") from None
 
 
+def _too_many_pixels(size: str) -> BadInput:
+    return BadInput(f"Image is {size}; at most {MAX_IMAGE_PIXELS:,} pixels are accepted. Resize it first.", 413)
+
+
 def load_image(data: bytes) -> Image.Image:
     """Decode image file bytes to an RGB PIL image, refusing empty, huge or non-image input."""
     if not data:
@@ -60,16 +65,21 @@ def load_image(data: bytes) -> Image.Image:
         raise BadInput(f"Image too large: at most {MAX_IMAGE_BYTES // (1024 * 1024)} MiB per file.", 413)
     try:
         with warnings.catch_warnings():
+            # Pillow warns above its own limit (~89 Mpx) and raises above twice that, while reading
+            # the header: both mean "too many pixels", never "not an image".
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data))
             width, height = img.size
-            if width * height > MAX_IMAGE_PIXELS:
-                raise BadInput(f"Image is {width}x{height} pixels; at most {MAX_IMAGE_PIXELS:,} pixels "
-                               "are accepted. Resize it first.", 413)
+            if width * height > MAX_IMAGE_PIXELS:  # our cap is lower than Pillow's; checked before decoding
+                raise _too_many_pixels(f"{width}x{height} pixels")
             img.load()
     except BadInput:
         raise
-    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning):
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        found = re.search(r"\((\d+) pixels\)", str(exc))  # Pillow: "Image size (N pixels) exceeds limit ..."
+        size = f"{int(found.group(1)):,} pixels" if found else "over Pillow's decompression-bomb limit"
+        raise _too_many_pixels(size) from None
+    except UnidentifiedImageError:
         raise BadInput("The data is not an image we can read: send a JPEG or PNG file.", 415) from None
     except (OSError, SyntaxError, ValueError):
         raise BadInput("The image file is damaged or truncated: send a complete JPEG or PNG file.") from None

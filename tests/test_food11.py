@@ -58,6 +58,16 @@ def test_too_many_pixels_is_refused_before_decoding():
     assert err.value.status == 413 and "pixels" in str(err.value)
 
 
+@pytest.mark.parametrize("side", [10_000, 20_000])  # 100 Mpx: Pillow warns; 400 Mpx: Pillow raises
+def test_pillow_sized_bombs_are_413_with_the_pixel_limit(side):
+    buf = io.BytesIO()
+    Image.new("1", (side, side)).save(buf, "PNG")  # a few kB on disk
+    with pytest.raises(food11.BadInput) as err:
+        food11.load_image(buf.getvalue())
+    assert err.value.status == 413 and f"{side * side:,} pixels" in str(err.value)
+    assert f"at most {food11.MAX_IMAGE_PIXELS:,} pixels" in str(err.value)
+
+
 def test_softmax_and_top_class():
     logits = np.array([0.0] * 10 + [2.0])
     label, prob = food11.top_class(logits)
