@@ -61,7 +61,8 @@ def measure(device: str = "cpu", batches=(1, 16, 64, 256), seconds: float = 2.0,
     fast = TunedClassifier(weights, device=device, precision="fp16", cuda_graphs=True, max_batch=max(batches),
                            graph_sizes=list(batches))
     for batch in batches:
-        fast.graph_input(batch).copy_(torch.randn(batch, 3, 224, 224, device=device))
+        with torch.inference_mode():  # the graph's input buffer is an inference tensor
+            fast.graph_input(batch).copy_(torch.randn(batch, 3, 224, 224, device=device))
         add("fp16 channels_last + CUDA graph", batch, _rate(lambda: fast.replay(batch), batch, seconds, sync))
     if compile_:
         batch = max(batches)

@@ -54,8 +54,9 @@ def test_gpu_only_options_are_refused_on_cpu():
         tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", precision="fp16")
 
 
-def test_graph_buckets_pad_at_most_one_and_a_half_times():
+def test_graph_buckets_pad_at_most_twice():
     sizes = tuned_runtime.buckets(256)
     assert sizes[0] == 1 and sizes[-1] == 256
-    assert all(b / a <= 1.5 for a, b in zip(sizes[1:], sizes[2:]))
-    assert tuned_runtime.buckets(16) == [1, 2, 3, 4, 6, 8, 12, 16] and tuned_runtime.buckets(10) == [1, 2, 3, 4, 6, 8, 10]
+    assert all(b / a <= 2 for a, b in zip(sizes, sizes[1:]))
+    assert tuned_runtime.buckets(16) == [1, 2, 4, 8, 16] and tuned_runtime.buckets(10) == [1, 2, 4, 8, 10]
+    assert tuned_runtime.buckets(1) == [1]
