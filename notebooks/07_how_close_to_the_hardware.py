@@ -278,15 +278,39 @@ pixels_shm = measure("5", "uint8 pixels, gRPC + shared memory, 1 inst, max batch
                      shared_memory="system")
 
 # %% [markdown]
-# **What to notice.** The transfer time nearly disappears: what is left is the request itself.
+# **What to notice.** The client no longer puts 150 KB of pixels into every request, and the
+# server reads them from the region instead of a socket. Over loopback those bytes cost tens of
+# microseconds, so the gain is small next to everything else a request costs; it grows with the
+# input size. Under load the transfer columns also hold time spent waiting for a free CPU core, so
+# the clean comparison is with one client: a few short runs of each, alternating, and the medians.
 #
 # *Question:* this removes a copy between client and server. Which copies are still left between
 # the shared-memory region and the GPU?
 
 # %%
-claims.check("5: with shared memory a request spends less time in transfer than without",
-             transfer_ms(pixels_shm) < transfer_ms(pixels_grpc),
-             {"grpc_transfer_ms": transfer_ms(pixels_grpc), "grpc_shm_transfer_ms": transfer_ms(pixels_shm)})
+def one_client_send_ms(shared_memory: str | None) -> float:
+    """Client send time (ms) of a short one-client gRPC run: nothing else competes for the CPU."""
+    return perf.measure(MODEL, url=TRITON, grpc_url=GRPC, metrics_url=METRICS, protocol="grpc", concurrency=1,
+                        shared_memory=shared_memory, request_count=30, verbose=False,
+                        timeout=120).row["client_send_ms"]
+
+
+one_client = {"grpc_send_ms": [], "grpc_shm_send_ms": []}
+for _ in range(3):  # alternate, so a slow moment of the machine hits both
+    one_client["grpc_send_ms"].append(one_client_send_ms(None))
+    one_client["grpc_shm_send_ms"].append(one_client_send_ms("system"))
+one_client = {name: float(np.median(values)) for name, values in one_client.items()}
+claims.check("5: with shared memory the client sends a reference, not the pixels: its send time per request falls "
+             "(one client)", one_client["grpc_shm_send_ms"] < one_client["grpc_send_ms"], one_client)
+if ON_GPU:
+    claims.check("5: under load, a request spends less time in transfer with shared memory than without",
+                 transfer_ms(pixels_shm) < transfer_ms(pixels_grpc),
+                 {"grpc_transfer_ms": transfer_ms(pixels_grpc), "grpc_shm_transfer_ms": transfer_ms(pixels_shm)})
+else:
+    claims.not_checkable("5: under load, a request spends less time in transfer with shared memory than without",
+                         f"on a CPU the model's arithmetic takes the cores the transfer also needs, so the loaded "
+                         f"transfer times are mostly waiting for a core (here {transfer_ms(pixels_grpc):.2f} ms "
+                         f"without, {transfer_ms(pixels_shm):.2f} ms with shared memory)")
 best_transport = max([(pixels_grpc, "grpc", None), (pixels_shm, "grpc", "system"), (pixels_http, "http", None)],
                      key=lambda t: t[0]["throughput_infer_s"])
 PROTOCOL, SHM = best_transport[1], best_transport[2]
