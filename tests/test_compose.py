@@ -226,6 +226,9 @@ def test_ports_and_urls():
     cmd = triton["triton_server"]["command"]
     assert "--model-control-mode=explicit" in cmd and "--model-repository=/models" in cmd
     assert triton["triton_server"]["shm_size"] in ("2gb", "2g", "2GB")
+    # system shared memory (notebook 7): perf_analyzer in jupyter and Triton share one /dev/shm
+    assert triton["triton_server"]["ipc"] == "shareable" and triton["jupyter"]["ipc"] == "service:triton_server"
+    assert "triton_server" in triton["jupyter"]["depends_on"]
     assert "../model_repository:/models" in triton["triton_server"]["volumes"]
     jup_vols = triton["jupyter"]["volumes"]
     assert any(v.startswith("../model_repository:") and not v.endswith(":ro") for v in jup_vols)
