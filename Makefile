@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test up down status setup artifacts notebooks bench clean help
+.PHONY: lab test up down status setup artifacts notebooks bench clean help reliability soak
 
 help:
 	@echo "make lab        set up, build the model, start the stack, run the benchmark notebooks, write results/"
@@ -14,6 +14,8 @@ help:
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
 	@echo "make bench      side-by-side benchmark script (PyTorch vs ONNX, Python load generator vs wrk)"
 	@echo "make notebooks  regenerate notebooks/*.ipynb from their .py sources"
+	@echo "make reliability  fuzzing, short soak, faults, safe-default checks -> docs/reliability.md (~4 min)"
+	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300) -> results/reliability_soak.md"
 
 # --- environment: system packages + one venv with every pin from requirements/constraints.txt
 $(STAMP): requirements/constraints.txt requirements/lab.txt scripts/install_system_packages.sh
@@ -50,6 +52,15 @@ bench: artifacts
 
 notebooks: setup
 	$(PY) -m servelab.notebook_sync
+
+# --- reliability (servelab/reliability/): the report's command, and the long form of its soak
+SOAK_SECONDS ?= 300
+
+reliability: artifacts
+	$(PY) -m servelab.reliability
+
+soak: artifacts
+	$(PY) -m servelab.reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
 
 clean: down
 	rm -rf .lab results model_repository

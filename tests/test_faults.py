@@ -1,0 +1,49 @@
+"""Faults of the FastAPI/Flask half and the launcher: a backend killed under Flask, a FastAPI server
+killed mid-benchmark, `up` after a crash then `down` twice, and stale state with a reused pid.
+(Triton's faults: tests/test_fuzz_triton.py. The report runs the launcher sequence with the full
+`make up` stack; here with --no-triton, to stay short.)
+"""
+import base64
+
+import pytest
+
+from servelab.reliability import faults
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_flask_backend_killed_then_back(test_images):
+    row = faults.flask_backend_killed(test_images[0].read_bytes())
+    print(row)
+    assert row["passed"], row["observed"]
+    assert "HTTP 502" in row["observed"] and "same Flask process yes" in row["observed"]
+
+
+def test_fastapi_killed_mid_benchmark_is_reported(test_images):
+    row = faults.fastapi_killed_mid_benchmark(base64.b64encode(test_images[0].read_bytes()).decode(),
+                                              n=200, concurrency=4)
+    print(row)
+    assert row["passed"], row["observed"]
+    assert row["seconds"] < 60 and "error:" in row["observed"]
+
+
+def test_launcher_up_after_a_crash_then_down_twice(tmp_path, built_artifacts):
+    crash, down = faults.crash_up_down_down(tmp_path, full_stack=False)
+    for row in (crash, down):
+        print(row)
+        assert row["passed"], row["observed"]
+    assert "stopped leftover flask" in crash["observed"]
+    assert "nothing was running" in down["observed"]
+
+
+def test_launcher_down_with_a_stale_pid_leaves_other_programs_alone(tmp_path):
+    row = faults.stale_pid(tmp_path)
+    print(row)
+    assert row["passed"], row["observed"]
+
+
+def test_a_failing_scenario_is_reported_as_failed():
+    def broken():
+        raise RuntimeError("port already in use")
+    row = faults.scenario("broken", "anything", broken)
+    assert not row["passed"] and "RuntimeError: port already in use" in row["observed"]

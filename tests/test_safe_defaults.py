@@ -1,0 +1,60 @@
+"""Safe defaults: loopback binding in local mode, Jupyter tokens, non-root containers, upload caps, no secrets.
+
+The checks are servelab.reliability.safe_defaults.checks() (section 4 of docs/reliability.md); every
+one must pass. The listening addresses of running services: test_fuzz_services.py, test_fuzz_triton.py.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from servelab.paths import REPO_ROOT
+from servelab.reliability import safe_defaults
+
+pytestmark = pytest.mark.timeout(120)
+CHECKS = safe_defaults.checks()
+
+
+@pytest.mark.parametrize("check, ok, detail", CHECKS, ids=[c[0] for c in CHECKS])
+def test_safe_default(check, ok, detail):
+    assert ok, f"{check}: {detail}"
+
+
+def test_every_dockerfile_is_checked_for_its_user():
+    checked = {c for c, _, _ in CHECKS if c.endswith("runs as a non-root user")}
+    assert len(safe_defaults.dockerfiles()) == 5
+    assert {f"{d.relative_to(REPO_ROOT)}: runs as a non-root user" for d in safe_defaults.dockerfiles()} <= checked
+
+
+def test_triton_image_uses_the_ngc_non_root_user():
+    dockerfile = REPO_ROOT / "docker" / "Dockerfile.triton"
+    assert safe_defaults.last_user(dockerfile) == "triton-server"
+    text = dockerfile.read_text()
+    assert text.index("USER triton-server") > text.rindex("RUN ")  # nothing after it runs as root
+
+
+def test_user_check_sees_root(tmp_path):
+    (tmp_path / "Dockerfile").write_text("FROM python:3.11-slim\nUSER app\nRUN true\nUSER root\n")
+    assert safe_defaults.last_user(tmp_path / "Dockerfile") == "root"
+    (tmp_path / "Dockerfile").write_text("FROM python:3.11-slim\n")
+    assert safe_defaults.last_user(tmp_path / "Dockerfile") is None
+
+
+def test_lab_bind_host_is_honoured_when_asked():
+    env = {**os.environ, "LAB_BIND_HOST": "0.0.0.0"}
+    out = subprocess.run([sys.executable, "-c", "from servelab import launcher; print(launcher.BIND); "
+                          "print(' '.join(launcher.fastapi_service(1, 'onnx').argv))"], cwd=REPO_ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    bind, argv = out.stdout.splitlines()
+    assert bind == "0.0.0.0" and "--host 0.0.0.0" in argv
+
+
+def test_secret_scanner_finds_a_planted_key(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=30)
+    dashes = "-" * 5  # planted secrets built at run time, so this file itself stays clean for the scan
+    (tmp_path / "id_rsa").write_text(f"{dashes}BEGIN OPENSSH PRIVATE KEY{dashes}\nabc\n")
+    (tmp_path / "openrc.sh").write_text("export OS_" + "PASSWORD=hunter22\n")
+    (tmp_path / "ok.md").write_text("JUPYTER_TOKEN=${JUPYTER_TOKEN:?set it}\n")
+    scanned, findings = safe_defaults.scan_secrets(tmp_path)
+    assert scanned == 3 and sorted(f.split(": ", 1)[1] for f in findings) == ["OpenStack password", "private key"]
