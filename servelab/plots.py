@@ -45,19 +45,25 @@ def latency_breakdown(table: pd.DataFrame, title: str) -> plt.Figure:
 
 # ---------------------------------------------------------------- Triton (perf_analyzer rows, ms)
 
-def throughput_vs_concurrency(table: pd.DataFrame, title: str) -> plt.Figure:
-    """One line per configuration: inferences/s against the number of requests in flight."""
+def _throughput_lines(lines, x: str, xlabel: str, title: str) -> tuple[plt.Figure, plt.Axes]:
+    """One line per (label, rows): inferences/s against column x."""
     fig, ax = plt.subplots(figsize=(7, 4))
-    for config, rows in table.dropna(subset=["concurrency"]).groupby("config", sort=False):
-        rows = rows.sort_values("concurrency")
-        ax.plot(rows["concurrency"], rows["throughput_infer_s"], marker="o", label=config)
-    ax.set_xlabel("concurrency (requests in flight)")
+    for label, rows in lines:
+        rows = rows.sort_values(x)
+        ax.plot(rows[x], rows["throughput_infer_s"], marker="o", label=label)
+    ax.set_xlabel(xlabel)
     ax.set_ylabel("inferences / s")
     ax.set_title(title)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    return fig
+    return fig, ax
+
+
+def throughput_vs_concurrency(table: pd.DataFrame, title: str) -> plt.Figure:
+    """One line per configuration: inferences/s against the number of requests in flight."""
+    lines = table.dropna(subset=["concurrency"]).groupby("config", sort=False)
+    return _throughput_lines(lines, "concurrency", "concurrency (requests in flight)", title)[0]
 
 
 def latency_split_stacked(table: pd.DataFrame, title: str) -> plt.Figure:
@@ -125,16 +131,8 @@ def steps_vs_limit(table: pd.DataFrame, limit: dict, eager_limit: dict, title: s
 
 def sweep_throughput(sweep: pd.DataFrame, title: str) -> plt.Figure:
     """Notebook 7 step 7: inferences/s against instance count, one line per (max batch, delay)."""
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for (max_batch, delay), rows in sweep.groupby(["max_batch", "delay_us"]):
-        rows = rows.sort_values("instances")
-        ax.plot(rows["instances"], rows["throughput_infer_s"], marker="o",
-                label=f"max batch {max_batch}, delay {delay} us")
-    ax.set_xlabel("model instances")
+    lines = ((f"max batch {max_batch}, delay {delay} us", rows)
+             for (max_batch, delay), rows in sweep.groupby(["max_batch", "delay_us"]))
+    fig, ax = _throughput_lines(lines, "instances", "model instances", title)
     ax.set_xticks(sorted(sweep["instances"].unique()))
-    ax.set_ylabel("inferences / s")
-    ax.set_title(title)
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
     return fig
