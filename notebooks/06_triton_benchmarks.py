@@ -42,9 +42,8 @@ import requests
 from servelab import claims, food11, labenv, perf, plots, triton_config, triton_http, triton_stats
 from servelab.paths import PERF_INPUT_JSON, RESULTS, TEST_IMAGES
 
-env = labenv.load()
-TRITON = labenv.url("TRITON_SERVER_URL")
-METRICS = env.get("TRITON_METRICS_URL") or TRITON.rsplit(":", 1)[0] + ":8002/metrics"
+labenv.load()
+TRITON, _, METRICS = labenv.triton_urls()
 OUT = RESULTS / "triton"
 OUT.mkdir(parents=True, exist_ok=True)
 

@@ -48,9 +48,7 @@ from servelab import claims, food11, labenv, model_repository, perf, plots, trit
 from servelab.paths import RESULTS, TEST_IMAGES
 
 env = labenv.load()
-TRITON = labenv.url("TRITON_SERVER_URL")
-GRPC = env.get("TRITON_GRPC_URL") or TRITON.split("://")[-1].rsplit(":", 1)[0] + ":8001"
-METRICS = env.get("TRITON_METRICS_URL") or TRITON.rsplit(":", 1)[0] + ":8002/metrics"
+TRITON, GRPC, METRICS = labenv.triton_urls()
 LOCAL = env["LAB_MODE"] == "local"
 OUT = RESULTS / "hardware"
 OUT.mkdir(parents=True, exist_ok=True)
@@ -335,11 +333,11 @@ if ON_GPU:
     reconfigure(parameters={"precision": "fp16"})
     fp16_logits = triton_http.infer(TRITON, MODEL, {"input": np.stack(photos)}, ["output"])["output"]
     spread = float(fp32_logits.max() - fp32_logits.min())
+    max_diff = float(np.abs(fp16_logits - fp32_logits).max())
+    same = int((fp16_logits.argmax(1) == fp32_logits.argmax(1)).sum())
     claims.check("6: fp16 gives the same classes as fp32 on the test photos (logits within 5% of their spread)",
-                 (fp16_logits.argmax(1) == fp32_logits.argmax(1)).all()
-                 and np.abs(fp16_logits - fp32_logits).max() <= 0.05 * spread,
-                 {"max_abs_diff": float(np.abs(fp16_logits - fp32_logits).max()), "logit_spread": spread,
-                  "same_classes": f"{int((fp16_logits.argmax(1) == fp32_logits.argmax(1)).sum())}/{len(photos)}"})
+                 same == len(photos) and max_diff <= 0.05 * spread,
+                 {"max_abs_diff": max_diff, "logit_spread": spread, "same_classes": f"{same}/{len(photos)}"})
     fp16_steps.append(measure("6", "+ fp16 channels_last", protocol=PROTOCOL, shared_memory=SHM))
     reconfigure(parameters={"cuda_graphs": "on"})
     fp16_steps.append(measure("6", "+ CUDA graphs", protocol=PROTOCOL, shared_memory=SHM))
@@ -391,9 +389,12 @@ print(sweep_table.pivot_table(index=["instances"], columns=["max_batch", "delay_
                               values="throughput_infer_s").round(0).to_string())
 
 # %% [markdown]
-# **What to notice.** More instances and larger batches help while the device has room; past that,
-# throughput flattens and only latency grows. The average batch size column shows whether the
-# batcher really formed the batches the configuration allows.
+# **What to notice.** Compare the rows rather than expect a rule: more instances help while CPU
+# cores and device time are free, and a larger `max_batch_size` helps only if the batcher fills it
+# *and* the per-request work around the model does not grow with it. On the H100 reference run
+# (docs/results/h100), 2 → 4 → 8 instances raised throughput at max batch 64, while max batch 256
+# served the same or less at every instance count, with higher latency. The average batch size
+# column shows whether the batcher really formed the batches the configuration allows.
 #
 # *Question:* pick the configuration you would deploy if p99 latency had to stay under 100 ms.
 

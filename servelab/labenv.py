@@ -37,6 +37,16 @@ def url(name: str) -> str:
     return value.rstrip("/")
 
 
+def triton_urls() -> tuple[str, str, str]:
+    """Triton's HTTP URL, gRPC host:port and metrics URL. Without TRITON_GRPC_URL / TRITON_METRICS_URL,
+    Triton's default ports (8001, 8002) on the HTTP URL's host."""
+    http = url("TRITON_SERVER_URL")
+    host = http.rsplit(":", 1)[0]  # http://triton_server:8000 -> http://triton_server
+    grpc = os.environ.get("TRITON_GRPC_URL") or host.split("://")[-1] + ":8001"
+    metrics = os.environ.get("TRITON_METRICS_URL") or host + ":8002/metrics"
+    return http, grpc, metrics
+
+
 def param(name: str, default: int) -> int:
     """Request counts etc.; `make lab` and CI shrink them through LAB_<NAME> variables."""
     return int(os.environ.get(f"LAB_{name}", default))
