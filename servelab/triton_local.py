@@ -151,8 +151,6 @@ def server_env(base: dict | None = None, stub_root: Path = BACKENDS_DIR.parent) 
     folders = [f for f in (env.get("LAB_TRITON_PYTHONPATH") or "").split(os.pathsep) if f]
     if folders:
         env["PATH"] = _join(stub_python(folders, stub_root), existing=env["PATH"])
-    # For Python programs started from the server's environment (the stubs ignore it, see above).
-    env["PYTHONPATH"] = _join(REPO_ROOT, *(env.get("PYTHONPATH") or "").split(os.pathsep), _site_packages())
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import threading
 import time
 
@@ -132,14 +133,13 @@ def utilisation(text: str) -> dict:
 def gpu_count(url: str | None = None, metrics_url: str | None = None, model: str = "food_classifier") -> int:
     """How many GPUs the server's model instances can use: the GPUs in Triton's metrics, else (a
     server built without GPU metrics, e.g. local mode's) the driver's list when `model` runs KIND_GPU."""
-    import subprocess
+    from servelab.triton_config import served_config
 
     metrics = parse_metrics(requests.get(metrics_url or default_metrics_url(), timeout=10).text)
     gpus = {labels.get("gpu_uuid") for name, labels, _ in metrics if name == "nv_gpu_utilization"}
     if gpus:
         return len(gpus)
-    config = requests.get(f"{_http(url)}/v2/models/{model}/config", timeout=10).json()
-    if config.get("instance_group", [{}])[0].get("kind") != "KIND_GPU":
+    if served_config(model, url).get("instance_group", [{}])[0].get("kind") != "KIND_GPU":
         return 0
     listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
     return sum(line.startswith("GPU ") for line in listing.splitlines())

@@ -25,7 +25,6 @@ def test_numpy_2_for_the_stubs_is_refused_with_the_fix(tmp_path, monkeypatch):
         triton_local.check_stub_numpy(env)
 
 
-
 PROBE_CONFIG = """name: "path_probe"
 backend: "python"
 max_batch_size: 4
