@@ -33,9 +33,6 @@ PARTS = {"fastapi": "04_fastapi_benchmarks", "triton": "06_triton_benchmarks",
          "hardware": "07_how_close_to_the_hardware"}
 TITLES = {"fastapi": "Notebook 4: FastAPI, PyTorch vs ONNX Runtime", "triton": "Notebook 6: Triton",
           "hardware": "Notebook 7: how close to the hardware?"}
-SUMMARY_COLUMNS = ["run", "requests", "errors", "median_ms", "p95_ms", "p99_ms", "throughput_rps", "infer_median_ms",
-                   "queue_median_ms", "mode", "concurrency", "throughput_infer_s", "served_over_limit", "p50_ms",
-                   "p99_ms", "server_queue_ms", "server_compute_infer_ms", "avg_batch_size", "util_mean_pct"]
 
 
 def versions() -> dict:
@@ -52,11 +49,10 @@ def versions() -> dict:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             pass
-    stub_path = os.environ.get("LAB_TRITON_PYTHONPATH")
-    if stub_path:
-        found["numpy for the Python-backend stubs"] = subprocess.run(
-            [sys.executable, "-c", "import numpy; print(numpy.__version__)"], capture_output=True, text=True,
-            env={**os.environ, "PYTHONPATH": stub_path}).stdout.strip()
+    if os.environ.get("LAB_TRITON_PYTHONPATH"):  # the stubs have their own numpy: ask the interpreter they use
+        from servelab import triton_local
+
+        found["numpy for the Python-backend stubs"] = triton_local.check_stub_numpy(triton_local.server_env())
     if shutil.which("nvidia-smi"):
         found["nvidia-smi"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
                                               "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
@@ -105,17 +101,10 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
     return runs
 
 
-def _claims_table(path: Path):
-    import pandas as pd
-
-    table = pd.read_csv(path, keep_default_na=False)
-    table["verdict"] = table["holds"].astype(str).map({"True": "holds", "False": "**does not hold**"}).fillna(
-        "not checked")
-    return table
-
-
 def write_report(out: Path) -> Path:
     import pandas as pd
+
+    from servelab import lab
 
     runs = json.loads((out / "runs.json").read_text())
     res = out / "results"
@@ -150,8 +139,8 @@ def write_report(out: Path) -> Path:
     for part in runs:
         claims = res / part / "claims.csv"
         if claims.exists():
-            for _, c in _claims_table(claims).iterrows():
-                lines.append(f"| {PARTS[part][:2]} | {c['claim']} | {c['verdict']} | {c['measured']} | {c['note']} |")
+            for _, c in lab.claims_with_verdicts(claims).iterrows():
+                lines.append(f"| {PARTS[part][:2]} | {c['claim']} | {c['holds']} | {c['measured']} | {c['note']} |")
     lines.append("")
 
     for part in runs:
@@ -159,18 +148,13 @@ def write_report(out: Path) -> Path:
         if not folder.exists():
             continue
         lines += [f"## {TITLES[part]}", ""]
-        summary = folder / "summary.csv"
-        if summary.exists():
-            table = pd.read_csv(summary)
-            keep = list(dict.fromkeys(c for c in SUMMARY_COLUMNS if c in table))
-            lines += [table[keep].round(2).to_markdown(index=False), ""]
+        if (folder / "summary.csv").exists():
+            lines += [lab.summary_markdown(folder / "summary.csv"), ""]
         if (folder / "raw_limit.csv").exists():
             raw = pd.read_csv(folder / "raw_limit.csv")
             lines += ["The raw model (images/s, batch already on the device):", "",
                       raw.pivot(index="batch", columns="path", values="images_per_s").to_markdown(), ""]
-        lines += [f"![{png.stem}](results/{part}/{png.name})" for png in sorted(folder.glob("*.png"))]
-        lines += ["", "CSV: " + ", ".join(f"[{c.name}](results/{part}/{c.name})" for c in sorted(folder.glob("*.csv"))),
-                  ""]
+        lines += [*lab.figure_and_csv_links(folder, f"results/{part}"), ""]
     lines += ["## The command", "",
               "`bash scripts/pack_device_wheels.sh` on a machine with network packs what the GPU machine lacks "
               "into `.whl/`; on the GPU machine (no Docker, no network), from the repository root, "

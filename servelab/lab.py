@@ -46,6 +46,26 @@ def available_notebooks() -> list[tuple[Path, str, bool]]:
     return found
 
 
+def summary_markdown(summary_csv: Path) -> str:
+    """A benchmark's summary.csv as a markdown table of the columns a page shows (the full rows stay in the CSV)."""
+    table = pd.read_csv(summary_csv)
+    return table[[c for c in SUMMARY_COLUMNS if c in table]].round(2).to_markdown(index=False)
+
+
+def claims_with_verdicts(claims_csv: Path) -> pd.DataFrame:
+    """claims.csv with its `holds` column in words: holds / **does not hold** / not checked."""
+    table = pd.read_csv(claims_csv, keep_default_na=False)
+    table["holds"] = table["holds"].astype(str).map({"True": "holds", "False": "**does not hold**"}).fillna(
+        "not checked")
+    return table
+
+
+def figure_and_csv_links(folder: Path, prefix: str) -> list[str]:
+    """Markdown lines: every PNG of a results folder shown, every CSV linked (paths start with prefix)."""
+    return [*(f"![{png.stem}]({prefix}/{png.name})" for png in sorted(folder.glob("*.png"))), "",
+            "CSV files: " + ", ".join(f"[{c.name}]({prefix}/{c.name})" for c in sorted(folder.glob("*.csv")))]
+
+
 def write_summary(executed: list[dict]) -> Path:
     meta = read_metadata()
     lines = ["# Lab results (local mode)", "",
@@ -59,19 +79,12 @@ def write_summary(executed: list[dict]) -> Path:
         if not part.exists():
             continue
         lines += ["", f"## {folder}", ""]
-        summary = part / "summary.csv"
-        if summary.exists():
-            table = pd.read_csv(summary)
-            table = table[[c for c in SUMMARY_COLUMNS if c in table]]  # the full rows are in the CSV
-            lines += [table.round(2).to_markdown(index=False), ""]
-        claims = part / "claims.csv"
-        if claims.exists():
-            table = pd.read_csv(claims).fillna("")
-            table["holds"] = table["holds"].map({True: "holds", False: "**does not hold**", "True": "holds",
-                                                  "False": "**does not hold**"}).fillna("not checked")
-            lines += ["What to notice, checked on these numbers:", "", table.to_markdown(index=False), ""]
-        lines += [f"![{png.stem}]({folder}/{png.name})" for png in sorted(part.glob("*.png"))]
-        lines += ["", "CSV files: " + ", ".join(f"[{c.name}]({folder}/{c.name})" for c in sorted(part.glob("*.csv")))]
+        if (part / "summary.csv").exists():
+            lines += [summary_markdown(part / "summary.csv"), ""]
+        if (part / "claims.csv").exists():
+            lines += ["What to notice, checked on these numbers:", "",
+                      claims_with_verdicts(part / "claims.csv").to_markdown(index=False), ""]
+        lines += figure_and_csv_links(part, folder)
     index = RESULTS / "index.md"
     index.write_text("\n".join(lines) + "\n")
     return index
