@@ -289,8 +289,8 @@ pixels_shm = measure("5", "uint8 pixels, gRPC + shared memory, 1 inst, max batch
 def one_client_send_ms(shared_memory: str | None) -> float:
     """Client send time (ms) of a short one-client gRPC run: nothing else competes for the CPU."""
     return perf.measure(MODEL, url=TRITON, grpc_url=GRPC, metrics_url=METRICS, protocol="grpc", concurrency=1,
-                        shared_memory=shared_memory, request_count=30, verbose=False,
-                        timeout=120).row["client_send_ms"]
+                        shared_memory=shared_memory, request_count=30, verbose=False, timeout=120,
+                        csv_path=OUT / f"perf_5_one_client_{shared_memory or 'no_shm'}.csv").row["client_send_ms"]
 
 
 one_client = {"grpc_send_ms": [], "grpc_shm_send_ms": []}
