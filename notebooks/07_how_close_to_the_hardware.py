@@ -105,7 +105,8 @@ if LOCAL:
     subprocess.run([sys.executable, "-m", "servelab.raw_limit", *args, "--json", str(LIMIT_JSON)], check=True)
 else:
     print("Run this on the host, in the repository's docker/ folder, then wait here:\n  "
-          "docker compose -f docker-compose-triton.yaml exec triton_server python3 -m servelab.raw_limit "
+          f"docker compose -f docker-compose-triton.yaml exec -e FOOD11_MODEL_PATH=/models/{MODEL}/1/food11.pth "
+          "triton_server python3 -m servelab.raw_limit "
           + " ".join(args) + " --json - > ../results/hardware/raw_limit.json")
     while not (LIMIT_JSON.is_file() and LIMIT_JSON.read_text().rstrip().endswith("}")):
         time.sleep(5)
