@@ -3,8 +3,6 @@ killed mid-benchmark, `up` after a crash then `down` twice, and stale state with
 (Triton's faults: tests/test_fuzz_triton.py. The report runs the launcher sequence with the full
 `make up` stack; here with --no-triton, to stay short.)
 """
-import base64
-
 import pytest
 
 from servelab.reliability import faults
@@ -19,9 +17,8 @@ def test_flask_backend_killed_then_back(test_images):
     assert "HTTP 502" in row["observed"] and "same Flask process yes" in row["observed"]
 
 
-def test_fastapi_killed_mid_benchmark_is_reported(test_images):
-    row = faults.fastapi_killed_mid_benchmark(base64.b64encode(test_images[0].read_bytes()).decode(),
-                                              n=200, concurrency=4)
+def test_fastapi_killed_mid_benchmark_is_reported(image_b64):
+    row = faults.fastapi_killed_mid_benchmark(image_b64, n=200, concurrency=4)
     print(row)
     assert row["passed"], row["observed"]
     assert row["seconds"] < 60 and "error:" in row["observed"]

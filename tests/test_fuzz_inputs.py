@@ -116,7 +116,7 @@ def test_triton_judge_separates_its_json_parser_500_from_other_500s():
 
 
 def test_base64_of_a_bomb_is_413_through_the_base64_path_too():
-    bomb = next(c[1] for c in CORPUS if c[0].startswith("PNG 20000x20000"))
+    bomb = corpus.corpus_file("PNG 20000x20000")
     with pytest.raises(food11.BadInput) as err:
         food11.tensor_from_base64(base64.b64encode(bomb).decode())
     assert err.value.status == 413 and "400,000,000 pixels" in str(err.value)

@@ -14,21 +14,14 @@ from servelab import food11, launcher
 from servelab.reliability import corpus, fuzz_fastapi, fuzz_flask, procs
 
 pytestmark = pytest.mark.timeout(300)
-BOMB = next(c[1] for c in corpus.image_corpus() if c[0].startswith("PNG 20000x20000"))
+BOMB = corpus.corpus_file("PNG 20000x20000")
 
 
 @pytest.fixture(scope="module")
 def services(built_artifacts):
     """FastAPI (PyTorch, ONNX) and Flask in front of the ONNX one, as real processes."""
-    started = []
-    try:
-        for backend in ("pt", "onnx"):
-            started.append(procs.start_fastapi(backend))
-        started.append(procs.start_flask(started[1].url))
-        yield dict(zip(("pt", "onnx", "flask"), started))
-    finally:
-        for proc in started:
-            proc.stop()
+    with procs.fastapi_and_flask() as started:
+        yield started
 
 
 def _assert_clean(tally, cases_at_least: int):

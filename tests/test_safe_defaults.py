@@ -5,7 +5,6 @@ one must pass. The listening addresses of running services: test_fuzz_services.p
 """
 import os
 import subprocess
-import sys
 
 import pytest
 
@@ -22,9 +21,14 @@ def test_safe_default(check, ok, detail):
 
 
 def test_every_dockerfile_is_checked_for_its_user():
+    """Every Dockerfile git knows of, at any depth (not the checks' own glob), has its user check."""
     checked = {c for c, _, _ in CHECKS if c.endswith("runs as a non-root user")}
-    assert len(safe_defaults.dockerfiles()) == 5
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*Dockerfile*"],
+                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    in_git = {name for name in listed if not name.endswith(".dockerignore")}
+    assert len(safe_defaults.dockerfiles()) == 5 and len(in_git) == 5, in_git
     assert {f"{d.relative_to(REPO_ROOT)}: runs as a non-root user" for d in safe_defaults.dockerfiles()} <= checked
+    assert {f"{name}: runs as a non-root user" for name in in_git} <= checked
 
 
 def test_triton_image_uses_the_ngc_non_root_user():
@@ -42,10 +46,7 @@ def test_user_check_sees_root(tmp_path):
 
 
 def test_lab_bind_host_is_honoured_when_asked():
-    env = {**os.environ, "LAB_BIND_HOST": "0.0.0.0"}
-    out = subprocess.run([sys.executable, "-c", "from servelab import launcher; print(launcher.BIND); "
-                          "print(' '.join(launcher.fastapi_service(1, 'onnx').argv))"], cwd=REPO_ROOT, env=env,
-                         capture_output=True, text=True, timeout=60)
+    out = safe_defaults.launcher_binding({**os.environ, "LAB_BIND_HOST": "0.0.0.0"})
     bind, argv = out.stdout.splitlines()
     assert bind == "0.0.0.0" and "--host 0.0.0.0" in argv
 

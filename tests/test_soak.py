@@ -5,7 +5,6 @@ long form through python -m servelab.reliability --only soak. Expected: zero fai
 bounded growth of the server's resident memory (RSS summed over its process tree).
 Triton's soak: test_fuzz_triton.py.
 """
-import base64
 import os
 
 import pytest
@@ -24,29 +23,23 @@ def _assert_soak(row):
     assert row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"] <= row["max_ms"] < 30_000
 
 
-@pytest.fixture
-def started():
-    running = []
-    yield running
-    for proc in reversed(running):
-        proc.stop()
+@pytest.fixture(scope="module")
+def services(built_artifacts):
+    """FastAPI (PyTorch, ONNX) and Flask in front of the ONNX one, started once for the module."""
+    with procs.fastapi_and_flask() as started:
+        yield started
 
 
 @pytest.mark.parametrize("backend", ["pt", "onnx"])
-def test_fastapi_soak(started, test_images, backend):
-    api = procs.start_fastapi(backend)
-    started.append(api)
-    b64 = base64.b64encode(test_images[0].read_bytes()).decode()
-    row = soak.soak(f"FastAPI {backend}", soak.fastapi_sender(api.url, b64), SECONDS, 4, api.pid)
+def test_fastapi_soak(services, image_b64, backend):
+    api = services[backend]
+    row = soak.soak(f"FastAPI {backend}", soak.fastapi_sender(api.url, image_b64), SECONDS, 4, api.pid)
     assert row["processes"] == 1  # uvicorn, one process
     _assert_soak(row)
 
 
-def test_flask_soak(started, test_images):
-    api = procs.start_fastapi("onnx")
-    started.append(api)
-    flask = procs.start_flask(api.url)
-    started.append(flask)
+def test_flask_soak(services, test_images):
+    flask = services["flask"]
     row = soak.soak("Flask -> FastAPI", soak.flask_sender(flask.url, test_images[0].read_bytes()), SECONDS, 4, flask.pid)
     assert row["processes"] == 2  # gunicorn master + worker
     _assert_soak(row)

@@ -22,7 +22,7 @@ from servelab.reliability.fuzz_decoding import fuzz_decoding
 from servelab.reliability.fuzz_fastapi import fuzz_fastapi
 from servelab.reliability.fuzz_flask import fuzz_flask
 from servelab.reliability.fuzz_triton import MODELS, fuzz_triton
-from servelab.reliability.procs import listen_addresses, start_fastapi, start_flask, start_triton
+from servelab.reliability.procs import fastapi_and_flask, listen_addresses, start_triton
 from servelab.reliability.soak import fastapi_sender, flask_sender, soak, triton_sender
 
 REPORT = REPO_ROOT / "docs" / "reliability.md"
@@ -30,8 +30,8 @@ PARTS = ("fuzz", "soak", "faults", "safe")
 DEFAULTS = {"examples": 100, "soak_seconds": 12.0, "concurrency": 4, "seed": 0}
 
 
-def run_all(parts=PARTS, examples: int = 100, soak_seconds: float = 12.0, concurrency: int = 4, seed: int = 0,
-            log=print) -> dict:
+def run_all(parts=PARTS, examples: int = DEFAULTS["examples"], soak_seconds: float = DEFAULTS["soak_seconds"],
+            concurrency: int = DEFAULTS["concurrency"], seed: int = DEFAULTS["seed"], log=print) -> dict:
     """The measurements of `parts`; services are started once per half (FastAPI+Flask, then Triton)."""
     from servelab import artifacts
     from servelab.paths import TEST_IMAGES
@@ -48,13 +48,10 @@ def run_all(parts=PARTS, examples: int = 100, soak_seconds: float = 12.0, concur
         log("fuzz: shared image decoding ...")
         out["fuzz"].append(fuzz_decoding(examples * 4, seed))
     if "fuzz" in parts or "soak" in parts:
-        procs = []
-        try:
-            apis = {b: start_fastapi(b) for b in ("pt", "onnx")}
-            procs += apis.values()
-            flask = start_flask(apis["onnx"].url)
-            procs.append(flask)
-            out["binds"] += [(p.name, p.record["port"], sorted(listen_addresses(p.record["port"]))) for p in procs]
+        with fastapi_and_flask() as services:
+            apis, flask = {b: services[b] for b in ("pt", "onnx")}, services["flask"]
+            out["binds"] += [(p.name, p.record["port"], sorted(listen_addresses(p.record["port"])))
+                             for p in services.values()]
             if "fuzz" in parts:
                 for b, proc in apis.items():
                     log(f"fuzz: FastAPI {b} ...")
@@ -69,9 +66,6 @@ def run_all(parts=PARTS, examples: int = 100, soak_seconds: float = 12.0, concur
                 log(f"soak: Flask -> FastAPI onnx ({soak_seconds:.0f} s) ...")
                 out["soak"].append(soak("Flask upload -> FastAPI onnx", flask_sender(flask.url, image), soak_seconds,
                                         concurrency, flask.pid))
-        finally:
-            for p in procs:
-                p.stop()
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         tmp = Path(tmp)
         if "faults" in parts:

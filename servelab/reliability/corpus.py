@@ -95,6 +95,11 @@ def image_corpus() -> tuple[Case, ...]:
     )
 
 
+def corpus_file(prefix: str) -> bytes:
+    """The bytes of the corpus case whose name starts with prefix (e.g. "PNG 20000x20000", the bomb)."""
+    return next(data for name, data, *_ in image_corpus() if name.startswith(prefix))
+
+
 @functools.lru_cache(maxsize=1)
 def seed_images() -> tuple[bytes, ...]:
     """Small valid files in every format the fuzzer mutates; [0] is a JPEG, [1] a PNG, [5] a GIF."""

@@ -17,7 +17,7 @@ import requests
 
 from servelab import launcher
 from servelab.paths import REPO_ROOT
-from servelab.reliability.procs import healthy, start_fastapi, start_flask
+from servelab.reliability.procs import healthy, running, start_fastapi, start_flask
 
 
 def scenario(name: str, expected: str, fn) -> dict:
@@ -29,6 +29,17 @@ def scenario(name: str, expected: str, fn) -> dict:
         passed, observed = False, f"the scenario itself failed: {type(exc).__name__}: {str(exc)[:300]}"
     return {"scenario": name, "expected": expected, "observed": observed, "passed": bool(passed),
             "seconds": round(time.perf_counter() - start, 1)}
+
+
+def kill_during(proc, after_s: float, work):
+    """Run work() while proc is SIGKILLed after `after_s` seconds: (what work returned, seconds it took)."""
+    timer = threading.Timer(after_s, proc.kill)
+    timer.start()
+    t0 = time.perf_counter()
+    try:
+        return work(), time.perf_counter() - t0
+    finally:
+        timer.join()
 
 
 def flask_backend_killed(image: bytes, backend: str = "onnx") -> dict:
@@ -70,12 +81,8 @@ def fastapi_killed_mid_benchmark(b64: str, n: int = 400, concurrency: int = 4, k
         from servelab import loadgen
         api = start_fastapi("onnx")
         try:
-            timer = threading.Timer(kill_after_s, api.kill)
-            timer.start()
-            t0 = time.perf_counter()
-            df = loadgen.run(f"{api.url}/predict", {"image": b64}, n=n, concurrency=concurrency, progress=False)
-            took = time.perf_counter() - t0
-            timer.join()
+            df, took = kill_during(api, kill_after_s, lambda: loadgen.run(
+                f"{api.url}/predict", {"image": b64}, n=n, concurrency=concurrency, progress=False))
             row = loadgen.summarize(df)
             kinds = Counter(str(s) for s in df["status"] if s != 200)
             ok = (0 < row["errors"] < n and len(df) == n and took < 60 and not api.alive()
@@ -112,7 +119,6 @@ def crash_up_down_down(tmp: Path, full_stack: bool = True) -> list[dict]:
     state_dir, repo = tmp / "lab", tmp / "model_repository"
     cli = _launcher(state_dir, repo)
     args = ("up", "--jupyter") if full_stack else ("up", "--no-triton")
-    rows = {}
 
     def crash_then_up():
         first = cli(*args)
@@ -123,7 +129,7 @@ def crash_up_down_down(tmp: Path, full_stack: bool = True) -> list[dict]:
         again = cli(*args)
         new = _state(state_dir)
         left = {n: r["pid"] for n, r in old.items() if n != "fastapi"}
-        gone = {n: not launcher._alive(p, old[n]["marker"]) or launcher._zombie(p) for n, p in left.items()}
+        gone = {n: not running(p, old[n]["marker"]) for n, p in left.items()}
         said = [ln.strip() for ln in again.stdout.splitlines() if "leftover" in ln]
         all_healthy = bool(new) and all(healthy(r["health"]) for r in new.values())
         ok = (again.returncode == 0 and all(gone.values()) and len(said) == len(left)
@@ -136,24 +142,21 @@ def crash_up_down_down(tmp: Path, full_stack: bool = True) -> list[dict]:
         pids = {n: (r["pid"], r["marker"]) for n, r in _state(state_dir).items()}
         one, two = cli("down"), cli("down")
         deadline = time.time() + 10
-        while time.time() < deadline and any(launcher._alive(p, m) and not launcher._zombie(p) for p, m in pids.values()):
+        while time.time() < deadline and any(running(p, m) for p, m in pids.values()):
             time.sleep(0.2)
-        left = [n for n, (p, m) in pids.items() if launcher._alive(p, m) and not launcher._zombie(p)]
+        left = [n for n, (p, m) in pids.items() if running(p, m)]
         ok = (one.returncode == 0 and two.returncode == 0 and bool(pids) and not left
               and "nothing was running" in two.stdout and not (state_dir / "state.json").exists())
         return ok, (f"first: exit {one.returncode} {one.stdout.strip()!r}; second: exit {two.returncode} "
                     f"{two.stdout.strip()!r}; processes left: {left or 'none'}")
 
     try:
-        rows["crash"] = scenario(f"launcher `{' '.join(args)}` after a crash (FastAPI SIGKILLed)",
-                                 "up stops every leftover process, forgets the old state, starts all afresh",
-                                 crash_then_up)
-        rows["down"] = scenario("launcher `down` twice (what `make down` runs)",
-                                "everything stopped; the second down is harmless ('nothing was running', exit 0)",
-                                down_twice)
+        return [scenario(f"launcher `{' '.join(args)}` after a crash (FastAPI SIGKILLed)",
+                         "up stops every leftover process, forgets the old state, starts all afresh", crash_then_up),
+                scenario("launcher `down` twice (what `make down` runs)",
+                         "everything stopped; the second down is harmless ('nothing was running', exit 0)", down_twice)]
     finally:
         cli("down")  # whatever happened above, nothing is left running
-    return [rows["crash"], rows["down"]]
 
 
 def stale_pid(tmp: Path) -> dict:

@@ -4,13 +4,11 @@ and tritonserver killed in the middle of a perf_analyzer run. The kill ends the 
 from __future__ import annotations
 
 import json
-import threading
-import time
 from pathlib import Path
 
 import requests
 
-from servelab.reliability.faults import scenario
+from servelab.reliability.faults import kill_during, scenario
 from servelab.reliability.fuzz_triton import answers_good_request, error_of
 
 MODEL = "food_classifier_onnx"
@@ -102,16 +100,14 @@ def killed_mid_benchmark(triton, workdir: Path, kill_after_s: float = 3.0) -> di
         from servelab import perf
         cmd = perf.perf_analyzer_command(MODEL, triton.url, concurrency=2, measurement_interval_ms=2000,
                                          csv_path=Path(workdir) / "pa.csv")
-        timer = threading.Timer(kill_after_s, triton.kill)
-        timer.start()
-        t0 = time.perf_counter()
-        try:
-            perf.run(cmd, verbose=False)
-            outcome, message = "finished without error", ""
-        except perf.PerfAnalyzerError as exc:
-            outcome, message = "PerfAnalyzerError", str(exc)
-        took = time.perf_counter() - t0
-        timer.join()
+
+        def benchmark() -> tuple[str, str]:
+            try:
+                perf.run(cmd, verbose=False)
+                return "finished without error", ""
+            except perf.PerfAnalyzerError as exc:
+                return "PerfAnalyzerError", str(exc)
+        (outcome, message), took = kill_during(triton, kill_after_s, benchmark)
         lines = [ln.strip() for ln in message.splitlines()[1:] if ln.strip()]
         first = next((ln for ln in lines if "rror" in ln or "ailed" in ln or "refused" in ln), lines[0] if lines else "")
         ok = outcome == "PerfAnalyzerError" and took < 90 and not triton.alive()

@@ -106,6 +106,16 @@ def _schemathesis(proc, tally: Tally, session, examples: int, seed: int) -> None
 
     checks = [not_a_server_error, status_code_conformance, content_type_conformance,
               response_schema_conformance, negative_data_rejection]
+
+    def judge(resp, case) -> tuple[str, str]:
+        try:
+            case.validate_response(resp, checks=checks)
+        except Exception as exc:  # a FailureGroup: the answer broke the service's own contract
+            bad = "server error" if resp.status_code >= 500 else "unclear"
+            return bad, f"{case.body!r:.80}: {str(exc).splitlines()[:3]}"
+        # the schema allows any string, so a conforming 2xx is accepted; a 4xx must say what is wrong
+        return ("accepted", "") if resp.status_code < 300 else verdict(resp)
+
     schema = schemathesis.openapi.from_url(f"{proc.url}/openapi.json")
     for result in schema.get_all_operations():
         op = result.ok()
@@ -113,22 +123,8 @@ def _schemathesis(proc, tally: Tally, session, examples: int, seed: int) -> None
             name = f"schemathesis {mode.value} {op.label}"
 
             def check(case, name=name):
-                try:
-                    resp = case.call(base_url=proc.url, session=session, timeout=HTTP_TIMEOUT)
-                except requests.RequestException as exc:
-                    tally.add(name, "crash" if not proc.alive() else "no answer", type(exc).__name__, str(exc))
-                    return
-                try:
-                    case.validate_response(resp, checks=checks)
-                except Exception as exc:  # a FailureGroup: the answer broke the service's own contract
-                    bad = "server error" if resp.status_code >= 500 else "unclear"
-                    tally.add(name, bad, resp.status_code, f"{case.body!r:.80}: {str(exc).splitlines()[:3]}")
-                    return
-                if resp.status_code < 300:  # the schema allows any string: 200 only for a real image
-                    tally.add(name, "accepted", resp.status_code)
-                else:
-                    found, detail = verdict(resp)
-                    tally.add(name, found, resp.status_code, detail)
+                record(tally, proc, name, lambda: case.call(base_url=proc.url, session=session, timeout=HTTP_TIMEOUT),
+                       lambda resp: judge(resp, case))
             try:
                 hypothesis_run(op.as_strategy(generation_mode=mode), check, examples, seed)
             except Exception as exc:

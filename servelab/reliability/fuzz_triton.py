@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
 import time
 
 import numpy as np
@@ -20,7 +19,7 @@ import requests
 
 from servelab import food11, triton_http
 from servelab.reliability.common import HTTP_TIMEOUT, TRITON_CORE_500, Tally, hypothesis_run, record
-from servelab.reliability.corpus import encode, seed_images
+from servelab.reliability.corpus import corpus_file, seed_images
 
 MODELS = ("food_classifier", "food_classifier_onnx")
 INPUT = {"food_classifier": "INPUT_IMAGE", "food_classifier_onnx": "input"}
@@ -45,23 +44,18 @@ def error_of(resp) -> str:
         return resp.text[:300]
 
 
-def _bytes_blob(items: list[bytes]) -> bytes:
-    return b"".join(struct.pack("<I", len(b)) + b for b in items)
-
-
 def _bin_input(name: str, shape, datatype: str, blob: bytes) -> dict:
     return {"name": name, "shape": list(shape), "datatype": datatype, "parameters": {"binary_data_size": len(blob)}}
 
 
 def cases(good_b64: str) -> list[tuple[str, str, dict]]:
     """(model, case name, infer_raw keyword arguments). Each model's last case is a good request."""
-    from PIL import Image
     img, onnx = MODELS
     outs_img = [{"name": "FOOD_LABEL"}, {"name": "PROBABILITY"}]
     pixels = np.zeros((1, 3, 224, 224), np.float32)
-    bomb = base64.b64encode(encode(Image.new("1", (20000, 20000)), "PNG")).decode()
+    bomb = base64.b64encode(corpus_file("PNG 20000x20000")).decode()
     trunc = base64.b64encode(seed_images()[0][:100]).decode()
-    binary = _bytes_blob([b"\xff\xfe\x00"])
+    binary = triton_http._encode_bytes([b"\xff\xfe\x00"])
 
     def bytes_in(values, shape=None):
         return {"inputs": [{"name": "INPUT_IMAGE", "shape": shape or [len(values), 1], "datatype": "BYTES",
@@ -148,14 +142,21 @@ def verdict(resp) -> tuple[str, str]:
     return "rejected", ""
 
 
+def good_request(model: str, good_b64: str):
+    """(inputs, outputs, answer_ok) of a good request to `model` (triton_http.infer's arguments):
+    answer_ok(result) is True for a Food-11 label / 11 logits."""
+    if model == "food_classifier":
+        return ({"INPUT_IMAGE": [good_b64]}, ["FOOD_LABEL", "PROBABILITY"],
+                lambda out: out["FOOD_LABEL"][0].decode() in food11.CLASSES)
+    return ({"input": food11.tensor_from_base64(good_b64)[None]}, ["output"],
+            lambda out: out["output"].shape == (1, len(food11.CLASSES)))
+
+
 def answers_good_request(url: str, model: str, good_b64: str) -> bool:
-    """Both models still serve: a Food-11 label / 11 logits for a real image."""
+    """The model still serves: a Food-11 label / 11 logits for a real image."""
+    inputs, outputs, answer_ok = good_request(model, good_b64)
     try:
-        if model == "food_classifier":
-            out = triton_http.infer(url, model, {"INPUT_IMAGE": [good_b64]}, ["FOOD_LABEL", "PROBABILITY"])
-            return out["FOOD_LABEL"][0].decode() in food11.CLASSES
-        out = triton_http.infer(url, model, {"input": food11.tensor_from_base64(good_b64)[None]}, ["output"])
-        return out["output"].shape == (1, len(food11.CLASSES))
+        return answer_ok(triton_http.infer(url, model, inputs, outputs, timeout=HTTP_TIMEOUT))
     except (requests.RequestException, triton_http.TritonError):
         return False
 
@@ -168,13 +169,11 @@ def fuzz_triton(proc, good_b64: str, generated: int = 40, seed: int = 0) -> dict
     for model, name, kwargs in cases(good_b64):
         tally = tallies[model]
         start = time.perf_counter()
-        kwargs = dict(kwargs)
-        header = kwargs.pop("header")
 
         def judge(resp, tally=tally, name=name):
             tally.messages[name] = f"HTTP {resp.status_code}: " + (error_of(resp) or "(answered)")
             return verdict(resp)
-        record(tally, proc, name, lambda: infer_raw(proc.url, model, header, **kwargs), judge)
+        record(tally, proc, name, lambda: infer_raw(proc.url, model, **kwargs), judge)
         tally.seconds += time.perf_counter() - start
     for model, tally in tallies.items():
         start = time.perf_counter()

@@ -2,6 +2,7 @@
 127.0.0.1 ports (logs: $LAB_STATE_DIR/logs/reliability-*.log), and what /proc says about them."""
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import re
@@ -14,13 +15,17 @@ import requests
 from servelab import launcher
 
 
+def running(pid: int, marker: str) -> bool:
+    """pid runs (not a zombie) and its command line still contains marker."""
+    return launcher._alive(pid, marker) and not launcher._zombie(pid)
+
+
 class Proc:
     """One service started with launcher.start(); kill() is a crash (SIGKILL), stop() a clean shutdown."""
 
     def __init__(self, service: launcher.Service, name: str):
         service.name = f"reliability-{name}"  # its own log file, never the user's fastapi.log
         self.name = name
-        self.service = service
         started = time.perf_counter()
         self.record = launcher.start(service)
         self.ready_s = time.perf_counter() - started
@@ -32,7 +37,7 @@ class Proc:
         return self.record["pid"]
 
     def alive(self) -> bool:
-        return launcher._alive(self.pid, self.record["marker"]) and not launcher._zombie(self.pid)
+        return running(self.pid, self.record["marker"])
 
     def kill(self) -> None:
         """SIGKILL the whole process group (workers and stubs too): a crash, not a shutdown."""
@@ -55,6 +60,21 @@ def start_fastapi(backend: str, port: int | None = None) -> Proc:
 def start_flask(fastapi_url: str) -> Proc:
     env = {"FLASK_BACKEND": "fastapi", "FASTAPI_SERVER_URL": fastapi_url}
     return Proc(launcher.flask_service(launcher.free_port(), env), "flask")
+
+
+@contextlib.contextmanager
+def fastapi_and_flask():
+    """FastAPI (pt, onnx) and Flask in front of the onnx one, as {"pt", "onnx", "flask": Proc}; all
+    stopped on exit."""
+    started: list[Proc] = []
+    try:
+        for backend in ("pt", "onnx"):
+            started.append(start_fastapi(backend))
+        started.append(start_flask(started[1].url))
+        yield dict(zip(("pt", "onnx", "flask"), started))
+    finally:
+        for proc in reversed(started):
+            proc.stop()
 
 
 def start_triton(workdir: Path) -> Proc:

@@ -67,13 +67,17 @@ def _compose_files(root: Path = REPO_ROOT) -> list[tuple[Path, dict]]:
     return [(p, yaml.load(p.read_text(), Loader=Loader) or {}) for p in files]
 
 
+def launcher_binding(env: dict) -> subprocess.CompletedProcess:
+    """A fresh interpreter with `env` prints launcher.BIND, then the argv of a FastAPI service."""
+    return subprocess.run([sys.executable, "-c", "from servelab import launcher; print(launcher.BIND); "
+                           "print(' '.join(launcher.fastapi_service(1, 'onnx').argv))"],
+                          cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+
 def checks() -> list[tuple[str, bool, str]]:
     out = []
     # local mode: what the launcher binds to when nobody asked, in a fresh interpreter
-    env = {k: v for k, v in os.environ.items() if k != "LAB_BIND_HOST"}
-    probe = subprocess.run([sys.executable, "-c", "from servelab import launcher; print(launcher.BIND); "
-                            "print(' '.join(launcher.fastapi_service(1, 'onnx').argv))"],
-                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
+    probe = launcher_binding({k: v for k, v in os.environ.items() if k != "LAB_BIND_HOST"})
     lines = probe.stdout.splitlines()
     bind = lines[0] if lines else probe.stderr[-200:]
     out.append(("local mode binds to 127.0.0.1 unless LAB_BIND_HOST is set",
@@ -99,7 +103,8 @@ def checks() -> list[tuple[str, bool, str]]:
                 out.append((f"{path.name}: {name} does not keep running as root", chown and name == "jupyter",
                             "user: root only so the image's start script can chown the mounted results/ "
                             "(CHOWN_EXTRA), then it drops to jovyan" if chown else "user: root"))
-    for dockerfile in dockerfiles():
+    images = dockerfiles()
+    for dockerfile in images:
         user = last_user(dockerfile)
         out.append((f"{dockerfile.relative_to(REPO_ROOT)}: runs as a non-root user",
                     user is not None and user not in ROOT_USERS, f"last USER: {user or 'none (the base image: root)'}"))
@@ -125,7 +130,7 @@ def checks() -> list[tuple[str, bool, str]]:
         if not lines or lines[0] != "*" or any(ln.startswith("!") and (".env" in ln or ln in ("!docker/", "!.", "!.lab/"))
                                                for ln in lines):
             leaky.append(str(ignore.relative_to(REPO_ROOT)))
-    missing = [str(d.relative_to(REPO_ROOT)) for d in dockerfiles()
+    missing = [str(d.relative_to(REPO_ROOT)) for d in images
                if not d.with_name(d.name + ".dockerignore").is_file()]
     out.append(("Docker build contexts are allow-lists (no .env or .lab/ in an image)", not leaky and not missing,
                 "every Dockerfile has a <Dockerfile>.dockerignore that starts with '*' and re-includes only code"

@@ -13,6 +13,7 @@ import requests
 
 from servelab import food11, triton_http
 from servelab.reliability.common import HTTP_TIMEOUT
+from servelab.reliability.fuzz_triton import good_request
 from servelab.reliability.procs import rss_tree_kib
 
 
@@ -85,16 +86,11 @@ def flask_sender(url: str, image: bytes):
 
 
 def triton_sender(url: str, model: str, b64: str):
-    pixels = food11.tensor_from_base64(b64)[None]
+    inputs, outputs, answer_ok = good_request(model, b64)  # the image is decoded once, not per request
 
     def send(_session):
         try:
-            if model == "food_classifier":
-                out = triton_http.infer(url, model, {"INPUT_IMAGE": [b64]}, ["FOOD_LABEL", "PROBABILITY"],
-                                        timeout=HTTP_TIMEOUT)
-                return out["FOOD_LABEL"][0].decode() in food11.CLASSES, "ok"
-            out = triton_http.infer(url, model, {"input": pixels}, ["output"], timeout=HTTP_TIMEOUT)
-            return out["output"].shape == (1, len(food11.CLASSES)), "ok"
+            return answer_ok(triton_http.infer(url, model, inputs, outputs, timeout=HTTP_TIMEOUT)), "ok"
         except triton_http.TritonError as exc:
             return False, str(exc)[:120]
     return send
