@@ -38,7 +38,6 @@
 import json
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pandas as pd
@@ -104,12 +103,10 @@ if LOCAL:
     print("$ python -m servelab.raw_limit " + " ".join(args) + f" --json {LIMIT_JSON}")
     subprocess.run([sys.executable, "-m", "servelab.raw_limit", *args, "--json", str(LIMIT_JSON)], check=True)
 else:
-    print("Run this on the host, in the repository's docker/ folder, then wait here:\n  "
-          f"docker compose -f docker-compose-triton.yaml exec -e FOOD11_MODEL_PATH=/models/{MODEL}/1/food11.pth "
-          "triton_server python3 -m servelab.raw_limit "
-          + " ".join(args) + " --json - > ../results/hardware/raw_limit.json")
-    while not (LIMIT_JSON.is_file() and LIMIT_JSON.read_text().rstrip().endswith("}")):
-        time.sleep(5)
+    labenv.ask_host(f"docker compose {labenv.compose_files()} exec -T "
+                    f"-e FOOD11_MODEL_PATH=/models/{MODEL}/1/food11.pth triton_server "
+                    "python3 -m servelab.raw_limit " + " ".join(args) + f" --json - > {labenv.host_path(LIMIT_JSON)}")
+    labenv.wait_for_file(LIMIT_JSON, lambda text: text.rstrip().endswith("}"), timeout=1800)
 raw = json.loads(LIMIT_JSON.read_text())
 raw_table = pd.DataFrame(raw["rows"])
 raw_table.to_csv(OUT / "raw_limit.csv", index=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import time
+from pathlib import Path
 
 import requests
 
@@ -72,11 +73,59 @@ def wait_healthy(health_url: str, timeout: float = 120.0, check=lambda r: True) 
     raise TimeoutError(f"{health_url} not ready after {timeout:.0f} s (last: {last})")
 
 
+# --- Docker: the steps only the host can do (the Jupyter container cannot restart containers)
+
+WORK_DIR = "/home/jovyan/work"  # the repository's folders inside the Jupyter container (the compose mounts)
+
+
+def compose_files() -> str:
+    """The `-f ...` options of the compose files this Docker stack was started with.
+
+    The compose files set LAB_COMPOSE_FILES in the Jupyter container themselves (a CPU override
+    adds itself), so a printed host command keeps the overrides: without them `docker compose`
+    would recreate containers with a GPU reservation on a CPU host.
+    """
+    files = os.environ.get("LAB_COMPOSE_FILES")
+    if not files:
+        raise RuntimeError("LAB_COMPOSE_FILES is not set: this Jupyter container was not started by the "
+                           "lab's compose files (docker/docker-compose-*.yaml)")
+    return files
+
+
+def host_path(container_path) -> str:
+    """A path inside the Jupyter container as the host sees it from the docker/ folder."""
+    path = str(container_path)
+    if not path.startswith(WORK_DIR + "/"):
+        raise ValueError(f"{path} is not in a folder the host shares with the Jupyter container")
+    return "../" + path[len(WORK_DIR) + 1:]
+
+
+def ask_host(command: str) -> None:
+    """Print a command for the student to run on the host; the calling cell then waits for its effect.
+
+    The exact words matter: `make test-docker` reads this line and runs the command as printed.
+    """
+    print("Run this on the host, in the repository's docker/ folder (this cell waits for it):\n  "
+          + command, flush=True)
+
+
+def wait_for_file(path, complete=lambda text: bool(text), timeout: float = 1800.0) -> str:
+    """Wait until the file a host command writes exists and `complete(text)` holds; return its text."""
+    path = Path(path)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if path.is_file() and complete(text := path.read_text()):
+            return text
+        time.sleep(2)
+    raise TimeoutError(f"{path} was not written within {timeout:.0f} s: did the host command run? "
+                       "Run it (above) and then this cell again.")
+
+
 def use_fastapi_backend(backend: str, timeout: float = 900.0) -> dict:
     """Switch the FastAPI service to 'pt' (PyTorch) or 'onnx' and wait until it serves with that runtime.
 
     Local mode restarts the process on the same port. With Docker, the student runs the printed
-    command on the host (the Jupyter container cannot restart containers) and this waits for it.
+    command on the host and this waits for it.
     """
     from servelab.runtimes import FASTAPI_BACKENDS, fastapi_backend
     backend = fastapi_backend(backend)
@@ -86,9 +135,8 @@ def use_fastapi_backend(backend: str, timeout: float = 900.0) -> dict:
         from servelab import launcher
         launcher.restart("fastapi", {"FASTAPI_BACKEND": backend})
     else:
-        print("Run this on the host (in the repository's docker/ folder), then wait here:\n  "
-              + " ".join(["FASTAPI_BACKEND=" + shlex.quote(backend), "docker compose -f docker-compose-fastapi.yaml",
-                          "up -d --build --wait fastapi_server"]))
+        ask_host(f"FASTAPI_BACKEND={shlex.quote(backend)} docker compose {compose_files()} "
+                 "up -d --build --wait fastapi_server")
     health = wait_healthy(f"{base}/health", timeout, check=lambda r: r.json().get("backend") == runtime)
     os.environ["FASTAPI_BACKEND"] = backend
     print(f"FastAPI service now runs {health['backend']} on {health['device']} ({health['weights']} weights)")
@@ -102,8 +150,9 @@ def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
         from servelab import launcher
         launcher.restart("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})
     else:
-        print("Run this on the host (in the repository's docker/ folder), then wait here:\n  "
-              f"FOOD11_MODEL_NAME={shlex.quote(model)} docker compose -f docker-compose-triton.yaml up -d --wait flask")
+        # --no-deps: recreate only flask (its model setting changed), never the Triton server
+        ask_host(f"FOOD11_MODEL_NAME={shlex.quote(model)} docker compose {compose_files()} "
+                 "up -d --no-deps --wait flask")
     health = wait_healthy(f"{base}/healthz", timeout, check=lambda r: f"'{model}'" in r.json().get("backend", ""))
     print(f"Flask now uses: {health['backend']}")
     return health
