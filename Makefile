@@ -6,11 +6,12 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test up down status setup artifacts notebooks bench clean help reliability soak
+.PHONY: lab test test-docker up down status setup artifacts notebooks bench clean help reliability soak
 
 help:
 	@echo "make lab        set up, build the model, start the stack, run the benchmark notebooks, write results/"
 	@echo "make test       run the test suite (real servers, real Triton, real perf_analyzer)"
+	@echo "make test-docker  build, start and exercise every Docker Compose stack; notebooks run in Jupyter (~25 min)"
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
 	@echo "make bench      side-by-side benchmark script (PyTorch vs ONNX, Python load generator vs wrk)"
 	@echo "make notebooks  regenerate notebooks/*.ipynb from their .py sources"
@@ -37,6 +38,14 @@ lab: artifacts
 
 test: artifacts
 	$(PY) -m pytest
+
+# The classroom path: a Docker engine (installed and started if missing), the registry base images
+# (pulled, or local stand-ins where no registry answers: docker/standins/), then every compose
+# stack built, started and used for real (tests/docker/). LAB_DOCKER_KEEP_IMAGES=1 keeps the images.
+test-docker: artifacts
+	bash scripts/install_docker_engine.sh $(PY)
+	$(PY) docker/standins/ensure_base_images.py
+	LAB_DOCKER_TESTS=1 $(PY) -m pytest tests/docker -v -s
 
 up: artifacts
 	$(PY) -m servelab.launcher up --jupyter

@@ -202,8 +202,8 @@ if [ "$gpus" -gt 0 ]; then
 else
   warn "No NVIDIA driver or GPU found (nvidia-smi is missing or lists no GPU)."
   warn "Skipping the NVIDIA container toolkit. The stacks will run on CPU: add the CPU override file,"
-  warn "  cd docker && docker compose -f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml up -d --wait"
-  warn "  cd docker && docker compose -f docker-compose-triton.yaml -f docker-compose-triton-cpu.yaml up -d --wait"
+  warn "  cd docker && docker compose -f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml up -d --build --wait"
+  warn "  cd docker && docker compose -f docker-compose-triton.yaml -f docker-compose-triton-cpu.yaml up -d --build --wait"
   warn "(on Chameleon, use the CC-Ubuntu24.04-CUDA image, which ships the driver)."
 fi
 
@@ -291,8 +291,9 @@ elif [ "$CHANGES" -eq 0 ]; then
 else
   say "Done: $CHANGES change(s) made"
 fi
+echo "    next: make artifacts && bash docker/init_env.sh   (model files, docker/.env with the Jupyter token)"
 if [ "$gpus" -gt 0 ]; then
-  echo "    GPU stacks: cd docker && docker compose -f docker-compose-fastapi.yaml up -d --wait"
+  echo "    GPU stacks: cd docker && docker compose -f docker-compose-fastapi.yaml up -d --build --wait"
 else
-  echo "    CPU stacks: cd docker && docker compose -f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml up -d --wait"
+  echo "    CPU stacks: cd docker && docker compose -f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml up -d --build --wait"
 fi

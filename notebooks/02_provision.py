@@ -115,16 +115,12 @@ node.execute(f"bash {REPO_DIR}/docker/setup_host.sh")
 node.execute(f"cd {REPO_DIR} && make artifacts 2>&1 | tail -n 12")
 
 # %% [markdown]
-# Settings for the Docker stacks: `docker/.env` with a random Jupyter token (kept if it already
-# exists), and the output folders the containers write to.
+# Settings for the Docker stacks: `docker/init_env.sh` writes `docker/.env` with a random Jupyter
+# token and your user id on the node (it keeps a `.env` that already exists), and makes the
+# folders the containers write to.
 
 # %%
-node.execute(
-    f"cd {REPO_DIR} && mkdir -p results model_repository && "
-    "if [ ! -f docker/.env ]; then "
-    "sed \"s/^JUPYTER_TOKEN=.*/JUPYTER_TOKEN=$(openssl rand -hex 16)/\" docker/.env.example > docker/.env; "
-    "fi && grep -c '^JUPYTER_TOKEN=.' docker/.env"
-)
+node.execute(f"cd {REPO_DIR} && bash docker/init_env.sh")
 
 # %% [markdown]
 # Docker group membership applies to new logins, so check it through a fresh SSH session:

@@ -16,39 +16,52 @@
 # | service | what it does | port on the node (Docker) |
 # |---|---|---|
 # | `flask` | the upload page; sends the image to the inference service | 80 |
-# | `fastapi_server` | `POST /predict` with a base64 image; PyTorch first, ONNX later | 8000 |
+# | `fastapi_server` | `POST /predict` with a base64 image; PyTorch first, ONNX later | 8000, on the node only |
 # | `jupyter` | where you run notebook 4; reaches the others **by service name** (`http://fastapi_server:8000`) | 8888 |
+#
+# The inference service has no password, so it is published on the node's loopback address
+# (127.0.0.1) only: Flask and Jupyter reach it over the stack's own network, and from your laptop
+# it is one SSH tunnel away (below). The two pages meant for your browser, Flask and Jupyter
+# (which asks for its token), are published on the node's public address.
 #
 # This part runs on the **host** (the node's shell, over SSH), not inside the lab's Jupyter.
 # Pick the section for the way you run the lab.
 #
 # ## A. Chameleon node or any CUDA host (Docker)
 #
-# In the repository's `docker/` folder on the node:
+# In the repository folder on the node (notebook 2 did the first two lines for you on Chameleon;
+# both are safe to run again):
 #
 # ```bash
-# cd ~/serve-system-lab/docker
-# test -f .env || { cp .env.example .env; sed -i "s/^JUPYTER_TOKEN=.*/JUPYTER_TOKEN=$(openssl rand -hex 16)/" .env; }
+# cd ~/serve-system-lab
+# make artifacts               # builds the model files the services load (models_staging/)
+# bash docker/init_env.sh      # docker/.env: a random Jupyter token, your user id
+# cd docker
 # docker compose -f docker-compose-fastapi.yaml up -d --build --wait
 # docker compose -f docker-compose-fastapi.yaml ps
 # ```
 #
 # `--wait` returns once every container reports healthy; the inference service is healthy only
-# when its model is loaded. The model files come from `models_staging/`, which the repository's
-# `make artifacts` (or `python -m servelab.artifacts`) builds; notebook 2 ran it for you.
-# On a host without an NVIDIA GPU add the CPU override:
+# when its model is loaded (if it never gets there, `docker compose -f docker-compose-fastapi.yaml
+# logs fastapi_server` says why). On a host without an NVIDIA GPU, give the CPU override after the
+# stack's file, in this and every later command:
 # `docker compose -f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml up -d --build --wait`.
+# The Triton stack of notebook 5 uses the same container names: stop one stack (`... down`)
+# before you start the other.
 #
-# **Jupyter URL.** The token is the `JUPYTER_TOKEN` in `docker/.env` (notebook 2 made a random
-# one). Open `http://<floating IP>:8888/lab?token=<token>`; print it with
+# **Jupyter URL.** The token is the `JUPYTER_TOKEN` in `docker/.env`. Open
+# `http://<floating IP>:8888/lab?token=<token>`; print it with
 #
 # ```bash
 # echo "http://$(curl -s ifconfig.me):8888/lab?token=$(grep ^JUPYTER_TOKEN= .env | cut -d= -f2)"
 # ```
 #
-# In that Jupyter, open `work/notebooks/04_fastapi_benchmarks.ipynb`.
+# In that Jupyter, open `work/notebooks/04_fastapi_benchmarks.ipynb`. To open the inference
+# service's own page (`/docs`) in your laptop's browser, connect with a tunnel,
+# `ssh -L 8000:127.0.0.1:8000 cc@<floating IP>`, and open `http://127.0.0.1:8000/docs`.
 #
-# **Switching to ONNX later** (notebook 4 tells you when) is one setting, no file to edit:
+# **Switching to ONNX later** is one setting, no file to edit. Notebook 4 prints the exact
+# command when it is time, with the compose files your stack runs with, e.g.:
 #
 # ```bash
 # FASTAPI_BACKEND=onnx docker compose -f docker-compose-fastapi.yaml up -d --build --wait fastapi_server

@@ -66,8 +66,9 @@ if health["weights"] != "trained":
 
 # %% [markdown]
 # ## 4.2 Try it in Swagger, then from Python
-# Open the interactive API docs in your browser at the URL printed below (in Docker, replace the
-# host name with your node's floating IP), expand **POST /predict**, press *Try it out* and
+# Open the interactive API docs in your browser at the URL printed below (in Docker the service
+# listens on the node only: open an SSH tunnel, `ssh -L 8000:127.0.0.1:8000 cc@<floating IP>`,
+# and use `http://127.0.0.1:8000/docs`), expand **POST /predict**, press *Try it out* and
 # *Execute*: the example body is a tiny valid PNG. Then the same call from Python, with one of
 # the lab's test images:
 
@@ -136,7 +137,8 @@ table.append(measure("pytorch_sequential", N_SEQUENTIAL, 1))
 # ## 4.5 Switch to the ONNX version and repeat
 # The ONNX service has the same API; only the runtime differs (ONNX Runtime runs an optimised
 # graph exported from the same PyTorch model). In Docker, run the command the next cell prints
-# on the host; in local mode the cell restarts the service itself.
+# on the host (in the node's shell, from the repository's `docker/` folder); the cell waits until
+# the service answers with ONNX Runtime. In local mode the cell restarts the service itself.
 
 # %%
 labenv.use_fastapi_backend("onnx")

@@ -39,6 +39,8 @@
 # The server runs with `--model-control-mode=explicit --load-model=*`: it loads every model at
 # start, and later loads or reloads single models when asked through its **repository API**. That
 # is how notebook 6 changes a model's config without restarting the server or rebuilding an image.
+# With `--exit-on-error=false` a model that fails to load is marked `UNAVAILABLE` (with the
+# reason) while the server keeps serving the others.
 #
 # ## A. Chameleon node or any CUDA host (Docker)
 # On the node, in the repository folder:
@@ -47,14 +49,17 @@
 # cd ~/serve-system-lab
 # .venv/bin/python -m servelab.model_repository --mode docker      # models_staging -> model_repository
 # cd docker
-# docker compose -f docker-compose-fastapi.yaml down                 # frees ports 80 and 8888
+# docker compose -f docker-compose-fastapi.yaml down                 # same container names and ports
 # docker compose -f docker-compose-triton.yaml up -d --build --wait
 # docker logs triton_server 2>&1 | grep -E "READY|UNAVAILABLE|Started"
 # ```
 #
 # The log ends with a table of models (each should be `READY`) and three lines saying which
-# ports Triton listens on: **HTTP 8000**, **gRPC 8001**, **metrics 8002**. Without an NVIDIA GPU
-# add `-f docker-compose-triton-cpu.yaml` after the first `-f`. The Jupyter URL is the same as in
+# ports Triton listens on: **HTTP 8000**, **gRPC 8001**, **metrics 8002**. On the node they are
+# published on 127.0.0.1 only: Triton has no password and its repository API loads models, so
+# only the node itself (and Jupyter and Flask, over the stack's network) may reach it. Without an
+# NVIDIA GPU add `-f docker-compose-triton-cpu.yaml` after the first `-f` (in the `down` line
+# too, if you started the FastAPI stack with its override). The Jupyter URL is the same as in
 # notebook 3; open `work/notebooks/06_triton_benchmarks.ipynb` there.
 #
 # ## B. Local mode (no Docker, no GPU)

@@ -188,7 +188,9 @@ def server_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, met
 
     Explicit mode + --load-model=*: every model is loaded at start, and later loads/unloads go
     through the repository API (POST /v2/repository/models/<m>/load), as the lab's config
-    changes do. A short exit timeout frees the ports soon after SIGTERM. The three endpoints
+    changes do. As in the Docker stack, a model that fails to load is reported UNAVAILABLE while
+    the server serves the others (--exit-on-error=false), and /v2/health/ready means "the server
+    is up" (--strict-readiness=false). A short exit timeout frees the ports soon after SIGTERM. The three endpoints
     listen on `address` (default LAB_BIND_HOST, as the launcher's other services, else 127.0.0.1).
     """
     address = address or os.environ.get("LAB_BIND_HOST") or "127.0.0.1"
@@ -198,6 +200,8 @@ def server_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, met
         f"--backend-directory={backend_directory(backends).resolve()}",
         "--model-control-mode=explicit",
         "--load-model=*",
+        "--exit-on-error=false",
+        "--strict-readiness=false",
         f"--http-address={address}", f"--http-port={int(http_port)}",
         f"--grpc-address={address}", f"--grpc-port={int(grpc_port)}",
         f"--metrics-address={address}", f"--metrics-port={int(metrics_port)}",

@@ -1,13 +1,14 @@
 """docker/*.yaml: valid Compose files, portable paths, GPU reservations, health checks, pins.
 
-No Docker engine here, so the files are parsed with PyYAML and validated against the Compose
-specification's JSON schema (the copy that the check-jsonschema package ships), and the host
-paths are read from the parsed volumes and build sections.
+Static checks, no Docker engine needed (`make test-docker` runs the stacks for real): the files
+are parsed with PyYAML, validated against the Compose specification's JSON schema (the copy that
+the check-jsonschema package ships), `extends` resolved as Compose does.
 """
 from __future__ import annotations
 
 import json
 import re
+import subprocess
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
@@ -15,12 +16,15 @@ import jsonschema
 import pytest
 import yaml
 
+from servelab.reliability.safe_defaults import merge_extends
+
 REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker"
 BASE_FILES = ["docker-compose-fastapi.yaml", "docker-compose-triton.yaml"]
+SERVICES = "services.yaml"  # how each image is built; the stacks extend it
 CPU_OVERRIDES = {"docker-compose-fastapi.yaml": "docker-compose-cpu.yaml",
                  "docker-compose-triton.yaml": "docker-compose-triton-cpu.yaml"}
-COMPOSE_FILES = sorted(p.name for p in DOCKER.glob("docker-compose*.yaml"))
+COMPOSE_FILES = sorted(p.name for p in DOCKER.glob("docker-compose*.yaml")) + [SERVICES]
 # host folders that are created at run time (gitignored), so they may be missing in a checkout
 CREATED_AT_RUN_TIME = {"results", "model_repository"}
 VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}")
@@ -47,6 +51,11 @@ ComposeLoader.add_constructor("!override", _tagged)
 def load(name: str) -> dict:
     with open(DOCKER / name) as f:
         return yaml.load(f, Loader=ComposeLoader)
+
+
+def stack(name: str) -> dict:
+    """A stack file's services with `extends` resolved (services.yaml merged in)."""
+    return merge_extends(load(name), DOCKER, lambda path: load(path.name))["services"]
 
 
 def untag(obj):
@@ -119,14 +128,27 @@ def variables_used(text: str) -> set[str]:
     return {m.group("name") for m in VAR.finditer(text)}
 
 
-def env_example() -> dict[str, str]:
+ENV_LINE = re.compile(r"^(?P<commented># )?(?P<key>[A-Z][A-Z0-9_]*)=(?P<value>\S*)$")
+
+
+def env_example() -> dict[str, tuple[str, bool]]:
+    """docker/.env.example: KEY -> (value, set); `# KEY=value` lines document a default left unset."""
     values = {}
     for line in (DOCKER / ".env.example").read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            key, sep, value = line.partition("=")
-            assert sep, f".env.example line is not KEY=VALUE: {line!r}"
-            values[key.strip()] = value.strip()
+        m = ENV_LINE.match(line.strip())
+        if m:
+            values[m.group("key")] = (m.group("value"), not m.group("commented"))
     return values
+
+
+def defaults() -> dict[str, set[str]]:
+    """Every ${VAR:-default} in the compose files: VAR -> the defaults given for it."""
+    found: dict[str, set[str]] = {}
+    for name in COMPOSE_FILES:
+        for m in VAR.finditer((DOCKER / name).read_text()):
+            if m.group("op") == ":-":
+                found.setdefault(m.group("name"), set()).add(m.group("arg"))
+    return found
 
 
 def gpu_devices(svc: dict) -> list[dict]:
@@ -136,10 +158,12 @@ def gpu_devices(svc: dict) -> list[dict]:
 # ------------------------------------------------------------------------------------ the files
 
 def test_expected_files_exist():
-    for name in BASE_FILES + list(CPU_OVERRIDES.values()) + [".env.example", "Dockerfile.jupyter",
-                                                            "Dockerfile.triton", "setup_host.sh"]:
+    for name in BASE_FILES + list(CPU_OVERRIDES.values()) + [SERVICES, ".env.example", "init_env.sh",
+                                                            "setup_host.sh"]:
         assert (DOCKER / name).is_file(), name
-    assert set(COMPOSE_FILES) == set(BASE_FILES) | set(CPU_OVERRIDES.values())
+    for image in ("fastapi", "flask", "jupyter", "triton"):
+        assert (DOCKER / f"Dockerfile.{image}").is_file() and (DOCKER / f"Dockerfile.{image}.dockerignore").is_file()
+    assert set(COMPOSE_FILES) == set(BASE_FILES) | set(CPU_OVERRIDES.values()) | {SERVICES}
 
 
 @pytest.mark.parametrize("name", COMPOSE_FILES)
@@ -159,7 +183,7 @@ def test_no_absolute_host_paths(name):
 
 @pytest.mark.parametrize("name", BASE_FILES)
 def test_relative_host_paths_exist(name):
-    for svc, raw in host_paths(load(name)):
+    for svc, raw in host_paths({"services": stack(name)}):
         path = (DOCKER / interpolate(raw)).resolve()
         rel = path.relative_to(REPO) if path.is_relative_to(REPO) else path
         assert path.is_relative_to(REPO), f"{svc}: {raw} leaves the repository"
@@ -168,18 +192,34 @@ def test_relative_host_paths_exist(name):
 
 
 @pytest.mark.parametrize("name", BASE_FILES)
-def test_builds_use_repo_root_and_existing_dockerfiles(name):
-    for svc_name, svc in load(name)["services"].items():
+def test_every_service_extends_services_yaml_and_builds_from_the_repository(name):
+    raw = load(name)["services"]
+    for svc_name, svc in stack(name).items():
+        assert raw[svc_name]["extends"] == {"file": SERVICES, "service": svc_name}
         build = svc["build"]
         assert build["context"] == "..", svc_name
-        for backend in ("pt", "onnx"):
-            dockerfile = interpolate(build["dockerfile"], {"FASTAPI_BACKEND": backend})
-            assert (REPO / dockerfile).is_file(), f"{svc_name}: {dockerfile}"
+        dockerfile = REPO / build["dockerfile"]
+        assert dockerfile.is_file(), f"{svc_name}: {dockerfile}"
+        for arg in build.get("args", {}):
+            assert re.search(rf"^ARG {arg}$", dockerfile.read_text(), flags=re.M), f"{dockerfile.name}: no ARG {arg}"
+
+
+def test_one_fastapi_dockerfile_two_targets_sharing_the_torch_stage():
+    text = (DOCKER / "Dockerfile.fastapi").read_text()
+    assert re.findall(r"^FROM (\S+) AS (\w+)$", text, flags=re.M) == [
+        ("${PYTHON_IMAGE}", "torch"), ("torch", "pt"), ("torch", "onnx")]
+    target = load(SERVICES)["services"]["fastapi_server"]["build"]["target"]
+    for backend in ("pt", "onnx"):
+        assert interpolate(target, {"FASTAPI_BACKEND": backend}) == backend
+        stage = text.split(f" AS {backend}\n")[1].split("\nFROM ")[0]
+        assert f"COPY fastapi_{backend}/ " in stage and "USER app" in stage.split("CMD")[0], backend
+    torch_stage = text.split(" AS pt\n")[0]
+    assert "pip install --index-url" in torch_stage and "ONNXRUNTIME" not in torch_stage
 
 
 @pytest.mark.parametrize("name", BASE_FILES)
 def test_every_service_has_a_healthcheck(name):
-    for svc_name, svc in load(name)["services"].items():
+    for svc_name, svc in stack(name).items():
         test = (svc.get("healthcheck") or {}).get("test")
         assert test and test[0] in ("CMD", "CMD-SHELL"), f"{svc_name} has no healthcheck"
         assert not svc["healthcheck"].get("disable"), svc_name
@@ -187,7 +227,7 @@ def test_every_service_has_a_healthcheck(name):
 
 @pytest.mark.parametrize("name", BASE_FILES)
 def test_gpu_services_reserve_all_gpus(name):
-    services = load(name)["services"]
+    services = stack(name)
     gpu_svcs = {n for n, s in services.items() if gpu_devices(s)}
     assert gpu_svcs == {"docker-compose-fastapi.yaml": {"fastapi_server"},
                         "docker-compose-triton.yaml": {"triton_server"}}[name]
@@ -198,33 +238,44 @@ def test_gpu_services_reserve_all_gpus(name):
 
 @pytest.mark.parametrize("base", BASE_FILES)
 def test_cpu_override_resets_every_gpu_reservation(base):
-    services = load(base)["services"]
+    services = stack(base)
     override = load(CPU_OVERRIDES[base])["services"]
     gpu_svcs = {n for n, s in services.items() if gpu_devices(s)}
-    assert set(override) == gpu_svcs, "the override must touch exactly the GPU services"
+    assert set(override) == gpu_svcs | {"jupyter"}, "the override touches the GPU services and jupyter's note"
     for n in gpu_svcs:
         deploy = override[n]["deploy"]
         assert deploy.get("__compose_tag__") == "!reset", f"{n}: deploy is not reset"
         assert override[n]["environment"]["FOOD11_DEVICE"] == "cpu"
-        assert "/cpu" in override[n]["build"]["args"]["TORCH_INDEX_URL"]
+        index = override[n]["build"]["args"]["TORCH_INDEX_URL"]
+        assert index.startswith("${CPU_TORCH_INDEX_URL:-") and "/cpu" in interpolate(index), index
     text = (DOCKER / CPU_OVERRIDES[base]).read_text()
     assert f"-f {base} -f {CPU_OVERRIDES[base]}" in text, "usage line missing"
 
 
+@pytest.mark.parametrize("base", BASE_FILES)
+def test_jupyter_knows_the_compose_files_its_stack_runs_with(base):
+    """labenv prints host commands with LAB_COMPOSE_FILES: with the CPU override they must keep it."""
+    assert stack(base)["jupyter"]["environment"]["LAB_COMPOSE_FILES"] == f"-f {base}"
+    override = load(CPU_OVERRIDES[base])["services"]["jupyter"]["environment"]["LAB_COMPOSE_FILES"]
+    assert override == f"-f {base} -f {CPU_OVERRIDES[base]}"
+
+
 def test_ports_and_urls():
-    fastapi = load("docker-compose-fastapi.yaml")["services"]
-    assert fastapi["flask"]["ports"] == ["80:5000"]
-    assert fastapi["fastapi_server"]["ports"] == ["8000:8000"]
-    assert fastapi["jupyter"]["ports"] == ["8888:8888"]
+    fastapi = stack("docker-compose-fastapi.yaml")
+    public = "${PUBLISH_ADDRESS:-0.0.0.0}"
+    assert fastapi["flask"]["ports"] == [f"{public}:${{FLASK_PORT:-80}}:5000"]
+    assert fastapi["jupyter"]["ports"] == [f"{public}:${{JUPYTER_PORT:-8888}}:8888"]
+    # no authentication on these two: only on the node itself (SSH tunnel from a laptop)
+    assert fastapi["fastapi_server"]["ports"] == ["127.0.0.1:${FASTAPI_PORT:-8000}:8000"]
     assert fastapi["flask"]["environment"]["FASTAPI_SERVER_URL"] == "http://fastapi_server:8000"
     for key in ("FASTAPI_SERVER_URL", "FLASK_SERVER_URL"):
         assert key in fastapi["jupyter"]["environment"]
-    triton = load("docker-compose-triton.yaml")["services"]
-    assert triton["triton_server"]["ports"] == ["8000:8000", "8001:8001", "8002:8002"]
+    triton = stack("docker-compose-triton.yaml")
+    assert triton["triton_server"]["ports"] == ["127.0.0.1:${TRITON_HTTP_PORT:-8000}:8000",
+                                                "127.0.0.1:${TRITON_GRPC_PORT:-8001}:8001",
+                                                "127.0.0.1:${TRITON_METRICS_PORT:-8002}:8002"]
     assert triton["flask"]["environment"]["TRITON_SERVER_URL"] == "http://triton_server:8000"
     assert "FOOD11_MODEL_NAME" in triton["flask"]["environment"]
-    cmd = triton["triton_server"]["command"]
-    assert "--model-control-mode=explicit" in cmd and "--model-repository=/models" in cmd
     assert triton["triton_server"]["shm_size"] in ("2gb", "2g", "2GB")
     # system shared memory (notebook 7): perf_analyzer in jupyter and Triton share one /dev/shm
     assert triton["triton_server"]["ipc"] == "shareable" and triton["jupyter"]["ipc"] == "service:triton_server"
@@ -232,58 +283,62 @@ def test_ports_and_urls():
     assert "../model_repository:/models" in triton["triton_server"]["volumes"]
     jup_vols = triton["jupyter"]["volumes"]
     assert any(v.startswith("../model_repository:") and not v.endswith(":ro") for v in jup_vols)
-    for stack in (fastapi, triton):
-        assert stack["jupyter"]["environment"]["LAB_MODE"] == "docker"
-        assert stack["jupyter"]["environment"]["JUPYTER_TOKEN"].startswith("${JUPYTER_TOKEN")
+    for services in (fastapi, triton):
+        jupyter = services["jupyter"]
+        assert jupyter["environment"]["LAB_MODE"] == "docker"
+        assert jupyter["environment"]["JUPYTER_TOKEN"].startswith("${JUPYTER_TOKEN:?")
+        assert "init_env.sh" in jupyter["environment"]["JUPYTER_TOKEN"]
+        # the Jupyter user is the host's (files saved belong to the student) and can write what it mounts
+        assert jupyter["environment"]["NB_UID"] == "${LAB_UID:-1000}"
+        writable = {v.split(":")[1] for v in jupyter["volumes"] if not v.endswith(":ro")}
+        assert set(jupyter["environment"]["CHOWN_EXTRA"].split(",")) == writable
+        assert "/home/jovyan/work/notebooks" in writable
+
+
+def test_triton_keeps_serving_when_one_model_fails_to_load():
+    triton = stack("docker-compose-triton.yaml")["triton_server"]
+    cmd = triton["command"]
+    for flag in ("--model-control-mode=explicit", "--model-repository=/models", "--load-model=*",
+                 "--exit-on-error=false", "--strict-readiness=false"):
+        assert flag in cmd, flag
+    # an engine that cannot raise RLIMIT_MEMLOCK (rootless, CI) refuses `memlock: -1`
+    assert "memlock" not in (triton.get("ulimits") or {})
 
 
 def test_every_variable_is_documented_in_env_example():
     documented = env_example()
     for name in COMPOSE_FILES:
         for var in variables_used((DOCKER / name).read_text()):
-            assert var in documented, f"{name} uses ${{{var}}} but docker/.env.example does not set it"
+            assert var in documented, f"{name} uses ${{{var}}} but docker/.env.example does not mention it"
 
 
-def test_defaults_in_compose_match_env_example():
+def test_each_version_and_image_has_one_default_and_env_example_shows_it():
     documented = env_example()
-    for name in BASE_FILES:
-        for m in VAR.finditer((DOCKER / name).read_text()):
-            if m.group("op") == ":-":
-                assert documented[m.group("name")] == m.group("arg"), m.group(0)
+    for var, values in defaults().items():
+        assert len(values) == 1, f"${{{var}}} has different defaults: {values}"
+        (default,) = values
+        value, is_set = documented[var]
+        assert value == default, f".env.example shows {var}={value}, the compose files default to {default}"
+    # settings only init_env.sh can know are set; the rest stay defaults until a student changes them
+    assert {k for k, (_, is_set) in documented.items() if is_set} == {
+        "JUPYTER_TOKEN", "LAB_UID", "LAB_GID", "FASTAPI_BACKEND", "FOOD11_MODEL_NAME"}
+    assert documented["JUPYTER_TOKEN"] == ("", True)
 
 
-def _dockerfile_images(path: Path) -> list[str]:
-    text = path.read_text()
-    args = dict(re.findall(r"^ARG (\w+)=(\S+)", text, flags=re.M))
-    images = []
-    for ref in re.findall(r"^FROM (\S+)", text, flags=re.M):
-        images.append(re.sub(r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), "<unset>"), ref))
-    return images
-
-
-@pytest.mark.parametrize("dockerfile", ["fastapi_pt/Dockerfile", "fastapi_onnx/Dockerfile",
-                                        "flask_app/Dockerfile", "docker/Dockerfile.jupyter",
-                                        "docker/Dockerfile.triton"])
-def test_base_images_are_pinned(dockerfile):
-    images = _dockerfile_images(REPO / dockerfile)
-    assert images
-    for image in images:
-        name, _, tag = image.rpartition(":")
-        assert name and tag and "/" not in tag, f"{dockerfile}: {image} has no tag"
-        assert tag != "latest" and "<unset>" not in image, f"{dockerfile}: {image} is not pinned"
-        assert re.search(r"\d", tag), f"{dockerfile}: {image} tag has no version"
-
-
-def test_triton_and_torch_versions_in_one_place():
-    triton_df = (DOCKER / "Dockerfile.triton").read_text()
-    assert "nvcr.io/nvidia/tritonserver:${TRITON_IMAGE_TAG}" in triton_df
-    env = env_example()
-    assert env["TRITON_IMAGE_TAG"] == "24.10-py3"
-    assert (env["TORCH_VERSION"], env["TORCHVISION_VERSION"]) == ("2.4.1", "0.19.1")
-    for df in ("fastapi_pt/Dockerfile", "fastapi_onnx/Dockerfile", "docker/Dockerfile.triton"):
-        args = dict(re.findall(r"^ARG (\w+)=(\S+)", (REPO / df).read_text(), flags=re.M))
-        for key in ("TORCH_VERSION", "TORCHVISION_VERSION", "TORCH_INDEX_URL"):
-            assert args[key] == env[key], f"{df}: ARG {key} default differs from .env.example"
+def test_base_images_are_named_only_in_services_yaml():
+    args = {arg: value for svc in load(SERVICES)["services"].values()
+            for arg, value in (svc["build"].get("args") or {}).items() if arg.endswith("_IMAGE")}
+    assert {k: interpolate(v) for k, v in args.items()} == {
+        "PYTHON_IMAGE": "python:3.11.10-slim-bookworm",
+        "TRITON_IMAGE": "nvcr.io/nvidia/tritonserver:24.10-py3",          # Triton 2.51, as local mode
+        "JUPYTER_IMAGE": "quay.io/jupyter/minimal-notebook:python-3.11.10"}
+    for dockerfile in sorted(DOCKER.glob("Dockerfile.*")):
+        if dockerfile.suffix == ".dockerignore":
+            continue
+        text = dockerfile.read_text()
+        first = re.search(r"^FROM (\S+)", text, flags=re.M).group(1)
+        assert re.fullmatch(r"\$\{\w+_IMAGE\}", first), f"{dockerfile.name}: FROM {first}"
+        assert not re.search(r"^ARG \w+=", text, flags=re.M), f"{dockerfile.name}: an ARG default pins a version"
 
 
 def test_service_requirements_are_names_only():
@@ -298,6 +353,27 @@ def test_service_requirements_are_names_only():
             if line:
                 assert not re.search(r"[=<>~!]", line), f"{req}: {line} carries a version"
                 assert re.sub(r"\[.*\]", "", line).lower() in pinned, f"{req}: {line} not in constraints"
+
+
+def test_init_env_makes_a_private_env_once(tmp_path):
+    """docker/init_env.sh in a copy of the folder layout: token, ids, folders; a second run keeps the token."""
+    repo = tmp_path / "repo"
+    (repo / "docker").mkdir(parents=True)
+    for name in ("init_env.sh", ".env.example"):
+        (repo / "docker" / name).write_bytes((DOCKER / name).read_bytes())
+    run = lambda: subprocess.run(["bash", "docker/init_env.sh"], cwd=repo, capture_output=True, text=True)
+    first = run()
+    assert first.returncode == 0, first.stderr
+    env_file = repo / "docker" / ".env"
+    values = dict(line.split("=", 1) for line in env_file.read_text().splitlines()
+                  if line and not line.startswith("#"))
+    assert re.fullmatch(r"[0-9a-f]{32}", values["JUPYTER_TOKEN"])
+    owner = repo.stat().st_uid
+    assert values["LAB_UID"] == (str(owner) if owner else "1000")
+    assert oct(env_file.stat().st_mode & 0o777) == "0o600"
+    assert (repo / "results").is_dir() and (repo / "model_repository").is_dir()
+    assert run().returncode == 0 and env_file.read_text().count("JUPYTER_TOKEN=") == 1
+    assert values["JUPYTER_TOKEN"] in env_file.read_text()
 
 
 # ------------------------------------------------------------------ the checks can fail
@@ -324,3 +400,4 @@ volumes:
     assert sorted(absolute_host_paths(bad)) == ["web: ${DATA:-/srv/lab}", "web: /home/cc/data",
                                                 "web: /opt/src"]
     assert interpolate("${A:-x}/${B}", {"B": "y"}) == "x/y"
+    assert ENV_LINE.match("# TORCH_VERSION=2.4.1").group("commented") and not ENV_LINE.match("# a comment")

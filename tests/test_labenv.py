@@ -1,4 +1,10 @@
-"""labenv.triton_urls: the three Triton addresses a notebook needs, from the environment or Triton's default ports."""
+"""labenv: the Triton addresses a notebook needs, and the host steps it prints in Docker."""
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
 from servelab import labenv
 
 
@@ -15,3 +21,67 @@ def test_triton_urls_from_the_environment(monkeypatch):
     monkeypatch.setenv("TRITON_GRPC_URL", "127.0.0.1:41001")
     monkeypatch.setenv("TRITON_METRICS_URL", "http://127.0.0.1:41002/metrics")
     assert labenv.triton_urls() == ("http://127.0.0.1:41000", "127.0.0.1:41001", "http://127.0.0.1:41002/metrics")
+
+
+# --- Docker: the host steps a notebook prints (make test-docker runs them as printed)
+
+@pytest.fixture
+def health_server():
+    """A real HTTP server answering the two health URLs as the switched services do."""
+    answers = {"/healthz": {"backend": "Triton model 'food_classifier_onnx'"},
+               "/health": {"backend": "onnx", "device": "cpu", "weights": "untrained"}}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps(answers[self.path]).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+def test_host_commands_keep_the_compose_files_the_stack_runs_with(monkeypatch, capsys, health_server):
+    """With the CPU override the printed command must name it too, or Compose would recreate the
+    containers with a GPU reservation; on a GPU host only the stack's own file."""
+    monkeypatch.setenv("LAB_MODE", "docker")
+    monkeypatch.setenv("FLASK_SERVER_URL", health_server)
+    monkeypatch.setenv("FASTAPI_SERVER_URL", health_server)
+    for files in ("-f docker-compose-triton.yaml", "-f docker-compose-triton.yaml -f docker-compose-triton-cpu.yaml"):
+        monkeypatch.setenv("LAB_COMPOSE_FILES", files)
+        labenv.use_flask_triton_model("food_classifier_onnx", timeout=5)
+        printed = capsys.readouterr().out.splitlines()
+        assert printed[0].startswith("Run this on the host, in the repository's docker/ folder")
+        assert printed[1] == f"  FOOD11_MODEL_NAME=food_classifier_onnx docker compose {files} up -d --no-deps --wait flask"
+    monkeypatch.setenv("LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml")
+    labenv.use_fastapi_backend("onnx", timeout=5)
+    assert capsys.readouterr().out.splitlines()[1] == (
+        "  FASTAPI_BACKEND=onnx docker compose -f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml "
+        "up -d --build --wait fastapi_server")
+
+
+def test_no_host_command_without_the_compose_files(monkeypatch):
+    monkeypatch.delenv("LAB_COMPOSE_FILES", raising=False)
+    with pytest.raises(RuntimeError, match="LAB_COMPOSE_FILES"):
+        labenv.compose_files()
+
+
+def test_host_path_maps_the_jupyter_mounts(tmp_path):
+    assert labenv.host_path("/home/jovyan/work/results/hardware/raw_limit.json") == "../results/hardware/raw_limit.json"
+    with pytest.raises(ValueError):
+        labenv.host_path("/tmp/elsewhere.json")
+
+
+def test_wait_for_file_waits_for_a_complete_file_and_times_out(tmp_path):
+    target = tmp_path / "out.json"
+    with pytest.raises(TimeoutError, match="did the host command run"):
+        labenv.wait_for_file(target, timeout=0.1)
+    target.write_text('{"a": 1}')
+    assert labenv.wait_for_file(target, lambda t: t.endswith("}"), timeout=5) == '{"a": 1}'

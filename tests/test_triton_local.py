@@ -78,3 +78,27 @@ def test_lab_triton_pythonpath_reaches_the_real_stub(tmp_path, monkeypatch, star
     assert value == "from-extra-folder"
     assert numpy_version.startswith("1.")
     assert length == "10"
+
+
+def test_a_model_that_fails_to_load_leaves_the_server_serving(tmp_path, start_service, built_artifacts):
+    """Local mode starts Triton as the Docker stack does: one broken model is UNAVAILABLE with its
+    reason, the server is up and serves the other model."""
+    import requests
+
+    from servelab import launcher
+
+    repo = tmp_path / "repo"
+    echo = PROBE_MODEL.replace("import lab_stub_probe  # only in the LAB_TRITON_PYTHONPATH folder\n", "")
+    echo = echo.replace("{lab_stub_probe.VALUE}", "echo")
+    for name, model_py in (("path_probe", echo), ("broken_probe", "raise RuntimeError('broken on purpose')\n")):
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(PROBE_CONFIG.replace('"path_probe"', f'"{name}"'))
+        (repo / name / "1" / "model.py").write_text(model_py)
+    http, grpc, metrics = (launcher.free_port() for _ in range(3))
+    argv, env = triton_local.server_command(repo, http, grpc, metrics, backends=tmp_path / "triton" / "backends")
+    server = start_service(launcher.Service("triton", argv, health=f"http://127.0.0.1:{http}/v2/health/ready",
+                                            marker=str(repo), env=env, timeout=180, ports={"port": http}))
+    index = {m["name"]: m for m in requests.post(f"{server.url}/v2/repository/index", json={}, timeout=10).json()}
+    assert index["broken_probe"]["state"] == "UNAVAILABLE" and "broken on purpose" in index["broken_probe"]["reason"]
+    assert index["path_probe"]["state"] == "READY"
+    assert server.record["pid"] and requests.get(f"{server.url}/v2/models/path_probe/ready", timeout=5).status_code == 200

@@ -48,6 +48,8 @@ def scan_secrets(root: Path = REPO_ROOT) -> tuple[int, list[str]]:
 
 
 def dockerfiles(root: Path = REPO_ROOT) -> list[Path]:
+    """The lab's own images (docker/Dockerfile.*). The stand-ins in docker/standins/ replace registry
+    base images in tests only and run what those images run."""
     return sorted(p for p in root.glob("*/Dockerfile*") if not p.name.endswith(".dockerignore"))
 
 
@@ -57,14 +59,37 @@ def last_user(dockerfile: Path) -> str | None:
     return users[-1] if users else None
 
 
+def merge_extends(data: dict, folder: Path, load) -> dict:
+    """A compose document with each service's `extends: {file, service}` resolved, as Compose does
+    for what these checks read: mappings merged key by key, anything else taken from the service."""
+    def merge(base, over):
+        out = dict(base)
+        for key, value in over.items():
+            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        return out
+
+    services = {}
+    for name, svc in (data.get("services") or {}).items():
+        ext = svc.get("extends") if isinstance(svc, dict) else None
+        if ext:
+            base = (load(folder / ext["file"]).get("services") or {})[ext["service"]]
+            svc = merge(base, {k: v for k, v in svc.items() if k != "extends"})
+        services[name] = svc
+    return {**data, "services": services}
+
+
 def _compose_files(root: Path = REPO_ROOT) -> list[tuple[Path, dict]]:
+    """The two stacks (docker-compose-*.yaml files with a project name), extends resolved."""
     import yaml
 
     class Loader(yaml.SafeLoader):  # Compose's own tags (!reset, !override) read as plain values
         pass
     Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    files = sorted((root / "docker").glob("docker-compose*.yaml"))
-    return [(p, yaml.load(p.read_text(), Loader=Loader) or {}) for p in files]
+
+    def load(path: Path) -> dict:
+        return yaml.load(path.read_text(), Loader=Loader) or {}
+    stacks = [(p, load(p)) for p in sorted((root / "docker").glob("docker-compose*.yaml"))]
+    return [(p, merge_extends(data, p.parent, load)) for p, data in stacks if data.get("name")]
 
 
 def launcher_binding(env: dict) -> subprocess.CompletedProcess:
@@ -101,8 +126,9 @@ def checks() -> list[tuple[str, bool, str]]:
             if str(svc.get("user", "")) in ROOT_USERS:
                 chown = "CHOWN_EXTRA" in (svc.get("environment") or {})
                 out.append((f"{path.name}: {name} does not keep running as root", chown and name == "jupyter",
-                            "user: root only so the image's start script can chown the mounted results/ "
-                            "(CHOWN_EXTRA), then it drops to jovyan" if chown else "user: root"))
+                            "user: root only so the image's start script can take the host user's id "
+                            "(NB_UID) and chown the mounted folders (CHOWN_EXTRA), then it drops to that user"
+                            if chown else "user: root"))
     images = dockerfiles()
     for dockerfile in images:
         user = last_user(dockerfile)
@@ -125,7 +151,7 @@ def checks() -> list[tuple[str, bool, str]]:
     ignored = subprocess.run(["git", "check-ignore", "-q", "docker/.env"], cwd=REPO_ROOT, timeout=30).returncode == 0
     out.append(("docker/.env (the Jupyter token) is git-ignored", ignored, "git check-ignore docker/.env"))
     leaky = []
-    for ignore in sorted(REPO_ROOT.glob("*/Dockerfile*.dockerignore")):
+    for ignore in sorted(REPO_ROOT.glob("*/Dockerfile*.dockerignore")):  # the lab's images (not stand-ins)
         lines = [ln.strip() for ln in ignore.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
         if not lines or lines[0] != "*" or any(ln.startswith("!") and (".env" in ln or ln in ("!docker/", "!.", "!.lab/"))
                                                for ln in lines):

@@ -1,0 +1,46 @@
+"""Fixtures of the Docker tests (make test-docker); the helpers are in compose_stack.py."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from compose_stack import DOCKER_DIR, HOST_RESULTS, KEEP_IMAGES, Settings, read_env_file, say
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("LAB_DOCKER_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="needs a Docker engine: run `make test-docker`")
+    for item in items:
+        if "tests/docker/" in str(item.fspath).replace(os.sep, "/"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    init = subprocess.run(["bash", str(DOCKER_DIR / "init_env.sh")], capture_output=True, text=True)
+    assert init.returncode == 0, init.stderr
+    s = Settings()
+    say(f"GPU runtime: {'yes' if s.gpu else 'no (CPU override files)'}; settings: {s.env}")
+    if HOST_RESULTS.exists():
+        shutil.rmtree(HOST_RESULTS, ignore_errors=True)
+    yield s
+    usage = subprocess.run(["docker", "system", "df"], capture_output=True, text=True).stdout
+    say("disk used by Docker at the end of the run:\n" + usage)
+    if not KEEP_IMAGES:
+        images = subprocess.run(["docker", "images", "-q", "--filter", "reference=servelab/*"],
+                                capture_output=True, text=True).stdout.split()
+        if images:
+            subprocess.run(["docker", "rmi", "-f", *images], capture_output=True)
+        subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True)
+        say(f"removed the lab's {len(images)} images and the build cache (LAB_DOCKER_KEEP_IMAGES=1 keeps them)")
+
+
+@pytest.fixture(scope="session")
+def jupyter_token(settings) -> str:
+    return read_env_file(DOCKER_DIR / ".env")["JUPYTER_TOKEN"]
+
+

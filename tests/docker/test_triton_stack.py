@@ -1,0 +1,164 @@
+"""The Triton stack (notebooks 5-7) as a class runs it: the repository filled on the host, the stack
+built and started, both models served, a config edited and reloaded from Jupyter, perf_analyzer
+from Jupyter, notebooks 5, 6 and 7 executed in the Jupyter container, and a broken model that
+does not take the server down."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pandas as pd
+import pytest
+import requests
+import tritonclient.http as httpclient
+
+from compose_stack import HOST_RESULTS, Stack, say, wait_for
+from servelab import food11
+from servelab.lab import QUICK_PARAMS
+from servelab.paths import REPO_ROOT, TEST_IMAGES
+
+REPOSITORY = REPO_ROOT / "model_repository"
+JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
+
+
+@pytest.fixture(scope="module")
+def stack(settings):
+    Stack("fastapi", settings).down()  # notebook 5: stop the FastAPI stack first (same names, ports)
+    # notebook 5's host step, as printed there: models_staging -> model_repository
+    fill = subprocess.run([sys.executable, "-m", "servelab.model_repository", "--mode", "docker"],
+                          cwd=REPO_ROOT, capture_output=True, text=True)
+    assert fill.returncode == 0, fill.stderr
+    say(fill.stdout.strip())
+    stack = Stack("triton", settings)
+    stack.down()
+    seconds = stack.up()
+    say(f"Triton stack built and healthy in {seconds:.0f} s ({stack.file_options})")
+    yield stack
+    stack.down()
+
+
+@pytest.fixture
+def client(stack, settings):
+    return httpclient.InferenceServerClient(f"127.0.0.1:{settings.env['TRITON_HTTP_PORT']}")
+
+
+def repository_index(settings) -> dict:
+    rows = requests.post(settings.url("TRITON_HTTP_PORT", "/v2/repository/index"), json={}, timeout=10).json()
+    return {row["name"]: row for row in rows}
+
+
+def test_triton_published_on_loopback_and_both_models_ready(stack, settings):
+    bindings = stack.container("triton_server")["NetworkSettings"]["Ports"]
+    assert {b["HostIp"] for ports in bindings.values() for b in ports or []} == {"127.0.0.1"}
+    states = {name: row["state"] for name, row in repository_index(settings).items()}
+    # notebook 7 leaves its food_classifier_tuned folder in the repository: loaded too, if there
+    assert states["food_classifier"] == states["food_classifier_onnx"] == "READY"
+    assert set(states.values()) == {"READY"}, states
+
+
+def test_both_models_answer_with_the_same_class(client):
+    """Triton's own client library, from the host: the Python-backend model gets the file, the ONNX
+    model the pre-processed tensor; same weights, so the same class."""
+    image = np.array([[food11.encode_file(JPEG).encode()]], dtype=object)
+    text_in = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
+    text_in.set_data_from_numpy(image)
+    result = client.infer("food_classifier", [text_in])
+    label = result.as_numpy("FOOD_LABEL")[0][0].decode()
+    tensor = food11.tensor_from_bytes(JPEG.read_bytes())[None]
+    onnx_in = httpclient.InferInput("input", list(tensor.shape), "FP32")
+    onnx_in.set_data_from_numpy(tensor)
+    logits = client.infer("food_classifier_onnx", [onnx_in]).as_numpy("output")
+    assert label in food11.CLASSES and food11.top_class(logits[0])[0] == label
+
+
+def test_flask_upload_reaches_triton_by_service_name(stack, settings):
+    with open(JPEG, "rb") as f:
+        page = requests.post(settings.url("FLASK_PORT", "/predict"), files={"file": (JPEG.name, f, "image/jpeg")},
+                             timeout=120)
+    label = re.search(r'class="label">([^<]+)<', page.text)
+    assert page.status_code == 200 and label and label.group(1) in food11.CLASSES, page.text[:500]
+    assert "triton_server:8000" in requests.get(settings.url("FLASK_PORT", "/healthz"), timeout=10).json()["backend"]
+
+
+def test_config_edit_in_jupyter_is_reloaded_through_the_repository_api(stack, client):
+    """What notebook 6 has the student do: edit config.pbtxt in the mounted repository, ask Triton
+    to load the model again; no image rebuilt, no container restarted."""
+    script = textwrap.dedent("""
+        import pathlib, requests
+        config = pathlib.Path("model_repository/food_classifier/config.pbtxt")
+        text = config.read_text()
+        assert "count: 1" in text
+        config.write_text(text.replace("count: 1", "count: 2", 1))
+        r = requests.post("http://triton_server:8000/v2/repository/models/food_classifier/load", timeout=300)
+        config.write_text(text)
+        print(r.status_code, r.text)
+    """)
+    started = stack.container("triton_server")["State"]["StartedAt"]
+    out = stack.exec("jupyter", "python", "-c", script, user="jovyan").stdout
+    assert out.startswith("200"), out
+    assert client.get_model_config("food_classifier")["instance_group"][0]["count"] == 2
+    # back to the staged config, loaded the same way
+    stack.exec("jupyter", "curl", "-sf", "-X", "POST",
+               "http://triton_server:8000/v2/repository/models/food_classifier/load", user="jovyan")
+    assert client.get_model_config("food_classifier")["instance_group"][0]["count"] == 1
+    assert stack.container("triton_server")["State"]["StartedAt"] == started
+
+
+@pytest.mark.parametrize("shared_memory", ["none", "system"])
+def test_perf_analyzer_in_jupyter(stack, shared_memory):
+    out = stack.exec("jupyter", "perf_analyzer", "-m", "food_classifier_onnx", "-u", "triton_server:8000",
+                     "--shape", "input:3,224,224", "--concurrency-range", "1", "--request-count", "100",
+                     "--shared-memory", shared_memory, user="jovyan", timeout=300, check=False)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert re.search(r"Throughput: [0-9.]+ infer/sec", out.stdout), out.stdout[-2000:]
+
+
+@pytest.mark.timeout(2400)
+def test_notebooks_5_6_7_run_in_the_jupyter_container(stack, settings):
+    triton_id = stack.container("triton_server")["Id"]
+    code, commands, log = stack.run_notebook("05_triton_setup", {})
+    assert code == 0, log[-3000:]
+    code, commands, log = stack.run_notebook("06_triton_benchmarks", QUICK_PARAMS)
+    assert code == 0, log[-5000:]
+    # the Flask switches, with the files the stack runs with; only flask is recreated
+    assert commands == [f"FOOD11_MODEL_NAME={m} docker compose {stack.file_options} up -d --no-deps --wait flask"
+                        for m in ("food_classifier_onnx", "food_classifier")]
+    assert stack.container("triton_server")["Id"] == triton_id, "a printed host command recreated Triton"
+    summary = pd.read_csv(HOST_RESULTS / "triton" / "summary.csv")
+    assert set(summary["step"]) == {"a", "b", "c", "d", "f"}
+    assert summary["command"].str.contains("perf_analyzer -m food_classifier").all()
+    code, commands, log = stack.run_notebook("07_how_close_to_the_hardware", QUICK_PARAMS)
+    assert code == 0, log[-5000:]
+    assert len(commands) == 1 and commands[0].startswith(f"docker compose {stack.file_options} exec -T ")
+    hardware = pd.read_csv(HOST_RESULTS / "hardware" / "summary.csv")
+    assert (hardware["throughput_infer_s"] > 0).all()
+    assert hardware["command"].str.contains("--shared-memory system").any()
+    assert stack.container("triton_server")["Id"] == triton_id
+
+
+def test_a_model_that_fails_to_load_does_not_stop_triton(stack, settings, client):
+    """One broken model in the repository: the server starts anyway, says why that model is
+    UNAVAILABLE, serves the others, and is not restarted in a loop."""
+    broken = REPOSITORY / "broken_on_purpose"
+    shutil.copytree(REPOSITORY / "food_classifier", broken)
+    config = broken / "config.pbtxt"
+    config.write_text(config.read_text().replace('name: "food_classifier"', 'name: "broken_on_purpose"'))
+    (broken / "1" / "model.py").write_text("raise RuntimeError('this model is broken on purpose')\n")
+    try:
+        stack.compose("restart", "triton_server", timeout=300)
+        wait_for(lambda: stack.container("triton_server")["State"]["Health"]["Status"] == "healthy", 300,
+                 "triton_server healthy after the restart")
+        index = repository_index(settings)
+        assert index["broken_on_purpose"]["state"] == "UNAVAILABLE"
+        assert "broken on purpose" in index["broken_on_purpose"]["reason"]
+        assert index["food_classifier"]["state"] == index["food_classifier_onnx"]["state"] == "READY"
+        state = stack.container("triton_server")["State"]
+        assert state["Running"] and state["Restarting"] is False
+        assert stack.container("triton_server")["RestartCount"] == 0
+        assert client.is_model_ready("food_classifier_onnx")
+    finally:
+        shutil.rmtree(broken)
