@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 import base64
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from servelab import artifacts, launcher
-from servelab.paths import REPO_ROOT, TEST_IMAGES
+from servelab.paths import TEST_IMAGES
 
 PY = sys.executable
 
@@ -64,10 +62,3 @@ def fastapi_servers(built_artifacts):
     yield {name: s.url for name, s in servers.items()}
     for s in servers.values():
         s.stop()
-
-
-def run_launcher(state_dir: Path, *args: str, timeout: float = 600, extra_env: dict | None = None):
-    """The launcher CLI in a subprocess with its own state folder (never touches the user's .lab/)."""
-    env = {**os.environ, "LAB_STATE_DIR": str(state_dir), **(extra_env or {})}
-    return subprocess.run([PY, "-m", "servelab.launcher", *args], cwd=REPO_ROOT, env=env, timeout=timeout,
-                          capture_output=True, text=True)

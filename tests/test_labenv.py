@@ -52,6 +52,7 @@ def test_host_commands_keep_the_compose_files_the_stack_runs_with(monkeypatch, c
     """With the CPU override the printed command must name it too, or Compose would recreate the
     containers with a GPU reservation; on a GPU host only the stack's own file."""
     monkeypatch.setenv("LAB_MODE", "docker")
+    monkeypatch.setenv("FASTAPI_BACKEND", "pt")  # use_fastapi_backend sets it; monkeypatch restores it
     monkeypatch.setenv("FLASK_SERVER_URL", health_server)
     monkeypatch.setenv("FASTAPI_SERVER_URL", health_server)
     for files in ("-f docker-compose-triton.yaml", "-f docker-compose-triton.yaml -f docker-compose-triton-cpu.yaml"):

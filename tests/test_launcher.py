@@ -7,7 +7,7 @@ from pathlib import Path
 
 import requests
 
-from conftest import run_launcher
+from launcher_cli import run_launcher
 
 
 def _env(state_dir: Path) -> dict:

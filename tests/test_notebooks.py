@@ -1,14 +1,12 @@
 """Every notebook is valid, compiles, matches its jupytext source; the benchmark notebooks run headless."""
 import json
-import os
-from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
-from conftest import run_launcher
+from launcher_cli import run_launcher
 from servelab import lab, notebook_runner, notebook_sync
 from servelab.paths import REPO_ROOT
 

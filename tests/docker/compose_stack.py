@@ -22,7 +22,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
 import requests
 
 from servelab.paths import REPO_ROOT
