@@ -30,11 +30,11 @@ $(STAMP): requirements/constraints.txt requirements/lab.txt scripts/install_syst
 setup: $(STAMP)
 
 artifacts: setup
-	$(PY) -m servelab.artifacts
+	$(PY) -m servelab.stack.artifacts
 
 # --- the main job
 lab: artifacts
-	$(PY) -m servelab.lab
+	$(PY) -m servelab.stack.lab
 
 test: artifacts
 	$(PY) -m pytest
@@ -48,19 +48,19 @@ test-docker: artifacts
 	LAB_DOCKER_TESTS=1 $(PY) -m pytest tests/docker -v -s
 
 up: artifacts
-	$(PY) -m servelab.launcher up --jupyter
+	$(PY) -m servelab.stack.launcher up --jupyter
 
 down:
-	@if [ -x $(PY) ]; then $(PY) -m servelab.launcher down; else echo "nothing to stop (no $(VENV))"; fi
+	@if [ -x $(PY) ]; then $(PY) -m servelab.stack.launcher down; else echo "nothing to stop (no $(VENV))"; fi
 
 status: setup
-	$(PY) -m servelab.launcher status
+	$(PY) -m servelab.stack.launcher status
 
 bench: artifacts
 	$(PY) scripts/bench_fastapi.py
 
 notebooks: setup
-	$(PY) -m servelab.notebook_sync
+	$(PY) -m servelab.stack.notebook_sync
 
 # --- reliability (servelab/reliability/): the report's command, and the long form of its soak
 SOAK_SECONDS ?= 300

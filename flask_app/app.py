@@ -67,4 +67,6 @@ def predict():
 
 @app.errorhandler(RequestEntityTooLarge)
 def too_large(_exc):
-    return _error(f"The file is larger than {food11.MAX_IMAGE_BYTES // (1024 * 1024)} MiB: choose a smaller photo.", 413)
+    return _error(
+        f"The file is larger than {food11.MAX_IMAGE_BYTES // (1024 * 1024)} MiB: choose a smaller photo.", 413
+    )

@@ -107,7 +107,7 @@ node.execute(
 node.execute(f"bash {REPO_DIR}/docker/setup_host.sh")
 
 # %% [markdown]
-# Build the model artifacts the containers serve (`models_staging/food11.pth`, `model.onnx`, test
+# Build the model artifacts the containers serve (`artifacts/food11.pth`, `model.onnx`, test
 # images): the same command as local mode. It installs the lab's Python environment on the node
 # first (a few minutes the first time; later runs see everything up to date and return at once).
 

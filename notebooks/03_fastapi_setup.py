@@ -34,7 +34,7 @@
 #
 # ```bash
 # cd ~/serve-system-lab
-# make artifacts               # builds the model files the services load (models_staging/)
+# make artifacts               # builds the model files the services load (artifacts/)
 # bash docker/init_env.sh      # docker/.env: a random Jupyter token, your user id
 # cd docker
 # docker compose -f docker-compose-fastapi.yaml up -d --build --wait

@@ -30,9 +30,7 @@
 # %%
 import base64
 import json
-import os
 import re
-from pathlib import Path
 
 import pandas as pd
 import requests

@@ -31,10 +31,11 @@
 #         └── model.onnx
 # ```
 #
-# The sources live in `models_staging/`; you *copy* them into `model_repository/` (which is
-# mounted into the Triton container), so you can edit configs there freely and always go back to
-# the originals. The copy step also puts the built weights next to `model.py` and, on a machine
-# without a GPU, switches `KIND_GPU` to `KIND_CPU`.
+# The sources live in `models_staging/` (configs and `model.py`, tracked in git) and `artifacts/`
+# (the weights and `model.onnx` that `make artifacts` built); you *copy* them into
+# `model_repository/` (which is mounted into the Triton container), so you can edit configs there
+# freely and always go back to the originals. The copy step also puts the built weights next to
+# `model.py` and, on a machine without a GPU, switches `KIND_GPU` to `KIND_CPU`.
 #
 # The server runs with `--model-control-mode=explicit --load-model=*`: it loads every model at
 # start, and later loads or reloads single models when asked through its **repository API**. That
@@ -47,7 +48,7 @@
 #
 # ```bash
 # cd ~/serve-system-lab
-# .venv/bin/python -m servelab.model_repository --mode docker      # models_staging -> model_repository
+# .venv/bin/python -m servelab.model_repository --mode docker      # models_staging + artifacts -> model_repository
 # cd docker
 # docker compose -f docker-compose-fastapi.yaml down                 # same container names and ports
 # docker compose -f docker-compose-triton.yaml up -d --build --wait
@@ -90,7 +91,8 @@ server = requests.get(f"{TRITON}/v2", timeout=5).json()
 print(f"server: {server['name']} {server['version']}")
 index = requests.post(f"{TRITON}/v2/repository/index", json={}, timeout=5).json()
 for model in index:
-    print(f"  {model['name']:22s} version {model.get('version', '-'):3s} {model.get('state', '?'):12s} {model.get('reason', '')}")
+    state = f"{model.get('state', '?'):12s} {model.get('reason', '')}"
+    print(f"  {model['name']:22s} version {model.get('version', '-'):3s} {state}")
 
 # %% [markdown]
 # The repository as the server sees it, and the config of the first model:
@@ -113,8 +115,11 @@ print({k: config[k] for k in ("name", "backend", "max_batch_size", "instance_gro
 metrics_url = env.get("TRITON_METRICS_URL") or TRITON.rsplit(":", 1)[0] + ":8002/metrics"
 lines = requests.get(metrics_url, timeout=5).text.splitlines()
 print(f"{metrics_url}: {len(lines)} lines, e.g.")
-print("\n".join(line for line in lines if line.startswith(("nv_inference_count", "nv_gpu_utilization",
-                                                           "nv_cpu_utilization")))[:600])
+print(
+    "\n".join(
+        line for line in lines if line.startswith(("nv_inference_count", "nv_gpu_utilization", "nv_cpu_utilization"))
+    )[:600]
+)
 
 # %% [markdown]
 # *Question:* `config.pbtxt` says `max_batch_size: 16` and the input has `dims: [ 1 ]`. What

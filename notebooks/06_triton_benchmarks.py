@@ -226,11 +226,15 @@ t1, t2, t4 = step_a[16]["throughput_infer_s"], step_c[2]["throughput_infer_s"], 
 if ON_GPU:
     claims.check("c: 2 instances per GPU beat 1; 4 do not beat 2 by more than 5%", t2 > t1 and t4 <= 1.05 * t2,
                  {"c16_1inst_infer_s": t1, "c16_2inst_infer_s": t2, "c16_4inst_infer_s": t4},
-                 needs=f"each instance decodes on its own CPU core; this host has {os.cpu_count()} cores for {N_GPUS} GPU(s)")
+                 needs=f"each instance decodes on its own CPU core; this host has {os.cpu_count()} cores "
+                       f"for {N_GPUS} GPU(s)")
 else:
-    claims.check("c: instances beyond the CPU cores add little throughput (4 per CPU within 15% of the best of 1-2)",
-                 t4 <= 1.15 * max(t1, t2), {"c16_1inst_infer_s": t1, "c16_2inst_infer_s": t2, "c16_4inst_infer_s": t4},
-                 needs="on a GPU node the lesson is 'better at first, then worse'; here the cores are the limit")
+    claims.check(
+        "c: instances beyond the CPU cores add little throughput (4 per CPU within 15% of the best of 1-2)",
+        t4 <= 1.15 * max(t1, t2),
+        {"c16_1inst_infer_s": t1, "c16_2inst_infer_s": t2, "c16_4inst_infer_s": t4},
+        needs="on a GPU node the lesson is 'better at first, then worse'; here the cores are the limit",
+    )
 reconfigure("food_classifier", instances=1, kind=KIND, gpus=GPUS[:1] or None)
 
 # %% [markdown]
@@ -252,9 +256,19 @@ if N_GPUS >= 2:
     reconfigure("food_classifier_onnx", instances=1, kind="gpu", gpus=GPUS[:2])
 else:
     reconfigure("food_classifier_onnx", instances=2, kind=KIND, gpus=GPUS[:1] or None)
-perf.run(perf.perf_analyzer_command("food_classifier_onnx", TRITON, concurrency=8, measurement_interval_ms=1000,
-                                    stability_percentage=1000, max_trials=3, csv_path=OUT / "warmup.csv"),
-         verbose=False, timeout=120)
+perf.run(
+    perf.perf_analyzer_command(
+        "food_classifier_onnx",
+        TRITON,
+        concurrency=8,
+        measurement_interval_ms=1000,
+        stability_percentage=1000,
+        max_trials=3,
+        csv_path=OUT / "warmup.csv",
+    ),
+    verbose=False,
+    timeout=120,
+)
 step_d = {c: measure("d", f"onnx 2 inst c{c}", "food_classifier_onnx", concurrency=c, max_trials=10) for c in (8, 16)}
 
 # %% [markdown]
@@ -267,18 +281,28 @@ step_d = {c: measure("d", f"onnx 2 inst c{c}", "food_classifier_onnx", concurren
 # few tens of kB. When would that trade-off stop paying off?
 
 # %%
-claims.check("d: the ONNX model serves faster than the Python-backend model (concurrency 1 throughput)",
-             step_d1["throughput_infer_s"] > step_a[1]["throughput_infer_s"],
-             {"python_c1_infer_s": step_a[1]["throughput_infer_s"], "onnx_c1_infer_s": step_d1["throughput_infer_s"],
-              "speed-up": step_d1["throughput_infer_s"] / step_a[1]["throughput_infer_s"]})
-claims.check("d: with 2 instances, requests still queue at concurrency 16 (queue c16 > queue c8)",
-             step_d[16]["server_queue_ms"] > step_d[8]["server_queue_ms"],
-             {"queue_c8_ms": step_d[8]["server_queue_ms"], "queue_c16_ms": step_d[16]["server_queue_ms"]})
+claims.check(
+    "d: the ONNX model serves faster than the Python-backend model (concurrency 1 throughput)",
+    step_d1["throughput_infer_s"] > step_a[1]["throughput_infer_s"],
+    {
+        "python_c1_infer_s": step_a[1]["throughput_infer_s"],
+        "onnx_c1_infer_s": step_d1["throughput_infer_s"],
+        "speed-up": step_d1["throughput_infer_s"] / step_a[1]["throughput_infer_s"],
+    },
+)
+claims.check(
+    "d: with 2 instances, requests still queue at concurrency 16 (queue c16 > queue c8)",
+    step_d[16]["server_queue_ms"] > step_d[8]["server_queue_ms"],
+    {"queue_c8_ms": step_d[8]["server_queue_ms"], "queue_c16_ms": step_d[16]["server_queue_ms"]},
+)
 if ONNX_ON_GPU:
     check_gpu_util("d: the GPU is busy now (mean utilisation > 50% at c16)", step_d[16], lambda u: u > 50)
 elif ON_GPU:
-    claims.not_checkable("d: the GPU is busy now", "this onnxruntime has no CUDA provider, so the ONNX model "
-                         f"ran on the CPU (GPU utilisation {step_d[16]['util_mean_pct']:.0f}%)")
+    claims.not_checkable(
+        "d: the GPU is busy now",
+        "this onnxruntime has no CUDA provider, so the ONNX model "
+        f"ran on the CPU (GPU utilisation {step_d[16]['util_mean_pct']:.0f}%)",
+    )
 else:
     claims.not_checkable("d: the GPU is busy now", f"no GPU; the CPU was {busy(step_d[16])} busy")
 
@@ -296,13 +320,16 @@ with open(image_path, "rb") as f:
     page = requests.post(f"{FLASK}/predict", files={"file": (image_path.name, f, "image/jpeg")}, timeout=60)
 shown = re.search(r'class="label">([^<]+)<', page.text)
 flask_label = shown.group(1) if shown else None
-direct = triton_http.infer(TRITON, "food_classifier", {"INPUT_IMAGE": [food11.encode_file(image_path)]},
-                           ["FOOD_LABEL", "PROBABILITY"])
+direct = triton_http.infer(
+    TRITON, "food_classifier", {"INPUT_IMAGE": [food11.encode_file(image_path)]}, ["FOOD_LABEL", "PROBABILITY"]
+)
 print(f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}   HTTP {page.status_code}")
 print(f"food_classifier (Python backend, pre/post-processing in Triton): {direct['FOOD_LABEL'][0].decode()}")
-claims.check("e: Flask with the ONNX model shows the same class as the Python-backend model",
-             page.status_code == 200 and flask_label == direct["FOOD_LABEL"][0].decode(),
-             {"flask_onnx": flask_label, "python_backend": direct["FOOD_LABEL"][0].decode()})
+claims.check(
+    "e: Flask with the ONNX model shows the same class as the Python-backend model",
+    page.status_code == 200 and flask_label == direct["FOOD_LABEL"][0].decode(),
+    {"flask_onnx": flask_label, "python_backend": direct["FOOD_LABEL"][0].decode()},
+)
 
 # %% [markdown]
 # ## f. Bursty load, then dynamic batching
@@ -316,8 +343,12 @@ claims.check("e: Flask with the ONNX model shows the same class as the Python-ba
 reconfigure("food_classifier_onnx", instances=1, kind=KIND, gpus=GPUS[:1] or None, dynamic_batching=False)
 BASE_RATE = int(min(120, 0.4 * step_d1["throughput_infer_s"]))
 print(f"rate: {BASE_RATE} requests/s")
-step_f = {dist: measure("f", f"onnx 1 inst {dist} {BASE_RATE}/s", "food_classifier_onnx",
-                        request_rate=BASE_RATE, distribution=dist) for dist in ("constant", "poisson")}
+step_f = {
+    dist: measure(
+        "f", f"onnx 1 inst {dist} {BASE_RATE}/s", "food_classifier_onnx", request_rate=BASE_RATE, distribution=dist
+    )
+    for dist in ("constant", "poisson")
+}
 
 # %% [markdown]
 # **What to notice.** Same mean rate, same model, but with random arrivals requests sometimes
@@ -327,12 +358,17 @@ step_f = {dist: measure("f", f"onnx 1 inst {dist} {BASE_RATE}/s", "food_classifi
 # *Question:* why does a server that is idle 60% of the time still make requests wait?
 
 # %%
-claims.check("f: Poisson arrivals queue more than constant arrivals at the same mean rate",
-             step_f["poisson"]["server_queue_ms"] > step_f["constant"]["server_queue_ms"]
-             and step_f["poisson"]["p99_ms"] > step_f["constant"]["p99_ms"],
-             {"queue_constant_ms": step_f["constant"]["server_queue_ms"],
-              "queue_poisson_ms": step_f["poisson"]["server_queue_ms"],
-              "p99_constant_ms": step_f["constant"]["p99_ms"], "p99_poisson_ms": step_f["poisson"]["p99_ms"]})
+claims.check(
+    "f: Poisson arrivals queue more than constant arrivals at the same mean rate",
+    step_f["poisson"]["server_queue_ms"] > step_f["constant"]["server_queue_ms"]
+    and step_f["poisson"]["p99_ms"] > step_f["constant"]["p99_ms"],
+    {
+        "queue_constant_ms": step_f["constant"]["server_queue_ms"],
+        "queue_poisson_ms": step_f["poisson"]["server_queue_ms"],
+        "p99_constant_ms": step_f["constant"]["p99_ms"],
+        "p99_poisson_ms": step_f["poisson"]["p99_ms"],
+    },
+)
 
 # %% [markdown]
 # Now turn on **dynamic batching**: when requests are waiting, Triton hands them to the model
@@ -343,8 +379,15 @@ claims.check("f: Poisson arrivals queue more than constant arrivals at the same 
 reconfigure("food_classifier_onnx", preferred_batch_sizes=[4, 6, 8], max_queue_delay_us=100)
 before = triton_stats.model_stats("food_classifier_onnx", TRITON)
 print("batch statistics before the run:", triton_stats.batch_executions(before) or "none (counters restart on reload)")
-step_f_db = {BASE_RATE: measure("f", f"onnx 1 inst + dyn. batching poisson {BASE_RATE}/s", "food_classifier_onnx",
-                                request_rate=BASE_RATE, distribution="poisson")}
+step_f_db = {
+    BASE_RATE: measure(
+        "f",
+        f"onnx 1 inst + dyn. batching poisson {BASE_RATE}/s",
+        "food_classifier_onnx",
+        request_rate=BASE_RATE,
+        distribution="poisson",
+    )
+}
 after = triton_stats.model_stats("food_classifier_onnx", TRITON)
 delta = triton_stats.stats_delta(before, after)
 print(triton_stats.batch_table(delta).to_string(index=False))
@@ -355,8 +398,13 @@ print(triton_stats.batch_table(delta).to_string(index=False))
 # %%
 for factor in (1.5, 2.0, 2.5):
     rate = int(BASE_RATE * factor)
-    step_f_db[rate] = measure("f", f"onnx 1 inst + dyn. batching poisson {rate}/s", "food_classifier_onnx",
-                              request_rate=rate, distribution="poisson")
+    step_f_db[rate] = measure(
+        "f",
+        f"onnx 1 inst + dyn. batching poisson {rate}/s",
+        "food_classifier_onnx",
+        request_rate=rate,
+        distribution="poisson",
+    )
 
 # %% [markdown]
 # **What to notice.** With dynamic batching the statistics show executions with batch sizes
@@ -367,13 +415,20 @@ for factor in (1.5, 2.0, 2.5):
 
 # %%
 top = max(step_f_db)
-claims.check("f: with dynamic batching requests are served in batches > 1",
-             delta["max_batch_size_seen"] > 1 or step_f_db[top]["max_batch_size_seen"] > 1,
-             {"batch_executions": str(delta["batch_executions"]), "avg_batch_at_top_rate": step_f_db[top]["avg_batch_size"]})
-claims.check("f: latency stays bounded as the rate rises 2.5x (p99 at the top rate < 3x p99 at the base rate)",
-             step_f_db[top]["p99_ms"] < 3 * step_f_db[BASE_RATE]["p99_ms"],
-             {"p99_base_ms": step_f_db[BASE_RATE]["p99_ms"], "p99_top_ms": step_f_db[top]["p99_ms"],
-              "rates": f"{BASE_RATE}->{top}/s"})
+claims.check(
+    "f: with dynamic batching requests are served in batches > 1",
+    delta["max_batch_size_seen"] > 1 or step_f_db[top]["max_batch_size_seen"] > 1,
+    {"batch_executions": str(delta["batch_executions"]), "avg_batch_at_top_rate": step_f_db[top]["avg_batch_size"]},
+)
+claims.check(
+    "f: latency stays bounded as the rate rises 2.5x (p99 at the top rate < 3x p99 at the base rate)",
+    step_f_db[top]["p99_ms"] < 3 * step_f_db[BASE_RATE]["p99_ms"],
+    {
+        "p99_base_ms": step_f_db[BASE_RATE]["p99_ms"],
+        "p99_top_ms": step_f_db[top]["p99_ms"],
+        "rates": f"{BASE_RATE}->{top}/s",
+    },
+)
 
 # %% [markdown]
 # ## All runs: table and plots
@@ -381,15 +436,26 @@ claims.check("f: latency stays bounded as the rate rises 2.5x (p99 at the top ra
 # %%
 table = pd.DataFrame(rows)
 table.to_csv(OUT / "summary.csv", index=False)
-columns = ["run", "throughput_infer_s", "p50_ms", "p99_ms", "server_queue_ms", "server_compute_infer_ms",
-           "avg_batch_size", "util_mean_pct"]
+columns = [
+    "run",
+    "throughput_infer_s",
+    "p50_ms",
+    "p99_ms",
+    "server_queue_ms",
+    "server_compute_infer_ms",
+    "avg_batch_size",
+    "util_mean_pct",
+]
 print(table[columns].round(2).to_string(index=False))
 plots.throughput_vs_concurrency(table[table["concurrency"].notna()], "Throughput vs concurrency").savefig(
-    OUT / "throughput_vs_concurrency.png", dpi=110)
+    OUT / "throughput_vs_concurrency.png", dpi=110
+)
 plots.latency_split_stacked(table, "Average latency: queue / compute / network").savefig(
-    OUT / "latency_split.png", dpi=110)
-plots.batch_size_histogram({k: v for k, v in batch_runs.items() if k.startswith("f:")},
-                           "Step f: batch sizes the model ran with").savefig(OUT / "batch_sizes.png", dpi=110)
+    OUT / "latency_split.png", dpi=110
+)
+plots.batch_size_histogram(
+    {k: v for k, v in batch_runs.items() if k.startswith("f:")}, "Step f: batch sizes the model ran with"
+).savefig(OUT / "batch_sizes.png", dpi=110)
 claims.save(OUT / "claims.csv")
 print("saved:", sorted(p.name for p in OUT.iterdir() if p.suffix in (".csv", ".png"))[:12], "...")
 

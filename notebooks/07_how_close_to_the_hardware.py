@@ -85,7 +85,7 @@ print((folder / "config.pbtxt").read_text())
 
 # %% [markdown]
 # ## 1. The limit: the model alone
-# `servelab.raw_limit` runs the same PyTorch model on a batch that is already on the device, back to
+# `servelab.serving.raw_limit` runs the same PyTorch model on a batch that is already on the device, back to
 # back for a few seconds per batch size: no decoding, no copy, no server. On a GPU it measures two
 # paths: plain PyTorch (fp32, one kernel launch at a time) and the fastest path this lab has
 # (fp16 in the tensor-core layout, the forward pass replayed as a CUDA graph). The best number is
@@ -100,19 +100,23 @@ LIMIT_JSON.unlink(missing_ok=True)
 device = "cuda:0" if ON_GPU else "cpu"
 args = ["--device", device, "--batches", ",".join(map(str, RAW_BATCHES)), "--seconds", str(RAW_SECONDS)]
 if LOCAL:
-    print("$ python -m servelab.raw_limit " + " ".join(args) + f" --json {LIMIT_JSON}")
-    subprocess.run([sys.executable, "-m", "servelab.raw_limit", *args, "--json", str(LIMIT_JSON)], check=True)
+    print("$ python -m servelab.serving.raw_limit " + " ".join(args) + f" --json {LIMIT_JSON}")
+    subprocess.run([sys.executable, "-m", "servelab.serving.raw_limit", *args, "--json", str(LIMIT_JSON)], check=True)
 else:
-    labenv.ask_host(f"docker compose {labenv.compose_files()} exec -T "
-                    f"-e FOOD11_MODEL_PATH=/models/{MODEL}/1/food11.pth triton_server "
-                    "python3 -m servelab.raw_limit " + " ".join(args) + f" --json - > {labenv.host_path(LIMIT_JSON)}")
+    labenv.ask_host(
+        f"docker compose {labenv.compose_files()} exec -T "
+        f"-e FOOD11_MODEL_PATH=/models/{MODEL}/1/food11.pth triton_server "
+        "python3 -m servelab.serving.raw_limit " + " ".join(args) + f" --json - > {labenv.host_path(LIMIT_JSON)}"
+    )
     labenv.wait_for_file(LIMIT_JSON, lambda text: text.rstrip().endswith("}"), timeout=1800)
 raw = json.loads(LIMIT_JSON.read_text())
 raw_table = pd.DataFrame(raw["rows"])
 raw_table.to_csv(OUT / "raw_limit.csv", index=False)
 LIMIT, EAGER_LIMIT = raw["limit"], raw["eager_limit"]
 print(raw_table.pivot(index="batch", columns="path", values="images_per_s").to_string())
-print(f"\nlimit: {LIMIT['images_per_s']:.0f} images/s ({LIMIT['path']}, batch {LIMIT['batch']}) on {raw['device_name']}")
+print(
+    f"\nlimit: {LIMIT['images_per_s']:.0f} images/s ({LIMIT['path']}, batch {LIMIT['batch']}) on {raw['device_name']}"
+)
 
 # %% [markdown]
 # **What to notice.** On a GPU one image at a time uses a sliver of the chip: throughput grows
@@ -125,14 +129,21 @@ print(f"\nlimit: {LIMIT['images_per_s']:.0f} images/s ({LIMIT['path']}, batch {L
 # %%
 by_batch = raw_table[raw_table["path"] == EAGER_LIMIT["path"]].set_index("batch")["images_per_s"]
 if ON_GPU:
-    claims.check("1: batching multiplies the raw throughput (largest batch >= 5x batch 1, eager fp32)",
-                 by_batch.iloc[-1] >= 5 * by_batch.iloc[0],
-                 {"batch1_img_s": by_batch.iloc[0], "largest_batch_img_s": by_batch.iloc[-1],
-                  "ratio": by_batch.iloc[-1] / by_batch.iloc[0]})
+    claims.check(
+        "1: batching multiplies the raw throughput (largest batch >= 5x batch 1, eager fp32)",
+        by_batch.iloc[-1] >= 5 * by_batch.iloc[0],
+        {
+            "batch1_img_s": by_batch.iloc[0],
+            "largest_batch_img_s": by_batch.iloc[-1],
+            "ratio": by_batch.iloc[-1] / by_batch.iloc[0],
+        },
+    )
 else:
-    claims.not_checkable("1: batching multiplies the raw throughput",
-                         f"on this CPU batch {by_batch.index[-1]} gives {by_batch.iloc[-1] / by_batch.iloc[0]:.1f}x "
-                         "batch 1: a CPU's cores are busy already at small batches")
+    claims.not_checkable(
+        "1: batching multiplies the raw throughput",
+        f"on this CPU batch {by_batch.index[-1]} gives {by_batch.iloc[-1] / by_batch.iloc[0]:.1f}x "
+        "batch 1: a CPU's cores are busy already at small batches",
+    )
 
 # %% [markdown]
 # One function measures every step: batch-1 clients kept `clients` requests in flight
@@ -143,21 +154,49 @@ else:
 rows, batch_runs = [], {}
 
 
-def measure(step: str, config: str, protocol: str = "http", shared_memory: str | None = None,
-            clients: int = CLIENTS) -> dict:
+def measure(
+    step: str, config: str, protocol: str = "http", shared_memory: str | None = None, clients: int = CLIENTS
+) -> dict:
     tag = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in f"{step}_{config}")
-    result = perf.measure(MODEL, url=TRITON, grpc_url=GRPC, metrics_url=METRICS, protocol=protocol,
-                          concurrency=clients, async_mode=True, shared_memory=shared_memory,
-                          measurement_interval_ms=INTERVAL_MS, stability_percentage=STABILITY, max_trials=8,
-                          accept_unsettled=True, csv_path=OUT / f"perf_{tag}.csv",
-                          timeout=180 + 10 * INTERVAL_MS / 1000)
-    row = {"step": step, "config": config, "run": f"{step}: {config}", "protocol": protocol,
-           "shared_memory": shared_memory or "none", "command": result.shell, **result.row}
+    result = perf.measure(
+        MODEL,
+        url=TRITON,
+        grpc_url=GRPC,
+        metrics_url=METRICS,
+        protocol=protocol,
+        concurrency=clients,
+        async_mode=True,
+        shared_memory=shared_memory,
+        measurement_interval_ms=INTERVAL_MS,
+        stability_percentage=STABILITY,
+        max_trials=8,
+        accept_unsettled=True,
+        csv_path=OUT / f"perf_{tag}.csv",
+        timeout=180 + 10 * INTERVAL_MS / 1000,
+    )
+    row = {
+        "step": step,
+        "config": config,
+        "run": f"{step}: {config}",
+        "protocol": protocol,
+        "shared_memory": shared_memory or "none",
+        "command": result.shell,
+        **result.row,
+    }
     row["served_over_limit"] = row["throughput_infer_s"] / LIMIT["images_per_s"]
     rows.append(row)
     batch_runs[row["run"]] = result.stats["batch_executions"]
-    shown = ["throughput_infer_s", "served_over_limit", "p50_ms", "p99_ms", "server_queue_ms",
-             "server_compute_input_ms", "server_compute_infer_ms", "avg_batch_size", "util_mean_pct"]
+    shown = [
+        "throughput_infer_s",
+        "served_over_limit",
+        "p50_ms",
+        "p99_ms",
+        "server_queue_ms",
+        "server_compute_input_ms",
+        "server_compute_infer_ms",
+        "avg_batch_size",
+        "util_mean_pct",
+    ]
     print(pd.DataFrame([row])[["run"] + shown].round(3).to_string(index=False))
     return row
 
@@ -171,6 +210,7 @@ def reconfigure(**change) -> None:
 def transfer_ms(row: dict) -> float:
     """Time a request spends getting to and from the server (client send + network + client receive)."""
     return row["client_send_ms"] + row["network_server_send_recv_ms"] + row["client_recv_ms"]
+
 
 # %% [markdown]
 # ## 2. The start: notebook 6's best setup
@@ -191,13 +231,21 @@ print(f"\nserved/limit at the start: {start['served_over_limit']:.3f}")
 
 # %%
 if ON_GPU:
-    claims.check("2: the start serves well under half of the limit", start["served_over_limit"] < 0.5,
-                 {"served_infer_s": start["throughput_infer_s"], "limit_img_s": LIMIT["images_per_s"],
-                  "served/limit": start["served_over_limit"]})
+    claims.check(
+        "2: the start serves well under half of the limit",
+        start["served_over_limit"] < 0.5,
+        {
+            "served_infer_s": start["throughput_infer_s"],
+            "limit_img_s": LIMIT["images_per_s"],
+            "served/limit": start["served_over_limit"],
+        },
+    )
 else:
-    claims.not_checkable("2: the start serves well under half of the limit",
-                         f"on a CPU the model's own arithmetic is most of a request's time (served/limit "
-                         f"{start['served_over_limit']:.2f} here, both measured on the same cores)")
+    claims.not_checkable(
+        "2: the start serves well under half of the limit",
+        f"on a CPU the model's own arithmetic is most of a request's time (served/limit "
+        f"{start['served_over_limit']:.2f} here, both measured on the same cores)",
+    )
 
 # %% [markdown]
 # ## 3. Raw pixels instead of normalised floats
@@ -212,6 +260,7 @@ reconfigure(input_type="TYPE_UINT8", input_dims=[224, 224, 3])
 # Same answers? Send a test photo's pixels and compare with `food_classifier` (notebook 6's
 # Python-backend model, which decodes and normalises the JPEG itself):
 
+
 # %%
 def pixels_of(path) -> np.ndarray:
     """A photo as the uint8 [224, 224, 3] pixels the model now takes (decoded and resized, not normalised)."""
@@ -222,13 +271,16 @@ def pixels_of(path) -> np.ndarray:
 image_path = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 pixels = pixels_of(image_path)[None]
 tuned_logits = triton_http.infer(TRITON, MODEL, {"input": pixels}, ["output"])["output"][0]
-reference = triton_http.infer(TRITON, "food_classifier", {"INPUT_IMAGE": [food11.encode_file(image_path)]},
-                              ["FOOD_LABEL", "PROBABILITY"])
+reference = triton_http.infer(
+    TRITON, "food_classifier", {"INPUT_IMAGE": [food11.encode_file(image_path)]}, ["FOOD_LABEL", "PROBABILITY"]
+)
 print(f"{MODEL} (uint8 pixels): {food11.top_class(tuned_logits)}")
 print(f"food_classifier (JPEG):  {reference['FOOD_LABEL'][0].decode()}, {float(reference['PROBABILITY'][0][0]):.3f}")
-claims.check("3: the uint8 model gives the same class as food_classifier on a test photo",
-             food11.top_class(tuned_logits)[0] == reference["FOOD_LABEL"][0].decode(),
-             {"tuned": food11.top_class(tuned_logits)[0], "food_classifier": reference["FOOD_LABEL"][0].decode()})
+claims.check(
+    "3: the uint8 model gives the same class as food_classifier on a test photo",
+    food11.top_class(tuned_logits)[0] == reference["FOOD_LABEL"][0].decode(),
+    {"tuned": food11.top_class(tuned_logits)[0], "food_classifier": reference["FOOD_LABEL"][0].decode()},
+)
 
 # %%
 pixels_http = measure("3", "uint8 pixels, HTTP, 1 inst, max batch 16")
@@ -240,12 +292,17 @@ pixels_http = measure("3", "uint8 pixels, HTTP, 1 inst, max batch 16")
 # and on which processor?
 
 # %%
-claims.check("3: uint8 pixels take less transfer time per request than float32 tensors",
-             transfer_ms(pixels_http) < transfer_ms(start),
-             {"fp32_transfer_ms": transfer_ms(start), "uint8_transfer_ms": transfer_ms(pixels_http)})
+claims.check(
+    "3: uint8 pixels take less transfer time per request than float32 tensors",
+    transfer_ms(pixels_http) < transfer_ms(start),
+    {"fp32_transfer_ms": transfer_ms(start), "uint8_transfer_ms": transfer_ms(pixels_http)},
+)
 if ON_GPU:
-    claims.check("3: uint8 pixels raise throughput", pixels_http["throughput_infer_s"] > start["throughput_infer_s"],
-                 {"fp32_infer_s": start["throughput_infer_s"], "uint8_infer_s": pixels_http["throughput_infer_s"]})
+    claims.check(
+        "3: uint8 pixels raise throughput",
+        pixels_http["throughput_infer_s"] > start["throughput_infer_s"],
+        {"fp32_infer_s": start["throughput_infer_s"], "uint8_infer_s": pixels_http["throughput_infer_s"]},
+    )
 
 # %% [markdown]
 # ## 4. gRPC instead of HTTP/REST
@@ -270,8 +327,9 @@ pixels_grpc = measure("4", "uint8 pixels, gRPC, 1 inst, max batch 16", protocol=
 # and server share the host's memory (the same machine; in Docker, containers that share IPC).
 
 # %%
-pixels_shm = measure("5", "uint8 pixels, gRPC + shared memory, 1 inst, max batch 16", protocol="grpc",
-                     shared_memory="system")
+pixels_shm = measure(
+    "5", "uint8 pixels, gRPC + shared memory, 1 inst, max batch 16", protocol="grpc", shared_memory="system"
+)
 
 # %% [markdown]
 # **What to notice.** The client no longer puts 150 KB of pixels into every request, and the
@@ -283,12 +341,23 @@ pixels_shm = measure("5", "uint8 pixels, gRPC + shared memory, 1 inst, max batch
 # *Question:* this removes a copy between client and server. Which copies are still left between
 # the shared-memory region and the GPU?
 
+
 # %%
 def one_client_send_ms(shared_memory: str | None) -> float:
     """Client send time (ms) of a short one-client gRPC run: nothing else competes for the CPU."""
-    return perf.measure(MODEL, url=TRITON, grpc_url=GRPC, metrics_url=METRICS, protocol="grpc", concurrency=1,
-                        shared_memory=shared_memory, request_count=30, verbose=False, timeout=120,
-                        csv_path=OUT / f"perf_5_one_client_{shared_memory or 'no_shm'}.csv").row["client_send_ms"]
+    return perf.measure(
+        MODEL,
+        url=TRITON,
+        grpc_url=GRPC,
+        metrics_url=METRICS,
+        protocol="grpc",
+        concurrency=1,
+        shared_memory=shared_memory,
+        request_count=30,
+        verbose=False,
+        timeout=120,
+        csv_path=OUT / f"perf_5_one_client_{shared_memory or 'no_shm'}.csv",
+    ).row["client_send_ms"]
 
 
 one_client = {"grpc_send_ms": [], "grpc_shm_send_ms": []}
@@ -296,19 +365,28 @@ for _ in range(3):  # alternate, so a slow moment of the machine hits both
     one_client["grpc_send_ms"].append(one_client_send_ms(None))
     one_client["grpc_shm_send_ms"].append(one_client_send_ms("system"))
 one_client = {name: float(np.median(values)) for name, values in one_client.items()}
-claims.check("5: with shared memory the client sends a reference, not the pixels: its send time per request falls "
-             "(one client)", one_client["grpc_shm_send_ms"] < one_client["grpc_send_ms"], one_client)
+claims.check(
+    "5: with shared memory the client sends a reference, not the pixels: its send time per request falls (one client)",
+    one_client["grpc_shm_send_ms"] < one_client["grpc_send_ms"],
+    one_client,
+)
 if ON_GPU:
-    claims.check("5: under load, a request spends less time in transfer with shared memory than without",
-                 transfer_ms(pixels_shm) < transfer_ms(pixels_grpc),
-                 {"grpc_transfer_ms": transfer_ms(pixels_grpc), "grpc_shm_transfer_ms": transfer_ms(pixels_shm)})
+    claims.check(
+        "5: under load, a request spends less time in transfer with shared memory than without",
+        transfer_ms(pixels_shm) < transfer_ms(pixels_grpc),
+        {"grpc_transfer_ms": transfer_ms(pixels_grpc), "grpc_shm_transfer_ms": transfer_ms(pixels_shm)},
+    )
 else:
-    claims.not_checkable("5: under load, a request spends less time in transfer with shared memory than without",
-                         f"on a CPU the model's arithmetic takes the cores the transfer also needs, so the loaded "
-                         f"transfer times are mostly waiting for a core (here {transfer_ms(pixels_grpc):.2f} ms "
-                         f"without, {transfer_ms(pixels_shm):.2f} ms with shared memory)")
-best_transport = max([(pixels_grpc, "grpc", None), (pixels_shm, "grpc", "system"), (pixels_http, "http", None)],
-                     key=lambda t: t[0]["throughput_infer_s"])
+    claims.not_checkable(
+        "5: under load, a request spends less time in transfer with shared memory than without",
+        f"on a CPU the model's arithmetic takes the cores the transfer also needs, so the loaded "
+        f"transfer times are mostly waiting for a core (here {transfer_ms(pixels_grpc):.2f} ms "
+        f"without, {transfer_ms(pixels_shm):.2f} ms with shared memory)",
+    )
+best_transport = max(
+    [(pixels_grpc, "grpc", None), (pixels_shm, "grpc", "system"), (pixels_http, "http", None)],
+    key=lambda t: t[0]["throughput_infer_s"],
+)
 PROTOCOL, SHM = best_transport[1], best_transport[2]
 print(f"best transport so far: {PROTOCOL}{' + shared memory' if SHM else ''} (used from here on)")
 
@@ -333,9 +411,11 @@ if ON_GPU:
     spread = float(fp32_logits.max() - fp32_logits.min())
     max_diff = float(np.abs(fp16_logits - fp32_logits).max())
     same = int((fp16_logits.argmax(1) == fp32_logits.argmax(1)).sum())
-    claims.check("6: fp16 gives the same classes as fp32 on the test photos (logits within 5% of their spread)",
-                 same == len(photos) and max_diff <= 0.05 * spread,
-                 {"max_abs_diff": max_diff, "logit_spread": spread, "same_classes": f"{same}/{len(photos)}"})
+    claims.check(
+        "6: fp16 gives the same classes as fp32 on the test photos (logits within 5% of their spread)",
+        same == len(photos) and max_diff <= 0.05 * spread,
+        {"max_abs_diff": max_diff, "logit_spread": spread, "same_classes": f"{same}/{len(photos)}"},
+    )
     fp16_steps.append(measure("6", "+ fp16 channels_last", protocol=PROTOCOL, shared_memory=SHM))
     reconfigure(parameters={"cuda_graphs": "on"})
     fp16_steps.append(measure("6", "+ CUDA graphs", protocol=PROTOCOL, shared_memory=SHM))
@@ -351,10 +431,14 @@ else:
 # %%
 if ON_GPU:
     before, after = best_transport[0], fp16_steps[-1]
-    claims.check("6: fp16 + CUDA graphs cut the model's compute time per execution",
-                 after["server_compute_infer_ms"] < before["server_compute_infer_ms"],
-                 {"fp32_compute_infer_ms": before["server_compute_infer_ms"],
-                  "fp16_graphs_compute_infer_ms": after["server_compute_infer_ms"]})
+    claims.check(
+        "6: fp16 + CUDA graphs cut the model's compute time per execution",
+        after["server_compute_infer_ms"] < before["server_compute_infer_ms"],
+        {
+            "fp32_compute_infer_ms": before["server_compute_infer_ms"],
+            "fp16_graphs_compute_infer_ms": after["server_compute_infer_ms"],
+        },
+    )
 else:
     claims.not_checkable("6: fp16 + CUDA graphs cut the model's compute time", "no GPU")
 
@@ -375,16 +459,24 @@ sweep = []
 for instances in SWEEP_INSTANCES:
     for max_batch in SWEEP_MAX_BATCH:
         for delay in SWEEP_DELAYS_US:
-            reconfigure(instances=instances, max_batch_size=max_batch, preferred_batch_sizes=[],
-                        max_queue_delay_us=delay)
+            reconfigure(
+                instances=instances, max_batch_size=max_batch, preferred_batch_sizes=[], max_queue_delay_us=delay
+            )
             clients = int(min(MAX_CLIENTS, max(CLIENTS, 2 * instances * max_batch)))
-            row = measure("7", f"{instances} inst, max batch {max_batch}, delay {delay} us, c{clients}",
-                          protocol=PROTOCOL, shared_memory=SHM, clients=clients)
-            sweep.append({**row, "instances": instances, "max_batch": max_batch, "delay_us": delay,
-                          "clients": clients})
+            row = measure(
+                "7",
+                f"{instances} inst, max batch {max_batch}, delay {delay} us, c{clients}",
+                protocol=PROTOCOL,
+                shared_memory=SHM,
+                clients=clients,
+            )
+            sweep.append({**row, "instances": instances, "max_batch": max_batch, "delay_us": delay, "clients": clients})
 sweep_table = pd.DataFrame(sweep)
-print(sweep_table.pivot_table(index=["instances"], columns=["max_batch", "delay_us"],
-                              values="throughput_infer_s").round(0).to_string())
+print(
+    sweep_table.pivot_table(index=["instances"], columns=["max_batch", "delay_us"], values="throughput_infer_s")
+    .round(0)
+    .to_string()
+)
 
 # %% [markdown]
 # **What to notice.** Compare the rows rather than expect a rule: more instances help while CPU
@@ -398,9 +490,11 @@ print(sweep_table.pivot_table(index=["instances"], columns=["max_batch", "delay_
 
 # %%
 best = max(rows, key=lambda r: r["throughput_infer_s"])
-claims.check("7: the best configuration serves more than the start", best["throughput_infer_s"] > start["throughput_infer_s"],
-             {"start_infer_s": start["throughput_infer_s"], "best_infer_s": best["throughput_infer_s"],
-              "best": best["run"]})
+claims.check(
+    "7: the best configuration serves more than the start",
+    best["throughput_infer_s"] > start["throughput_infer_s"],
+    {"start_infer_s": start["throughput_infer_s"], "best_infer_s": best["throughput_infer_s"], "best": best["run"]},
+)
 
 # %% [markdown]
 # ## Where it lands, and what limits it
@@ -408,18 +502,46 @@ claims.check("7: the best configuration serves more than the start", best["throu
 # %%
 table = pd.DataFrame(rows)
 table.to_csv(OUT / "summary.csv", index=False)
-columns = ["run", "throughput_infer_s", "served_over_limit", "p50_ms", "p99_ms", "server_queue_ms",
-           "server_compute_input_ms", "server_compute_infer_ms", "server_compute_output_ms", "avg_batch_size",
-           "util_mean_pct"]
+columns = [
+    "run",
+    "throughput_infer_s",
+    "served_over_limit",
+    "p50_ms",
+    "p99_ms",
+    "server_queue_ms",
+    "server_compute_input_ms",
+    "server_compute_infer_ms",
+    "server_compute_output_ms",
+    "avg_batch_size",
+    "util_mean_pct",
+]
 print(table[columns].round(3).to_string(index=False))
-ratio, eager_ratio = best["throughput_infer_s"] / LIMIT["images_per_s"], best["throughput_infer_s"] / EAGER_LIMIT["images_per_s"]
-print(f"\nserved/limit = {best['throughput_infer_s']:.0f} / {LIMIT['images_per_s']:.0f} = {ratio:.3f}   "
-      f"(limit: {LIMIT['path']}, batch {LIMIT['batch']}; best served: {best['run']})")
-print(f"served/eager-fp32 limit = {best['throughput_infer_s']:.0f} / {EAGER_LIMIT['images_per_s']:.0f} = {eager_ratio:.3f}")
-(OUT / "served_over_limit.json").write_text(json.dumps(
-    {"served_infer_s": best["throughput_infer_s"], "best": best["run"], "command": best["command"],
-     "limit": LIMIT, "eager_limit": EAGER_LIMIT, "served_over_limit": ratio, "served_over_eager_limit": eager_ratio,
-     "device": raw["device_name"]}, indent=2) + "\n")
+ratio, eager_ratio = (
+    best["throughput_infer_s"] / LIMIT["images_per_s"],
+    best["throughput_infer_s"] / EAGER_LIMIT["images_per_s"],
+)
+print(
+    f"\nserved/limit = {best['throughput_infer_s']:.0f} / {LIMIT['images_per_s']:.0f} = {ratio:.3f}   "
+    f"(limit: {LIMIT['path']}, batch {LIMIT['batch']}; best served: {best['run']})"
+)
+served, eager = best["throughput_infer_s"], EAGER_LIMIT["images_per_s"]
+print(f"served/eager-fp32 limit = {served:.0f} / {eager:.0f} = {eager_ratio:.3f}")
+(OUT / "served_over_limit.json").write_text(
+    json.dumps(
+        {
+            "served_infer_s": best["throughput_infer_s"],
+            "best": best["run"],
+            "command": best["command"],
+            "limit": LIMIT,
+            "eager_limit": EAGER_LIMIT,
+            "served_over_limit": ratio,
+            "served_over_eager_limit": eager_ratio,
+            "device": raw["device_name"],
+        },
+        indent=2,
+    )
+    + "\n"
+)
 
 # %% [markdown]
 # Where does a request's time go in the best run, and how does the model's execution time compare
@@ -433,28 +555,43 @@ avg_batch = max(1.0, float(best["avg_batch_size"]))
 raw_path = raw_table[raw_table["path"] == LIMIT["path"]].sort_values("batch")
 raw_rate = float(np.interp(avg_batch, raw_path["batch"], raw_path["images_per_s"]))
 raw_ms = 1000 * avg_batch / raw_rate
-print(f"best run: average batch {avg_batch:.1f}; server compute per execution: input "
-      f"{best['server_compute_input_ms']:.2f} ms + infer {best['server_compute_infer_ms']:.2f} ms + output "
-      f"{best['server_compute_output_ms']:.2f} ms; the raw model ({LIMIT['path']}) takes {raw_ms:.2f} ms for "
-      f"a batch of {avg_batch:.0f}")
-print(f"utilisation during the best run: {best.get('util_source')} mean "
-      f"{best['util_mean_pct'] if best['util_mean_pct'] is not None else float('nan'):.0f}%")
+print(
+    f"best run: average batch {avg_batch:.1f}; server compute per execution: input "
+    f"{best['server_compute_input_ms']:.2f} ms + infer {best['server_compute_infer_ms']:.2f} ms + output "
+    f"{best['server_compute_output_ms']:.2f} ms; the raw model ({LIMIT['path']}) takes {raw_ms:.2f} ms for "
+    f"a batch of {avg_batch:.0f}"
+)
+print(
+    f"utilisation during the best run: {best.get('util_source')} mean "
+    f"{best['util_mean_pct'] if best['util_mean_pct'] is not None else float('nan'):.0f}%"
+)
 if ON_GPU:
-    claims.check("goal: the best configuration reaches at least 60% of the raw batched throughput", ratio >= 0.6,
-                 {"served_infer_s": best["throughput_infer_s"], "limit_img_s": LIMIT["images_per_s"],
-                  "served/limit": ratio, "served/eager_limit": eager_ratio})
+    claims.check(
+        "goal: the best configuration reaches at least 60% of the raw batched throughput",
+        ratio >= 0.6,
+        {
+            "served_infer_s": best["throughput_infer_s"],
+            "limit_img_s": LIMIT["images_per_s"],
+            "served/limit": ratio,
+            "served/eager_limit": eager_ratio,
+        },
+    )
 else:
-    claims.not_checkable("goal: at least 60% of the raw batched throughput",
-                         f"set for a GPU; on this CPU served/limit = {ratio:.2f}")
+    claims.not_checkable(
+        "goal: at least 60% of the raw batched throughput", f"set for a GPU; on this CPU served/limit = {ratio:.2f}"
+    )
 
 # %%
 plots.steps_vs_limit(table, LIMIT, EAGER_LIMIT, "Served throughput, step by step, against the raw model").savefig(
-    OUT / "steps_vs_limit.png", dpi=110)
+    OUT / "steps_vs_limit.png", dpi=110
+)
 plots.latency_split_stacked(table, "Average latency: queue / compute / network").savefig(
-    OUT / "latency_split.png", dpi=110)
+    OUT / "latency_split.png", dpi=110
+)
 if len(sweep_table):
     plots.sweep_throughput(sweep_table, "Step 7: throughput by instances, max batch size and delay").savefig(
-        OUT / "sweep.png", dpi=110)
+        OUT / "sweep.png", dpi=110
+    )
 claims.save(OUT / "claims.csv")
 print("saved:", sorted(p.name for p in OUT.iterdir() if p.suffix in (".png", ".json")))
 

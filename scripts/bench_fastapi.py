@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 import requests
 
-from servelab import food11, launcher, loadgen
-from servelab.artifacts import build
+from servelab import food11, loadgen
 from servelab.paths import TEST_IMAGES
+from servelab.stack import launcher
+from servelab.stack.artifacts import build
 
 WRK_SCRIPT = """
 local f = assert(io.open("{body}", "rb"))
@@ -81,7 +82,9 @@ def main() -> int:
     build()
     image = sorted(TEST_IMAGES.glob("*.jpg"))[0]
     payload = {"image": food11.encode_file(image)}
-    servers = {name: launcher.start(launcher.fastapi_service(launcher.free_port(), name)) for name in ("pytorch", "onnx")}
+    servers = {
+        name: launcher.start(launcher.fastapi_service(launcher.free_port(), name)) for name in ("pytorch", "onnx")
+    }
     urls = {name: launcher._url(rec["port"]) for name, rec in servers.items()}
     try:
         sequential_interleaved(urls, payload, 5)  # warm-up
@@ -96,19 +99,24 @@ def main() -> int:
         df = loadgen.run(url, payload, n=n, concurrency=args.concurrency, progress=False)
         ours = loadgen.summarize(df)
         print(f"  wrk: {wrk['throughput_rps']:.1f} req/s, p50 {wrk['median_ms']:.1f} ms, non-2xx {wrk['errors']}")
-        print(f"  python loadgen: {ours['throughput_rps']:.1f} req/s, p50 {ours['median_ms']:.1f} ms, "
-              f"errors {ours['errors']} ({n} requests)")
+        print(
+            f"  python loadgen: {ours['throughput_rps']:.1f} req/s, p50 {ours['median_ms']:.1f} ms, "
+            f"errors {ours['errors']} ({n} requests)"
+        )
     finally:
         for rec in servers.values():
             launcher._stop(rec["pid"], rec["marker"])
     result = {
         "machine": f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
         "date": time.strftime("%F %T"),
-        "pytorch_p50_ms": p50["pytorch"], "onnx_p50_ms": p50["onnx"],
+        "pytorch_p50_ms": p50["pytorch"],
+        "onnx_p50_ms": p50["onnx"],
         "ratio_pytorch_over_onnx_p50": p50["pytorch"] / p50["onnx"],
-        "wrk_rps": wrk["throughput_rps"], "loadgen_rps": ours["throughput_rps"],
+        "wrk_rps": wrk["throughput_rps"],
+        "loadgen_rps": ours["throughput_rps"],
         "ratio_loadgen_over_wrk_rps": ours["throughput_rps"] / wrk["throughput_rps"],
-        "wrk_p50_ms": wrk["median_ms"], "loadgen_p50_ms": ours["median_ms"],
+        "wrk_p50_ms": wrk["median_ms"],
+        "loadgen_p50_ms": ours["median_ms"],
     }
     print("\nratios (measured side by side in this run):")
     print(f"  PyTorch p50 / ONNX p50           = {result['ratio_pytorch_over_onnx_p50']:.2f}")

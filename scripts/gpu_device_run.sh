@@ -15,7 +15,7 @@ if [ ! -d "$site/pytriton" ]; then
   cp "$site"/nvidia_pytriton.libs/libb64.so.0d* "$b64/"   # perf_analyzer's one missing library
 fi
 export PYTHONPATH="$site:$PWD" PATH="$site/bin:$PATH" LD_LIBRARY_PATH="$b64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export LAB_TRITON_PYTHONPATH="$stubs"   # numpy < 2 for the Python-backend stubs (see servelab/triton_local.py)
+export LAB_TRITON_PYTHONPATH="$stubs"   # numpy < 2 for the Python-backend stubs (see servelab/stack/triton_local.py)
 export LAB_PERF_INTERVAL_MS=${LAB_PERF_INTERVAL_MS:-3000} LAB_PERF_RATE_SECONDS=${LAB_PERF_RATE_SECONDS:-5}
 export LAB_PERF_REQUEST_COUNT=${LAB_PERF_REQUEST_COUNT:-1000}
 echo "python3: $(command -v python3) ($(python3 -V)); GPUs: $(nvidia-smi -L | wc -l)"

@@ -50,7 +50,7 @@ def versions() -> dict:
         except metadata.PackageNotFoundError:
             pass
     if os.environ.get("LAB_TRITON_PYTHONPATH"):  # the stubs have their own numpy: ask the interpreter they use
-        from servelab import triton_local
+        from servelab.stack import triton_local
 
         found["numpy for the Python-backend stubs"] = triton_local.check_stub_numpy(triton_local.server_env())
     if shutil.which("nvidia-smi"):
@@ -60,7 +60,7 @@ def versions() -> dict:
 
 
 def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
-    from servelab import artifacts, lab, launcher
+    from servelab.stack import artifacts, lab, launcher
 
     meta = artifacts.build()
     runs_file = out / "runs.json"
@@ -104,7 +104,7 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
 def write_report(out: Path) -> Path:
     import pandas as pd
 
-    from servelab import lab
+    from servelab.stack import lab
 
     runs = json.loads((out / "runs.json").read_text())
     res = out / "results"
@@ -115,27 +115,48 @@ def write_report(out: Path) -> Path:
              "(remarks go in `notes.md`).", ""]
     if (out / "notes.md").exists():
         lines += [(out / "notes.md").read_text().rstrip(), ""]
-    lines += ["## What ran", "", "| part | notebook | started | minutes | exit | settings |", "|---|---|---|---|---|---|"]
+    lines += [
+        "## What ran",
+        "",
+        "| part | notebook | started | minutes | exit | settings |",
+        "|---|---|---|---|---|---|",
+    ]
     for part, r in runs.items():
         settings = ", ".join(f"{k}={val}" for k, val in r["settings"].items()) or "notebook defaults"
-        lines.append(f"| {part} | {r['notebook']} | {r['started']} | {r['seconds'] / 60:.1f} | {r['rc']} | "
-                     f"{'quick; ' if r['quick'] else ''}{settings} |")
-    lines += ["", "Machine and versions: " + "; ".join(f"{k} {val}" for k, val in v.items()), "",
-              f"Model weights: {first['weights']} (latency and throughput do not depend on training).", ""]
+        lines.append(
+            f"| {part} | {r['notebook']} | {r['started']} | {r['seconds'] / 60:.1f} | {r['rc']} | "
+            f"{'quick; ' if r['quick'] else ''}{settings} |"
+        )
+    lines += [
+        "",
+        "Machine and versions: " + "; ".join(f"{k} {val}" for k, val in v.items()),
+        "",
+        f"Model weights: {first['weights']} (latency and throughput do not depend on training).",
+        "",
+    ]
 
     ratio_file = res / "hardware" / "served_over_limit.json"
     if ratio_file.exists():
         r = json.loads(ratio_file.read_text())
-        lines += ["## Served / limit", "",
-                  f"**served/limit = {r['served_infer_s']:.0f} / {r['limit']['images_per_s']:.0f} images/s = "
-                  f"{r['served_over_limit']:.2f}** (goal: 0.60). Limit: the raw model, {r['limit']['path']}, batch "
-                  f"{r['limit']['batch']}, on {r['device']}; served: food_classifier_tuned, {r['best']}, batch-1 "
-                  f"clients (perf_analyzer). Against the eager-fp32 limit ({r['eager_limit']['images_per_s']:.0f} "
-                  f"images/s, batch {r['eager_limit']['batch']}): {r['served_over_eager_limit']:.2f}.", "",
-                  f"The best run's perf_analyzer command: `{r['command']}`", ""]
+        lines += [
+            "## Served / limit",
+            "",
+            f"**served/limit = {r['served_infer_s']:.0f} / {r['limit']['images_per_s']:.0f} images/s = "
+            f"{r['served_over_limit']:.2f}** (goal: 0.60). Limit: the raw model, {r['limit']['path']}, batch "
+            f"{r['limit']['batch']}, on {r['device']}; served: food_classifier_tuned, {r['best']}, batch-1 "
+            f"clients (perf_analyzer). Against the eager-fp32 limit ({r['eager_limit']['images_per_s']:.0f} "
+            f"images/s, batch {r['eager_limit']['batch']}): {r['served_over_eager_limit']:.2f}.",
+            "",
+            f"The best run's perf_analyzer command: `{r['command']}`",
+            "",
+        ]
 
-    lines += ["## For instructors: what each step should show, and what it showed here", "",
-              "| notebook | step: what it should show | verdict | measured | note |", "|---|---|---|---|---|"]
+    lines += [
+        "## For instructors: what each step should show, and what it showed here",
+        "",
+        "| notebook | step: what it should show | verdict | measured | note |",
+        "|---|---|---|---|---|",
+    ]
     for part in runs:
         claims = res / part / "claims.csv"
         if claims.exists():
@@ -152,15 +173,26 @@ def write_report(out: Path) -> Path:
             lines += [lab.summary_markdown(folder / "summary.csv"), ""]
         if (folder / "raw_limit.csv").exists():
             raw = pd.read_csv(folder / "raw_limit.csv")
-            lines += ["The raw model (images/s, batch already on the device):", "",
-                      raw.pivot(index="batch", columns="path", values="images_per_s").to_markdown(), ""]
+            lines += [
+                "The raw model (images/s, batch already on the device):",
+                "",
+                raw.pivot(index="batch", columns="path", values="images_per_s").to_markdown(),
+                "",
+            ]
         lines += [*lab.figure_and_csv_links(folder, f"results/{part}"), ""]
-    lines += ["## The command", "",
-              "`bash scripts/pack_device_wheels.sh` on a machine with network packs what the GPU machine lacks "
-              "into `.whl/`; on the GPU machine (no Docker, no network), from the repository root, "
-              "`bash scripts/gpu_device_run.sh DIR PART` unpacks it, sets the paths and runs, for each part:", "",
-              "```", *(command_line(part, r) for part, r in runs.items()), f"python3 scripts/gpu_reference.py --out DIR --report",
-              "```", ""]
+    lines += [
+        "## The command",
+        "",
+        "`bash scripts/pack_device_wheels.sh` on a machine with network packs what the GPU machine lacks "
+        "into `.whl/`; on the GPU machine (no Docker, no network), from the repository root, "
+        "`bash scripts/gpu_device_run.sh DIR PART` unpacks it, sets the paths and runs, for each part:",
+        "",
+        "```",
+        *(command_line(part, r) for part, r in runs.items()),
+        "python3 scripts/gpu_reference.py --out DIR --report",
+        "```",
+        "",
+    ]
     readme = out / "README.md"
     readme.write_text("\n".join(lines) + "\n")
     return readme
@@ -169,7 +201,8 @@ def write_report(out: Path) -> Path:
 def command_line(part: str, run: dict) -> str:
     settings = " ".join(f"{k}={v}" for k, v in run["settings"].items())
     return f"{settings + ' ' if settings else ''}python3 scripts/gpu_reference.py --out DIR --parts {part}" + (
-        " --quick" if run["quick"] else "")
+        " --quick" if run["quick"] else ""
+    )
 
 
 def main() -> int:
@@ -191,15 +224,19 @@ def main() -> int:
         # servelab reads these at import: set them first
         # (the stack's state and model repository stay out of DIR: DIR is what gets committed)
         scratch = Path(tempfile.mkdtemp(prefix="gpu_reference_"))
-        os.environ.update(LAB_RESULTS_DIR=str(out / "results"), LAB_STATE_DIR=str(scratch / "lab"),
-                          TRITON_MODEL_REPOSITORY=str(scratch / "model_repository"))
+        os.environ.update(
+            LAB_RESULTS_DIR=str(out / "results"),
+            LAB_STATE_DIR=str(scratch / "lab"),
+            TRITON_MODEL_REPOSITORY=str(scratch / "model_repository"),
+        )
         runs = run_parts(out, parts, args.quick)
         rc = 0 if all(runs[p]["rc"] == 0 for p in parts) else 1
     readme = write_report(out)
     ratio = out / "results" / "hardware" / "served_over_limit.json"
     if ratio.exists():
         r = json.loads(ratio.read_text())
-        print(f"served/limit = {r['served_infer_s']:.0f} / {r['limit']['images_per_s']:.0f} = {r['served_over_limit']:.3f}")
+        served, limit = r["served_infer_s"], r["limit"]["images_per_s"]
+        print(f"served/limit = {served:.0f} / {limit:.0f} = {r['served_over_limit']:.3f}")
     print(f"report: {readme}")
     return rc
 

@@ -1,5 +1,7 @@
 """"What to notice" claims, checked against the numbers just measured.
 
+Introduced in notebook 4.
+
 Each notebook states a claim, then calls `check(...)` with the measured values: the cell prints
 the numbers it judged and whether the claim held on this machine. All checks of a run are saved
 to claims.csv for the summary page. With LAB_STRICT_CLAIMS=1 (the tests) a claim that does not

@@ -1,18 +1,25 @@
-"""Food-11 pre- and post-processing, shared by every service, Triton model and the Flask UI.
+"""The Food-11 model as every part of the lab sees it: its classes, pre- and post-processing
+(shared by every service, Triton model and the Flask UI), its architecture, and which weights
+were built.
 
-Only numpy and Pillow here (no torch), so the Flask app and Triton's Python backend can use it
-without pulling in a deep-learning framework.
+Introduced in notebook 4.
+
+Importing this needs only numpy and Pillow (torch is imported inside new_model() alone), so the
+Flask app and Triton's Python backend can use it without a deep-learning framework.
 """
 from __future__ import annotations
 
 import base64
 import binascii
 import io
+import json
 import re
 import warnings
 
 import numpy as np
 from PIL import Image, UnidentifiedImageError
+
+from servelab.paths import ARTIFACTS_JSON
 
 CLASSES = (
     "Bread", "Dairy product", "Dessert", "Egg", "Fried food", "Meat",
@@ -45,12 +52,16 @@ def decode_base64(text: str) -> bytes:
     if not text:
         raise BadInput("'image' is empty: send the base64 encoding of a JPEG or PNG file.")
     if len(text) > (MAX_IMAGE_BYTES * 4) // 3 + 4:
-        raise BadInput(f"Image too large: the encoded file must be at most {MAX_IMAGE_BYTES // (1024 * 1024)} MiB.", 413)
+        raise BadInput(
+            f"Image too large: the encoded file must be at most {MAX_IMAGE_BYTES // (1024 * 1024)} MiB.", 413
+        )
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise BadInput("'image' is not valid base64: encode the file bytes with base64 "
-                       "(e.g. base64.b64encode(open(path, 'rb').read()).decode()).") from None
+        raise BadInput(
+            "'image' is not valid base64: encode the file bytes with base64 "
+            "(e.g. base64.b64encode(open(path, 'rb').read()).decode())."
+        ) from None
 
 
 def _too_many_pixels(size: str) -> BadInput:
@@ -121,3 +132,23 @@ def encode_file(path) -> str:
     """Base64 text of a file, as the services expect it."""
     with open(path, "rb") as f:
         return base64.b64encode(f.read()).decode("ascii")
+
+
+# --- the model behind these classes, and the weights `make artifacts` built
+
+
+def new_model():
+    """torchvision MobileNetV2 with an 11-way head (the lab's architecture), untrained."""
+    import torch.nn as nn
+    from torchvision.models import mobilenet_v2
+
+    model = mobilenet_v2(weights=None)
+    model.classifier[1] = nn.Linear(model.last_channel, len(CLASSES))
+    return model
+
+
+def read_metadata() -> dict:
+    """The built artifacts' metadata (weights trained or not, files, hashes), or a clear message."""
+    if not ARTIFACTS_JSON.exists():
+        raise FileNotFoundError(f"{ARTIFACTS_JSON} missing: run `make artifacts` first")
+    return json.loads(ARTIFACTS_JSON.read_text())

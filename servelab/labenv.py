@@ -1,5 +1,7 @@
 """What a notebook needs to find the services, the same in every way of running the lab.
 
+Introduced in notebook 3.
+
 Notebook cells only read URLs from environment variables. In Docker, compose sets them; in
 local mode `make up` writes them to .lab/urls.env and `load()` copies them into os.environ
 (never overriding a variable that is already set).
@@ -127,12 +129,12 @@ def use_fastapi_backend(backend: str, timeout: float = 900.0) -> dict:
     Local mode restarts the process on the same port. With Docker, the student runs the printed
     command on the host and this waits for it.
     """
-    from servelab.runtimes import FASTAPI_BACKENDS, fastapi_backend
+    from servelab.serving.runtimes import FASTAPI_BACKENDS, fastapi_backend
     backend = fastapi_backend(backend)
     runtime = FASTAPI_BACKENDS[backend]
     base = url("FASTAPI_SERVER_URL")
     if os.environ.get("LAB_MODE") == "local":
-        from servelab import launcher
+        from servelab.stack import launcher
         launcher.restart("fastapi", {"FASTAPI_BACKEND": backend})
     else:
         ask_host(f"FASTAPI_BACKEND={shlex.quote(backend)} docker compose {compose_files()} "
@@ -147,7 +149,7 @@ def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
     """Point the Flask UI at a Triton model (food_classifier or food_classifier_onnx) and wait for it."""
     base = url("FLASK_SERVER_URL")
     if os.environ.get("LAB_MODE") == "local":
-        from servelab import launcher
+        from servelab.stack import launcher
         launcher.restart("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})
     else:
         # --no-deps: recreate only flask (its model setting changed), never the Triton server

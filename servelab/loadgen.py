@@ -1,5 +1,7 @@
 """The notebooks' HTTP load generator: N requests, sequentially or from C concurrent senders.
 
+Introduced in notebook 4.
+
 Each request's client-side latency is recorded together with the service's own Server-Timing
 (decode / queue / infer), so a run shows how much of the latency is the model and how much is
 waiting. `make bench` cross-checks its throughput against wrk on the same endpoint.

@@ -1,5 +1,7 @@
 """Copy the staged Triton models (models_staging/) into a Triton model repository.
 
+Introduced in notebook 5.
+
     python -m servelab.model_repository [--dest model_repository] [--mode local|docker] [--kind auto|gpu|cpu]
 
 The repository Triton reads looks like this (one folder per model, one sub-folder per version):
@@ -29,6 +31,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from servelab import food11
 from servelab.paths import MODEL_ONNX, MODEL_PTH, MODEL_STATE_DICT, REPO_ROOT, STAGING
 
 DEFAULT_DEST = Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model_repository"))
@@ -86,9 +89,8 @@ def _ignore(_dir, names):
 
 def weights_parameter() -> str:
     """A config parameter saying whether the weights are trained, so clients (the Flask UI) can show it."""
-    from servelab.artifacts import read_metadata
     try:
-        weights = read_metadata()["weights"]
+        weights = food11.read_metadata()["weights"]
     except (FileNotFoundError, KeyError, ValueError):
         weights = "unknown"
     return ('\n# Added by servelab.model_repository: "untrained" unless a trained checkpoint was built\n'
@@ -100,7 +102,7 @@ def _check_weights(models: dict) -> None:
         missing = [str(w) for w in weights if not Path(w).is_file()]
         if missing:
             raise FileNotFoundError(f"{', '.join(missing)} not found: build the artifacts first "
-                                    "(python -m servelab.artifacts)")
+                                    "(python -m servelab.stack.artifacts)")
 
 
 def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu: bool) -> str:

@@ -1,5 +1,7 @@
 """perf_analyzer runs for the Triton notebooks: build the command, run it as shown, parse its CSV.
 
+Introduced in notebook 6.
+
     from servelab import perf
     cmd = perf.perf_analyzer_command("food_classifier", concurrency=8, input_data=PERF_INPUT_JSON)
     result = perf.run(cmd)          # prints `$ perf_analyzer ...` and its raw output
@@ -27,8 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab import triton_local
 from servelab.paths import RESULTS
+from servelab.stack import triton_local
 
 CSV_COLUMNS = {
     "Concurrency": "concurrency",

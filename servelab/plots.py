@@ -1,4 +1,7 @@
-"""The end-of-part plots. Each function takes a summary table and returns a matplotlib Figure."""
+"""The end-of-part plots. Each function takes a summary table and returns a matplotlib Figure.
+
+Introduced in notebook 4.
+"""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt

@@ -1,5 +1,7 @@
 """Change a served model's config.pbtxt and reload it while Triton keeps running.
 
+Introduced in notebook 6.
+
     from servelab import triton_config
     triton_config.update_model("food_classifier", instances=2)
     triton_config.update_model("food_classifier", preferred_batch_sizes=[4, 6, 8], max_queue_delay_us=100)

@@ -1,5 +1,7 @@
 """A small Triton HTTP/REST client (KServe v2 protocol, binary tensor extension) on top of requests.
 
+Introduced in notebook 6.
+
 Used by the Flask UI and the notebooks' single-request examples; perf_analyzer does the load.
 Thread-safe (one requests call per inference), unlike geventhttpclient-based tritonclient.http.
 """

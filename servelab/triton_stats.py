@@ -1,5 +1,7 @@
 """What Triton itself says about a run: per-model statistics and server metrics.
 
+Introduced in notebook 6.
+
 - model_stats(): GET /v2/models/<m>/versions/<v>/stats (cumulative counters since the model loaded).
 - stats_delta(before, after): what happened in between, above all how many times the model ran
   with each batch size (batch_stats): 1 everywhere means no request was ever combined.

@@ -7,7 +7,7 @@ code with `ast`, follows what each name refers to (`import chi`, `from chi impor
 and number of positional arguments must bind. An upgrade of python-chi that renames or removes
 something the notebooks use then fails the test suite instead of a student's lease.
 
-    python -m servelab.chi_contract notebooks/01_reserve.ipynb notebooks/02_provision.ipynb
+    python -m chi_contract notebooks/01_reserve.ipynb notebooks/02_provision.ipynb
 """
 from __future__ import annotations
 

@@ -10,9 +10,10 @@ import onnx
 import pytest
 import torch
 
-from servelab import artifacts, food11
+from servelab import food11
 from servelab.paths import MODEL_ONNX, MODEL_PTH
-from servelab.runtimes import OnnxClassifier, TorchClassifier
+from servelab.serving.runtimes import OnnxClassifier, TorchClassifier
+from servelab.stack import artifacts
 
 
 def test_onnx_io_contract(built_artifacts):
@@ -47,7 +48,7 @@ def test_untrained_weights_are_labelled_and_not_degenerate(test_images, built_ar
 @pytest.fixture
 def state_dict_checkpoint(tmp_path):
     torch.manual_seed(0)
-    model = artifacts.new_model()
+    model = food11.new_model()
     path = tmp_path / "trained.pth"
     torch.save({"state_dict": model.state_dict()}, path)
     return path, model

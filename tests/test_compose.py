@@ -361,7 +361,8 @@ def test_init_env_makes_a_private_env_once(tmp_path):
     (repo / "docker").mkdir(parents=True)
     for name in ("init_env.sh", ".env.example"):
         (repo / "docker" / name).write_bytes((DOCKER / name).read_bytes())
-    run = lambda: subprocess.run(["bash", "docker/init_env.sh"], cwd=repo, capture_output=True, text=True)
+    def run():
+        return subprocess.run(["bash", "docker/init_env.sh"], cwd=repo, capture_output=True, text=True)
     first = run()
     assert first.returncode == 0, first.stderr
     env_file = repo / "docker" / ".env"

@@ -6,7 +6,7 @@ import pytest
 import requests
 
 from servelab import food11
-from servelab.runtimes import OnnxClassifier, TorchClassifier
+from servelab.serving.runtimes import OnnxClassifier, TorchClassifier
 
 BACKENDS = ["pytorch", "onnx"]
 

@@ -6,7 +6,8 @@ import pytest
 import requests
 from PIL import Image
 
-from servelab import food11, launcher
+from servelab import food11
+from servelab.stack import launcher
 
 
 def _label(page: str):

@@ -99,13 +99,17 @@ def test_service_judges_flag_5xx_missing_messages_and_tracebacks():
     assert fuzz_fastapi.verdict(_response(500, "Internal Server Error", "text/plain"))[0] == "server error"
     assert fuzz_fastapi.verdict(_response(422, "{}"))[0] == "unclear"
     assert fuzz_fastapi.verdict(_response(415, '{"detail": "not an image"}'), 413, "pixels")[0] == "unclear"
-    assert fuzz_fastapi.verdict(_response(413, '{"detail": "at most 40,000,000 pixels"}'), 413, "pixels")[0] == "rejected"
-    assert fuzz_flask.verdict(_response(400, "<pre>Traceback (most recent call last):</pre>", "text/html"))[0] == "unclear"
+    assert (
+        fuzz_fastapi.verdict(_response(413, '{"detail": "at most 40,000,000 pixels"}'), 413, "pixels")[0] == "rejected"
+    )
+    assert (
+        fuzz_flask.verdict(_response(400, "<pre>Traceback (most recent call last):</pre>", "text/html"))[0] == "unclear"
+    )
     assert fuzz_flask.verdict(_response(502, "bad gateway", "text/html"))[0] == "server error"
 
 
 def test_triton_judge_separates_its_json_parser_500_from_other_500s():
-    parse = _response(500, '{"error": "Unable to parse \'data\': Shape does not match true shape of \'data\' field"}')
+    parse = _response(500, "{\"error\": \"Unable to parse 'data': Shape does not match true shape of 'data' field\"}")
     assert fuzz_triton.verdict(parse)[0] == common.TRITON_CORE_500
     assert fuzz_triton.verdict(_response(500, '{"error": "Stub process is not healthy."}'))[0] == "server error"
     assert fuzz_triton.verdict(_response(500, ""))[0] == "server error"

@@ -10,8 +10,9 @@ import base64
 import pytest
 import requests
 
-from servelab import food11, launcher
+from servelab import food11
 from servelab.reliability import corpus, fuzz_fastapi, fuzz_flask, procs
+from servelab.stack import launcher
 
 pytestmark = pytest.mark.timeout(300)
 BOMB = corpus.corpus_file("PNG 20000x20000")
@@ -54,13 +55,18 @@ def test_decompression_bomb_is_413_with_the_pixel_limit_everywhere(services):
         resp = requests.post(f"{services[backend].url}/predict", timeout=30,
                              json={"image": base64.b64encode(BOMB).decode()})
         assert resp.status_code == 413 and limit in resp.json()["detail"], resp.text
-    page = requests.post(f"{services['flask'].url}/predict", timeout=30, files={"file": ("bomb.png", BOMB, "image/png")})
+    page = requests.post(
+        f"{services['flask'].url}/predict", timeout=30, files={"file": ("bomb.png", BOMB, "image/png")}
+    )
     assert page.status_code == 413 and limit in page.text and "Traceback" not in page.text
 
 
 def test_flask_escapes_a_hostile_filename(services):
-    resp = requests.post(f"{services['flask'].url}/predict", timeout=30,
-                         files={"file": ("<script>alert(1)</script>.txt", b"x", "text/plain")})
+    resp = requests.post(
+        f"{services['flask'].url}/predict",
+        timeout=30,
+        files={"file": ("<script>alert(1)</script>.txt", b"x", "text/plain")},
+    )
     assert resp.status_code == 415 and "<script>alert" not in resp.text and "&lt;script&gt;" in resp.text
 
 

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import requests
-
 from launcher_cli import run_launcher
 
 

@@ -5,10 +5,10 @@ import nbformat
 import pandas as pd
 import pytest
 from IPython.core.inputtransformer2 import TransformerManager
-
 from launcher_cli import run_launcher
-from servelab import lab, notebook_runner, notebook_sync
+
 from servelab.paths import REPO_ROOT
+from servelab.stack import lab, notebook_runner, notebook_sync
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SMALL = lab.QUICK_PARAMS
@@ -96,6 +96,8 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts):
     assert len(checked) == 4 and (checked["holds"].astype(str) == "True").all(), checked
     assert len(claims) - len(checked) == 5  # GPU-only claims, said to be unchecked on a CPU
     ratio = json.loads((results / "hardware" / "served_over_limit.json").read_text())
-    assert ratio["served_over_limit"] == pytest.approx(hardware["throughput_infer_s"].max() / ratio["limit"]["images_per_s"])
+    assert ratio["served_over_limit"] == pytest.approx(
+        hardware["throughput_infer_s"].max() / ratio["limit"]["images_per_s"]
+    )
     for png in ("steps_vs_limit.png", "sweep.png", "latency_split.png"):
         assert (results / "hardware" / png).stat().st_size > 10_000

@@ -40,13 +40,17 @@ def test_fastapi_soak(services, image_b64, backend):
 
 def test_flask_soak(services, test_images):
     flask = services["flask"]
-    row = soak.soak("Flask -> FastAPI", soak.flask_sender(flask.url, test_images[0].read_bytes()), SECONDS, 4, flask.pid)
+    row = soak.soak(
+        "Flask -> FastAPI", soak.flask_sender(flask.url, test_images[0].read_bytes()), SECONDS, 4, flask.pid
+    )
     assert row["processes"] == 2  # gunicorn master + worker
     _assert_soak(row)
 
 
 def test_a_failing_service_is_counted_not_hidden():
     """The soak counts failures: against a port where nothing listens every request fails, none hangs."""
-    row = soak.soak("nothing there", soak.fastapi_sender("http://127.0.0.1:9", "AAAA"), 1.0, 2, os.getpid(), warmup_s=0.1)
+    row = soak.soak(
+        "nothing there", soak.fastapi_sender("http://127.0.0.1:9", "AAAA"), 1.0, 2, os.getpid(), warmup_s=0.1
+    )
     assert row["requests"] > 0 and row["errors"] == row["requests"], row
     assert "ConnectionError" in row["error_examples"][0][0] and row["seconds"] < 5

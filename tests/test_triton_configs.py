@@ -82,7 +82,10 @@ def test_onnx_config_matches_onnx_file(built_artifacts):
     onnx_inputs = signature([v for v in graph.input if v.name not in initializers])
     onnx_outputs = signature(graph.output)
     # max_batch_size > 0: Triton's dims leave out the batch axis, which must be dynamic in the file
-    for onnx_sig, triton_sig in ((onnx_inputs, io_signature(cfg, "input")), (onnx_outputs, io_signature(cfg, "output"))):
+    for onnx_sig, triton_sig in (
+        (onnx_inputs, io_signature(cfg, "input")),
+        (onnx_outputs, io_signature(cfg, "output")),
+    ):
         assert [(n, t, d[0]) for n, t, d in onnx_sig] == [(n, t, -1) for n, t, _ in triton_sig]
         assert [(n, t, d[1:]) for n, t, d in onnx_sig] == triton_sig
     assert io_signature(cfg, "input") == [("input", "TYPE_FP32", [3, 224, 224])]
@@ -106,7 +109,11 @@ def test_populate_layout(tmp_path, built_artifacts, mode, kind, capsys):
     names = model_repository.populate(repo, mode=mode, kind=kind)
     assert names == ["food_classifier", "food_classifier_onnx"]
     assert (repo / "other_model").is_dir(), "folders of other models are left alone"
-    assert {p.name for p in (repo / "food_classifier" / "1").iterdir()} == {"model.py", "food11.pth", "food11_state_dict.pth"}
+    assert {p.name for p in (repo / "food_classifier" / "1").iterdir()} == {
+        "model.py",
+        "food11.pth",
+        "food11_state_dict.pth",
+    }
     onnx_files = {p.name for p in (repo / "food_classifier_onnx" / "1").iterdir()}
     assert onnx_files == ({"model.py", "model.onnx"} if mode == "local" else {"model.onnx"})
     for name in names:
@@ -119,8 +126,9 @@ def test_populate_layout(tmp_path, built_artifacts, mode, kind, capsys):
     out = capsys.readouterr().out
     assert str(repo.resolve()) in out and "food_classifier_onnx/" in out
     # populate again: the staged version comes back (e.g. after triton_config changes)
-    triton_config.write_config("food_classifier", triton_config.modify(
-        triton_config.read_config("food_classifier", repo), instances=3), repo)
+    triton_config.write_config(
+        "food_classifier", triton_config.modify(triton_config.read_config("food_classifier", repo), instances=3), repo
+    )
     model_repository.populate(repo, mode=mode, kind=kind, verbose=False)
     assert [g.count for g in triton_config.read_config("food_classifier", repo).instance_group] == [1]
 
@@ -136,7 +144,10 @@ def test_tuned_model_is_placed_on_demand_only(tmp_path, built_artifacts):
     assert io_signature(cfg, "output") == [("output", "TYPE_FP32", [11])]
     assert [KIND.Name(g.kind) for g in cfg.instance_group] == ["KIND_CPU"]
     assert {k: v.string_value for k, v in cfg.parameters.items()} == {
-        "precision": "fp32", "cuda_graphs": "off", "weights": built_artifacts["weights"]}
+        "precision": "fp32",
+        "cuda_graphs": "off",
+        "weights": built_artifacts["weights"],
+    }
     with pytest.raises(ValueError, match="on-demand"):
         model_repository.add_model("food_classifier", repo)
 
@@ -146,8 +157,14 @@ def test_model_repository_cli(tmp_path, built_artifacts):
     import sys
 
     from servelab.paths import REPO_ROOT
-    out = subprocess.run([sys.executable, "-m", "servelab.model_repository", "--dest", str(tmp_path / "r"),
-                          "--kind", "cpu"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+    out = subprocess.run(
+        [sys.executable, "-m", "servelab.model_repository", "--dest", str(tmp_path / "r"), "--kind", "cpu"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "mode docker" in out.stdout
     assert triton_config.read_config("food_classifier_onnx", tmp_path / "r").backend == "onnxruntime"
@@ -168,6 +185,7 @@ def load_text(text: str):
 
 
 # ---------------------------------------------------------------- triton_config: change + diff
+
 
 def test_modify_instances_and_dynamic_batching():
     cfg = load(STAGING / "food_classifier" / "config.pbtxt")
@@ -190,8 +208,9 @@ def test_modify_instances_and_dynamic_batching():
 
 def test_modify_input_and_parameters():
     cfg = load(STAGING / "food_classifier_tuned" / "config.pbtxt")
-    new = triton_config.modify(cfg, input_type="TYPE_UINT8", input_dims=[224, 224, 3],
-                               parameters={"precision": "fp16", "cuda_graphs": "on"})
+    new = triton_config.modify(
+        cfg, input_type="TYPE_UINT8", input_dims=[224, 224, 3], parameters={"precision": "fp16", "cuda_graphs": "on"}
+    )
     assert io_signature(new, "input") == [("input", "TYPE_UINT8", [224, 224, 3])]
     assert io_signature(cfg, "input") == [("input", "TYPE_FP32", [3, 224, 224])], "input untouched"
     assert {k: v.string_value for k, v in new.parameters.items()} == {"precision": "fp16", "cuda_graphs": "on"}
@@ -219,7 +238,8 @@ PERF_CSV = (
     "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
     "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,"
     "Avg latency,request/response,response wait\n"
-    "20,17.746,676,1462,1330,116,10337,214,0,12397,22081,25436,31230,14139,676,13434\n")
+    "20,17.746,676,1462,1330,116,10337,214,0,12397,22081,25436,31230,14139,676,13434\n"
+)
 
 
 def test_parse_perf_csv():
@@ -228,39 +248,62 @@ def test_parse_perf_csv():
     assert row["request_rate"] == 20 and row["throughput_infer_s"] == pytest.approx(17.746)
     assert row["server_queue_ms"] == pytest.approx(1.330) and row["server_compute_infer_ms"] == pytest.approx(10.337)
     assert row["p99_ms"] == pytest.approx(31.230) and row["avg_latency_ms"] == pytest.approx(14.139)
-    conc = perf.parse_csv("Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
-                          "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,"
-                          "p50 latency,p90 latency,p95 latency,p99 latency\n2,30.357,235,517,31749,89,32304,356,0,"
-                          "66901,80800,84834,93219\n")
+    conc = perf.parse_csv(
+        "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
+        "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,"
+        "p50 latency,p90 latency,p95 latency,p99 latency\n2,30.357,235,517,31749,89,32304,356,0,"
+        "66901,80800,84834,93219\n"
+    )
     assert list(conc.columns)[:3] == ["concurrency", "throughput_infer_s", "client_send_ms"]
     assert conc.iloc[0]["p50_ms"] == pytest.approx(66.901)
 
 
 def test_perf_command_shapes():
-    cmd = perf.perf_analyzer_command("food_classifier", "http://127.0.0.1:8000", request_rate=120,
-                                     distribution="poisson", input_data="in.json", measurement_interval_ms=1500,
-                                     csv_path="out.csv")
+    cmd = perf.perf_analyzer_command(
+        "food_classifier",
+        "http://127.0.0.1:8000",
+        request_rate=120,
+        distribution="poisson",
+        input_data="in.json",
+        measurement_interval_ms=1500,
+        csv_path="out.csv",
+    )
     line = perf.shell_line(cmd)
     assert line.startswith("perf_analyzer -m food_classifier -u 127.0.0.1:8000 -i http ")
     assert "--request-rate-range 120 --request-distribution poisson" in line and line.endswith("-f out.csv")
-    cmd = perf.perf_analyzer_command("food_classifier_onnx", concurrency=1, batch_size=16,
-                                     shapes={"input": [3, 224, 224]}, request_count=200)
+    cmd = perf.perf_analyzer_command(
+        "food_classifier_onnx", concurrency=1, batch_size=16, shapes={"input": [3, 224, 224]}, request_count=200
+    )
     assert perf._arg(cmd, "-b") == "16" and perf._arg(cmd, "--shape") == "input:3,224,224"
     assert perf._arg(cmd, "-f").endswith("food_classifier_onnx_c1_b16.csv")
     with pytest.raises(ValueError):
         perf.perf_analyzer_command("m", concurrency=1, request_rate=2)
 
 
-STATS_BEFORE = {"inference_count": 10, "execution_count": 10,
-                "inference_stats": {"success": {"count": 10, "ns": 10_000_000}, "queue": {"count": 10, "ns": 2_000_000},
-                                    "compute_infer": {"count": 10, "ns": 5_000_000}},
-                "batch_stats": [{"batch_size": 1, "compute_infer": {"count": 10, "ns": 5_000_000}}]}
-STATS_AFTER = {"inference_count": 40, "execution_count": 20,
-               "inference_stats": {"success": {"count": 40, "ns": 50_000_000}, "queue": {"count": 40, "ns": 32_000_000},
-                                   "compute_infer": {"count": 40, "ns": 20_000_000}},
-               "batch_stats": [{"batch_size": 1, "compute_infer": {"count": 14, "ns": 7_000_000}},
-                               {"batch_size": 4, "compute_infer": {"count": 5, "ns": 6_000_000}},
-                               {"batch_size": 6, "compute_infer": {"count": 1, "ns": 2_000_000}}]}
+STATS_BEFORE = {
+    "inference_count": 10,
+    "execution_count": 10,
+    "inference_stats": {
+        "success": {"count": 10, "ns": 10_000_000},
+        "queue": {"count": 10, "ns": 2_000_000},
+        "compute_infer": {"count": 10, "ns": 5_000_000},
+    },
+    "batch_stats": [{"batch_size": 1, "compute_infer": {"count": 10, "ns": 5_000_000}}],
+}
+STATS_AFTER = {
+    "inference_count": 40,
+    "execution_count": 20,
+    "inference_stats": {
+        "success": {"count": 40, "ns": 50_000_000},
+        "queue": {"count": 40, "ns": 32_000_000},
+        "compute_infer": {"count": 40, "ns": 20_000_000},
+    },
+    "batch_stats": [
+        {"batch_size": 1, "compute_infer": {"count": 14, "ns": 7_000_000}},
+        {"batch_size": 4, "compute_infer": {"count": 5, "ns": 6_000_000}},
+        {"batch_size": 6, "compute_infer": {"count": 1, "ns": 2_000_000}},
+    ],
+}
 
 
 def test_stats_delta():
@@ -276,13 +319,17 @@ def test_stats_delta():
 
 
 def test_parse_metrics():
-    text = ("# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]\n# TYPE nv_cpu_utilization gauge\n"
-            "nv_cpu_utilization 0.7254901960784313\n"
-            'nv_inference_count{model="food_classifier",version="1"} 795\n')
-    assert triton_stats.utilisation(text) == {"source": "nv_cpu_utilization", "value": pytest.approx(0.72549),
-                                             "per_gpu": {}}
-    gpu = text + ('nv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\n'
-                  'nv_gpu_utilization{gpu_uuid="GPU-b"} 1\n')
+    text = (
+        "# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]\n# TYPE nv_cpu_utilization gauge\n"
+        "nv_cpu_utilization 0.7254901960784313\n"
+        'nv_inference_count{model="food_classifier",version="1"} 795\n'
+    )
+    assert triton_stats.utilisation(text) == {
+        "source": "nv_cpu_utilization",
+        "value": pytest.approx(0.72549),
+        "per_gpu": {},
+    }
+    gpu = text + ('nv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\nnv_gpu_utilization{gpu_uuid="GPU-b"} 1\n')
     reading = triton_stats.utilisation(gpu)
     assert reading["source"] == "nv_gpu_utilization" and reading["value"] == pytest.approx(0.75)
     assert reading["per_gpu"] == {"GPU-a": 0.5, "GPU-b": 1.0}

@@ -5,7 +5,7 @@ stubs load, then corrupt every BYTES input and the stub process dies on the firs
 """
 import pytest
 
-from servelab import triton_local
+from servelab.stack import triton_local
 
 
 def test_the_lab_environment_gives_the_stubs_numpy_1(built_artifacts):
@@ -56,7 +56,7 @@ def test_lab_triton_pythonpath_reaches_the_real_stub(tmp_path, monkeypatch, star
     """
     import requests
 
-    from servelab import launcher
+    from servelab.stack import launcher
 
     extra = tmp_path / "extra"
     extra.mkdir()
@@ -85,7 +85,7 @@ def test_a_model_that_fails_to_load_leaves_the_server_serving(tmp_path, start_se
     reason, the server is up and serves the other model."""
     import requests
 
-    from servelab import launcher
+    from servelab.stack import launcher
 
     repo = tmp_path / "repo"
     echo = PROBE_MODEL.replace("import lab_stub_probe  # only in the LAB_TRITON_PYTHONPATH folder\n", "")
@@ -101,4 +101,6 @@ def test_a_model_that_fails_to_load_leaves_the_server_serving(tmp_path, start_se
     index = {m["name"]: m for m in requests.post(f"{server.url}/v2/repository/index", json={}, timeout=10).json()}
     assert index["broken_probe"]["state"] == "UNAVAILABLE" and "broken on purpose" in index["broken_probe"]["reason"]
     assert index["path_probe"]["state"] == "READY"
-    assert server.record["pid"] and requests.get(f"{server.url}/v2/models/path_probe/ready", timeout=5).status_code == 200
+    assert (
+        server.record["pid"] and requests.get(f"{server.url}/v2/models/path_probe/ready", timeout=5).status_code == 200
+    )

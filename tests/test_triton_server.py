@@ -14,7 +14,7 @@ from triton_helpers import start_local_triton
 
 from servelab import food11, model_repository, perf, triton_config, triton_http, triton_stats
 from servelab.paths import MODEL_ONNX, MODEL_PTH, PERF_INPUT_JSON
-from servelab.runtimes import OnnxClassifier, TorchClassifier
+from servelab.serving.runtimes import OnnxClassifier, TorchClassifier
 
 pytestmark = pytest.mark.timeout(420)
 

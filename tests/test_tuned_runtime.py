@@ -1,4 +1,4 @@
-"""servelab.tuned_runtime on the CPU: both input formats give the lab's model answers.
+"""servelab.serving.tuned_runtime on the CPU: both input formats give the lab's model answers.
 
 (fp16 and CUDA graphs need a GPU: they are checked on the GPU machine by scripts/gpu_reference.py,
 whose notebook 7 compares the tuned model with the fp32 one on the same images.)
@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from servelab import food11, tuned_runtime
+from servelab import food11
 from servelab.paths import MODEL_PTH
-from servelab.runtimes import TorchClassifier
+from servelab.serving import tuned_runtime
+from servelab.serving.runtimes import TorchClassifier
 
 
 def pixels(path) -> np.ndarray:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import requests
 
-from servelab import launcher, model_repository, triton_local
+from servelab import model_repository
+from servelab.stack import launcher, triton_local
 
 
 @dataclass

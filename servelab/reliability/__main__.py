@@ -33,8 +33,8 @@ DEFAULTS = {"examples": 100, "soak_seconds": 12.0, "concurrency": 4, "seed": 0}
 def run_all(parts=PARTS, examples: int = DEFAULTS["examples"], soak_seconds: float = DEFAULTS["soak_seconds"],
             concurrency: int = DEFAULTS["concurrency"], seed: int = DEFAULTS["seed"], log=print) -> dict:
     """The measurements of `parts`; services are started once per half (FastAPI+Flask, then Triton)."""
-    from servelab import artifacts
     from servelab.paths import TEST_IMAGES
+    from servelab.stack import artifacts
 
     built = artifacts.build()
     image_path = TEST_IMAGES / built["test_images"][0]

@@ -109,8 +109,14 @@ def killed_mid_benchmark(triton, workdir: Path, kill_after_s: float = 3.0) -> di
                 return "PerfAnalyzerError", str(exc)
         (outcome, message), took = kill_during(triton, kill_after_s, benchmark)
         lines = [ln.strip() for ln in message.splitlines()[1:] if ln.strip()]
-        first = next((ln for ln in lines if "rror" in ln or "ailed" in ln or "refused" in ln), lines[0] if lines else "")
+        first = next(
+            (ln for ln in lines if "rror" in ln or "ailed" in ln or "refused" in ln), lines[0] if lines else ""
+        )
         ok = outcome == "PerfAnalyzerError" and took < 90 and not triton.alive()
         return ok, f"{outcome} after {took:.1f} s: {first[:160]}"
-    return scenario("tritonserver killed mid-benchmark (servelab.perf / perf_analyzer)",
-                    "PerfAnalyzerError with perf_analyzer's message, well within the helper's timeout", run)
+
+    return scenario(
+        "tritonserver killed mid-benchmark (servelab.perf / perf_analyzer)",
+        "PerfAnalyzerError with perf_analyzer's message, well within the helper's timeout",
+        run,
+    )

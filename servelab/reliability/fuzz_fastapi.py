@@ -101,8 +101,12 @@ def _schemathesis(proc, tally: Tally, session, examples: int, seed: int) -> None
     import schemathesis
     from schemathesis import GenerationMode
     from schemathesis.checks import not_a_server_error
-    from schemathesis.specs.openapi.checks import (content_type_conformance, negative_data_rejection,
-                                                   response_schema_conformance, status_code_conformance)
+    from schemathesis.specs.openapi.checks import (
+        content_type_conformance,
+        negative_data_rejection,
+        response_schema_conformance,
+        status_code_conformance,
+    )
 
     checks = [not_a_server_error, status_code_conformance, content_type_conformance,
               response_schema_conformance, negative_data_rejection]

@@ -46,9 +46,19 @@ def cases(good: bytes) -> list[tuple[str, dict, int | None, str]]:
         ("no file field", {"data": {}}, 400, "No file was chosen"),
         ("file field with empty filename", one("", good), 400, "No file was chosen"),
         ("wrong field name", {"files": {"photo": ("a.jpg", good, "image/jpeg")}}, 400, "No file was chosen"),
-        ("JSON body instead of a form", {"json": {"image": base64.b64encode(good).decode()}}, 400, "No file was chosen"),
+        (
+            "JSON body instead of a form",
+            {"json": {"image": base64.b64encode(good).decode()}},
+            400,
+            "No file was chosen",
+        ),
         ("text file .txt", one("notes.txt", b"hello", "text/plain"), 415, "not a JPEG or PNG"),
-        ("executable .exe", one("setup.exe", b"MZ\x90\x00" * 100, "application/octet-stream"), 415, "not a JPEG or PNG"),
+        (
+            "executable .exe",
+            one("setup.exe", b"MZ\x90\x00" * 100, "application/octet-stream"),
+            415,
+            "not a JPEG or PNG",
+        ),
         ("GIF upload .gif", one("anim.gif", gif, "image/gif"), 415, "not a JPEG or PNG"),
         ("no extension", one("photo", good), 415, "not a JPEG or PNG"),
         ("name is only '.jpg'", one(".jpg", good), 200, ""),
@@ -62,8 +72,12 @@ def cases(good: bytes) -> list[tuple[str, dict, int | None, str]]:
         ("text named .png", one("fake.png", b"this is not a png", "image/png"), 415, "not an image"),
         ("empty .jpg", one("empty.jpg", b""), 400, "empty"),
         (f"oversized {len(too_big) // 2**20} MiB .jpg", one("huge.jpg", too_big), 413, "larger than"),
-        ("two files", {"files": [("file", ("a.jpg", good, "image/jpeg")), ("file", ("b.txt", b"x", "text/plain"))]},
-         200, ""),
+        (
+            "two files",
+            {"files": [("file", ("a.jpg", good, "image/jpeg")), ("file", ("b.txt", b"x", "text/plain"))]},
+            200,
+            "",
+        ),
     ]
 
 
@@ -82,13 +96,34 @@ def fuzz_flask(proc, image_examples: int = 40, seed: int = 0) -> Tally:
     for name, data, expected, words in image_corpus():
         if len(data) > food11.MAX_IMAGE_BYTES:  # Flask's own size cap answers first, in its words
             expected, words = 413, "larger than"
-        record(tally, proc, f"image: {name}", post(files={"file": ("upload.png", data, "image/png")}),
-               lambda r, expected=expected, words=words: verdict(r, expected, words))
-    record(tally, proc, "GET /predict", lambda: session.get(f"{url}/predict", timeout=HTTP_TIMEOUT),
-           lambda r: verdict(r, 405, ""))
-    hypothesis_run(mutated_images(), lambda data: record(
-        tally, proc, f"generated upload {data[:16]!r}", post(files={"file": ("gen.jpg", data, "image/jpeg")}),
-        verdict), image_examples, seed)
-    tally.still_serving = proc.alive() and verdict(post(files={"file": ("ok.jpg", good, "image/jpeg")})())[0] == "accepted"
+        record(
+            tally,
+            proc,
+            f"image: {name}",
+            post(files={"file": ("upload.png", data, "image/png")}),
+            lambda r, expected=expected, words=words: verdict(r, expected, words),
+        )
+    record(
+        tally,
+        proc,
+        "GET /predict",
+        lambda: session.get(f"{url}/predict", timeout=HTTP_TIMEOUT),
+        lambda r: verdict(r, 405, ""),
+    )
+    hypothesis_run(
+        mutated_images(),
+        lambda data: record(
+            tally,
+            proc,
+            f"generated upload {data[:16]!r}",
+            post(files={"file": ("gen.jpg", data, "image/jpeg")}),
+            verdict,
+        ),
+        image_examples,
+        seed,
+    )
+    tally.still_serving = (
+        proc.alive() and verdict(post(files={"file": ("ok.jpg", good, "image/jpeg")})())[0] == "accepted"
+    )
     tally.seconds = time.perf_counter() - start
     return tally

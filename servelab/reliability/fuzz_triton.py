@@ -67,8 +67,11 @@ def cases(good_b64: str) -> list[tuple[str, str, dict]]:
                            "outputs": [{"name": "output", "parameters": {"binary_data": False}}]}, "blobs": [blob]}
 
     return [
-        (img, "wrong datatype (FP32 for BYTES)",
-         {"header": {"inputs": [{"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}]}}),
+        (
+            img,
+            "wrong datatype (FP32 for BYTES)",
+            {"header": {"inputs": [{"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}]}},
+        ),
         (img, "wrong shape [1, 2]", {"header": bytes_in([good_b64, good_b64], [1, 2])}),
         (img, "shape without batch dim [1]", {"header": bytes_in([good_b64], [1])}),
         (img, "empty string", {"header": bytes_in([""])}),
@@ -76,29 +79,49 @@ def cases(good_b64: str) -> list[tuple[str, str, dict]]:
         (img, "base64 of text", {"header": bytes_in([base64.b64encode(b"hello world").decode()])}),
         (img, "truncated JPEG", {"header": bytes_in([trunc])}),
         (img, "decompression bomb (400 Mpx PNG)", {"header": bytes_in([bomb])}),
-        (img, "binary (non-ASCII) bytes",
-         {"header": {"inputs": [_bin_input("INPUT_IMAGE", [1, 1], "BYTES", binary)]}, "blobs": [binary]}),
+        (
+            img,
+            "binary (non-ASCII) bytes",
+            {"header": {"inputs": [_bin_input("INPUT_IMAGE", [1, 1], "BYTES", binary)]}, "blobs": [binary]},
+        ),
         (img, "batch 17 > max_batch_size 16", {"header": bytes_in([good_b64] * 17)}),
         (img, "batch 0", {"header": bytes_in([], [0, 1])}),
         (img, "element count != shape", {"header": bytes_in([good_b64], [2, 1])}),
-        (img, "wrong input name",
-         {"header": {"inputs": [{"name": "IMAGE", "shape": [1, 1], "datatype": "BYTES", "data": [good_b64]}]}}),
+        (
+            img,
+            "wrong input name",
+            {"header": {"inputs": [{"name": "IMAGE", "shape": [1, 1], "datatype": "BYTES", "data": [good_b64]}]}},
+        ),
         (img, "no inputs", {"header": {"inputs": []}}),
         (img, "unknown output", {"header": {**bytes_in([good_b64]), "outputs": [{"name": "LOGITS"}]}}),
         (img, "version 7 (not in repository)", {"header": bytes_in([good_b64]), "version": "7"}),
-        (img, "header length larger than body", {"header": bytes_in([good_b64]), "header_length": 10 ** 6, "blobs": [b""]}),
+        (
+            img,
+            "header length larger than body",
+            {"header": bytes_in([good_b64]), "header_length": 10**6, "blobs": [b""]},
+        ),
         (img, "good request", {"header": bytes_in([good_b64])}),
         (onnx, "wrong datatype FP64", fp(pixels.astype(np.float64), "FP64")),
         (onnx, "wrong datatype INT64", fp(pixels.astype(np.int64), "INT64")),
-        (onnx, "wrong datatype BYTES",
-         {"header": {"inputs": [{"name": "input", "shape": [1, 1], "datatype": "BYTES", "data": ["abc"]}]}}),
+        (
+            onnx,
+            "wrong datatype BYTES",
+            {"header": {"inputs": [{"name": "input", "shape": [1, 1], "datatype": "BYTES", "data": ["abc"]}]}},
+        ),
         (onnx, "wrong shape [1,3,224,223]", fp(np.zeros((1, 3, 224, 223), np.float32))),
         (onnx, "missing dim [1,3,224]", fp(np.zeros((1, 3, 224), np.float32))),
         (onnx, "batch 17 > max_batch_size 16", fp(np.zeros((17, 3, 224, 224), np.float32))),
         (onnx, "batch 0", fp(np.zeros((0, 3, 224, 224), np.float32))),
         (onnx, "fewer bytes than the shape needs", fp(np.zeros((1, 3, 224, 100), np.float32), shape=[1, 3, 224, 224])),
-        (onnx, "JSON data, wrong element count",
-         {"header": {"inputs": [{"name": "input", "shape": [1, 3, 224, 224], "datatype": "FP32", "data": [0.0] * 10}]}}),
+        (
+            onnx,
+            "JSON data, wrong element count",
+            {
+                "header": {
+                    "inputs": [{"name": "input", "shape": [1, 3, 224, 224], "datatype": "FP32", "data": [0.0] * 10}]
+                }
+            },
+        ),
         (onnx, "wrong input name", fp(pixels, name="pixels")),
         (onnx, "malformed JSON ('inputs' is a string)", {"header": {"inputs": "nope"}}),
         (onnx, "NaN pixels (answered: garbage in, garbage out)", fp(np.full((1, 3, 224, 224), np.nan, np.float32))),
@@ -110,14 +133,20 @@ def generated_headers(model: str):
     """Hypothesis strategy: one-input JSON requests with random name, datatype, shape and data."""
     from hypothesis import strategies as st
 
-    scalars = st.one_of(st.text(max_size=12), st.integers(-5, 300), st.booleans(),
-                        st.floats(allow_nan=False, allow_infinity=False, width=32))
+    scalars = st.one_of(
+        st.text(max_size=12),
+        st.integers(-5, 300),
+        st.booleans(),
+        st.floats(allow_nan=False, allow_infinity=False, width=32),
+    )
 
     @st.composite
     def header(draw):
-        inp = {"name": draw(st.one_of(st.just(INPUT[model]), st.text(max_size=8))),
-               "datatype": draw(st.sampled_from(["BYTES", "FP32", "FP64", "INT64", "UINT8", "FP16", "BOOL", "NOPE", ""])),
-               "shape": draw(st.lists(st.integers(-2, 20), max_size=5))}
+        inp = {
+            "name": draw(st.one_of(st.just(INPUT[model]), st.text(max_size=8))),
+            "datatype": draw(st.sampled_from(["BYTES", "FP32", "FP64", "INT64", "UINT8", "FP16", "BOOL", "NOPE", ""])),
+            "shape": draw(st.lists(st.integers(-2, 20), max_size=5)),
+        }
         data = draw(st.one_of(st.none(), st.lists(scalars, max_size=8)))
         if data is not None:
             inp["data"] = data
@@ -133,8 +162,9 @@ def verdict(resp) -> tuple[str, str]:
         return "accepted", ""
     message = error_of(resp).strip()
     if not message:
-        return ("server error" if resp.status_code >= 500 else "unclear"), \
-            f"{resp.status_code} without an 'error' message: {resp.text[:200]}"
+        return (
+            "server error" if resp.status_code >= 500 else "unclear"
+        ), f"{resp.status_code} without an 'error' message: {resp.text[:200]}"
     if resp.status_code >= 500:
         if message.startswith("Unable to parse"):
             return TRITON_CORE_500, f"HTTP {resp.status_code}: {message}"
@@ -146,10 +176,16 @@ def good_request(model: str, good_b64: str):
     """(inputs, outputs, answer_ok) of a good request to `model` (triton_http.infer's arguments):
     answer_ok(result) is True for a Food-11 label / 11 logits."""
     if model == "food_classifier":
-        return ({"INPUT_IMAGE": [good_b64]}, ["FOOD_LABEL", "PROBABILITY"],
-                lambda out: out["FOOD_LABEL"][0].decode() in food11.CLASSES)
-    return ({"input": food11.tensor_from_base64(good_b64)[None]}, ["output"],
-            lambda out: out["output"].shape == (1, len(food11.CLASSES)))
+        return (
+            {"INPUT_IMAGE": [good_b64]},
+            ["FOOD_LABEL", "PROBABILITY"],
+            lambda out: out["FOOD_LABEL"][0].decode() in food11.CLASSES,
+        )
+    return (
+        {"input": food11.tensor_from_base64(good_b64)[None]},
+        ["output"],
+        lambda out: out["output"].shape == (1, len(food11.CLASSES)),
+    )
 
 
 def answers_good_request(url: str, model: str, good_b64: str) -> bool:
@@ -173,13 +209,23 @@ def fuzz_triton(proc, good_b64: str, generated: int = 40, seed: int = 0) -> dict
         def judge(resp, tally=tally, name=name):
             tally.messages[name] = f"HTTP {resp.status_code}: " + (error_of(resp) or "(answered)")
             return verdict(resp)
+
         record(tally, proc, name, lambda: infer_raw(proc.url, model, **kwargs), judge)
         tally.seconds += time.perf_counter() - start
     for model, tally in tallies.items():
         start = time.perf_counter()
-        hypothesis_run(generated_headers(model), lambda header: record(
-            tally, proc, f"generated {json.dumps(header)[:120]}", lambda: infer_raw(proc.url, model, header), verdict),
-            generated, seed)
+        hypothesis_run(
+            generated_headers(model),
+            lambda header: record(
+                tally,
+                proc,
+                f"generated {json.dumps(header)[:120]}",
+                lambda: infer_raw(proc.url, model, header),
+                verdict,
+            ),
+            generated,
+            seed,
+        )
         tally.still_serving = ready_before[model] and proc.alive() and answers_good_request(proc.url, model, good_b64)
         tally.seconds += time.perf_counter() - start
     return tallies

@@ -49,9 +49,13 @@ def _summary(res: dict) -> list[list]:
                 str(sum(t.counts[v] for t in ours)) for v in ("server error", "crash"))],
         ]
     if soaks:
-        rows += [["soak: requests / failed", f"{sum(s['requests'] for s in soaks)} / {sum(s['errors'] for s in soaks)}"],
-                 ["soak: largest resident-memory growth", f"{max(s['rss_growth_mib'] for s in soaks)} MiB "
-                                                           f"(limit {RSS_GROWTH_LIMIT_MIB:.0f} MiB)"]]
+        rows += [
+            ["soak: requests / failed", f"{sum(s['requests'] for s in soaks)} / {sum(s['errors'] for s in soaks)}"],
+            [
+                "soak: largest resident-memory growth",
+                f"{max(s['rss_growth_mib'] for s in soaks)} MiB (limit {RSS_GROWTH_LIMIT_MIB:.0f} MiB)",
+            ],
+        ]
     if faults:
         rows.append(["fault scenarios passed", f"{sum(f['passed'] for f in faults)} of {len(faults)}"])
     if res.get("safe"):
@@ -76,25 +80,52 @@ def _fuzz(res: dict) -> list[str]:
         "bytes and base64 text straight into `servelab.food11`. A case is 'rejected' only if the 4xx "
         "message contains the words expected for it (corpus: e.g. 'pixels' for a bomb).",
         "",
-        table([[t.target, t.cases, *[t.counts[v] for v in VERDICTS],
-                {True: "yes", False: "NO", None: "-"}[t.still_serving], f"{t.seconds:.0f}"] for t in fuzz],
-              ["target", "cases", *VERDICTS, "serves after", "s"]),
+        table(
+            [
+                [
+                    t.target,
+                    t.cases,
+                    *[t.counts[v] for v in VERDICTS],
+                    {True: "yes", False: "NO", None: "-"}[t.still_serving],
+                    f"{t.seconds:.0f}",
+                ]
+                for t in fuzz
+            ],
+            ["target", "cases", *VERDICTS, "serves after", "s"],
+        ),
         "",
-        "Status codes seen: " + "; ".join(
-            f"{t.target.split(' (')[0]}: " + ", ".join(f"{k}\u00d7{v}" for k, v in
-                                                     sorted((str(k), v) for k, v in t.statuses.items()))
-            for t in fuzz) + ".",
+        "Status codes seen: "
+        + "; ".join(
+            f"{t.target.split(' (')[0]}: "
+            + ", ".join(f"{k}\u00d7{v}" for k, v in sorted((str(k), v) for k, v in t.statuses.items()))
+            for t in fuzz
+        )
+        + ".",
         "",
     ]
-    flagged = [(t.target, v, c, d) for t in fuzz for v in FLAGGED if v != TRITON_CORE_500
-               for c, d in t.examples.get(v, [])]
-    parts += (["Cases flagged (first five of each kind per target):", "",
-               table([list(r) for r in flagged], ["target", "verdict", "case", "answer"]), ""]
-              if flagged else ["No case of any target was flagged unclear, server error, no answer or crash.", ""])
+    flagged = [
+        (t.target, v, c, d) for t in fuzz for v in FLAGGED if v != TRITON_CORE_500 for c, d in t.examples.get(v, [])
+    ]
+    parts += (
+        [
+            "Cases flagged (first five of each kind per target):",
+            "",
+            table([list(r) for r in flagged], ["target", "verdict", "case", "answer"]),
+            "",
+        ]
+        if flagged
+        else ["No case of any target was flagged unclear, server error, no answer or crash.", ""]
+    )
     total = sum(t.counts[TRITON_CORE_500] for t in fuzz)
-    reasons = [(t.target, detail, n) for t in fuzz for (v, detail), n in t.reasons.most_common() if v == TRITON_CORE_500]
-    hand_made = [f"{t.target.split()[-1]}: {c}" for t in fuzz for c, _ in t.examples.get(TRITON_CORE_500, [])
-                 if not c.startswith("generated")]
+    reasons = [
+        (t.target, detail, n) for t in fuzz for (v, detail), n in t.reasons.most_common() if v == TRITON_CORE_500
+    ]
+    hand_made = [
+        f"{t.target.split()[-1]}: {c}"
+        for t in fuzz
+        for c, _ in t.examples.get(TRITON_CORE_500, [])
+        if not c.startswith("generated")
+    ]
     parts += ["### Triton core HTTP 500 on malformed JSON", ""]
     if total:
         parts += [
@@ -109,14 +140,24 @@ def _fuzz(res: dict) -> list[str]:
             "'my request body is malformed', not as 'the server is broken'."
             + (f" Hand-made cases among them: {'; '.join(hand_made)}." if hand_made else ""),
             "",
-            table([[a, d, n] for a, d, n in reasons], ["target", "Triton's answer", "cases"]), ""]
+            table([[a, d, n] for a, d, n in reasons], ["target", "Triton's answer", "cases"]),
+            "",
+        ]
     else:
         parts += ["None in this run.", ""]
-    parts += ["Image corpus (the same files through decoding, FastAPI and Flask):", "",
-              ", ".join(name for name, *_ in image_corpus()) + ".", ""]
+    parts += [
+        "Image corpus (the same files through decoding, FastAPI and Flask):",
+        "",
+        ", ".join(name for name, *_ in image_corpus()) + ".",
+        "",
+    ]
     for model, msgs in res.get("triton_messages", {}).items():
-        parts += [f"Triton's answers to the hand-made cases, {model}:", "",
-                  table([[n, str(m)[:170]] for n, m in msgs.items()], ["case", "answer"]), ""]
+        parts += [
+            f"Triton's answers to the hand-made cases, {model}:",
+            "",
+            table([[n, str(m)[:170]] for n, m in msgs.items()], ["case", "answer"]),
+            "",
+        ]
     return parts
 
 
@@ -132,11 +173,43 @@ def _soak(res: dict) -> list[str]:
         f"stubs) right before and 0.5 s after the load; allowed growth {RSS_GROWTH_LIMIT_MIB:.0f} MiB. Both "
         "Triton models run in one server, so its two rows measure the same process tree.",
         "",
-        table([[s["target"], s["seconds"], s["concurrency"], s["requests"], s["errors"], s["throughput_rps"],
-                s["p50_ms"], s["p95_ms"], s["p99_ms"], s["max_ms"], s["processes"], s["rss_before_mib"],
-                s["rss_after_mib"], s["rss_growth_mib"]] for s in soaks],
-              ["service", "s", "clients", "requests", "failed", "req/s", "p50 ms", "p95 ms", "p99 ms", "max ms",
-               "procs", "RSS before MiB", "RSS after MiB", "growth MiB"]),
+        table(
+            [
+                [
+                    s["target"],
+                    s["seconds"],
+                    s["concurrency"],
+                    s["requests"],
+                    s["errors"],
+                    s["throughput_rps"],
+                    s["p50_ms"],
+                    s["p95_ms"],
+                    s["p99_ms"],
+                    s["max_ms"],
+                    s["processes"],
+                    s["rss_before_mib"],
+                    s["rss_after_mib"],
+                    s["rss_growth_mib"],
+                ]
+                for s in soaks
+            ],
+            [
+                "service",
+                "s",
+                "clients",
+                "requests",
+                "failed",
+                "req/s",
+                "p50 ms",
+                "p95 ms",
+                "p99 ms",
+                "max ms",
+                "procs",
+                "RSS before MiB",
+                "RSS after MiB",
+                "growth MiB",
+            ],
+        ),
         "",
         "Longer: `make soak SOAK_SECONDS=300` (the same code, soak only, written to results/reliability_soak.md).",
         "",
@@ -149,14 +222,26 @@ def render(res: dict, command: str) -> str:
         "",
         f"Generated by `{command}` (servelab/reliability/) in {res['seconds']:.0f} s on {os.cpu_count()} CPU "
         "cores; do not edit by hand."
-        + (" Every service ran as a real process on a free 127.0.0.1 port, started by the launcher's own "
-           "`start()`" + (f"; Triton {res['triton_version']} (local mode, CPU) served a fresh temporary model "
-                          "repository, where food_classifier_onnx is the Python-backend stand-in running the "
-                          "same model.onnx with ONNX Runtime (the pip-installed server has no onnxruntime "
-                          "backend)" if res.get("triton_version") else "") + "."
-           if res.get("fuzz") or res.get("soak") or res.get("faults") else "")
-        + (f" Fuzz seed {res['seed']}, {res['examples']} generated examples per schemathesis mode."
-           if res.get("fuzz") else ""),
+        + (
+            " Every service ran as a real process on a free 127.0.0.1 port, started by the launcher's own "
+            "`start()`"
+            + (
+                f"; Triton {res['triton_version']} (local mode, CPU) served a fresh temporary model "
+                "repository, where food_classifier_onnx is the Python-backend stand-in running the "
+                "same model.onnx with ONNX Runtime (the pip-installed server has no onnxruntime "
+                "backend)"
+                if res.get("triton_version")
+                else ""
+            )
+            + "."
+            if res.get("fuzz") or res.get("soak") or res.get("faults")
+            else ""
+        )
+        + (
+            f" Fuzz seed {res['seed']}, {res['examples']} generated examples per schemathesis mode."
+            if res.get("fuzz")
+            else ""
+        ),
         "",
         "## Summary",
         "",
@@ -168,17 +253,34 @@ def render(res: dict, command: str) -> str:
     if res.get("soak"):
         parts += _soak(res)
     if res.get("faults"):
-        parts += ["## 3. Faults", "",
-                  "The launcher scenarios run the CLI that `make up` / `make down` call, with their own state "
-                  "folder and model repository.", "",
-                  table([[f["scenario"], f["expected"], f["observed"], "pass" if f["passed"] else "FAIL", f["seconds"]]
-                         for f in res["faults"]], ["scenario", "expected", "what happened", "result", "s"]), ""]
+        parts += [
+            "## 3. Faults",
+            "",
+            "The launcher scenarios run the CLI that `make up` / `make down` call, with their own state "
+            "folder and model repository.",
+            "",
+            table(
+                [
+                    [f["scenario"], f["expected"], f["observed"], "pass" if f["passed"] else "FAIL", f["seconds"]]
+                    for f in res["faults"]
+                ],
+                ["scenario", "expected", "what happened", "result", "s"],
+            ),
+            "",
+        ]
     if res.get("safe"):
-        parts += ["## 4. Safe defaults", "",
-                  table([[c, "yes" if ok else "NO", d] for c, ok, d in res["safe"]], ["check", "ok", "detail"]), ""]
+        parts += [
+            "## 4. Safe defaults",
+            "",
+            table([[c, "yes" if ok else "NO", d] for c, ok, d in res["safe"]], ["check", "ok", "detail"]),
+            "",
+        ]
         if res.get("binds"):
-            parts += ["Listening addresses of the services started for this report (from /proc/net/tcp):", "",
-                      table([[n, p, ", ".join(a) or "?"] for n, p, a in res["binds"]], ["service", "port", "listens on"]),
-                      ""]
+            parts += [
+                "Listening addresses of the services started for this report (from /proc/net/tcp):",
+                "",
+                table([[n, p, ", ".join(a) or "?"] for n, p, a in res["binds"]], ["service", "port", "listens on"]),
+                "",
+            ]
         parts += ["Which ports a Chameleon node exposes, and why: [docs/security.md](security.md).", ""]
     return "\n".join(parts)

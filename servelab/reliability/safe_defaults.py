@@ -10,8 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from servelab import food11, launcher
+from servelab import food11
 from servelab.paths import REPO_ROOT
+from servelab.stack import launcher
 
 SECRET_PATTERNS = {
     "private key": re.compile(r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED )?PRIVATE KEY-----"),
@@ -119,50 +120,93 @@ def checks() -> list[tuple[str, bool, str]]:
             token = str((jup.get("environment") or {}).get("JUPYTER_TOKEN", ""))
             command = " ".join(map(str, jup.get("command") or [])) if isinstance(jup.get("command"), list) \
                 else str(jup.get("command") or "")
-            out.append((f"{path.name}: Jupyter refuses to start without JUPYTER_TOKEN",
-                        token.startswith("${JUPYTER_TOKEN:?") and "token=''" not in command and 'token=""' not in command,
-                        f"JUPYTER_TOKEN: {token[:40]}... (':?' = Compose stops if unset or empty)"))
+            out.append(
+                (
+                    f"{path.name}: Jupyter refuses to start without JUPYTER_TOKEN",
+                    token.startswith("${JUPYTER_TOKEN:?") and "token=''" not in command and 'token=""' not in command,
+                    f"JUPYTER_TOKEN: {token[:40]}... (':?' = Compose stops if unset or empty)",
+                )
+            )
         for name, svc in services.items():
             if str(svc.get("user", "")) in ROOT_USERS:
                 chown = "CHOWN_EXTRA" in (svc.get("environment") or {})
-                out.append((f"{path.name}: {name} does not keep running as root", chown and name == "jupyter",
-                            "user: root only so the image's start script can take the host user's id "
-                            "(NB_UID) and chown the mounted folders (CHOWN_EXTRA), then it drops to that user"
-                            if chown else "user: root"))
+                out.append(
+                    (
+                        f"{path.name}: {name} does not keep running as root",
+                        chown and name == "jupyter",
+                        "user: root only so the image's start script can take the host user's id "
+                        "(NB_UID) and chown the mounted folders (CHOWN_EXTRA), then it drops to that user"
+                        if chown
+                        else "user: root",
+                    )
+                )
     images = dockerfiles()
     for dockerfile in images:
         user = last_user(dockerfile)
-        out.append((f"{dockerfile.relative_to(REPO_ROOT)}: runs as a non-root user",
-                    user is not None and user not in ROOT_USERS, f"last USER: {user or 'none (the base image: root)'}"))
+        out.append(
+            (
+                f"{dockerfile.relative_to(REPO_ROOT)}: runs as a non-root user",
+                user is not None and user not in ROOT_USERS,
+                f"last USER: {user or 'none (the base image: root)'}",
+            )
+        )
     # upload caps
     if str(REPO_ROOT) not in sys.path:  # flask_app/ is a top-level folder of the repository
         sys.path.insert(0, str(REPO_ROOT))
     from flask_app import app as flask_module
-    from servelab import inference_api
+    from servelab.serving import inference_api
+
     cap = flask_module.app.config.get("MAX_CONTENT_LENGTH") or 0
-    out.append(("Flask caps the upload size", 0 < cap <= food11.MAX_IMAGE_BYTES + 1024 * 1024,
-                f"MAX_CONTENT_LENGTH = {cap:,} bytes (413 page above it)"))
-    out.append(("FastAPI caps the request body", 0 < inference_api.MAX_BODY_BYTES < 16 * 1024 * 1024,
-                f"MAX_BODY_BYTES = {inference_api.MAX_BODY_BYTES:,} bytes (413 above)"))
-    out.append(("decoding caps file size and pixels (all services)",
-                food11.MAX_IMAGE_BYTES <= 16 * 2**20 and food11.MAX_IMAGE_PIXELS <= 50_000_000,
-                f"{food11.MAX_IMAGE_BYTES:,} bytes per file, {food11.MAX_IMAGE_PIXELS:,} pixels (413 above)"))
+    out.append(
+        (
+            "Flask caps the upload size",
+            0 < cap <= food11.MAX_IMAGE_BYTES + 1024 * 1024,
+            f"MAX_CONTENT_LENGTH = {cap:,} bytes (413 page above it)",
+        )
+    )
+    out.append(
+        (
+            "FastAPI caps the request body",
+            0 < inference_api.MAX_BODY_BYTES < 16 * 1024 * 1024,
+            f"MAX_BODY_BYTES = {inference_api.MAX_BODY_BYTES:,} bytes (413 above)",
+        )
+    )
+    out.append(
+        (
+            "decoding caps file size and pixels (all services)",
+            food11.MAX_IMAGE_BYTES <= 16 * 2**20 and food11.MAX_IMAGE_PIXELS <= 50_000_000,
+            f"{food11.MAX_IMAGE_BYTES:,} bytes per file, {food11.MAX_IMAGE_PIXELS:,} pixels (413 above)",
+        )
+    )
     # secrets: the token file is ignored, image build contexts are allow-lists, nothing in the files
     ignored = subprocess.run(["git", "check-ignore", "-q", "docker/.env"], cwd=REPO_ROOT, timeout=30).returncode == 0
     out.append(("docker/.env (the Jupyter token) is git-ignored", ignored, "git check-ignore docker/.env"))
     leaky = []
     for ignore in sorted(REPO_ROOT.glob("*/Dockerfile*.dockerignore")):  # the lab's images (not stand-ins)
         lines = [ln.strip() for ln in ignore.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-        if not lines or lines[0] != "*" or any(ln.startswith("!") and (".env" in ln or ln in ("!docker/", "!.", "!.lab/"))
-                                               for ln in lines):
+        if (
+            not lines
+            or lines[0] != "*"
+            or any(ln.startswith("!") and (".env" in ln or ln in ("!docker/", "!.", "!.lab/")) for ln in lines)
+        ):
             leaky.append(str(ignore.relative_to(REPO_ROOT)))
-    missing = [str(d.relative_to(REPO_ROOT)) for d in images
-               if not d.with_name(d.name + ".dockerignore").is_file()]
-    out.append(("Docker build contexts are allow-lists (no .env or .lab/ in an image)", not leaky and not missing,
-                "every Dockerfile has a <Dockerfile>.dockerignore that starts with '*' and re-includes only code"
-                + (f"; not: {leaky}" if leaky else "") + (f"; without one: {missing}" if missing else "")))
+    missing = [str(d.relative_to(REPO_ROOT)) for d in images if not d.with_name(d.name + ".dockerignore").is_file()]
+    out.append(
+        (
+            "Docker build contexts are allow-lists (no .env or .lab/ in an image)",
+            not leaky and not missing,
+            "every Dockerfile has a <Dockerfile>.dockerignore that starts with '*' and re-includes only code"
+            + (f"; not: {leaky}" if leaky else "")
+            + (f"; without one: {missing}" if missing else ""),
+        )
+    )
     scanned, findings = scan_secrets()
-    out.append(("no secrets in the repository", bool(scanned) and not findings,
-                f"{scanned} files scanned for {len(SECRET_PATTERNS)} kinds of secret; "
-                + (", ".join(findings[:5]) if findings else "none found")))
+    out.append(
+        (
+            "no secrets in the repository",
+            bool(scanned) and not findings,
+            f"{scanned} files scanned for {len(SECRET_PATTERNS)} kinds of secret; "
+            + (", ".join(findings[:5]) if findings else "none found"),
+        )
+    )
     return out

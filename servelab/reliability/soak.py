@@ -73,8 +73,11 @@ def fastapi_sender(url: str, b64: str):
     body = json.dumps({"image": b64}).encode()
 
     def send(session):
-        r = session.post(f"{url}/predict", data=body, headers={"Content-Type": "application/json"}, timeout=HTTP_TIMEOUT)
+        r = session.post(
+            f"{url}/predict", data=body, headers={"Content-Type": "application/json"}, timeout=HTTP_TIMEOUT
+        )
         return r.status_code == 200 and r.json().get("prediction") in food11.CLASSES, f"HTTP {r.status_code}"
+
     return send
 
 
@@ -82,6 +85,7 @@ def flask_sender(url: str, image: bytes):
     def send(session):
         r = session.post(f"{url}/predict", files={"file": ("soak.jpg", image, "image/jpeg")}, timeout=HTTP_TIMEOUT)
         return r.status_code == 200 and 'class="label"' in r.text, f"HTTP {r.status_code}"
+
     return send
 
 
@@ -93,4 +97,5 @@ def triton_sender(url: str, model: str, b64: str):
             return answer_ok(triton_http.infer(url, model, inputs, outputs, timeout=HTTP_TIMEOUT)), "ok"
         except triton_http.TritonError as exc:
             return False, str(exc)[:120]
+
     return send

@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from servelab import food11
-from servelab.runtimes import RUNTIMES
+from servelab.serving.runtimes import RUNTIMES
 
 log = logging.getLogger("servelab.fastapi")
 MAX_BODY_BYTES = (food11.MAX_IMAGE_BYTES * 4) // 3 + 4096  # base64 of the largest image, plus JSON
@@ -55,9 +55,8 @@ class ModelHolder:
 
     def load(self) -> None:
         try:
-            from servelab.artifacts import read_metadata
             try:
-                self.weights = read_metadata()["weights"]
+                self.weights = food11.read_metadata()["weights"]
             except (FileNotFoundError, KeyError):
                 self.weights = "unknown"
             start = time.time()

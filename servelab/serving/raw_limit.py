@@ -1,17 +1,19 @@
 """The limit: how many images per second the model itself does on this machine, with no serving.
 
-    python -m servelab.raw_limit [--device cuda:0|cpu] [--batches 1,16,64,256] [--seconds 2] [--compile] [--json F]
+    python -m servelab.serving.raw_limit [--device cuda:0|cpu] [--batches 1,16,64,256] [--seconds 2]
+                                         [--compile] [--json F]
 
 The batch is already on the device (no decoding, no transfer, no server): what is left is the
 model's own arithmetic, so this is the ceiling a served configuration is compared with. Paths:
 - "eager fp32": plain PyTorch, float32, one kernel launch at a time (what food_classifier runs);
 - "fp16 channels_last + CUDA graph" (GPU): half precision, tensor-core layout, the whole forward
   pass replayed as one graph: the fastest path this project has, and the one
-  food_classifier_tuned serves at its last step (the same servelab.tuned_runtime code);
+  food_classifier_tuned serves at its last step (the same servelab.serving.tuned_runtime code);
 - "torch.compile fp16" (GPU, --compile): inductor's fused kernels with its own CUDA graphs; slow
   to build (minutes), so only at the largest batch, and skipped with the reason if it fails.
 Random normal input (never zeros), warm-up first, then whole seconds of back-to-back passes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +23,7 @@ import time
 from pathlib import Path
 
 from servelab.paths import MODEL_PTH
-from servelab.tuned_runtime import TunedClassifier
+from servelab.serving.tuned_runtime import TunedClassifier
 
 
 def _rate(step, batch: int, seconds: float, sync) -> float:
@@ -37,8 +39,14 @@ def _rate(step, batch: int, seconds: float, sync) -> float:
     return done * batch / (time.perf_counter() - start)
 
 
-def measure(device: str = "cpu", batches=(1, 16, 64, 256), seconds: float = 2.0, compile_: bool = False,
-            weights: Path = MODEL_PTH, say=print) -> list[dict]:
+def measure(
+    device: str = "cpu",
+    batches=(1, 16, 64, 256),
+    seconds: float = 2.0,
+    compile_: bool = False,
+    weights: Path = MODEL_PTH,
+    say=print,
+) -> list[dict]:
     """Rows {path, batch, images_per_s} for every path this device has, at every batch size."""
     import torch
 
@@ -55,11 +63,12 @@ def measure(device: str = "cpu", batches=(1, 16, 64, 256), seconds: float = 2.0,
         for batch in batches:
             x = torch.randn(batch, 3, 224, 224, device=device)
             add("eager fp32", batch, _rate(lambda: eager.forward(x), batch, seconds, sync))
-    del eager
+    eager = None  # free the model before the fast path loads its own copy
     if not on_gpu:
         return rows
-    fast = TunedClassifier(weights, device=device, precision="fp16", cuda_graphs=True, max_batch=max(batches),
-                           graph_sizes=list(batches))
+    fast = TunedClassifier(
+        weights, device=device, precision="fp16", cuda_graphs=True, max_batch=max(batches), graph_sizes=list(batches)
+    )
     for batch in batches:
         with torch.inference_mode():  # the graph's input buffer is an inference tensor
             fast.graph_input(batch).copy_(torch.randn(batch, 3, 224, 224, device=device))
@@ -90,8 +99,10 @@ def main(argv=None) -> None:
     parser.add_argument("--batches", default="1,16,64,256", help="comma-separated batch sizes")
     parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per path and batch")
     parser.add_argument("--compile", action="store_true", help="also try torch.compile at the largest batch")
-    parser.add_argument("--json", help="write the rows and the best path to this file ('-': stdout, the "
-                                           "progress lines then go to stderr)")
+    parser.add_argument(
+        "--json",
+        help="write the rows and the best path to this file ('-': stdout, the progress lines then go to stderr)",
+    )
     args = parser.parse_args(argv)
     import torch
 
@@ -102,8 +113,20 @@ def main(argv=None) -> None:
     rows = measure(device, [int(b) for b in args.batches.split(",")], args.seconds, args.compile, say=say)
     top = best(rows)
     say(f"limit: {top['images_per_s']:.0f} images/s ({top['path']}, batch {top['batch']})")
-    text = json.dumps({"device": device, "device_name": name, "torch": torch.__version__, "rows": rows,
-                       "limit": top, "eager_limit": best(rows, "eager fp32")}, indent=2) + "\n"
+    text = (
+        json.dumps(
+            {
+                "device": device,
+                "device_name": name,
+                "torch": torch.__version__,
+                "rows": rows,
+                "limit": top,
+                "eager_limit": best(rows, "eager fp32"),
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     if args.json == "-":
         sys.stdout.write(text)
     elif args.json:

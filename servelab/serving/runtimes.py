@@ -49,7 +49,7 @@ class TorchClassifier:
             state = Path(path).with_name("food11_state_dict.pth")
             if not state.is_file():
                 raise
-            from servelab.artifacts import new_model
+            from servelab.food11 import new_model
             model = new_model()
             model.load_state_dict(torch.load(state, map_location=self.device, weights_only=True))
         self.model = model.to(self.device).eval()

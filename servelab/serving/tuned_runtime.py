@@ -23,7 +23,7 @@ import numpy as np
 
 from servelab import food11
 from servelab.paths import MODEL_PTH
-from servelab.runtimes import TorchClassifier
+from servelab.serving.runtimes import TorchClassifier
 
 INPUT_FORMATS = {"fp32_nchw": (np.float32, (3, food11.INPUT_SIZE, food11.INPUT_SIZE)),
                  "uint8_nhwc": (np.uint8, (food11.INPUT_SIZE, food11.INPUT_SIZE, 3))}

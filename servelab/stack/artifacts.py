@@ -1,7 +1,7 @@
 """Build the lab's model artifacts: food11.pth, model.onnx, test images, perf_analyzer input.
 
-    python -m servelab.artifacts            # build (cached: does nothing if already up to date)
-    python -m servelab.artifacts --force    # rebuild
+    python -m servelab.stack.artifacts            # build (cached: does nothing if already up to date)
+    python -m servelab.stack.artifacts --force    # rebuild
 
 Weights: with no checkpoint given, a seeded *untrained* MobileNetV2 whose BatchNorm statistics
 are recomputed on generated images and whose head is scaled, so different images get different
@@ -28,7 +28,15 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 from servelab import food11
-from servelab.paths import ARTIFACTS_JSON, LAB_DIR, MODEL_ONNX, MODEL_PTH, MODEL_STATE_DICT, PERF_INPUT_JSON, TEST_IMAGES
+from servelab.paths import (
+    ARTIFACTS_JSON,
+    LAB_DIR,
+    MODEL_ONNX,
+    MODEL_PTH,
+    MODEL_STATE_DICT,
+    PERF_INPUT_JSON,
+    TEST_IMAGES,
+)
 
 BUILDER_VERSION = 3  # bump when the recipe changes, so cached artifacts are rebuilt
 SEED = int(os.environ.get("FOOD11_SEED", "11"))
@@ -93,16 +101,6 @@ def _fetch_checkpoint(setting: str) -> Path:
     return path
 
 
-def new_model():
-    """torchvision MobileNetV2 with an 11-way head (the lab's architecture)."""
-    import torch.nn as nn
-    from torchvision.models import mobilenet_v2
-
-    model = mobilenet_v2(weights=None)
-    model.classifier[1] = nn.Linear(model.last_channel, len(food11.CLASSES))
-    return model
-
-
 def load_checkpoint(path: Path):
     """Whole pickled model or a state_dict, as produced by the food-11 training lab."""
     import torch
@@ -110,7 +108,7 @@ def load_checkpoint(path: Path):
     obj = torch.load(path, map_location="cpu", weights_only=False)
     if isinstance(obj, dict):
         state = obj.get("state_dict", obj.get("model_state_dict", obj))
-        model = new_model()
+        model = food11.new_model()
         model.load_state_dict(state)
         obj = model
     out_features = obj.classifier[-1].out_features
@@ -124,7 +122,7 @@ def calibrated_untrained_model(seed: int):
     import torch
 
     torch.manual_seed(seed)
-    model = new_model()
+    model = food11.new_model()
     rng = np.random.default_rng(seed + 1)
     images = [synthetic_food_image(rng, (256, 256)) for _ in range(96)]
     batch = torch.from_numpy(np.stack([food11.preprocess(im) for im in images]))
@@ -268,13 +266,6 @@ def build(force: bool = False) -> dict:
     for name, (label, prob) in predictions.items():
         print(f"  {name:22s} -> {label} ({prob:.2f})")
     return meta
-
-
-def read_metadata() -> dict:
-    """The artifacts' metadata, or a clear message when they have not been built."""
-    if not ARTIFACTS_JSON.exists():
-        raise FileNotFoundError(f"{ARTIFACTS_JSON} missing: run `make artifacts` first")
-    return json.loads(ARTIFACTS_JSON.read_text())
 
 
 if __name__ == "__main__":

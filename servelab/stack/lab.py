@@ -1,6 +1,6 @@
 """`make lab`: start the local stack, run the benchmark notebooks headless, write results/, stop.
 
-    python -m servelab.lab [--quick]
+    python -m servelab.stack.lab [--quick]
 
 results/
   index.md               summary page: what ran, key numbers, every claim checked, the plots
@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from servelab import launcher
-from servelab.artifacts import read_metadata
+from servelab.food11 import read_metadata
 from servelab.paths import REPO_ROOT, RESULTS
+from servelab.stack import launcher
 
 # (notebook, result folder, needs Triton)
 BENCHMARK_NOTEBOOKS = [
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small request counts (a few minutes)")
     args = parser.parse_args(argv)
-    from servelab import notebook_runner  # needs nbclient: only `make lab` itself does
+    from servelab.stack import notebook_runner  # needs nbclient: only `make lab` itself does
 
     params = QUICK_PARAMS if args.quick else {}
     notebooks = available_notebooks()

@@ -1,9 +1,9 @@
 """Local mode: the lab's services as native processes (no Docker, no GPU needed).
 
-    python -m servelab.launcher up [--jupyter] [--no-triton]   # start, health-check, write .lab/urls.env
-    python -m servelab.launcher status
-    python -m servelab.launcher restart fastapi --set FASTAPI_BACKEND=onnx
-    python -m servelab.launcher down                            # stop exactly what `up` started
+    python -m servelab.stack.launcher up [--jupyter] [--no-triton]   # start, health-check, write .lab/urls.env
+    python -m servelab.stack.launcher status
+    python -m servelab.stack.launcher restart fastapi --set FASTAPI_BACKEND=onnx
+    python -m servelab.stack.launcher down                            # stop exactly what `up` started
 
 Every service gets a free port on 127.0.0.1 (LAB_BIND_HOST to change), runs in its own process
 session with its log in .lab/logs/<name>.log, and is recorded in .lab/state.json; `down` stops
@@ -26,7 +26,7 @@ from pathlib import Path
 import requests
 
 from servelab.paths import LAB_DIR, REPO_ROOT
-from servelab.runtimes import fastapi_backend
+from servelab.serving.runtimes import fastapi_backend
 
 STATE = LAB_DIR / "state.json"
 URLS_ENV = LAB_DIR / "urls.env"
@@ -152,7 +152,7 @@ def flask_service(port: int, env: dict) -> Service:
 
 
 def triton_service(repo: Path) -> Service:
-    from servelab import triton_local
+    from servelab.stack import triton_local
 
     http, grpc, metrics = free_port(), free_port(), free_port()
     argv, env = triton_local.server_command(repo, http, grpc, metrics)
@@ -181,16 +181,20 @@ def write_state(state: dict) -> None:
     LAB_DIR.mkdir(parents=True, exist_ok=True)
     STATE.write_text(json.dumps(state, indent=2))
     services = state["services"]
-    lines = {"LAB_MODE": "local", "FASTAPI_BACKEND": services.get("fastapi", {}).get("env", {}).get("FASTAPI_BACKEND", "")}
+    backend = services.get("fastapi", {}).get("env", {}).get("FASTAPI_BACKEND", "")
+    lines = {"LAB_MODE": "local", "FASTAPI_BACKEND": backend}
     if "fastapi" in services:
         lines["FASTAPI_SERVER_URL"] = _url(services["fastapi"]["port"])
     if "flask" in services:
         lines["FLASK_SERVER_URL"] = _url(services["flask"]["port"])
     if "triton" in services:
         t = services["triton"]
-        lines.update(TRITON_SERVER_URL=_url(t["port"]), TRITON_GRPC_URL=f"127.0.0.1:{t['grpc_port']}",
-                     TRITON_METRICS_URL=f"{_url(t['metrics_port'])}/metrics",
-                     TRITON_MODEL_REPOSITORY=state.get("model_repository", ""))
+        lines.update(
+            TRITON_SERVER_URL=_url(t["port"]),
+            TRITON_GRPC_URL=f"127.0.0.1:{t['grpc_port']}",
+            TRITON_METRICS_URL=f"{_url(t['metrics_port'])}/metrics",
+            TRITON_MODEL_REPOSITORY=state.get("model_repository", ""),
+        )
     if "jupyter" in services:
         j = services["jupyter"]
         lines["JUPYTER_URL"] = f"{_url(j['port'])}/lab?token={j['token']}"
@@ -230,6 +234,7 @@ def up(jupyter: bool = False, triton: bool = True, backend: str | None = None) -
         write_state(state)
         if triton:
             from servelab import model_repository
+
             repo = Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model_repository"))
             model_repository.populate(repo, mode="local")
             state["model_repository"] = str(repo)
@@ -244,7 +249,8 @@ def up(jupyter: bool = False, triton: bool = True, backend: str | None = None) -
             print("starting jupyterlab ...", flush=True)
             urls = _urls_for_clients(state)
             if triton:  # so `perf_analyzer ...` typed in a JupyterLab terminal or `!` cell just works
-                from servelab import triton_local
+                from servelab.stack import triton_local
+
                 tools = triton_local.perf_analyzer_env()
                 urls.update(PATH=tools["PATH"], LD_LIBRARY_PATH=tools["LD_LIBRARY_PATH"])
             state["services"]["jupyter"] = start(jupyter_service(free_port(), secrets.token_hex(16), urls))
@@ -314,7 +320,8 @@ def print_status(state: dict | None = None) -> None:
             healthy = alive and requests.get(rec["health"], timeout=2).status_code == 200
         except requests.RequestException:
             healthy = False
-        print(f"  {name:8s} pid {rec['pid']:<7d} {'healthy' if healthy else 'DOWN':8s} {_url(rec['port'])}   log: {rec['log']}")
+        state = "healthy" if healthy else "DOWN"
+        print(f"  {name:8s} pid {rec['pid']:<7d} {state:8s} {_url(rec['port'])}   log: {rec['log']}")
     if URLS_ENV.exists():
         print(f"\n{URLS_ENV}:\n" + URLS_ENV.read_text())
 
@@ -329,8 +336,13 @@ def main(argv=None) -> None:
     sub.add_parser("status")
     p_re = sub.add_parser("restart")
     p_re.add_argument("name", choices=["fastapi", "flask"])
-    p_re.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                      help="e.g. FASTAPI_BACKEND=onnx (or pt); FLASK_BACKEND=triton FOOD11_MODEL_NAME=...")
+    p_re.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="e.g. FASTAPI_BACKEND=onnx (or pt); FLASK_BACKEND=triton FOOD11_MODEL_NAME=...",
+    )
     args = parser.parse_args(argv)
     if args.cmd == "up":
         up(jupyter=args.jupyter, triton=not args.no_triton)

@@ -10,7 +10,7 @@ This module assembles what they need to run from the venv:
   perf_analyzer), PATH with the venv's bin first (the stubs find their site-packages through the
   first python3 on PATH; stub_python() can put another numpy in front for them).
 
-The launcher (servelab.launcher) starts the server with server_command(); nothing here starts it.
+The launcher (servelab.stack.launcher) starts the server with server_command(); nothing here starts it.
 """
 from __future__ import annotations
 

@@ -152,7 +152,7 @@ class Stack:
         """
         argv = self.argv("exec", "-T", "-u", "jovyan", "-e", f"LAB_RESULTS_DIR={RESULTS_IN_JUPYTER}",
                          *[x for k, v in params.items() for x in ("-e", f"LAB_{k}={v}")],
-                         "jupyter", "python", "-m", "servelab.notebook_runner", f"notebooks/{name}.ipynb",
+                         "jupyter", "python", "-m", "servelab.stack.notebook_runner", f"notebooks/{name}.ipynb",
                          f"results/{RESULTS_SUBDIR}/notebooks/{name}.ipynb", "--echo")
         proc = subprocess.Popen(argv, cwd=DOCKER_DIR, env=self.settings.process_env, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

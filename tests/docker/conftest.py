@@ -6,7 +6,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from compose_stack import DOCKER_DIR, HOST_RESULTS, KEEP_IMAGES, Settings, read_env_file, say
 
 

@@ -8,11 +8,11 @@ import re
 import pandas as pd
 import pytest
 import requests
-
 from compose_stack import HOST_RESULTS, Stack, say
+
 from servelab import food11
-from servelab.lab import QUICK_PARAMS
 from servelab.paths import TEST_IMAGES
+from servelab.stack.lab import QUICK_PARAMS
 
 JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 

@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 import requests
 import tritonclient.http as httpclient
-
 from compose_stack import HOST_RESULTS, Stack, say, wait_for
+
 from servelab import food11
-from servelab.lab import QUICK_PARAMS
 from servelab.paths import REPO_ROOT, TEST_IMAGES
+from servelab.stack.lab import QUICK_PARAMS
 
 REPOSITORY = REPO_ROOT / "model_repository"
 JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]

@@ -23,7 +23,7 @@ import triton_python_backend_utils as pb_utils
 
 try:
     from servelab import food11
-    from servelab.runtimes import TorchClassifier, triton_instance_device
+    from servelab.serving.runtimes import TorchClassifier, triton_instance_device
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
         "food_classifier needs the lab's 'servelab' package: put the repository root on PYTHONPATH "

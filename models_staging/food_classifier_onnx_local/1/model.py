@@ -3,7 +3,7 @@
 The Triton server of local mode (from the nvidia-pytriton wheel) ships only the Python backend.
 This model keeps the name and the interface of models_staging/food_classifier_onnx
 (input `input` FP32 [batch, 3, 224, 224], output `output` FP32 [batch, 11]) and runs the same
-model.onnx with ONNX Runtime (servelab.runtimes.OnnxClassifier), one session run per execute()
+model.onnx with ONNX Runtime (servelab.serving.runtimes.OnnxClassifier), one session run per execute()
 call over the stacked requests. Its timings include the Python backend's per-request overhead,
 which the real onnxruntime backend (Docker route) does not have.
 """
@@ -15,7 +15,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 try:
-    from servelab.runtimes import OnnxClassifier, triton_instance_device
+    from servelab.serving.runtimes import OnnxClassifier, triton_instance_device
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
         "food_classifier_onnx (local stand-in) needs the lab's 'servelab' package: put the repository "

@@ -5,7 +5,7 @@ Output output  FP32 [batch, 11]  logits
 
 Which input, precision and CUDA graphs: read from config.pbtxt at load time (see its header), so
 each of notebook 7's steps is a config change plus a reload. The work is in
-servelab.tuned_runtime.TunedClassifier; this file only moves tensors between Triton and it, as
+servelab.serving.tuned_runtime.TunedClassifier; this file only moves tensors between Triton and it, as
 cheaply as it can: the requests of one execute() call are stacked into one pinned buffer, run as
 one batch, and the logits are split back per request.
 """
@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import triton_python_backend_utils as pb_utils
 
 try:
-    from servelab.runtimes import triton_instance_device
-    from servelab.tuned_runtime import TunedClassifier
+    from servelab.serving.runtimes import triton_instance_device
+    from servelab.serving.tuned_runtime import TunedClassifier
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
         "food_classifier_tuned needs the lab's 'servelab' package: put the repository root on PYTHONPATH "
