@@ -8,11 +8,10 @@ import re
 import types
 from pathlib import Path
 
+import chi_contract
 import jupytext
 import nbformat
 import pytest
-
-from servelab import chi_contract
 
 REPO = Path(__file__).resolve().parent.parent
 NB = REPO / "notebooks"
