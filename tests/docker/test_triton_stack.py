@@ -55,9 +55,9 @@ def test_triton_published_on_loopback_and_both_models_ready(stack, settings):
     bindings = stack.container("triton_server")["NetworkSettings"]["Ports"]
     assert {b["HostIp"] for ports in bindings.values() for b in ports or []} == {"127.0.0.1"}
     states = {name: row["state"] for name, row in repository_index(settings).items()}
-    # notebook 7 leaves its food_classifier_tuned folder in the repository: loaded too, if there
-    assert states["food_classifier"] == states["food_classifier_onnx"] == "READY"
-    assert set(states.values()) == {"READY"}, states
+    # (a food_classifier_tuned folder that notebook 7 left in a used checkout's repository is loaded
+    # too, and may be stale: only the two models of notebook 5 are the stack's contract)
+    assert states["food_classifier"] == states["food_classifier_onnx"] == "READY", states
 
 
 def test_both_models_answer_with_the_same_class(client):
