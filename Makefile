@@ -6,13 +6,14 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test test-docker up down status setup artifacts notebooks bench clean help reliability soak
+.PHONY: lab test test-docker up down restart status setup artifacts notebooks bench clean help reliability soak
 
 help:
 	@echo "make lab        set up, build the model, start the stack, run the benchmark notebooks, write results/"
 	@echo "make test       run the test suite (real servers, real Triton, real perf_analyzer)"
 	@echo "make test-docker  build, start and exercise every Docker Compose stack; notebooks run in Jupyter (~25 min)"
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
+	@echo "make restart SERVICE=triton   bring one service back (same port, token, model configs)"
 	@echo "make bench      side-by-side benchmark script (PyTorch vs ONNX, Python load generator vs wrk)"
 	@echo "make notebooks  regenerate notebooks/*.ipynb from their .py sources"
 	@echo "make reliability  fuzzing, short soak, faults, safe-default checks -> docs/reliability.md (~4 min)"
@@ -55,6 +56,11 @@ down:
 
 status: setup
 	$(PY) -m servelab.stack.launcher status
+
+# one service back (e.g. after a crash), same port, token and model configs: make restart SERVICE=triton
+SERVICE ?= triton
+restart: setup
+	$(PY) -m servelab.stack.launcher restart $(SERVICE)
 
 bench: artifacts
 	$(PY) scripts/bench_fastapi.py

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Make docker/.env, the settings of the lab's Docker stacks, once per checkout (safe to re-run):
-#   - copied from docker/.env.example, with a random JUPYTER_TOKEN, readable only by you;
+#   - copied from docker/.env.example, with a random JUPYTER_TOKEN and TRITON_ADMIN_KEY, readable
+#     only by you;
 #   - LAB_UID / LAB_GID = the owner of the checkout, so the Jupyter container saves notebooks
 #     and results as that user (a checkout owned by root gets jovyan's 1000:100, and the
 #     container takes ownership of the folders it writes);
@@ -26,6 +27,7 @@ if [ ! -f .env ]; then
 fi
 chmod 600 .env
 set_if_empty JUPYTER_TOKEN "$(new_token)"
+set_if_empty TRITON_ADMIN_KEY "$(new_token)"
 set_if_empty LAB_UID "$uid"
 set_if_empty LAB_GID "$gid"
 mkdir -p "$repo/results" "$repo/model_repository"

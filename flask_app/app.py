@@ -1,6 +1,6 @@
 """GourmetGram-style upload page: pick a food photo, get one of 11 classes from the backend.
 
-Run locally: gunicorn flask_app.app:app   (the backend comes from the environment: backends.py)
+Run locally: python -m flask_app.serve   (waitress; the backend comes from the environment: backends.py)
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from flask_app import backends
 from servelab import food11
 
-ALLOWED = {"jpg", "jpeg", "png"}
+ALLOWED = {"jpg", "jpeg", "png", "webp"}
 app = Flask(__name__)
 app.config["MAX_CONTENT_LENGTH"] = food11.MAX_IMAGE_BYTES + 64 * 1024  # the file plus form overhead
 
@@ -43,10 +43,11 @@ def healthz():
 def predict():
     upload = request.files.get("file")
     if upload is None or not upload.filename:
-        return _error("No file was chosen: pick a JPEG or PNG photo and press Classify.", 400)
+        return _error(f"No file was chosen: pick a {food11.FORMAT_NAMES} photo and press Classify.", 400)
     extension = upload.filename.rsplit(".", 1)[-1].lower() if "." in upload.filename else ""
     if extension not in ALLOWED:
-        return _error(f"'{upload.filename}' is not a JPEG or PNG file (allowed: .jpg, .jpeg, .png).", 415)
+        return _error(f"'{upload.filename}' is not a {food11.FORMAT_NAMES} file (allowed: .jpg, .jpeg, .png, .webp).",
+                      415)
     data = upload.read()
     try:
         food11.load_image(data)  # refuse empty, damaged or non-image files before bothering the backend
@@ -59,7 +60,7 @@ def predict():
         elapsed_ms = (time.perf_counter() - start) * 1e3
     except (backends.BackendError, ValueError) as exc:
         return _error(str(exc), 502)
-    mime = "image/png" if extension == "png" else "image/jpeg"
+    mime = {"png": "image/png", "webp": "image/webp"}.get(extension, "image/jpeg")
     return render_template("result.html", label=label, probability=probability, backend=backend.name,
                            weights=backend.weights(), elapsed_ms=elapsed_ms,
                            image_url=f"data:{mime};base64,{base64.b64encode(data).decode()}")
@@ -67,6 +68,11 @@ def predict():
 
 @app.errorhandler(RequestEntityTooLarge)
 def too_large(_exc):
-    return _error(
-        f"The file is larger than {food11.MAX_IMAGE_BYTES // (1024 * 1024)} MiB: choose a smaller photo.", 413
-    )
+    # Werkzeug answers 413 for a body over MAX_CONTENT_LENGTH, but also for a form with too many
+    # parts or a large non-file field: only the first is about the photo's size
+    size = request.content_length
+    if size is not None and size > app.config["MAX_CONTENT_LENGTH"]:
+        return _error(f"The upload is {size / 2**20:.1f} MiB; a photo of at most "
+                      f"{food11.MAX_IMAGE_BYTES // (1024 * 1024)} MiB is accepted: choose a smaller one.", 413)
+    return _error("The form has too many parts or a text field that is too large: upload one photo, as a file, "
+                  "with the page's form.", 413)

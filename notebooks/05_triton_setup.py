@@ -41,7 +41,10 @@
 # start, and later loads or reloads single models when asked through its **repository API**. That
 # is how notebook 6 changes a model's config without restarting the server or rebuilding an image.
 # With `--exit-on-error=false` a model that fails to load is marked `UNAVAILABLE` (with the
-# reason) while the server keeps serving the others.
+# reason) while the server keeps serving the others. Because a load request can carry a new
+# `model.py`, that is, code the server will run, the repository API answers only requests with
+# the header `lab-admin-key` set to this node's secret (`TRITON_ADMIN_KEY`, which your Jupyter has;
+# `labenv.admin_headers()` gives the header); inference, health and metadata need nothing.
 #
 # ## A. Chameleon node or any CUDA host (Docker)
 # On the node, in the repository folder:
@@ -89,7 +92,8 @@ ready = requests.get(f"{TRITON}/v2/health/ready", timeout=5)
 print(f"GET {TRITON}/v2/health/ready -> HTTP {ready.status_code}")
 server = requests.get(f"{TRITON}/v2", timeout=5).json()
 print(f"server: {server['name']} {server['version']}")
-index = requests.post(f"{TRITON}/v2/repository/index", json={}, timeout=5).json()
+# the repository API wants the node's secret (it can load code); health and metadata do not
+index = requests.post(f"{TRITON}/v2/repository/index", json={}, headers=labenv.admin_headers(), timeout=5).json()
 for model in index:
     state = f"{model.get('state', '?'):12s} {model.get('reason', '')}"
     print(f"  {model['name']:22s} version {model.get('version', '-'):3s} {state}")

@@ -28,7 +28,7 @@ def load() -> dict:
                 os.environ[key] = value
     os.environ.setdefault("LAB_MODE", "docker")
     keys = ("LAB_MODE", "FASTAPI_SERVER_URL", "FASTAPI_BACKEND", "FLASK_SERVER_URL", "TRITON_SERVER_URL",
-            "TRITON_GRPC_URL", "TRITON_METRICS_URL", "TRITON_MODEL_REPOSITORY")
+            "TRITON_GRPC_URL", "TRITON_METRICS_URL", "TRITON_MODEL_REPOSITORY")  # not the secrets it loads
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 
@@ -48,6 +48,18 @@ def triton_urls() -> tuple[str, str, str]:
     grpc = os.environ.get("TRITON_GRPC_URL") or host.split("://")[-1] + ":8001"
     metrics = os.environ.get("TRITON_METRICS_URL") or host + ":8002/metrics"
     return http, grpc, metrics
+
+
+# Triton's model-repository API (load, unload, index) answers only requests carrying this header
+# with the node's secret (TRITON_ADMIN_KEY): the API can load a model.py, i.e. run code.
+ADMIN_HEADER = "lab-admin-key"
+
+
+def admin_headers() -> dict:
+    """The header Triton's model-repository API wants, for requests and tritonclient calls alike:
+    `client.load_model(name, headers=labenv.admin_headers())`."""
+    key = os.environ.get("TRITON_ADMIN_KEY")
+    return {ADMIN_HEADER: key} if key else {}
 
 
 def param(name: str, default: int) -> int:

@@ -105,10 +105,17 @@ def _check_weights(models: dict) -> None:
                                     "(python -m servelab.stack.artifacts)")
 
 
-def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu: bool) -> str:
-    """Copy one staged model into dest/model (replacing it); return a line saying what is there."""
+def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu: bool,
+           keep_config: bool = False) -> str:
+    """Copy one staged model into dest/model (replacing it); return a line saying what is there.
+
+    keep_config: a config.pbtxt already there stays as it is (a student's edits survive a restart);
+    the code and weights beside it are refreshed from the staged files."""
     src = STAGING / sources[mode]
     target = dest / model
+    kept = None
+    if keep_config and (target / "config.pbtxt").is_file():
+        kept = (target / "config.pbtxt").read_text()
     if target.exists():
         shutil.rmtree(target)
     shutil.copytree(src, target, ignore=_ignore)
@@ -122,6 +129,10 @@ def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu:
         config.write_text(to_cpu(config.read_text()))
         note = ", instance kind rewritten to KIND_CPU"
     config.write_text(config.read_text() + weights_parameter())
+    if kept is not None and kept != config.read_text():
+        config.write_text(kept)
+        note = (f", your edited config.pbtxt KEPT (back to the staged one: "
+                f"python -m servelab.model_repository --mode {mode} --dest {dest})")
     if sources[mode] != model:
         note += f", from {src.name}/ (local stand-in)"
     files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
@@ -137,8 +148,11 @@ def _uses_gpu(mode: str, kind: str) -> bool:
 
 
 def populate(dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "auto",
-             verbose: bool = True) -> list[str]:
-    """Copy every staged model into the repository at dest; return the model names placed there."""
+             verbose: bool = True, keep_configs: bool = False) -> list[str]:
+    """Copy every staged model into the repository at dest; return the model names placed there.
+
+    keep_configs (what `make up` uses): config.pbtxt files already in dest are kept, so restarting
+    the stack after a crash does not undo a student's edits; each kept one is named."""
     gpu = _uses_gpu(mode, kind)
     dest = Path(dest).resolve()
     say = print if verbose else (lambda *a, **k: None)
@@ -147,7 +161,7 @@ def populate(dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "
     say(f"Triton model repository: {dest} (mode {mode}, instances on {'GPU' if gpu else 'CPU'}"
         f"{'' if kind != 'auto' else ', detected'})")
     for model, (sources, weights) in MODELS.items():
-        say(_place(model, sources, weights, dest, mode, gpu))
+        say(_place(model, sources, weights, dest, mode, gpu, keep_config=keep_configs))
     return list(MODELS)
 
 

@@ -33,6 +33,7 @@ import requests
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from servelab import labenv
 from servelab.paths import REPO_ROOT
 
 ModelConfig = model_config_pb2.ModelConfig
@@ -168,7 +169,8 @@ def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tu
     base = _http(url)
     start = time.perf_counter()
     try:
-        resp = requests.post(f"{base}/v2/repository/models/{model}/load", timeout=timeout)
+        resp = requests.post(f"{base}/v2/repository/models/{model}/load", headers=labenv.admin_headers(),
+                             timeout=timeout)
     except requests.ConnectionError as exc:
         return False, time.perf_counter() - start, f"cannot reach Triton at {base}: {exc}"
     except requests.Timeout:
@@ -178,6 +180,9 @@ def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tu
             message = resp.json().get("error", resp.text)
         except ValueError:
             message = resp.text
+        if resp.status_code == 403:
+            message += (" (the repository API needs the node's secret in TRITON_ADMIN_KEY: the lab's Jupyter has "
+                        "it; elsewhere take it from docker/.env or .lab/urls.env)")
         if "failed to poll from model repository" in message:
             message += (" (Triton found config.pbtxt invalid; its log names the field: "
                         ".lab/logs/triton.log in local mode, `docker logs` of the Triton container otherwise)")
@@ -193,7 +198,8 @@ def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tu
 def unload_model(model: str, url: str | None = None, timeout: float = 120.0) -> str:
     """POST /v2/repository/models/<model>/unload and wait until it is no longer READY: 'unloaded' or the error."""
     base = _http(url)
-    resp = requests.post(f"{base}/v2/repository/models/{model}/unload", timeout=timeout)
+    resp = requests.post(f"{base}/v2/repository/models/{model}/unload", headers=labenv.admin_headers(),
+                         timeout=timeout)
     if resp.status_code != 200:
         return f"HTTP {resp.status_code}: {resp.text[:300]}"
     deadline = time.perf_counter() + timeout

@@ -305,6 +305,17 @@ def test_triton_keeps_serving_when_one_model_fails_to_load():
     assert "memlock" not in (triton.get("ulimits") or {})
 
 
+def test_triton_repository_api_needs_the_node_secret():
+    """HTTP and gRPC: model-repository restricted to the header with TRITON_ADMIN_KEY; Jupyter has it."""
+    stack_services = stack("docker-compose-triton.yaml")
+    cmd = stack_services["triton_server"]["command"]
+    for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
+        (arg,) = [a for a in cmd if a.startswith(flag + "=")]
+        assert arg.startswith(f"{flag}=model-repository:lab-admin-key=${{TRITON_ADMIN_KEY:?"), arg
+    assert stack_services["jupyter"]["environment"]["TRITON_ADMIN_KEY"].startswith("${TRITON_ADMIN_KEY:?")
+    assert "TRITON_ADMIN_KEY" not in str(stack_services["flask"])  # the public page has no use for it
+
+
 def test_every_variable_is_documented_in_env_example():
     documented = env_example()
     for name in COMPOSE_FILES:
@@ -321,8 +332,8 @@ def test_each_version_and_image_has_one_default_and_env_example_shows_it():
         assert value == default, f".env.example shows {var}={value}, the compose files default to {default}"
     # settings only init_env.sh can know are set; the rest stay defaults until a student changes them
     assert {k for k, (_, is_set) in documented.items() if is_set} == {
-        "JUPYTER_TOKEN", "LAB_UID", "LAB_GID", "FASTAPI_BACKEND", "FOOD11_MODEL_NAME"}
-    assert documented["JUPYTER_TOKEN"] == ("", True)
+        "JUPYTER_TOKEN", "TRITON_ADMIN_KEY", "LAB_UID", "LAB_GID", "FASTAPI_BACKEND", "FOOD11_MODEL_NAME"}
+    assert documented["JUPYTER_TOKEN"] == documented["TRITON_ADMIN_KEY"] == ("", True)
 
 
 def test_base_images_are_named_only_in_services_yaml():
@@ -369,6 +380,8 @@ def test_init_env_makes_a_private_env_once(tmp_path):
     values = dict(line.split("=", 1) for line in env_file.read_text().splitlines()
                   if line and not line.startswith("#"))
     assert re.fullmatch(r"[0-9a-f]{32}", values["JUPYTER_TOKEN"])
+    assert re.fullmatch(r"[0-9a-f]{32}", values["TRITON_ADMIN_KEY"])
+    assert values["TRITON_ADMIN_KEY"] != values["JUPYTER_TOKEN"]
     owner = repo.stat().st_uid
     assert values["LAB_UID"] == (str(owner) if owner else "1000")
     assert oct(env_file.stat().st_mode & 0o777) == "0o600"

@@ -1,4 +1,4 @@
-"""The Flask UI under gunicorn, against a real FastAPI backend: upload, limits, backend down and back."""
+"""The Flask UI under waitress, against a real FastAPI backend: upload, limits, backend down and back."""
 import io
 import re
 
@@ -51,10 +51,10 @@ def test_upload_page_and_health(flask_url):
 
 
 @pytest.mark.parametrize("name, data, status, words", [
-    ("notes.txt", b"hello", 415, "not a JPEG or PNG"),
+    ("notes.txt", b"hello", 415, "not a JPEG, PNG or WebP"),
     ("empty.jpg", b"", 400, "empty"),
     ("fake.png", b"this is not a png at all", 415, "not an image"),
-    ("huge.jpg", b"\xff" * (food11.MAX_IMAGE_BYTES + 200_000), 413, "larger than"),
+    ("huge.jpg", b"\xff" * (food11.MAX_IMAGE_BYTES + 200_000), 413, "a photo of at most"),
 ])
 def test_bad_uploads_get_a_readable_error_page(flask_url, name, data, status, words):
     resp = _upload(flask_url, name, data)
@@ -72,3 +72,12 @@ def test_png_upload_with_alpha(flask_url, start_service, backend_port, built_art
     Image.new("RGBA", (300, 200), (10, 200, 30, 128)).save(buf, "PNG")
     resp = _upload(flask_url, "leaf.png", buf.getvalue(), "image/png")
     assert resp.status_code == 200 and _label(resp.text) in food11.CLASSES
+
+
+def test_a_413_for_too_many_form_parts_does_not_blame_the_photo_size(flask_url, test_images):
+    """Werkzeug answers 413 for more than 1000 form parts too: a 69 KB photo is not 'too large'."""
+    fields = {f"field{i}": "x" for i in range(1100)}
+    with open(test_images[0], "rb") as f:
+        resp = requests.post(f"{flask_url}/predict", data=fields, files={"file": ("a.jpg", f, "image/jpeg")},
+                             timeout=60)
+    assert resp.status_code == 413 and "too many parts" in resp.text and "MiB" not in resp.text

@@ -74,3 +74,32 @@ def test_softmax_and_top_class():
     assert label == "Vegetable/Fruit"
     assert prob == pytest.approx(np.exp(2) / (10 + np.exp(2)), rel=1e-6)
     assert food11.softmax(np.array([[1000.0, 1000.0]])).tolist() == [[0.5, 0.5]]
+
+
+def _encoded(img, fmt, **kw) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format=fmt, **kw)
+    return buf.getvalue()
+
+
+def test_exif_orientation_is_applied():
+    """A phone photo taken upright is stored sideways with an EXIF orientation tag: decoded upright."""
+    from PIL import Image
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotate 90 degrees
+    img = food11.load_image(_encoded(Image.new("RGB", (64, 48)), "JPEG", exif=exif))
+    assert img.size == (48, 64)
+
+
+def test_a_large_jpeg_is_decoded_at_reduced_size_but_never_below_224():
+    from PIL import Image
+    img = food11.load_image(_encoded(Image.new("RGB", (4000, 3000), (90, 30, 200)), "JPEG"))
+    assert 224 <= min(img.size) and max(img.size) <= 1000, img.size  # 1/8 scale: 500x375
+
+
+@pytest.mark.parametrize("fmt", ["GIF", "BMP", "TIFF", "ICO"])
+def test_only_photo_formats_are_opened(fmt):
+    from PIL import Image
+    with pytest.raises(food11.BadInput) as err:
+        food11.load_image(_encoded(Image.new("RGB", (64, 64)), fmt))
+    assert err.value.status == 415 and f"{fmt} file" in str(err.value) and "JPEG, PNG or WebP" in str(err.value)

@@ -69,3 +69,37 @@ def test_failed_start_reports_the_log(tmp_path):
     failed = run_launcher(state, "up", "--no-triton", extra_env={"FASTAPI_BACKEND": "tensorflow"})
     assert failed.returncode != 0 and "FASTAPI_BACKEND must be" in failed.stderr
     assert not (state / "state.json").exists()
+
+
+def _mode(path: Path) -> str:
+    return oct(path.stat().st_mode & 0o777)
+
+
+def test_secrets_stay_private_and_restarts_keep_ports_and_token(tmp_path, built_artifacts):
+    """No token on a command line, secret files 0600 in a 0700 folder, no environment dump in the
+    state; `down` + `up` and `restart` give the student the same URLs and token back."""
+    state = tmp_path / "lab"
+    first = run_launcher(state, "up", "--no-triton", "--jupyter")
+    assert first.returncode == 0, first.stdout + first.stderr
+    try:
+        env = _env(state)
+        token = env["JUPYTER_URL"].split("token=")[1]
+        assert len(token) == 32
+        for pid in _pids(state).values():  # every local user can read these
+            assert token not in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        assert _mode(state) == "0o700"
+        for name in ("secrets.env", "urls.env", "state.json", "ports.json"):
+            assert _mode(state / name) == "0o600", name
+        saved = (state / "state.json").read_text()
+        assert token not in saved and "PATH" not in saved and "LD_LIBRARY_PATH" not in saved
+        again = run_launcher(state, "restart", "flask")
+        assert again.returncode == 0 and _env(state)["FLASK_SERVER_URL"] == env["FLASK_SERVER_URL"]
+        down = run_launcher(state, "down")
+        assert down.returncode == 0
+        up = run_launcher(state, "up", "--no-triton", "--jupyter")
+        assert up.returncode == 0, up.stdout + up.stderr
+        after = _env(state)
+        for key in ("JUPYTER_URL", "FASTAPI_SERVER_URL", "FLASK_SERVER_URL"):
+            assert after[key] == env[key], key
+    finally:
+        run_launcher(state, "down")

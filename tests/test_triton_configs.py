@@ -335,3 +335,19 @@ def test_parse_metrics():
     assert reading["per_gpu"] == {"GPU-a": 0.5, "GPU-b": 1.0}
     parsed = triton_stats.parse_metrics(text)
     assert ("nv_inference_count", {"model": "food_classifier", "version": "1"}, 795.0) in parsed
+
+
+def test_make_up_keeps_an_edited_config_and_says_so(tmp_path, built_artifacts, capsys):
+    """After a crash, `make up` (populate with keep_configs) must not undo the student's edits; the
+    notebook-5 host step (populate as is) resets to the staged config."""
+    model_repository.populate(tmp_path, mode="local", kind="cpu", verbose=False)
+    config = tmp_path / "food_classifier" / "config.pbtxt"
+    edited = config.read_text().replace("count: 1", "count: 3")
+    config.write_text(edited)
+    (tmp_path / "food_classifier" / "1" / "model.py").write_text("# stale code from an older checkout\n")
+    model_repository.populate(tmp_path, mode="local", kind="cpu", keep_configs=True)
+    assert config.read_text() == edited
+    assert "your edited config.pbtxt KEPT" in capsys.readouterr().out
+    assert "stale code" not in (tmp_path / "food_classifier" / "1" / "model.py").read_text()  # code refreshed
+    model_repository.populate(tmp_path, mode="local", kind="cpu", verbose=False)
+    assert "count: 1" in config.read_text()

@@ -5,6 +5,7 @@ stubs load, then corrupt every BYTES input and the stub process dies on the firs
 """
 import pytest
 
+from servelab import labenv
 from servelab.stack import triton_local
 
 
@@ -98,7 +99,8 @@ def test_a_model_that_fails_to_load_leaves_the_server_serving(tmp_path, start_se
     argv, env = triton_local.server_command(repo, http, grpc, metrics, backends=tmp_path / "triton" / "backends")
     server = start_service(launcher.Service("triton", argv, health=f"http://127.0.0.1:{http}/v2/health/ready",
                                             marker=str(repo), env=env, timeout=180, ports={"port": http}))
-    index = {m["name"]: m for m in requests.post(f"{server.url}/v2/repository/index", json={}, timeout=10).json()}
+    index = requests.post(f"{server.url}/v2/repository/index", json={}, headers=labenv.admin_headers(), timeout=10)
+    index = {m["name"]: m for m in index.json()}
     assert index["broken_probe"]["state"] == "UNAVAILABLE" and "broken on purpose" in index["broken_probe"]["reason"]
     assert index["path_probe"]["state"] == "READY"
     assert (

@@ -12,7 +12,7 @@ import pytest
 import requests
 from triton_helpers import start_local_triton
 
-from servelab import food11, model_repository, perf, triton_config, triton_http, triton_stats
+from servelab import food11, labenv, model_repository, perf, triton_config, triton_http, triton_stats
 from servelab.paths import MODEL_ONNX, MODEL_PTH, PERF_INPUT_JSON
 from servelab.serving.runtimes import OnnxClassifier, TorchClassifier
 
@@ -209,4 +209,5 @@ def test_tuned_model_loaded_on_demand_and_reconfigured(triton, test_images, caps
                                          verbose=False)
     assert not refused.ok and "GPU" in refused.error and refused.still_serving
     assert triton_http.infer(triton.url, model, {"input": raw[:1]}, ["output"])["output"].shape == (1, 11)
-    requests.post(f"{triton.url}/v2/repository/models/{model}/unload", timeout=60).raise_for_status()
+    requests.post(f"{triton.url}/v2/repository/models/{model}/unload", headers=labenv.admin_headers(),
+                  timeout=60).raise_for_status()

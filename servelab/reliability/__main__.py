@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import os
 import sys
 import tempfile
 import time
@@ -16,8 +17,9 @@ from pathlib import Path
 
 import requests
 
+from servelab import labenv
 from servelab.paths import REPO_ROOT
-from servelab.reliability import faults, faults_triton, report, safe_defaults
+from servelab.reliability import faults, faults_triton, hostile, report, safe_defaults
 from servelab.reliability.fuzz_decoding import fuzz_decoding
 from servelab.reliability.fuzz_fastapi import fuzz_fastapi
 from servelab.reliability.fuzz_flask import fuzz_flask
@@ -26,7 +28,7 @@ from servelab.reliability.procs import fastapi_and_flask, listen_addresses, star
 from servelab.reliability.soak import fastapi_sender, flask_sender, soak, triton_sender
 
 REPORT = REPO_ROOT / "docs" / "reliability.md"
-PARTS = ("fuzz", "soak", "faults", "safe")
+PARTS = ("fuzz", "soak", "faults", "hostile", "safe")
 DEFAULTS = {"examples": 100, "soak_seconds": 12.0, "concurrency": 4, "seed": 0}
 
 
@@ -41,13 +43,13 @@ def run_all(parts=PARTS, examples: int = DEFAULTS["examples"], soak_seconds: flo
     image = image_path.read_bytes()
     b64 = base64.b64encode(image).decode()
     out = {"examples": examples, "soak_seconds": soak_seconds, "concurrency": concurrency, "seed": seed,
-           "image": image_path.name, "fuzz": [], "soak": [], "faults": [], "safe": [], "binds": [],
+           "image": image_path.name, "fuzz": [], "soak": [], "faults": [], "hostile": [], "safe": [], "binds": [],
            "triton_messages": {}}
     t_all = time.perf_counter()
     if "fuzz" in parts:
         log("fuzz: shared image decoding ...")
         out["fuzz"].append(fuzz_decoding(examples * 4, seed))
-    if "fuzz" in parts or "soak" in parts:
+    if {"fuzz", "soak", "hostile"} & set(parts):
         with fastapi_and_flask() as services:
             apis, flask = {b: services[b] for b in ("pt", "onnx")}, services["flask"]
             out["binds"] += [(p.name, p.record["port"], sorted(listen_addresses(p.record["port"])))
@@ -66,6 +68,12 @@ def run_all(parts=PARTS, examples: int = DEFAULTS["examples"], soak_seconds: flo
                 log(f"soak: Flask -> FastAPI onnx ({soak_seconds:.0f} s) ...")
                 out["soak"].append(soak("Flask upload -> FastAPI onnx", flask_sender(flask.url, image), soak_seconds,
                                         concurrency, flask.pid))
+            if "hostile" in parts:
+                log(f"hostile: {hostile.SLOW_CLIENTS} slow clients on Flask, chunked body and crafted images on "
+                    "FastAPI onnx ...")
+                out["hostile"].append(hostile.slow_clients(flask.url))
+                out["hostile"].append(hostile.chunked_body(apis["onnx"].url, apis["onnx"].pid))
+                out["hostile"].append(hostile.crafted_canvases(apis["onnx"].url, apis["onnx"].pid))
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         tmp = Path(tmp)
         if "faults" in parts:
@@ -74,7 +82,7 @@ def run_all(parts=PARTS, examples: int = DEFAULTS["examples"], soak_seconds: flo
             out["faults"].append(faults.fastapi_killed_mid_benchmark(b64))
             out["faults"] += faults.crash_up_down_down(tmp / "launcher", full_stack=True)
             out["faults"].append(faults.stale_pid(tmp / "launcher"))
-        if {"fuzz", "soak", "faults"} & set(parts):
+        if {"fuzz", "soak", "faults", "hostile"} & set(parts):
             log("triton: starting (both models) ...")
             triton = start_triton(tmp / "triton")
             try:
@@ -90,6 +98,10 @@ def run_all(parts=PARTS, examples: int = DEFAULTS["examples"], soak_seconds: flo
                         log(f"soak: Triton {model} ({soak_seconds:.0f} s) ...")
                         out["soak"].append(soak(f"Triton {model}", triton_sender(triton.url, model, b64),
                                                 soak_seconds, concurrency, triton.pid))
+                if "hostile" in parts:
+                    log("hostile: Triton's repository API without the node's secret ...")
+                    out["hostile"] += hostile.repository_api(triton.url, labenv.ADMIN_HEADER,
+                                                             os.environ["TRITON_ADMIN_KEY"])
                 if "faults" in parts:
                     log("faults: Triton broken configs, killed mid-benchmark ...")
                     out["faults"] += faults_triton.broken_configs(triton, b64)

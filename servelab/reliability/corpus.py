@@ -42,8 +42,9 @@ def jpeg_sof_dims(data: bytes, width: int, height: int) -> bytes:
 
 @functools.lru_cache(maxsize=1)
 def image_corpus() -> tuple[Case, ...]:
-    """Truncated JPEG/PNG, decompression bombs and lying headers, CMYK, 16-bit, animated GIF, EXIF
-    rotation, other formats and non-images. Built once (the 400 Mpx bomb takes a moment to encode)."""
+    """Truncated JPEG/PNG, decompression bombs and lying headers, CMYK, 16-bit, animated WebP,
+    EXIF rotation, formats that are refused (GIF, BMP, TIFF, ICO, PDF) and non-images.
+    Built once (the 400 Mpx bomb takes a moment to encode)."""
     from PIL import Image
 
     rgb = Image.new("RGB", (64, 48), (200, 120, 40))
@@ -81,15 +82,19 @@ def image_corpus() -> tuple[Case, ...]:
         ("PNG RGBA (transparency)", encode(Image.new("RGBA", (64, 48), (10, 200, 30, 0)), "PNG"), 200, ""),
         ("PNG palette", encode(rgb.convert("P"), "PNG"), 200, ""),
         ("PNG 1-bit", encode(Image.new("1", (64, 48), 1), "PNG"), 200, ""),
-        ("GIF animated (4 frames)", encode(frames[0], "GIF", save_all=True, append_images=frames[1:]), 200, ""),
+        ("GIF animated (4 frames)", encode(frames[0], "GIF", save_all=True, append_images=frames[1:]), 415, "GIF file"),
         ("JPEG with EXIF rotation", encode(rgb, "JPEG", exif=exif), 200, ""),
         ("JPEG progressive", encode(rgb, "JPEG", progressive=True), 200, ""),
-        ("WebP", encode(rgb, "WEBP"), None, ""),
-        ("BMP", encode(rgb, "BMP"), None, ""),
-        ("TIFF, 2 pages", encode(rgb, "TIFF", save_all=True, append_images=[rgb]), None, ""),
+        ("WebP", encode(rgb, "WEBP"), 200, ""),
+        ("WebP animated (3 frames)", encode(rgb, "WEBP", save_all=True, append_images=[rgb, rgb]),
+         200, ""),
+        ("BMP", encode(rgb, "BMP"), 415, "BMP file"),
+        ("TIFF, 2 pages", encode(rgb, "TIFF", save_all=True, append_images=[rgb]), 415, "TIFF file"),
+        ("ICO 256x256", encode(Image.new("RGB", (256, 256)), "ICO"), 415, "ICO file"),
         ("SVG text", b"<svg xmlns='http://www.w3.org/2000/svg' width='10' height='10'/>", 415, "not an image"),
-        ("PDF header", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", 415, "not an image"),
-        ("EPS (would need Ghostscript)", b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n", None, ""),
+        ("PDF header", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", 415, "PDF file"),
+        ("EPS (would need Ghostscript)", b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n",
+         415, "not an image"),
         ("empty file", b"", 400, "empty"),
         (f"{too_big // 2**20} MiB of JPEG-looking bytes", jpeg[:20] + b"\xff" * too_big, 413, "at most"),
     )

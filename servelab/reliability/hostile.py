@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import io
+import select
 import socket
 import time
 from urllib.parse import urlparse
@@ -68,33 +69,24 @@ def chunked_body(url: str, pid: int, total_mb: int = CHUNKED_TOTAL_MB, chunk_kb:
     chunk = b"A" * (chunk_kb * 1024)
     sent = 0
     status = None
+    reply = b""
     with socket.create_connection((host, port), timeout=30) as s:
         s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                   b"Transfer-Encoding: chunked\r\n\r\n")
         s.sendall(b"%x\r\n%s\r\n" % (len(b'{"image": "'), b'{"image": "'))
-        s.setblocking(False)
-        reply = b""
         deadline = time.time() + 120
         while sent < total_mb * 2**20 and time.time() < deadline:
-            try:
-                reply += s.recv(65536)
-            except BlockingIOError:
-                pass
-            except OSError:
-                break
-            if reply:
+            if select.select([s], [], [], 0)[0]:
                 break  # the server answered (413 expected) before the body ended
             try:
-                s.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                sent += len(chunk)
-            except (BlockingIOError, OSError):
-                time.sleep(0.01)
+                s.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))  # whole chunks only: blocking send
+            except OSError:
+                break  # the server closed the connection after answering
+            sent += len(chunk)
             if sent % (16 * 2**20) < len(chunk):
                 peak = max(peak, rss_tree_kib(pid)[0] / 1024)
-        s.setblocking(True)
-        s.settimeout(10)
         try:
-            reply += s.recv(65536)
+            reply = s.recv(65536)
         except OSError:
             pass
         if reply.startswith(b"HTTP/1.1 "):

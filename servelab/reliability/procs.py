@@ -99,7 +99,7 @@ def start_triton(workdir: Path) -> Proc:
 
 
 def rss_tree_kib(pid: int) -> tuple[int, int]:
-    """(sum of VmRSS in KiB, number of processes) over pid and all its descendants: a gunicorn worker
+    """(sum of VmRSS in KiB, number of processes) over pid and all its descendants: a worker
     or a Triton Python-backend stub holds the model, so the parent alone would hide a leak."""
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):

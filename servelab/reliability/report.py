@@ -27,6 +27,7 @@ def problems(res: dict) -> list[str]:
         if s["errors"] or s["rss_growth_mib"] > RSS_GROWTH_LIMIT_MIB:
             out.append(f"soak {s['target']}: {s['errors']} failed, RSS growth {s['rss_growth_mib']} MiB")
     out += [f"fault: {f['scenario']}" for f in res.get("faults", []) if not f["passed"]]
+    out += [f"hostile client: {h['check']}" for h in res.get("hostile", []) if not h["ok"]]
     out += [f"safe default: {c}" for c, ok, _ in res.get("safe", []) if not ok]
     return out
 
@@ -58,6 +59,9 @@ def _summary(res: dict) -> list[list]:
         ]
     if faults:
         rows.append(["fault scenarios passed", f"{sum(f['passed'] for f in faults)} of {len(faults)}"])
+    if res.get("hostile"):
+        rows.append(["hostile-client checks within their bound",
+                     f"{sum(h['ok'] for h in res['hostile'])} of {len(res['hostile'])}"])
     if res.get("safe"):
         rows.append(["safe-default checks passed", f"{sum(ok for _, ok, _ in res['safe'])} of {len(res['safe'])}"])
     return rows
@@ -169,7 +173,7 @@ def _soak(res: dict) -> list[str]:
         f"{res['concurrency']} concurrent clients per service for {res['soak_seconds']:.0f} s (after a 2 s warm-up "
         "at the same load), each request with a 30 s timeout and counted as failed unless it returned a "
         f"Food-11 class; one Food-11 test image ({res['image']}). Memory: resident set (VmRSS) summed over "
-        "the server's process tree (uvicorn; gunicorn master + worker; tritonserver + its Python-backend "
+        "the server's process tree (uvicorn; waitress; tritonserver + its Python-backend "
         f"stubs) right before and 0.5 s after the load; allowed growth {RSS_GROWTH_LIMIT_MIB:.0f} MiB. Both "
         "Triton models run in one server, so its two rows measure the same process tree.",
         "",
@@ -212,6 +216,30 @@ def _soak(res: dict) -> list[str]:
         ),
         "",
         "Longer: `make soak SOAK_SECONDS=300` (the same code, soak only, written to results/reliability_soak.md).",
+        "",
+    ]
+
+
+def _hostile(rows: list[dict]) -> list[str]:
+    measured = []
+    for h in rows:
+        detail = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in h.items()
+                           if k not in ("check", "status", "bound", "ok", "detail"))
+        if h.get("detail"):
+            detail = (detail + "; " if detail else "") + f"answer: {h['detail']}"
+        measured.append([h["check"], h["status"], detail, h["bound"], "yes" if h["ok"] else "NO"])
+    return [
+        "## 4. Hostile clients",
+        "",
+        "What an attacker on the network could try, bounded in count and time (servelab/reliability/"
+        "hostile.py): connections that never finish their request (Flask, served by waitress), a chunked "
+        "body far over the limit and small PNG files declaring a huge canvas, sent together (FastAPI onnx: "
+        "resident memory of its process before, at the peak and 2 s after), and Triton's model-repository "
+        "API (which can load a model.py, i.e. run code) without and with the node's secret. Triton also "
+        "inflates gzip request bodies without a limit of its own; it is therefore never published beyond "
+        "127.0.0.1 (docs/security.md).",
+        "",
+        table(measured, ["check", "status", "measured", "bound", "ok"]),
         "",
     ]
 
@@ -268,9 +296,11 @@ def render(res: dict, command: str) -> str:
             ),
             "",
         ]
+    if res.get("hostile"):
+        parts += _hostile(res["hostile"])
     if res.get("safe"):
         parts += [
-            "## 4. Safe defaults",
+            "## 5. Safe defaults",
             "",
             table([[c, "yes" if ok else "NO", d] for c, ok, d in res["safe"]], ["check", "ok", "detail"]),
             "",

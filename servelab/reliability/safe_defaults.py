@@ -109,9 +109,11 @@ def checks() -> list[tuple[str, bool, str]]:
     out.append(("local mode binds to 127.0.0.1 unless LAB_BIND_HOST is set",
                 bind == "127.0.0.1" and len(lines) > 1 and "--host 127.0.0.1" in lines[1],
                 f"launcher.BIND = {bind!r} with LAB_BIND_HOST unset; uvicorn gets --host {bind}"))
-    argv = launcher.jupyter_service(1, "t0ken", {}).argv
-    out.append(("local JupyterLab requires a token", "--IdentityProvider.token=t0ken" in argv,
-                "started with --IdentityProvider.token=<32 random hex digits> (secrets.token_hex)"))
+    jupyter = launcher.jupyter_service(1, "t0ken", {})
+    out.append(("local JupyterLab requires a token, kept off its command line",
+                jupyter.env.get("JUPYTER_TOKEN") == "t0ken" and not any("t0ken" in a for a in jupyter.argv),
+                "JUPYTER_TOKEN=<32 random hex digits> (secrets.token_hex) in its environment; "
+                "the command line, readable by every local user, has none"))
     # Docker: Jupyter token, users
     for path, data in _compose_files():
         services = data.get("services") or {}

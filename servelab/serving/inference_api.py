@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from servelab import food11
+from servelab.serving.body_limit import BodySizeLimit
 from servelab.serving.runtimes import RUNTIMES
 
 log = logging.getLogger("servelab.fastapi")
@@ -33,7 +34,7 @@ EXAMPLE_IMAGE = (  # an 8x8 orange PNG, so "Try it out" in Swagger works without
 
 
 class PredictRequest(BaseModel):
-    image: str = Field(..., description="base64-encoded JPEG or PNG file (at most 8 MiB)",
+    image: str = Field(..., description="base64-encoded JPEG, PNG or WebP file (at most 8 MiB)",
                        json_schema_extra={"examples": [EXAMPLE_IMAGE]})
 
 
@@ -74,7 +75,7 @@ def _error(status: int, message: str) -> JSONResponse:
     return JSONResponse(status_code=status, content={"detail": message})
 
 
-def create_app(runtime: str) -> FastAPI:
+def create_app(runtime: str) -> BodySizeLimit:
     holder = ModelHolder(runtime)
 
     @asynccontextmanager
@@ -90,15 +91,9 @@ def create_app(runtime: str) -> FastAPI:
     )
     app.state.holder = holder
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length")
-        if length and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            return _error(413, f"Request body is {int(length):,} bytes; at most {MAX_BODY_BYTES:,} "
-                               "are accepted (an image of at most 8 MiB, base64-encoded).")
-        return await call_next(request)
-
-    body_hint = 'Send a JSON body of the form {"image": "<base64 JPEG or PNG>"} with Content-Type: application/json.'
+    body_hint = (
+        'Send a JSON body of the form {"image": "<base64 JPEG, PNG or WebP>"} with Content-Type: application/json.'
+    )
 
     @app.exception_handler(RequestValidationError)
     async def explain_bad_body(request: Request, exc: RequestValidationError):
@@ -143,4 +138,11 @@ def create_app(runtime: str) -> FastAPI:
         timing = f"decode;dur={(t1 - t0) * 1e3:.3f}, queue;dur={(t2 - t1) * 1e3:.3f}, infer;dur={(t3 - t2) * 1e3:.3f}"
         return JSONResponse({"prediction": label, "probability": prob}, headers={"Server-Timing": timing})
 
-    return app
+    # The body limit holds while the body is read (a chunked body has no Content-Length to check)
+    return BodySizeLimit(app, MAX_BODY_BYTES, _too_large)
+
+
+def _too_large(size: int, more: bool) -> str:
+    sent = f"{size:,} bytes and more" if more else f"{size:,} bytes"
+    return (f"The request body is {sent}; at most {MAX_BODY_BYTES:,} bytes are accepted (an image of at most "
+            f"{food11.MAX_IMAGE_BYTES // 2**20} MiB, base64-encoded, in JSON).")

@@ -198,7 +198,10 @@ def build_key(checkpoint: str | None) -> str:
     import torch
     import torchvision
 
-    parts = [str(BUILDER_VERSION), str(SEED), checkpoint or "", torch.__version__, torchvision.__version__]
+    # food11.py decodes and pre-processes the images the weights are calibrated on and the recorded
+    # test predictions come from: a change there rebuilds
+    parts = [str(BUILDER_VERSION), str(SEED), checkpoint or "", torch.__version__, torchvision.__version__,
+             sha256(Path(food11.__file__))]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 

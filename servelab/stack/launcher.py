@@ -3,11 +3,18 @@
     python -m servelab.stack.launcher up [--jupyter] [--no-triton]   # start, health-check, write .lab/urls.env
     python -m servelab.stack.launcher status
     python -m servelab.stack.launcher restart fastapi --set FASTAPI_BACKEND=onnx
+    python -m servelab.stack.launcher restart triton     # one service back after a crash (make restart)
     python -m servelab.stack.launcher down                            # stop exactly what `up` started
 
-Every service gets a free port on 127.0.0.1 (LAB_BIND_HOST to change), runs in its own process
+Every service gets a port on 127.0.0.1 (LAB_BIND_HOST to change), runs in its own process
 session with its log in .lab/logs/<name>.log, and is recorded in .lab/state.json; `down` stops
 only processes recorded there whose command line still matches.
+
+Restarts keep what a student relies on: each service gets the port it had last time when that port
+is free (.lab/ports.json), the Jupyter token and Triton's admin key stay the same (.lab/secrets.env),
+and `up` keeps edited config.pbtxt files in the model repository. Files holding a secret
+(secrets.env, urls.env, state.json) are readable by their owner only; no secret is on a command
+line the launcher starts (JupyterLab reads its token from the environment).
 """
 from __future__ import annotations
 
@@ -30,14 +37,67 @@ from servelab.serving.runtimes import fastapi_backend
 
 STATE = LAB_DIR / "state.json"
 URLS_ENV = LAB_DIR / "urls.env"
+SECRETS = LAB_DIR / "secrets.env"
+PORTS = LAB_DIR / "ports.json"
 LOGS = LAB_DIR / "logs"
 BIND = os.environ.get("LAB_BIND_HOST", "127.0.0.1")
+SECRET_KEYS = ("JUPYTER_TOKEN", "TRITON_ADMIN_KEY")
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind((BIND, 0))
         return s.getsockname()[1]
+
+
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((BIND, port))
+            return True
+        except OSError:
+            return False
+
+
+def port_for(name: str) -> int:
+    """The port `name` had the last time (bookmarks and open browser tabs keep working), if free."""
+    try:
+        previous = json.loads(PORTS.read_text()).get(name)
+    except (OSError, ValueError):
+        previous = None
+    port = previous if previous and _port_is_free(previous) else free_port()
+    _remember_port(name, port)
+    return port
+
+
+def _remember_port(name: str, port: int) -> None:
+    try:
+        ports = json.loads(PORTS.read_text())
+    except (OSError, ValueError):
+        ports = {}
+    ports[name] = port
+    _write_private(PORTS, json.dumps(ports, indent=2))
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write a file only its owner can read (0600), in a folder only its owner can list (0700)."""
+    LAB_DIR.mkdir(parents=True, exist_ok=True)
+    LAB_DIR.chmod(0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    path.chmod(0o600)
+
+
+def lab_secrets() -> dict:
+    """The Jupyter token and Triton's admin key: made once, the same after every restart."""
+    values = {}
+    if SECRETS.exists():
+        values = dict(line.split("=", 1) for line in SECRETS.read_text().splitlines() if "=" in line)
+    if not all(values.get(k) for k in SECRET_KEYS):
+        values = {k: values.get(k) or secrets.token_hex(16) for k in SECRET_KEYS}
+        _write_private(SECRETS, "".join(f"{k}={v}\n" for k, v in values.items()))
+    return values
 
 
 def _url(port: int) -> str:
@@ -108,9 +168,11 @@ def start(service: Service) -> dict:
         log.flush()
         proc = subprocess.Popen(service.argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
+    # what a restart needs, never a secret (the secrets stay in secrets.env)
+    kept_env = {k: v for k, v in service.env.items() if k in RESTART_KEYS or k.endswith("_SERVER_URL")}
     record = {"pid": proc.pid, "marker": service.marker or service.argv[0],
-              "argv": service.argv, "health": service.health, "log": str(log_path), "env": service.env,
-              **service.ports}
+              "argv": service.argv, "health": service.health, "log": str(log_path), "env": kept_env,
+              **{k: v for k, v in service.ports.items() if k not in SECRET_KEYS}}
     deadline = time.time() + service.timeout
     while time.time() < deadline:
         if proc.poll() is not None:
@@ -129,6 +191,8 @@ def start(service: Service) -> dict:
 
 # ---------------------------------------------------------------- the services
 
+RESTART_KEYS = ("FASTAPI_BACKEND", "FLASK_BACKEND", "FOOD11_MODEL_NAME", "LAB_MODE")
+
 def _module(name: str) -> list[str]:
     """`python -m name` with this interpreter: works in a venv and with packages on PYTHONPATH alike."""
     return [sys.executable, "-m", name]
@@ -145,27 +209,28 @@ def fastapi_service(port: int, backend: str) -> Service:
 
 
 def flask_service(port: int, env: dict) -> Service:
-    # gunicorn: the same server the Docker image uses; threads so a slow backend does not block the page.
-    return Service("flask", _module("gunicorn") + ["--bind", f"{BIND}:{port}", "--workers", "1", "--threads", "4",
-                                                   "--timeout", "120", "flask_app.app:app"],
-                   health=f"{_url(port)}/healthz", marker="flask_app.app:app", env=env, ports={"port": port})
+    # waitress, as in the Docker image (flask_app/serve.py): slow clients cannot hold its threads
+    return Service("flask", _module("flask_app.serve") + ["--host", BIND, "--port", str(port)],
+                   health=f"{_url(port)}/healthz", marker="flask_app.serve", env=env, ports={"port": port})
 
 
-def triton_service(repo: Path) -> Service:
+def triton_service(repo: Path, admin_key: str) -> Service:
     from servelab.stack import triton_local
 
-    http, grpc, metrics = free_port(), free_port(), free_port()
-    argv, env = triton_local.server_command(repo, http, grpc, metrics)
+    http, grpc, metrics = port_for("triton"), port_for("triton_grpc"), port_for("triton_metrics")
+    argv, env = triton_local.server_command(repo, http, grpc, metrics, admin_key=admin_key)
     return Service("triton", argv, health=f"{_url(http)}/v2/health/ready", env=env, timeout=300,
                    ports={"port": http, "grpc_port": grpc, "metrics_port": metrics})
 
 
 def jupyter_service(port: int, token: str, env: dict) -> Service:
+    # the token reaches JupyterLab through its environment (JUPYTER_TOKEN), not its command line,
+    # which every user of the machine can read
     return Service("jupyter", _module("jupyterlab") + ["--no-browser", f"--ip={BIND}", f"--port={port}",
-                               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={REPO_ROOT}",
+                               f"--ServerApp.root_dir={REPO_ROOT}",
                                "--ServerApp.open_browser=False"] + (["--allow-root"] if os.geteuid() == 0 else []),
-                   health=f"{_url(port)}/api/status?token={token}", marker=f"--port={port}", env=env,
-                   ports={"port": port, "token": token})
+                   health=f"{_url(port)}/api", marker=f"--port={port}", env={**env, "JUPYTER_TOKEN": token},
+                   ports={"port": port})
 
 
 # ---------------------------------------------------------------- state and urls.env
@@ -178,8 +243,7 @@ def read_state() -> dict:
 
 
 def write_state(state: dict) -> None:
-    LAB_DIR.mkdir(parents=True, exist_ok=True)
-    STATE.write_text(json.dumps(state, indent=2))
+    _write_private(STATE, json.dumps(state, indent=2))
     services = state["services"]
     backend = services.get("fastapi", {}).get("env", {}).get("FASTAPI_BACKEND", "")
     lines = {"LAB_MODE": "local", "FASTAPI_BACKEND": backend}
@@ -194,11 +258,11 @@ def write_state(state: dict) -> None:
             TRITON_GRPC_URL=f"127.0.0.1:{t['grpc_port']}",
             TRITON_METRICS_URL=f"{_url(t['metrics_port'])}/metrics",
             TRITON_MODEL_REPOSITORY=state.get("model_repository", ""),
+            TRITON_ADMIN_KEY=lab_secrets()["TRITON_ADMIN_KEY"],  # the repository API's header (labenv)
         )
     if "jupyter" in services:
-        j = services["jupyter"]
-        lines["JUPYTER_URL"] = f"{_url(j['port'])}/lab?token={j['token']}"
-    URLS_ENV.write_text("".join(f"{k}={v}\n" for k, v in lines.items() if v))
+        lines["JUPYTER_URL"] = f"{_url(services['jupyter']['port'])}/lab?token={lab_secrets()['JUPYTER_TOKEN']}"
+    _write_private(URLS_ENV, "".join(f"{k}={v}\n" for k, v in lines.items() if v))
 
 
 def _urls_for_clients(state: dict) -> dict:
@@ -218,42 +282,65 @@ def clean_stale() -> None:
 
 
 def _flask_env(state: dict, urls: dict) -> dict:
-    env = {k: v for k, v in urls.items() if k.endswith("_URL") or k == "LAB_MODE"}
+    env = {k: v for k, v in urls.items() if k.endswith("_SERVER_URL") or k == "LAB_MODE"}
     env["FLASK_BACKEND"] = os.environ.get("FLASK_BACKEND", "fastapi")
     env["FOOD11_MODEL_NAME"] = os.environ.get("FOOD11_MODEL_NAME", "food_classifier")
     return env
 
 
+def _repository() -> Path:
+    return Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model_repository"))
+
+
+def _jupyter_env(state: dict) -> dict:
+    urls = _urls_for_clients(state)
+    if "triton" in state["services"]:  # so `perf_analyzer ...` typed in a terminal or `!` cell just works
+        from servelab.stack import triton_local
+
+        tools = triton_local.perf_analyzer_env()
+        urls.update(PATH=tools["PATH"], LD_LIBRARY_PATH=tools["LD_LIBRARY_PATH"])
+    return urls
+
+
+def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
+    """The Service for `name`, on the port it has (or had) and with its settings plus overrides."""
+    rec = state["services"].get(name, {})
+    env = {**rec.get("env", {}), **(overrides or {})}
+    port = rec.get("port") or port_for(name)
+    if name == "fastapi":
+        return fastapi_service(port, env.get("FASTAPI_BACKEND") or os.environ.get("FASTAPI_BACKEND", "pt"))
+    if name == "flask":
+        return flask_service(port, {**_flask_env(state, _urls_for_clients(state)), **env})
+    if name == "triton":
+        return triton_service(Path(state["model_repository"]), lab_secrets()["TRITON_ADMIN_KEY"])
+    if name == "jupyter":
+        return jupyter_service(port, lab_secrets()["JUPYTER_TOKEN"], _jupyter_env(state))
+    raise SystemExit(f"no service called {name!r} (fastapi, flask, triton, jupyter)")
+
+
 def up(jupyter: bool = False, triton: bool = True, backend: str | None = None) -> dict:
     clean_stale()
-    backend = backend or os.environ.get("FASTAPI_BACKEND", "pt")
+    lab_secrets()  # made once; the same token and key after every restart
     state: dict = {"services": {}, "started": time.strftime("%F %T")}
     try:
+        backend = backend or os.environ.get("FASTAPI_BACKEND", "pt")
         print(f"starting fastapi ({backend}) ...", flush=True)
-        state["services"]["fastapi"] = start(fastapi_service(free_port(), backend))
+        state["services"]["fastapi"] = start(_service("fastapi", state, {"FASTAPI_BACKEND": backend}))
         write_state(state)
         if triton:
             from servelab import model_repository
 
-            repo = Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model_repository"))
-            model_repository.populate(repo, mode="local")
-            state["model_repository"] = str(repo)
+            state["model_repository"] = str(_repository())
+            model_repository.populate(_repository(), mode="local", keep_configs=True)
             print("starting triton (loading every model; about 15-30 s per model on a 2-core CPU) ...", flush=True)
-            state["services"]["triton"] = start(triton_service(repo))
+            state["services"]["triton"] = start(_service("triton", state))
             write_state(state)
-        urls = _urls_for_clients(state)
         print("starting flask ...", flush=True)
-        state["services"]["flask"] = start(flask_service(free_port(), _flask_env(state, urls)))
+        state["services"]["flask"] = start(_service("flask", state))
         write_state(state)
         if jupyter:
             print("starting jupyterlab ...", flush=True)
-            urls = _urls_for_clients(state)
-            if triton:  # so `perf_analyzer ...` typed in a JupyterLab terminal or `!` cell just works
-                from servelab.stack import triton_local
-
-                tools = triton_local.perf_analyzer_env()
-                urls.update(PATH=tools["PATH"], LD_LIBRARY_PATH=tools["LD_LIBRARY_PATH"])
-            state["services"]["jupyter"] = start(jupyter_service(free_port(), secrets.token_hex(16), urls))
+            state["services"]["jupyter"] = start(_service("jupyter", state))
             write_state(state)
     except BaseException:
         down(quiet=True)
@@ -262,24 +349,21 @@ def up(jupyter: bool = False, triton: bool = True, backend: str | None = None) -
     return state
 
 
-def restart(name: str, overrides: dict) -> dict:
-    """Restart one service on its port with changed settings (e.g. FASTAPI_BACKEND=onnx)."""
+def restart(name: str, overrides: dict | None = None) -> dict:
+    """Restart one service on its port, with the same secrets and, optionally, changed settings
+    (e.g. FASTAPI_BACKEND=onnx). After a crash this brings back the one service that died; the
+    model repository is not touched (Triton loads the configs as they are now)."""
     state = read_state()
     rec = state["services"].get(name)
     if rec is None:
         raise SystemExit(f"{name} is not running (services: {sorted(state['services'])}); run `make up` first")
-    env = {**rec["env"], **overrides}
     _stop(rec["pid"], rec["marker"])
-    _wait_port_free(rec["port"])
-    if name == "fastapi":
-        service = fastapi_service(rec["port"], env.get("FASTAPI_BACKEND", "pt"))
-    elif name == "flask":
-        service = flask_service(rec["port"], env)
-    else:
-        raise SystemExit(f"restart supports fastapi and flask, not {name}")
-    state["services"][name] = start(service)
+    for key in ("port", "grpc_port", "metrics_port"):
+        if key in rec:
+            _wait_port_free(rec[key])
+    state["services"][name] = start(_service(name, state, overrides))
     write_state(state)
-    print(f"{name} restarted with {overrides}")
+    print(f"{name} restarted" + (f" with {overrides}" if overrides else ""))
     return state
 
 
@@ -335,7 +419,7 @@ def main(argv=None) -> None:
     sub.add_parser("down")
     sub.add_parser("status")
     p_re = sub.add_parser("restart")
-    p_re.add_argument("name", choices=["fastapi", "flask"])
+    p_re.add_argument("name", choices=["fastapi", "flask", "triton", "jupyter"])
     p_re.add_argument(
         "--set",
         action="append",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import shutil
 import subprocess
 import sys
@@ -183,14 +184,19 @@ def check_stub_numpy(env: dict) -> str:
 
 def server_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, metrics_port: int = 8002,
                    backends: Path = BACKENDS_DIR, address: str | None = None,
-                   extra_args: list[str] | None = None) -> tuple[list[str], dict]:
+                   extra_args: list[str] | None = None, admin_key: str | None = None) -> tuple[list[str], dict]:
     """argv and environment of `tritonserver` serving every model in repo (explicit model control).
 
     Explicit mode + --load-model=*: every model is loaded at start, and later loads/unloads go
     through the repository API (POST /v2/repository/models/<m>/load), as the lab's config
     changes do. As in the Docker stack, a model that fails to load is reported UNAVAILABLE while
     the server serves the others (--exit-on-error=false), and /v2/health/ready means "the server
-    is up" (--strict-readiness=false). A short exit timeout frees the ports soon after SIGTERM. The three endpoints
+    is up" (--strict-readiness=false). A short exit timeout frees the ports soon after SIGTERM.
+
+    The model-repository API (which can load a model.py: run code) answers only requests that
+    carry labenv.ADMIN_HEADER with admin_key (default TRITON_ADMIN_KEY; without one, a new key is
+    generated and put into this process's environment, so its own clients can use the API).
+    Triton takes the key only on its command line. The three endpoints
     listen on `address` (default LAB_BIND_HOST, as the launcher's other services, else 127.0.0.1).
     """
     address = address or os.environ.get("LAB_BIND_HOST") or "127.0.0.1"
@@ -209,11 +215,23 @@ def server_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, met
         "--metrics-interval-ms=500",
         "--exit-timeout-secs=5",
         "--log-verbose=0",
+        *restricted_api_args(admin_key),
         *(extra_args or []),
     ]
     env = server_env(stub_root=Path(backends).parent)
     check_stub_numpy(env)
     return argv, env
+
+
+def restricted_api_args(admin_key: str | None = None) -> list[str]:
+    """Triton's flags restricting the model-repository API (HTTP and gRPC) to the admin header."""
+    from servelab.labenv import ADMIN_HEADER
+
+    key = admin_key or os.environ.get("TRITON_ADMIN_KEY")
+    if not key:
+        key = os.environ["TRITON_ADMIN_KEY"] = secrets.token_hex(16)
+    return [f"--http-restricted-api=model-repository:{ADMIN_HEADER}={key}",
+            f"--grpc-restricted-protocol=model-repository:{ADMIN_HEADER}={key}"]
 
 
 def perf_analyzer_path() -> str:

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import requests
 import tritonclient.http as httpclient
-from compose_stack import HOST_RESULTS, Stack, say, wait_for
+from compose_stack import DOCKER_DIR, HOST_RESULTS, Stack, read_env_file, say, wait_for
 
 from servelab import food11
 from servelab.paths import REPO_ROOT, TEST_IMAGES
@@ -46,8 +46,14 @@ def client(stack, settings):
     return httpclient.InferenceServerClient(f"127.0.0.1:{settings.env['TRITON_HTTP_PORT']}")
 
 
+def admin_headers() -> dict:
+    """The node's secret for Triton's repository API, as docker/init_env.sh wrote it."""
+    return {"lab-admin-key": read_env_file(DOCKER_DIR / ".env")["TRITON_ADMIN_KEY"]}
+
+
 def repository_index(settings) -> dict:
-    rows = requests.post(settings.url("TRITON_HTTP_PORT", "/v2/repository/index"), json={}, timeout=10).json()
+    rows = requests.post(settings.url("TRITON_HTTP_PORT", "/v2/repository/index"), json={},
+                         headers=admin_headers(), timeout=10).json()
     return {row["name"]: row for row in rows}
 
 
@@ -88,12 +94,13 @@ def test_config_edit_in_jupyter_is_reloaded_through_the_repository_api(stack, cl
     """What notebook 6 has the student do: edit config.pbtxt in the mounted repository, ask Triton
     to load the model again; no image rebuilt, no container restarted."""
     script = textwrap.dedent("""
-        import pathlib, requests
+        import os, pathlib, requests
         config = pathlib.Path("model_repository/food_classifier/config.pbtxt")
         text = config.read_text()
         assert "count: 1" in text
         config.write_text(text.replace("count: 1", "count: 2", 1))
-        r = requests.post("http://triton_server:8000/v2/repository/models/food_classifier/load", timeout=300)
+        r = requests.post("http://triton_server:8000/v2/repository/models/food_classifier/load", timeout=300,
+                          headers={"lab-admin-key": os.environ["TRITON_ADMIN_KEY"]})
         config.write_text(text)
         print(r.status_code, r.text)
     """)
@@ -102,10 +109,24 @@ def test_config_edit_in_jupyter_is_reloaded_through_the_repository_api(stack, cl
     assert out.startswith("200"), out
     assert client.get_model_config("food_classifier")["instance_group"][0]["count"] == 2
     # back to the staged config, loaded the same way
-    stack.exec("jupyter", "curl", "-sf", "-X", "POST",
+    stack.exec("jupyter", "bash", "-c", 'curl -sf -X POST -H "lab-admin-key: $TRITON_ADMIN_KEY" '
                "http://triton_server:8000/v2/repository/models/food_classifier/load", user="jovyan")
     assert client.get_model_config("food_classifier")["instance_group"][0]["count"] == 1
     assert stack.container("triton_server")["State"]["StartedAt"] == started
+
+
+def test_the_repository_api_refuses_requests_without_the_node_secret(stack, settings):
+    """A load request can carry a model.py (code the server runs): without the secret it is refused,
+    from the host and from inside the stack; inference and metadata stay open."""
+    load = settings.url("TRITON_HTTP_PORT", "/v2/repository/models/pwned/load")
+    body = {"parameters": {"config": '{"backend": "python"}', "file:1/model.py": "cHJpbnQoMSk="}}
+    assert requests.post(load, json=body, timeout=30).status_code == 403
+    assert requests.post(load, json=body, headers={"lab-admin-key": "guess"}, timeout=30).status_code == 403
+    inside = stack.exec("jupyter", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                        "http://triton_server:8000/v2/repository/index", user="jovyan").stdout
+    assert inside == "403"
+    assert "pwned" not in repository_index(settings)
+    assert requests.get(settings.url("TRITON_HTTP_PORT", "/v2/models/food_classifier_onnx"), timeout=10).ok
 
 
 @pytest.mark.parametrize("shared_memory", ["none", "system"])

@@ -1,0 +1,58 @@
+"""Hostile clients against real services (servelab/reliability/hostile.py, the same code as `make
+reliability`): each finding of the hardening issue, reproduced and bounded.
+
+- Flask keeps answering /healthz within 1 s while 64 connections hold unfinished requests
+  (under gunicorn's threaded worker, 4 such sockets stopped it);
+- FastAPI answers a chunked body over its limit with 413 before 32 MiB arrive, memory flat;
+- 16 concurrent small PNGs declaring a 36 Mpx canvas: memory returns within 200 MB of the start;
+- Triton's model-repository API (it can load a model.py) refuses requests without the node's secret.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from triton_helpers import start_local_triton
+
+from servelab import labenv
+from servelab.reliability import hostile
+from servelab.stack import launcher
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture
+def fastapi_onnx(start_service, built_artifacts):
+    return start_service(launcher.fastapi_service(launcher.free_port(), "onnx"))
+
+
+def _explain(row: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in row.items())
+
+
+def test_slow_clients_do_not_starve_flask(start_service):
+    flask = start_service(launcher.flask_service(launcher.free_port(), {"FASTAPI_SERVER_URL": "http://127.0.0.1:9"}))
+    row = hostile.slow_clients(flask.url, n=64)
+    assert row["ok"], _explain(row)
+
+
+def test_a_chunked_body_over_the_limit_is_refused_early(fastapi_onnx):
+    row = hostile.chunked_body(fastapi_onnx.url, fastapi_onnx.record["pid"], total_mb=300)
+    assert row["ok"], _explain(row)
+
+
+def test_memory_comes_back_after_a_burst_of_crafted_canvases(fastapi_onnx):
+    row = hostile.crafted_canvases(fastapi_onnx.url, fastapi_onnx.record["pid"], clients=16)
+    assert row["ok"], _explain(row)
+    assert row["status"] == [200]  # under the pixel cap: classified, not refused
+
+
+def test_the_repository_api_needs_the_node_secret(tmp_path, built_artifacts):
+    server = start_local_triton(tmp_path)
+    try:
+        rows = hostile.repository_api(server.url, labenv.ADMIN_HEADER, os.environ["TRITON_ADMIN_KEY"])
+    finally:
+        server.stop()
+    assert all(r["ok"] for r in rows), "\n".join(_explain(r) for r in rows)
+    assert [r["status"] for r in rows] == [403, 403, 403, 200]
+    assert "pwned" not in (tmp_path / "model_repository").iterdir().__repr__()
