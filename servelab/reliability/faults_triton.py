@@ -8,6 +8,7 @@ from pathlib import Path
 
 import requests
 
+from servelab import labenv
 from servelab.reliability.faults import kill_during, scenario
 from servelab.reliability.fuzz_triton import answers_good_request, error_of
 
@@ -78,7 +79,8 @@ def broken_configs(triton, good_b64: str) -> list[dict]:
         """A config override through the repository API naming a backend that is not installed."""
         config = {**triton_config.served_config(MODEL, triton.url), "backend": "no_such_backend"}
         resp = requests.post(f"{triton.url}/v2/repository/models/{MODEL}/load",
-                             json={"parameters": {"config": json.dumps(config)}}, timeout=300)
+                             json={"parameters": {"config": json.dumps(config)}}, headers=labenv.admin_headers(),
+                             timeout=300)
         on = serving()
         message = error_of(resp)
         ok = resp.status_code != 200 and "no_such_backend" in message and on

@@ -71,7 +71,7 @@ def cases(good: bytes) -> list[tuple[str, dict, int | None, str]]:
         ("PNG bytes named .jpg", one("really_png.jpg", png), 200, ""),
         ("text named .png", one("fake.png", b"this is not a png", "image/png"), 415, "not an image"),
         ("empty .jpg", one("empty.jpg", b""), 400, "empty"),
-        (f"oversized {len(too_big) // 2**20} MiB .jpg", one("huge.jpg", too_big), 413, "larger than"),
+        (f"oversized {len(too_big) // 2**20} MiB .jpg", one("huge.jpg", too_big), 413, "a photo of at most"),
         (
             "two files",
             {"files": [("file", ("a.jpg", good, "image/jpeg")), ("file", ("b.txt", b"x", "text/plain"))]},
@@ -95,7 +95,7 @@ def fuzz_flask(proc, image_examples: int = 40, seed: int = 0) -> Tally:
         record(tally, proc, name, post(**kwargs), lambda r, expected=expected, words=words: verdict(r, expected, words))
     for name, data, expected, words in image_corpus():
         if len(data) > food11.MAX_IMAGE_BYTES:  # Flask's own size cap answers first, in its words
-            expected, words = 413, "larger than"
+            expected, words = 413, "a photo of at most"
         record(
             tally,
             proc,
