@@ -69,6 +69,9 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts):
            "TRITON_MODEL_REPOSITORY": str(tmp_path / "model_repository")}
     up = run_launcher(state, "up", extra_env=env)
     assert up.returncode == 0, up.stdout + up.stderr
+    # this stack's secret for Triton's repository API (this test process may hold another server's)
+    urls = dict(line.split("=", 1) for line in (state / "urls.env").read_text().splitlines())
+    env["TRITON_ADMIN_KEY"] = urls["TRITON_ADMIN_KEY"]
     try:
         for name in ("05_triton_setup", "06_triton_benchmarks", "07_how_close_to_the_hardware"):
             notebook_runner.execute(REPO_ROOT / f"notebooks/{name}.ipynb", tmp_path / f"{name}.ipynb",
