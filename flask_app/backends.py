@@ -15,7 +15,7 @@ import os
 import numpy as np
 import requests
 
-from servelab import food11, triton_http
+from servelab import food11, triton_clients
 
 
 class BackendError(RuntimeError):
@@ -23,7 +23,7 @@ class BackendError(RuntimeError):
 
 
 def _unreachable(what: str, url: str, exc: Exception) -> BackendError:
-    kind = "timed out" if isinstance(exc, requests.Timeout) else "is not reachable"
+    kind = "timed out" if isinstance(exc, (requests.Timeout, TimeoutError)) else "is not reachable"
     return BackendError(f"The {what} at {url} {kind} ({type(exc).__name__}). Start it (make up, or "
                         "docker compose up) and try again; this page recovers on its own once it answers.")
 
@@ -56,34 +56,41 @@ class FastAPIBackend:
 
 
 class TritonBackend:
+    """Triton through its own client library: the Python-backend model gets the file, the ONNX
+    model the pre-processed tensor (pre- and post-processing done here, with servelab.food11)."""
+
     def __init__(self, url: str, model: str):
         self.url, self.model = url.rstrip("/"), model
         self.name = f"Triton model '{model}' ({self.url})"
 
     def weights(self) -> str:
         try:
-            resp = requests.get(f"{self.url}/v2/models/{self.model}/config", timeout=2).json()
-            return resp.get("parameters", {}).get("weights", {}).get("string_value", "unknown")
-        except (requests.RequestException, ValueError):
+            config = triton_clients.for_this_thread(self.url).get_model_config(self.model)
+            return config.get("parameters", {}).get("weights", {}).get("string_value", "unknown")
+        except Exception:  # noqa: BLE001 - the page shows 'unknown' whatever went wrong
             return "unknown"
 
-    def _input_datatype(self) -> str:
-        meta = triton_http.model_metadata(self.url, self.model)
-        return meta["inputs"][0]["datatype"]
-
     def predict(self, image: bytes) -> tuple[str, float]:
+        import tritonclient.http as httpclient
+        from tritonclient.utils import InferenceServerException
+
+        client = triton_clients.for_this_thread(self.url)
         try:
-            if self._input_datatype() == "BYTES":  # the model decodes the image itself
-                out = triton_http.infer(self.url, self.model, {"INPUT_IMAGE": [base64.b64encode(image)]},
-                                        ["FOOD_LABEL", "PROBABILITY"], timeout=60)
-                return out["FOOD_LABEL"][0].decode(), float(np.asarray(out["PROBABILITY"]).reshape(-1)[0])
+            if client.get_model_metadata(self.model)["inputs"][0]["datatype"] == "BYTES":
+                encoded = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")  # the model decodes it
+                encoded.set_data_from_numpy(np.array([[base64.b64encode(image)]], dtype=np.object_))
+                result = client.infer(self.model, [encoded], outputs=[httpclient.InferRequestedOutput("FOOD_LABEL"),
+                                                                      httpclient.InferRequestedOutput("PROBABILITY")])
+                return result.as_numpy("FOOD_LABEL")[0][0].decode(), float(result.as_numpy("PROBABILITY")[0][0])
             pixels = food11.tensor_from_bytes(image)[None]   # pre-processing in Flask
-            out = triton_http.infer(self.url, self.model, {"input": pixels}, ["output"], timeout=60)
-            return food11.top_class(out["output"][0])         # post-processing in Flask
-        except requests.RequestException as exc:
+            tensor = httpclient.InferInput("input", list(pixels.shape), "FP32")
+            tensor.set_data_from_numpy(pixels)
+            result = client.infer(self.model, [tensor], outputs=[httpclient.InferRequestedOutput("output")])
+            return food11.top_class(result.as_numpy("output")[0])  # post-processing in Flask
+        except InferenceServerException as exc:  # Triton answered, with an error
+            raise BackendError(f"Triton answered with an error: {exc.message()}") from None
+        except (ConnectionError, OSError) as exc:
             raise _unreachable("Triton server", self.url, exc) from None
-        except triton_http.TritonError as exc:
-            raise BackendError(f"Triton answered with an error: {exc}") from None
 
 
 def from_env(env=os.environ):

@@ -10,7 +10,7 @@ says which notebook introduces it.
     notebook 6   perf              perf_analyzer: the command, its run, its parsed row
                  triton_config     validate, diff, write and reload a model's config.pbtxt
                  triton_stats      Triton's per-batch-size statistics and utilisation metrics
-                 triton_http       small calls to Triton's HTTP API
+                 queueing          a queueing model beside the measurements
     (all)        paths             where things live in the repository
 
 What the notebooks do not import lives in sub-packages named after what they are:

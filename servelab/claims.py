@@ -1,45 +1,182 @@
-""""What to notice" claims, checked against the numbers just measured.
+"""Predictions before measurements, and "what to notice" claims judged on the numbers measured.
 
 Introduced in notebook 4.
 
-Each notebook states a claim, then calls `check(...)` with the measured values: the cell prints
-the numbers it judged and whether the claim held on this machine. All checks of a run are saved
-to claims.csv for the summary page. With LAB_STRICT_CLAIMS=1 (the tests) a claim that does not
-hold stops the notebook; otherwise it is reported, since a student's hardware may differ.
+    claims.predict("4.4 median ms", None, "...")     # your number (None: not predicted yet)
+    lat = claims.Measured.from_samples(latencies_ms)  # a median with a 95% interval
+    claims.at_least("concurrent latency is >= 3x sequential", conc / seq, 3)
+
+**How a claim gets its verdict.** Noise decides small differences, so every number comes with an
+interval, and a claim is judged on the interval, not on the number:
+- per-request samples (notebook 4's load generator): the 95% bootstrap interval of the median;
+- perf_analyzer runs: the lowest and highest of its measurement windows (it measures several
+  windows and reports the last); a number perf_analyzer reports once (e.g. the server's queue
+  time) gets the same relative spread as the run's throughput windows.
+A claim "x >= t" **holds** when the whole interval of x is at or above t, **does not hold** when
+the whole interval is below it, and is **inconclusive** when the interval straddles t: then the
+measurement cannot decide it (measure longer, or on quieter hardware). Ratios of two measured
+numbers take the extremes: [lo_a / hi_b, hi_a / lo_b].
+
+All verdicts of a run are saved to claims.csv, and predictions to predictions.csv, for the
+summary page. With LAB_STRICT_CLAIMS=1 (the tests) a claim that does not hold stops the
+notebook; inconclusive never does. LAB_PREDICTIONS (JSON {key: value}) answers prediction cells
+left at None, so a headless run has predictions to compare.
 """
 from __future__ import annotations
 
 import csv
+import json
+import math
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 RESULTS: list[dict] = []
+PREDICTIONS: dict[str, dict] = {}
+HOLDS, FAILS, INCONCLUSIVE, NOT_CHECKED = "holds", "does not hold", "inconclusive", "not checked here"
 
 
 class ClaimFailed(AssertionError):
     pass
 
 
-def check(claim: str, holds: bool, numbers: dict, needs: str = "") -> bool:
-    shown = ", ".join(f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}" for k, v in numbers.items())
-    verdict = "HOLDS" if holds else "DOES NOT HOLD"
-    print(f"[{verdict}] {claim}\n    measured: {shown}" + (f"\n    note: {needs}" if needs else ""))
-    RESULTS.append({"claim": claim, "holds": bool(holds), "measured": shown, "note": needs})
-    if not holds and os.environ.get("LAB_STRICT_CLAIMS") == "1":
-        raise ClaimFailed(f"claim did not hold: {claim} ({shown})")
-    return bool(holds)
+@dataclass(frozen=True)
+class Measured:
+    """A measured number with the interval the measurement supports."""
+    value: float
+    lo: float
+    hi: float
+    how: str = "one value"
+
+    @classmethod
+    def exact(cls, value: float, how: str = "one value") -> Measured:
+        return cls(float(value), float(value), float(value), how)
+
+    @classmethod
+    def from_windows(cls, windows, value: float | None = None) -> Measured:
+        """perf_analyzer's windows of one run: value = the reported one (default: their mean)."""
+        w = [float(x) for x in windows]
+        v = float(np.mean(w)) if value is None else float(value)
+        return cls(v, min(w + [v]), max(w + [v]), f"{len(w)} measurement windows")
+
+    @classmethod
+    def from_samples(cls, samples, stat=np.median, rounds: int = 1000, seed: int = 0) -> Measured:
+        """A statistic (default the median) of per-request samples, 95% bootstrap interval."""
+        x = np.asarray(samples, dtype=float)
+        rng = np.random.default_rng(seed)
+        boots = [stat(rng.choice(x, size=len(x), replace=True)) for _ in range(rounds)]
+        lo, hi = np.percentile(boots, [2.5, 97.5])
+        return cls(float(stat(x)), float(lo), float(hi), f"95% bootstrap interval, {len(x)} requests")
+
+    def with_spread_of(self, other: Measured) -> Measured:
+        """This number with the relative spread of another from the same run."""
+        if not other.value:
+            return self
+        down, up = (other.value - other.lo) / other.value, (other.hi - other.value) / other.value
+        return Measured(self.value, self.value * (1 - down), self.value * (1 + up), f"spread of {other.how}")
+
+    def __truediv__(self, other: Measured) -> Measured:
+        if not isinstance(other, Measured):
+            other = Measured.exact(other)
+        lo = self.lo / other.hi if other.hi else math.inf
+        hi = self.hi / other.lo if other.lo else math.inf
+        return Measured(self.value / other.value if other.value else math.inf, lo, hi, "ratio of intervals")
+
+    def __str__(self) -> str:
+        if self.lo == self.hi:
+            return f"{self.value:.3g}"
+        return f"{self.value:.3g} [{self.lo:.3g}, {self.hi:.3g}]"
 
 
-def not_checkable(claim: str, reason: str) -> None:
+def _as_measured(x) -> Measured:
+    return x if isinstance(x, Measured) else Measured.exact(x)
+
+
+def predict(key: str, value, why: str = ""):
+    """Record your prediction before measuring; returns it. None = not predicted (yet)."""
+    if value is None:
+        scripted = json.loads(os.environ.get("LAB_PREDICTIONS") or "{}")
+        value = scripted.get(key)
+        why = why or ("(scripted answer of a headless run)" if value is not None else "")
+    PREDICTIONS[key] = {"prediction": key, "value": value, "why": why}
+    print(f"your prediction for {key}: {'(none yet: type a value, then run the cell)' if value is None else value}"
+          + (f" - because {why}" if why and value is not None else ""))
+    return value
+
+
+def compare_prediction(key: str, measured) -> str:
+    """Set your prediction beside the measurement: within 2x counts as a good estimate."""
+    m = _as_measured(measured)
+    p = PREDICTIONS.get(key, {}).get("value")
+    if p is None:
+        line = f"{key}: measured {m}; no prediction was made"
+    elif isinstance(p, (int, float)) and not isinstance(p, bool):
+        factor = max(p, m.value) / min(p, m.value) if min(p, m.value) > 0 else math.inf
+        line = f"{key}: you predicted {p:.3g}, measured {m} ({'within' if factor <= 2 else 'off by more than'} 2x)"
+    else:
+        line = f"{key}: you predicted {p!r}, measured {m}"
+    PREDICTIONS.setdefault(key, {"prediction": key, "value": p, "why": ""})["measured"] = str(m)
+    print(line)
+    return line
+
+
+def _record(claim: str, verdict: str, measured: Measured | None, rule: str, numbers: dict | None, note: str):
+    shown = ", ".join(f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}" for k, v in (numbers or {}).items())
+    print(f"[{verdict.upper()}] {claim}"
+          + (f"\n    measured: {measured} ({measured.how}); the claim needs {rule}" if measured else "")
+          + (f"\n    numbers: {shown}" if shown else "") + (f"\n    note: {note}" if note else ""))
+    RESULTS.append({"claim": claim, "verdict": verdict, "value": "" if measured is None else round(measured.value, 4),
+                    "interval": "" if measured is None else f"[{measured.lo:.4g}, {measured.hi:.4g}]",
+                    "rule": rule, "how": "" if measured is None else measured.how, "numbers": shown, "note": note})
+    if verdict == FAILS and os.environ.get("LAB_STRICT_CLAIMS") == "1":
+        raise ClaimFailed(f"claim does not hold: {claim} (measured {measured}, needs {rule})")
+    return verdict
+
+
+def at_least(claim: str, measured, threshold: float, numbers: dict | None = None, note: str = "") -> str:
+    m = _as_measured(measured)
+    verdict = HOLDS if m.lo >= threshold else FAILS if m.hi < threshold else INCONCLUSIVE
+    return _record(claim, verdict, m, f">= {threshold:g}", numbers, note)
+
+
+def at_most(claim: str, measured, threshold: float, numbers: dict | None = None, note: str = "") -> str:
+    m = _as_measured(measured)
+    verdict = HOLDS if m.hi <= threshold else FAILS if m.lo > threshold else INCONCLUSIVE
+    return _record(claim, verdict, m, f"<= {threshold:g}", numbers, note)
+
+
+def between(claim: str, measured, low: float, high: float, numbers: dict | None = None, note: str = "") -> str:
+    m = _as_measured(measured)
+    inside = low <= m.lo and m.hi <= high
+    outside = m.hi < low or m.lo > high
+    verdict = HOLDS if inside else FAILS if outside else INCONCLUSIVE
+    return _record(claim, verdict, m, f"between {low:g} and {high:g}", numbers, note)
+
+
+def fact(claim: str, holds: bool, numbers: dict | None = None, note: str = "") -> str:
+    """A claim with no noise in it (e.g. two classes are the same): holds or does not."""
+    return _record(claim, HOLDS if holds else FAILS, None, "", numbers, note)
+
+
+def not_checkable(claim: str, reason: str) -> str:
     """A claim this hardware cannot show (e.g. two GPUs on a CPU machine): say so, do not pretend."""
-    print(f"[NOT CHECKED HERE] {claim}\n    why: {reason}")
-    RESULTS.append({"claim": claim, "holds": "", "measured": "", "note": f"not checked here: {reason}"})
+    return _record(claim, NOT_CHECKED, None, "", None, reason)
 
 
-def save(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
+def save(folder: Path) -> Path:
+    """claims.csv (and predictions.csv, if any) in folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "claims.csv"
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["claim", "holds", "measured", "note"])
+        writer = csv.DictWriter(f, fieldnames=["claim", "verdict", "value", "interval", "rule", "how", "numbers",
+                                               "note"])
         writer.writeheader()
         writer.writerows(RESULTS)
+    if PREDICTIONS:
+        with open(folder / "predictions.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["prediction", "value", "why", "measured"])
+            writer.writeheader()
+            writer.writerows({"measured": "", **p} for p in PREDICTIONS.values())
     return path

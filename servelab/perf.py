@@ -1,13 +1,17 @@
-"""perf_analyzer runs for the Triton notebooks: build the command, run it as shown, parse its CSV.
+"""perf_analyzer runs for the Triton notebooks: the command you type, its own output, a parsed row.
 
 Introduced in notebook 6.
 
     from servelab import perf
-    cmd = perf.perf_analyzer_command("food_classifier", concurrency=8, input_data=PERF_INPUT_JSON)
-    result = perf.run(cmd)          # prints `$ perf_analyzer ...` and its raw output
-    result.row                      # one parsed row (times in ms)
+    run = perf.run_line(f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 8", "a c8")
+    run.row                  # one parsed row (times in ms), with Triton's batch counts and utilisation
+    run.throughput           # inferences/s with the interval of perf_analyzer's windows (claims.Measured)
 
-    perf.measure(...)               # the same, plus Triton's batch statistics and utilisation
+run_line() runs the line as typed and adds only what the lab reads back: the CSV file (-f,
+--verbose-csv), -v (each measurement window's numbers) and, when the line does not set them, the
+measurement window length and stability of this run's settings (LAB_PERF_* in `make lab`); it
+says what it added. perf_analyzer_command() builds the same kind of line from arguments, for the
+sweeps that change one setting many times.
 
 perf_analyzer writes one CSV row per load level (-f FILE); its times are microseconds. Here they
 become milliseconds with these columns:
@@ -171,6 +175,23 @@ def parse_csv(text: str):
     return table
 
 
+_PASS = re.compile(r"Pass \[\d+\] throughput: ([0-9.]+) infer/sec\. Avg latency: (\d+) usec")
+_DELAYED = re.compile(r"([0-9.]+)% of the requests were delayed")
+DELAYED_LIMIT_PCT = 5.0  # an open-loop run whose client fell further behind is not the load it claims
+
+
+def parse_windows(output: str) -> list[dict]:
+    """-v output -> the measurement windows of the last load level: throughput and mean latency."""
+    last_level = re.split(r"^Request (?:concurrency|Rate): ", output, flags=re.M)[-1]
+    return [{"throughput_infer_s": float(t), "avg_latency_ms": int(us) / 1000.0} for t, us in _PASS.findall(last_level)]
+
+
+def parse_delayed_pct(output: str) -> float:
+    """perf_analyzer's own warning for request-rate runs: the share of requests it sent late."""
+    found = _DELAYED.findall(output)
+    return float(found[-1]) if found else 0.0
+
+
 @dataclass
 class PerfResult:
     command: list[str]
@@ -186,6 +207,23 @@ class PerfResult:
     def row(self) -> dict:
         """The (last) load level as a dict, with anything measure() added."""
         return {**self.table.iloc[-1].to_dict(), **self.extra}
+
+    @property
+    def windows(self) -> list[dict]:
+        return parse_windows(self.output)
+
+    @property
+    def throughput(self):
+        """Inferences per second, with the lowest and highest of the run's windows as its interval."""
+        from servelab.claims import Measured
+        values = [w["throughput_infer_s"] for w in self.windows]
+        reported = self.row["throughput_infer_s"]
+        return Measured.from_windows(values, reported) if values else Measured.exact(reported)
+
+    def measured(self, column: str):
+        """Any other column of the row, with the relative spread of the throughput windows."""
+        from servelab.claims import Measured
+        return Measured.exact(self.row[column]).with_spread_of(self.throughput)
 
 
 def _default_timeout(cmd: list[str]) -> float:
@@ -203,15 +241,20 @@ def _default_timeout(cmd: list[str]) -> float:
     return levels * (interval_s * (trials + 1) + 15) + 30
 
 
-def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, label: str | None = None) -> PerfResult:
+def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, label: str | None = None,
+        shown: str | None = None) -> PerfResult:
     """Run perf_analyzer exactly as given (it must write -f CSV), print line + raw output, parse the CSV.
 
-    A server that is down or a model that is not READY fails within seconds; a run that never
-    finishes is stopped after `timeout` (default: from the measurement interval and trials).
+    `shown` is the line to print instead of the full command (run_line: what the student typed).
+    -v is added when missing: its per-window lines are the intervals of claims. A server that is
+    down or a model that is not READY fails within seconds; a run that never finishes is stopped
+    after `timeout` (default: from the measurement interval and trials).
     """
     csv = _arg(cmd, "-f")
     if csv is None:
         raise ValueError("the command has no -f FILE.csv: build it with perf_analyzer_command()")
+    if "-v" not in cmd:
+        cmd = [*cmd, "-v"]
     csv_path = Path(csv)
     csv_path.parent.mkdir(parents=True, exist_ok=True)
     if csv_path.exists():
@@ -219,7 +262,7 @@ def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, labe
     line = shell_line(cmd)
     limit = timeout if timeout is not None else _default_timeout(cmd)
     if verbose:
-        print(f"$ {line}", flush=True)
+        print(f"$ {shown or line}", flush=True)
     start = time.perf_counter()
     try:
         proc = subprocess.run(cmd, env=triton_local.perf_analyzer_env(), capture_output=True, text=True,
@@ -242,45 +285,33 @@ def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, labe
         raise PerfAnalyzerError(f"perf_analyzer exited with code {proc.returncode}: {line}\n"
                                 f"{output.strip()[-3000:]}{hint}")
     result.table = parse_csv(csv_path.read_text())
+    result.extra["delayed_pct"] = parse_delayed_pct(output)
     if label is not None:
         result.table.insert(0, "label", label)
     return result
 
 
-def measure(model: str, *, label: str | None = None, url: str | None = None, metrics_url: str | None = None,
-            grpc_url: str | None = None, timeout: float | None = None, verbose: bool = True,
-            accept_unsettled: bool = False, **command_args) -> PerfResult:
-    """One perf_analyzer run with Triton's view around it.
-
-    Reads the model's statistics before and after (batch sizes the model really ran with, queue
-    and compute totals) and samples utilisation from the metrics endpoint during the run; the
-    parsed row (result.row) gets columns avg_batch_size, max_batch_size_seen, batch_executions,
-    util_source, util_mean_pct, util_max_pct, and mode: "count" (a fixed number of requests),
-    "windows" (timing windows that agreed) or "windows, unsettled" (accept_unsettled: on a busy
-    machine the windows never agreed, so the run was repeated accepting any spread between them).
-    url is Triton's HTTP address (statistics are read there); with protocol="grpc" perf_analyzer
-    talks to grpc_url (default TRITON_GRPC_URL).
-    """
+def _with_triton_view(model: str, url: str | None, metrics_url: str | None, verbose: bool, once, again=None):
+    """Run once() (a perf_analyzer run) between two reads of the model's statistics, sampling
+    utilisation meanwhile; again() is the retry when the windows did not settle (None: no retry)."""
     from servelab import triton_stats
 
-    target = grpc_url if command_args.get("protocol") == "grpc" else url
-    cmd = perf_analyzer_command(model, target, **command_args)
     before = triton_stats.model_stats(model, url)
-    mode = "count" if command_args.get("request_count") is not None else "windows"
+    mode = "windows"
     with triton_stats.UtilisationSampler(metrics_url) as sampler:
         try:
-            result = run(cmd, timeout=timeout, verbose=verbose, label=label)
+            result = once()
         except PerfAnalyzerError as exc:
-            if not accept_unsettled or mode == "count" or "stable measurement" not in str(exc):
+            if again is None or "stable measurement" not in str(exc):
                 raise
             if verbose:
                 print("\n-> the measurement windows did not settle; measuring again, accepting any spread "
                       "between them\n", flush=True)
-            cmd = perf_analyzer_command(model, target, **{**command_args, "stability_percentage": 1000})
-            result = run(cmd, timeout=timeout, verbose=verbose, label=label)
+            result = again()
             mode = "windows, unsettled"
-    after = triton_stats.model_stats(model, url)
-    delta = triton_stats.stats_delta(before, after)
+    if _arg(result.command, "--request-count"):
+        mode = "count"
+    delta = triton_stats.stats_delta(before, triton_stats.model_stats(model, url))
     result.extra.update({
         "mode": mode,
         "avg_batch_size": round(delta["avg_batch_size"], 2),
@@ -290,8 +321,81 @@ def measure(model: str, *, label: str | None = None, url: str | None = None, met
     })
     result.stats = delta
     if verbose:
-        util = result.extra["util_mean_pct"]
-        print(f"Triton: model executions by batch size {delta['batch_executions']}; "
-              f"{result.extra['util_source'] or 'utilisation'} mean "
-              f"{'n/a' if util is None else f'{util:.0f}%'} during the run", flush=True)
+        util = {k: v for k, v in result.extra.items() if k.endswith("_util_pct")}
+        late = result.extra["delayed_pct"]
+        print(f"Triton: model executions by batch size {delta['batch_executions']}; mean utilisation during the "
+              f"run: {', '.join(f'{k[:-9]} {v:.0f}%' for k, v in util.items()) or 'not reported'}"
+              + (f"; {late:.1f}% of the requests were sent late" if late else ""), flush=True)
+        if late > DELAYED_LIMIT_PCT:
+            print(f"WARNING: more than {DELAYED_LIMIT_PCT:g}% of the requests left late: this run is not the "
+                  "open-loop load it claims (give perf_analyzer more threads, or a lower rate)", flush=True)
+    return result
+
+
+def measure(model: str, *, label: str | None = None, url: str | None = None, metrics_url: str | None = None,
+            grpc_url: str | None = None, timeout: float | None = None, verbose: bool = True,
+            accept_unsettled: bool = False, **command_args) -> PerfResult:
+    """One perf_analyzer run built from arguments (perf_analyzer_command), with Triton's view around it.
+
+    The parsed row (result.row) gets Triton's statistics of the run (avg_batch_size,
+    max_batch_size_seen, batch_executions), the utilisation per device (gpu0_util_pct, ... or
+    cpu_util_pct), delayed_pct (open-loop runs) and mode: "count" (a fixed number of requests),
+    "windows" (timing windows that agreed) or "windows, unsettled" (accept_unsettled: on a busy
+    machine the windows never agreed, so the run was repeated accepting any spread between them).
+    url is Triton's HTTP address (statistics are read there); with protocol="grpc" perf_analyzer
+    talks to grpc_url (default TRITON_GRPC_URL).
+    """
+    target = grpc_url if command_args.get("protocol") == "grpc" else url
+    once = lambda: run(perf_analyzer_command(model, target, **command_args),  # noqa: E731
+                       timeout=timeout, verbose=verbose, label=label)
+    again = None
+    if accept_unsettled and command_args.get("request_count") is None:
+        relaxed = {**command_args, "stability_percentage": 1000}
+        again = lambda: run(perf_analyzer_command(model, target, **relaxed),  # noqa: E731
+                            timeout=timeout, verbose=verbose, label=label)
+    return _with_triton_view(model, url, metrics_url, verbose, once, again)
+
+
+# What the lab adds to a typed line when the line does not set it: the length of the measurement
+# windows and how much they may disagree (make lab's quick runs shorten them).
+def measurement_settings() -> dict[str, str]:
+    return {"--measurement-interval": os.environ.get("LAB_PERF_INTERVAL_MS", "5000"),
+            "--stability-percentage": os.environ.get("LAB_PERF_STABILITY", "20"),
+            "--max-trials": os.environ.get("LAB_PERF_MAX_TRIALS", "10")}
+
+
+def run_line(line: str, name: str, *, out: Path | None = None, url: str | None = None,
+             metrics_url: str | None = None, timeout: float | None = None, verbose: bool = True) -> PerfResult:
+    """Run a perf_analyzer command line as typed, e.g.
+        perf_analyzer -m food_classifier -u triton_server:8000 --concurrency-range 8
+    and read Triton's statistics and utilisation around it. The results are named `name`:
+    out/perf_<name>.csv (default results/perf/). Adds, and says so, -f/--verbose-csv/-v and the
+    measurement settings the line leaves out; a run whose windows never agree is measured again
+    accepting their spread (the row's mode says "windows, unsettled")."""
+    argv = shlex.split(line)
+    if not argv or Path(argv[0]).name != "perf_analyzer":
+        raise ValueError(f"not a perf_analyzer command: {line!r}")
+    model = _arg(argv, "-m")
+    if model is None:
+        raise ValueError("the command names no model (-m NAME)")
+    tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+    csv_path = (out or RESULTS / "perf") / f"perf_{tag}.csv"
+    settings = {k: v for k, v in measurement_settings().items()
+                if k not in argv and not (k == "--measurement-interval" and "-p" in argv)}
+    if _arg(argv, "--request-count") or "--request-rate-range" in argv:
+        settings.pop("--stability-percentage", None)  # a count or a fixed rate decides the length
+    plumbing = ["-f", str(csv_path), "--verbose-csv", "-v"]
+    cmd = [triton_local.perf_analyzer_path(), *argv[1:], *[x for kv in settings.items() for x in kv], *plumbing]
+    if verbose and settings:
+        print("(measurement settings of this run, added to the line: "
+              + " ".join(f"{k} {v}" for k, v in settings.items()) + ")", flush=True)
+    once = lambda: run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
+    again = None
+    if "--stability-percentage" in settings:
+        relaxed = [*cmd]
+        relaxed[relaxed.index("--stability-percentage") + 1] = "1000"
+        again = lambda: run(relaxed, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
+    result = _with_triton_view(model, url, metrics_url, verbose, once, again)
+    result.extra["command"] = line
+    result.extra["run"] = name
     return result

@@ -3,6 +3,14 @@
 Introduced in notebook 6.
 
     from servelab import triton_config
+    triton_config.edit("food_classifier", '''
+    instance_group [ { count: 2, kind: KIND_GPU } ]
+    ''')                                   # your text replaces that field; comments elsewhere stay
+
+edit() is how the notebooks change a config: the text you write replaces the top-level field(s)
+of the same name in the file, exactly as written. update_model() makes the same kind of change
+from keywords, for sweeps that try many settings (it rewrites the file in protobuf's layout):
+
     triton_config.update_model("food_classifier", instances=2)
     triton_config.update_model("food_classifier", preferred_batch_sizes=[4, 6, 8], max_queue_delay_us=100)
     triton_config.update_model("food_classifier", dynamic_batching=False)
@@ -25,6 +33,7 @@ from __future__ import annotations
 import copy
 import difflib
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -228,18 +237,120 @@ class ReloadResult:
         return f"{self.model}: Triton refused the new config after {self.seconds:.1f} s: {self.error}. {serving}"
 
 
-def update_model(model: str, *, repo: Path | str | None = None, url: str | None = None,
-                 timeout: float = 300.0, restore_on_error: bool = True, verbose: bool = True,
-                 **change) -> ReloadResult:
-    """Apply `change` (the keywords of modify()) to the model's config.pbtxt and reload it in Triton."""
+# ---------------------------------------------------------------- editing the text itself
+
+def _top_level_fields(text: str) -> list[tuple[str, int, int]]:
+    """(name, start, end) of every top-level field of a config.pbtxt text, skipping comments and
+    strings; end includes the field's block ({...} or [...]) or value, and the rest of its line."""
+    fields, i, n = [], 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+            continue
+        if ch == "#":
+            i = text.find("\n", i)
+            i = n if i < 0 else i + 1
+            continue
+        start = i
+        while i < n and (text[i].isalnum() or text[i] == "_"):
+            i += 1
+        name = text[start:i]
+        if not name:
+            raise ValueError(f"unexpected {text[start]!r} at top level of the config (position {start})")
+        depth, in_string = 0, False
+        while i < n:
+            c = text[i]
+            if in_string:
+                in_string = not (c == '"' and text[i - 1] != "\\")
+            elif c == '"':
+                in_string = True
+            elif c == "#":
+                i = text.find("\n", i)
+                i = n if i < 0 else i
+                continue
+            elif c in "{[":
+                depth += 1
+            elif c in "}]":
+                depth -= 1
+                if depth == 0:
+                    i += 1
+                    break
+            elif c == "\n" and depth == 0 and text[start:i].strip().rstrip(":").strip() != name:
+                break
+            i += 1
+        line_end = text.find("\n", i)
+        end = n if line_end < 0 else line_end + 1
+        if text[i:end].strip().startswith("#") or not text[i:end].strip():
+            i = end
+        fields.append((name, start, i))
+    return fields
+
+
+def _identity(text: str, name: str, start: int, end: int) -> str:
+    """A field's identity: its name, and for a `parameters` entry (a map) its key as well."""
+    if name == "parameters":
+        key = re.search(r'key\s*:\s*"([^"]*)"', text[start:end])
+        return f"parameters[{key.group(1) if key else ''}]"
+    return name
+
+
+def replace_fields(text: str, fragment: str, remove: tuple[str, ...] = ()) -> str:
+    """text with each top-level field of `fragment` put in place of the field of that name (added at
+    the end if there is none; `parameters` entries are matched by their key), and the fields named
+    in `remove` taken out; everything else untouched."""
+    new_fields = {_identity(fragment, n, a, b): fragment[a:b].strip() for n, a, b in _top_level_fields(fragment)}
+    out, last, done = [], 0, set()
+    for name, a, b in _top_level_fields(text):
+        ident = _identity(text, name, a, b)
+        if ident in new_fields or name in remove or ident in remove:
+            out.append(text[last:a])
+            if ident in new_fields and ident not in done:
+                out.append(new_fields[ident] + "\n")
+                done.add(ident)
+            last = b
+    out.append(text[last:])
+    result = "".join(out)
+    missing = [v for k, v in new_fields.items() if k not in done]
+    if missing:
+        result = result.rstrip("\n") + "\n\n" + "\n".join(missing) + "\n"
+    return result
+
+
+def edit(model: str, fragment: str = "", *, remove: tuple[str, ...] = (), repo: Path | str | None = None,
+         url: str | None = None, timeout: float = 300.0, verbose: bool = True) -> ReloadResult:
+    """Apply your edit of the model's config.pbtxt and reload the model in Triton.
+
+    fragment holds top-level fields as you would write them in config.pbtxt; each replaces the
+    field of the same name (remove: names of fields to take out). The result must parse as
+    Triton's ModelConfig, so a misspelt field fails here, before Triton sees it. Then: the diff,
+    the file written as text (your comments and the file's stay), a reload through the repository
+    API; if Triton refuses the config, the old file is put back. On a server whose model runs on
+    the CPU (no GPU), KIND_GPU in the fragment is written as KIND_CPU, and said so.
+    """
+    from servelab.model_repository import to_cpu
+
     say = print if verbose else (lambda *a, **k: None)
     path = config_path(model, repo)
-    old_text = path.read_text() if path.is_file() else None
-    old = read_config(model, repo)
-    new = modify(old, **change)
-    changes = diff(old, new, model)
+    old_text = path.read_text()
+    if "KIND_GPU" in fragment and "KIND_CPU" in old_text and "KIND_GPU" not in old_text:
+        fragment = to_cpu(fragment)
+        say("(this model runs on the CPU here, no GPU: KIND_GPU written as KIND_CPU, without a gpus list)")
+    new_text = replace_fields(old_text, fragment, remove)
+    try:
+        parse_config(new_text)
+    except text_format.ParseError as exc:
+        raise ValueError(f"not a valid config.pbtxt for Triton: {exc}") from None
+    changes = "".join(difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
+                                           fromfile=f"{model}/config.pbtxt (before)",
+                                           tofile=f"{model}/config.pbtxt (after)"))
     say(changes if changes else f"{model}: config unchanged; reloading it anyway")
-    write_config(model, new, repo)
+    path.write_text(new_text)
+    return _reload(model, path, old_text, changes, url, timeout, say)
+
+
+def _reload(model: str, path: Path, old_text: str | None, changes: str, url, timeout, say,
+            restore_on_error: bool = True) -> ReloadResult:
     say(f"wrote {path}; asking Triton at {_http(url)} to load {model} again ...", flush=True)
     ok, seconds, error = load_model(model, url, timeout)
     result = ReloadResult(model, ok, seconds, changes, error)
@@ -258,3 +369,18 @@ def update_model(model: str, *, repo: Path | str | None = None, url: str | None 
         result.still_serving = model_ready(model, url)
         say(f"{result}" + ("\nThe previous config.pbtxt was put back in the repository." if restore_on_error else ""))
     return result
+
+
+def update_model(model: str, *, repo: Path | str | None = None, url: str | None = None,
+                 timeout: float = 300.0, restore_on_error: bool = True, verbose: bool = True,
+                 **change) -> ReloadResult:
+    """Apply `change` (the keywords of modify()) to the model's config.pbtxt and reload it in Triton."""
+    say = print if verbose else (lambda *a, **k: None)
+    path = config_path(model, repo)
+    old_text = path.read_text() if path.is_file() else None
+    old = read_config(model, repo)
+    new = modify(old, **change)
+    changes = diff(old, new, model)
+    say(changes if changes else f"{model}: config unchanged; reloading it anyway")
+    write_config(model, new, repo)
+    return _reload(model, path, old_text, changes, url, timeout, say, restore_on_error)

@@ -6,7 +6,8 @@ Introduced in notebook 6.
 - stats_delta(before, after): what happened in between, above all how many times the model ran
   with each batch size (batch_stats): 1 everywhere means no request was ever combined.
 - UtilisationSampler: reads the metrics endpoint (Prometheus text) in a background thread during
-  a run: nv_gpu_utilization per GPU when Triton sees GPUs, else nv_cpu_utilization.
+  a run: nv_gpu_utilization of each GPU when Triton sees GPUs, else nv_cpu_utilization, in
+  columns named after what they measured (gpu0_util_pct, ... or cpu_util_pct).
 
 The parsing functions take plain dicts/strings, so they are tested without a server.
 """
@@ -120,16 +121,11 @@ def parse_metrics(text: str) -> list[tuple[str, dict, float]]:
 
 
 def utilisation(text: str) -> dict:
-    """One reading: {'source': metric name, 'value': 0..1 (mean over GPUs), 'per_gpu': {uuid: 0..1}}."""
+    """One reading: {'gpus': [0..1 per GPU, in the metrics' order], 'cpu': 0..1 or None}."""
     metrics = parse_metrics(text)
-    gpus = {labels.get("gpu_uuid", str(i)): v for i, (name, labels, v) in enumerate(metrics)
-            if name == "nv_gpu_utilization"}
-    if gpus:
-        return {"source": "nv_gpu_utilization", "value": sum(gpus.values()) / len(gpus), "per_gpu": gpus}
+    gpus = [v for name, _, v in metrics if name == "nv_gpu_utilization"]
     cpu = [v for name, _, v in metrics if name == "nv_cpu_utilization"]
-    if cpu:
-        return {"source": "nv_cpu_utilization", "value": cpu[0], "per_gpu": {}}
-    return {"source": None, "value": None, "per_gpu": {}}
+    return {"gpus": gpus, "cpu": cpu[0] if cpu else None}
 
 
 def gpu_count(url: str | None = None, metrics_url: str | None = None, model: str = "food_classifier") -> int:
@@ -172,8 +168,7 @@ class UtilisationSampler:
         while not self._stop.is_set():
             try:
                 reading = utilisation(requests.get(self.metrics_url, timeout=2).text)
-                if reading["value"] is not None:
-                    self.samples.append({"t_s": round(time.monotonic() - start, 3), **reading})
+                self.samples.append({"t_s": round(time.monotonic() - start, 3), **reading})
             except requests.RequestException:
                 self.errors += 1
             self._stop.wait(self.interval_s)
@@ -197,10 +192,22 @@ class UtilisationSampler:
         self.stop()
 
     def summary(self) -> dict:
-        values = [s["value"] for s in self.samples]
-        return {
-            "util_source": self.samples[0]["source"] if self.samples else None,
-            "util_mean_pct": 100 * sum(values) / len(values) if values else None,
-            "util_max_pct": 100 * max(values) if values else None,
-            "util_samples": len(values),
-        }
+        """Mean utilisation during the run, per device and labelled with what was measured:
+        gpu0_util_pct, gpu1_util_pct, ... when Triton reports GPUs (each GPU on its own: one busy GPU
+        of two is 100% busy, not 50%), else cpu_util_pct (all cores of the machine together)."""
+        out: dict = {"util_samples": len(self.samples)}
+        n_gpus = max((len(s["gpus"]) for s in self.samples), default=0)
+        for i in range(n_gpus):
+            values = [s["gpus"][i] for s in self.samples if len(s["gpus"]) > i]
+            out[f"gpu{i}_util_pct"] = round(100 * sum(values) / len(values), 1)
+        if not n_gpus:
+            values = [s["cpu"] for s in self.samples if s["cpu"] is not None]
+            if values:
+                out["cpu_util_pct"] = round(100 * sum(values) / len(values), 1)
+        return out
+
+
+def busiest_gpu_pct(row: dict) -> float | None:
+    """The highest per-GPU utilisation of a run's row (None without GPU readings)."""
+    values = [v for k, v in row.items() if k.startswith("gpu") and k.endswith("_util_pct") and v == v]
+    return max(values) if values else None

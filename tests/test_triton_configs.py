@@ -146,6 +146,7 @@ def test_tuned_model_is_placed_on_demand_only(tmp_path, built_artifacts):
     assert {k: v.string_value for k, v in cfg.parameters.items()} == {
         "precision": "fp32",
         "cuda_graphs": "off",
+        "cpu_threads": "auto",
         "weights": built_artifacts["weights"],
     }
     with pytest.raises(ValueError, match="on-demand"):
@@ -213,7 +214,8 @@ def test_modify_input_and_parameters():
     )
     assert io_signature(new, "input") == [("input", "TYPE_UINT8", [224, 224, 3])]
     assert io_signature(cfg, "input") == [("input", "TYPE_FP32", [3, 224, 224])], "input untouched"
-    assert {k: v.string_value for k, v in new.parameters.items()} == {"precision": "fp16", "cuda_graphs": "on"}
+    assert {k: v.string_value for k, v in new.parameters.items()} == {"precision": "fp16", "cuda_graphs": "on",
+                                                                 "cpu_threads": "auto"}
     text = triton_config.diff(cfg, new, "food_classifier_tuned")
     assert "-  data_type: TYPE_FP32" in text and "+  data_type: TYPE_UINT8" in text
     assert '+    string_value: "fp16"' in text
@@ -324,15 +326,9 @@ def test_parse_metrics():
         "nv_cpu_utilization 0.7254901960784313\n"
         'nv_inference_count{model="food_classifier",version="1"} 795\n'
     )
-    assert triton_stats.utilisation(text) == {
-        "source": "nv_cpu_utilization",
-        "value": pytest.approx(0.72549),
-        "per_gpu": {},
-    }
+    assert triton_stats.utilisation(text) == {"gpus": [], "cpu": pytest.approx(0.72549)}
     gpu = text + ('nv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\nnv_gpu_utilization{gpu_uuid="GPU-b"} 1\n')
-    reading = triton_stats.utilisation(gpu)
-    assert reading["source"] == "nv_gpu_utilization" and reading["value"] == pytest.approx(0.75)
-    assert reading["per_gpu"] == {"GPU-a": 0.5, "GPU-b": 1.0}
+    assert triton_stats.utilisation(gpu)["gpus"] == [0.5, 1.0]  # each GPU on its own, never averaged
     parsed = triton_stats.parse_metrics(text)
     assert ("nv_inference_count", {"model": "food_classifier", "version": "1"}, 795.0) in parsed
 
@@ -351,3 +347,30 @@ def test_make_up_keeps_an_edited_config_and_says_so(tmp_path, built_artifacts, c
     assert "stale code" not in (tmp_path / "food_classifier" / "1" / "model.py").read_text()  # code refreshed
     model_repository.populate(tmp_path, mode="local", kind="cpu", verbose=False)
     assert "count: 1" in config.read_text()
+
+
+def test_a_utilisation_summary_says_what_it_measured():
+    """Per GPU when there are GPUs (one busy GPU of two reads 100%, not 50%), else the CPU."""
+    sampler = triton_stats.UtilisationSampler("http://unused")
+    sampler.samples = [{"gpus": [1.0, 0.0], "cpu": 0.3}, {"gpus": [0.8, 0.0], "cpu": 0.5}]
+    assert sampler.summary() == {"util_samples": 2, "gpu0_util_pct": 90.0, "gpu1_util_pct": 0.0}
+    assert triton_stats.busiest_gpu_pct(sampler.summary()) == 90.0
+    sampler.samples = [{"gpus": [], "cpu": 0.3}, {"gpus": [], "cpu": 0.5}]
+    assert sampler.summary() == {"util_samples": 2, "cpu_util_pct": 40.0}
+    assert triton_stats.busiest_gpu_pct(sampler.summary()) is None
+
+
+def test_edit_replaces_fields_as_written_and_keeps_comments():
+    text = (STAGING / "food_classifier" / "config.pbtxt").read_text()
+    fragment = "instance_group [ { count: 2, kind: KIND_GPU } ]  # two per GPU\n" \
+               "dynamic_batching { max_queue_delay_microseconds: 100 }\n" \
+               'parameters { key: "cpu_threads" value { string_value: "1" } }\n'
+    new = triton_config.replace_fields(text, fragment)
+    cfg = triton_config.parse_config(new)
+    assert [(g.count, KIND.Name(g.kind)) for g in cfg.instance_group] == [(2, "KIND_GPU")]
+    assert cfg.dynamic_batching.max_queue_delay_microseconds == 100
+    assert cfg.parameters["cpu_threads"].string_value == "1"
+    assert "# two per GPU" in new and "# Triton may hand model.py up to 16 images" in new  # comments kept
+    assert new.count("parameters {") == text.count("parameters {")  # replaced by key, not added
+    removed = triton_config.parse_config(triton_config.replace_fields(new, "", remove=("dynamic_batching",)))
+    assert not removed.HasField("dynamic_batching")

@@ -85,3 +85,22 @@ def start_local_triton(workdir: Path, timeout: float = 90.0) -> LocalTriton:
         raise
     server.ready_seconds = time.monotonic() - start
     return server
+
+
+def infer(url: str, model: str, inputs: dict, outputs: list[str]) -> dict:
+    """One request through tritonclient: inputs name -> numpy array (object dtype for BYTES), the
+    named outputs back as numpy arrays. Errors are tritonclient's InferenceServerException."""
+    import numpy as np
+    import tritonclient.http as httpclient
+    from tritonclient.utils import np_to_triton_dtype
+
+    client = httpclient.InferenceServerClient(url.split("://")[-1])
+    tensors = []
+    for name, value in inputs.items():
+        value = np.asarray(value)
+        tensor = httpclient.InferInput(name, list(value.shape), "BYTES" if value.dtype == object
+                                       else np_to_triton_dtype(value.dtype))
+        tensor.set_data_from_numpy(value)
+        tensors.append(tensor)
+    result = client.infer(model, tensors, outputs=[httpclient.InferRequestedOutput(o) for o in outputs])
+    return {o: result.as_numpy(o) for o in outputs}

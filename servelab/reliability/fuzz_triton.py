@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 import time
 
 import numpy as np
 import requests
 
-from servelab import food11, triton_http
+from servelab import food11, triton_clients
 from servelab.reliability.common import HTTP_TIMEOUT, TRITON_CORE_500, Tally, hypothesis_run, record
 from servelab.reliability.corpus import corpus_file, seed_images
+from servelab.triton_config import model_ready
 
 MODELS = ("food_classifier", "food_classifier_onnx")
 INPUT = {"food_classifier": "INPUT_IMAGE", "food_classifier_onnx": "input"}
@@ -55,7 +57,7 @@ def cases(good_b64: str) -> list[tuple[str, str, dict]]:
     pixels = np.zeros((1, 3, 224, 224), np.float32)
     bomb = base64.b64encode(corpus_file("PNG 20000x20000")).decode()
     trunc = base64.b64encode(seed_images()[0][:100]).decode()
-    binary = triton_http._encode_bytes([b"\xff\xfe\x00"])
+    binary = struct.pack("<I", 3) + b"\xff\xfe\x00"  # one BYTES element, length-prefixed
 
     def bytes_in(values, shape=None):
         return {"inputs": [{"name": "INPUT_IMAGE", "shape": shape or [len(values), 1], "datatype": "BYTES",
@@ -173,27 +175,33 @@ def verdict(resp) -> tuple[str, str]:
 
 
 def good_request(model: str, good_b64: str):
-    """(inputs, outputs, answer_ok) of a good request to `model` (triton_http.infer's arguments):
-    answer_ok(result) is True for a Food-11 label / 11 logits."""
+    """ask(client) -> True when `model` answers a good request (the real image) through tritonclient
+    with a Food-11 label / 11 logits. The image is prepared once, not per request."""
+    import tritonclient.http as httpclient
+
     if model == "food_classifier":
-        return (
-            {"INPUT_IMAGE": [good_b64]},
-            ["FOOD_LABEL", "PROBABILITY"],
-            lambda out: out["FOOD_LABEL"][0].decode() in food11.CLASSES,
-        )
-    return (
-        {"input": food11.tensor_from_base64(good_b64)[None]},
-        ["output"],
-        lambda out: out["output"].shape == (1, len(food11.CLASSES)),
-    )
+        name, data, datatype = "INPUT_IMAGE", np.array([[good_b64.encode()]], dtype=np.object_), "BYTES"
+    else:
+        name, data, datatype = "input", food11.tensor_from_base64(good_b64)[None], "FP32"
+
+    def ask(client) -> bool:
+        tensor = httpclient.InferInput(name, list(data.shape), datatype)
+        tensor.set_data_from_numpy(data)
+        result = client.infer(model, [tensor])
+        if model == "food_classifier":
+            return result.as_numpy("FOOD_LABEL")[0][0].decode() in food11.CLASSES
+        return result.as_numpy("output").shape == (1, len(food11.CLASSES))
+
+    return ask
 
 
 def answers_good_request(url: str, model: str, good_b64: str) -> bool:
     """The model still serves: a Food-11 label / 11 logits for a real image."""
-    inputs, outputs, answer_ok = good_request(model, good_b64)
+    from tritonclient.utils import InferenceServerException
+
     try:
-        return answer_ok(triton_http.infer(url, model, inputs, outputs, timeout=HTTP_TIMEOUT))
-    except (requests.RequestException, triton_http.TritonError):
+        return good_request(model, good_b64)(triton_clients.for_this_thread(url))
+    except (InferenceServerException, OSError):
         return False
 
 
@@ -201,7 +209,7 @@ def fuzz_triton(proc, good_b64: str, generated: int = 40, seed: int = 0) -> dict
     """The hand-made cases, then `generated` Hypothesis headers per model; one Tally per model whose
     messages hold Triton's answer to every hand-made case."""
     tallies = {m: Tally(f"Triton {m}") for m in MODELS}
-    ready_before = {m: triton_http.model_ready(proc.url, m) for m in MODELS}
+    ready_before = {m: model_ready(proc.url, m) for m in MODELS}
     for model, name, kwargs in cases(good_b64):
         tally = tallies[model]
         start = time.perf_counter()

@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 import requests
 
-from servelab import food11, triton_http
+from servelab import food11, triton_clients
 from servelab.reliability.common import HTTP_TIMEOUT
 from servelab.reliability.fuzz_triton import good_request
 from servelab.reliability.procs import rss_tree_kib
@@ -90,12 +90,14 @@ def flask_sender(url: str, image: bytes):
 
 
 def triton_sender(url: str, model: str, b64: str):
-    inputs, outputs, answer_ok = good_request(model, b64)  # the image is decoded once, not per request
+    ask = good_request(model, b64)  # the image is prepared once, not per request
 
     def send(_session):
-        try:
-            return answer_ok(triton_http.infer(url, model, inputs, outputs, timeout=HTTP_TIMEOUT)), "ok"
-        except triton_http.TritonError as exc:
+        from tritonclient.utils import InferenceServerException
+
+        try:  # through tritonclient, one client per sending thread
+            return ask(triton_clients.for_this_thread(url)), "ok"
+        except InferenceServerException as exc:
             return False, str(exc)[:120]
 
     return send

@@ -11,6 +11,7 @@ of notebook 4, visible from the client side.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from contextlib import asynccontextmanager
@@ -24,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from servelab import food11
 from servelab.serving.body_limit import BodySizeLimit
-from servelab.serving.runtimes import RUNTIMES
+from servelab.serving.runtimes import RUNTIMES, thread_budget
 
 log = logging.getLogger("servelab.fastapi")
 MAX_BODY_BYTES = (food11.MAX_IMAGE_BYTES * 4) // 3 + 4096  # base64 of the largest image, plus JSON
@@ -61,11 +62,13 @@ class ModelHolder:
             except (FileNotFoundError, KeyError):
                 self.weights = "unknown"
             start = time.time()
-            model = RUNTIMES[self.runtime]()
+            # uvicorn --workers N (WEB_CONCURRENCY) runs N processes: each gets its share of the cores
+            threads = thread_budget(int(os.environ.get("WEB_CONCURRENCY") or 1), os.environ.get("FOOD11_THREADS"))
+            model = RUNTIMES[self.runtime](threads=threads)
             model(np.zeros((1, 3, food11.INPUT_SIZE, food11.INPUT_SIZE), np.float32))  # warm-up
             self.model = model
-            log.info("%s model ready on %s in %.1f s (%s weights)", self.runtime, model.device,
-                     time.time() - start, self.weights)
+            log.info("%s model ready on %s, %d thread(s), in %.1f s (%s weights)", self.runtime, model.device,
+                     model.threads, time.time() - start, self.weights)
         except Exception as exc:  # reported by /health, never a crash loop
             self.error = f"{type(exc).__name__}: {exc}"
             log.exception("model failed to load")

@@ -45,7 +45,7 @@ def buckets(max_batch: int) -> list[int]:
 class TunedClassifier:
     def __init__(self, weights: Path | str = MODEL_PTH, device: str = "cpu", input_format: str = "fp32_nchw",
                  precision: str = "fp32", cuda_graphs: bool = False, max_batch: int = 16,
-                 graph_sizes: list[int] | None = None):
+                 graph_sizes: list[int] | None = None, threads: int | None = None):
         import torch
 
         if input_format not in INPUT_FORMATS:
@@ -59,7 +59,7 @@ class TunedClassifier:
             raise ValueError("fp16 and CUDA graphs need a GPU instance (KIND_GPU)")
         self.input_format, self.precision, self.max_batch = input_format, precision, int(max_batch)
         self.dtype = torch.float16 if precision == "fp16" else torch.float32
-        model = TorchClassifier(weights, device=str(self.device)).model
+        model = TorchClassifier(weights, device=str(self.device), threads=threads).model
         if precision == "fp16":
             model = model.half().to(memory_format=torch.channels_last)
         self.model = model.eval()

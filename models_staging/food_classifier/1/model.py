@@ -1,6 +1,6 @@
 """Triton Python-backend model: Food-11 classifier (PyTorch MobileNetV2).
 
-Input  INPUT_IMAGE  BYTES [batch, 1]  a base64-encoded JPEG or PNG file
+Input  INPUT_IMAGE  BYTES [batch, 1]  a base64-encoded JPEG, PNG or WebP file
 Output FOOD_LABEL   BYTES [batch, 1]  one of the 11 class names
        PROBABILITY  FP32  [batch, 1]  softmax probability of that class
 
@@ -23,7 +23,7 @@ import triton_python_backend_utils as pb_utils
 
 try:
     from servelab import food11
-    from servelab.serving.runtimes import TorchClassifier, triton_instance_device
+    from servelab.serving.runtimes import TorchClassifier, triton_instance_device, triton_thread_budget
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
         "food_classifier needs the lab's 'servelab' package: put the repository root on PYTHONPATH "
@@ -50,9 +50,12 @@ class TritonPythonModel:
         if not weights.is_file():
             raise FileNotFoundError(f"{weights} is missing: copy {WEIGHTS} into the version folder "
                                     "(python -m servelab.model_repository does it)")
-        self.classifier = TorchClassifier(weights, device=self.device)
+        # each instance runs in its own process: its share of the cores, not a thread per core
+        threads, why = triton_thread_budget(args)
+        self.classifier = TorchClassifier(weights, device=self.device, threads=threads)
         self.logger.log_info(f"{self.model_name}: instance {args.get('model_instance_name')} loaded "
-                             f"{weights.name} on {self.classifier.device}")
+                             f"{weights.name} on {self.classifier.device}, {self.classifier.threads} CPU "
+                             f"thread(s) ({why})")
 
     def _decode(self, request) -> list[np.ndarray]:
         """All images of one request as [3, 224, 224] arrays; food11.BadInput if any is unusable."""

@@ -15,7 +15,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 try:
-    from servelab.serving.runtimes import OnnxClassifier, triton_instance_device
+    from servelab.serving.runtimes import OnnxClassifier, triton_instance_device, triton_thread_budget
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
         "food_classifier_onnx (local stand-in) needs the lab's 'servelab' package: put the repository "
@@ -33,11 +33,13 @@ class TritonPythonModel:
         if not weights.is_file():
             raise FileNotFoundError(f"{weights} is missing: copy {WEIGHTS} into the version folder "
                                     "(python -m servelab.model_repository does it)")
-        self.classifier = OnnxClassifier(weights, device=triton_instance_device(args))
+        threads, why = triton_thread_budget(args)
+        self.classifier = OnnxClassifier(weights, device=triton_instance_device(args), threads=threads)
         self.logger.log_warn(
             f"{self.model_name}: LOCAL STAND-IN for Triton's onnxruntime backend (that backend is not in "
             f"the pip-installed Triton): a Python-backend model running {weights.name} with ONNX Runtime "
-            f"({self.classifier.device}); same name and I/O as the real one, plus Python-backend overhead")
+            f"({self.classifier.device}, {self.classifier.threads} thread(s): {why}); same name and I/O as the "
+            "real one, plus Python-backend overhead")
 
     def execute(self, requests):
         responses: list = [None] * len(requests)

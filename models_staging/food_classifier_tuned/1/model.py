@@ -17,7 +17,7 @@ from pathlib import Path
 import triton_python_backend_utils as pb_utils
 
 try:
-    from servelab.serving.runtimes import triton_instance_device
+    from servelab.serving.runtimes import triton_instance_device, triton_thread_budget
     from servelab.serving.tuned_runtime import TunedClassifier
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
@@ -48,7 +48,7 @@ class TritonPythonModel:
             weights, device=triton_instance_device(args), input_format=FORMATS[data_type],
             precision=_parameter(config, "precision", "fp32"),
             cuda_graphs=_parameter(config, "cuda_graphs", "off") in ("on", "true", "yes", "1"),
-            max_batch=max(1, int(config.get("max_batch_size", 0))))
+            max_batch=max(1, int(config.get("max_batch_size", 0))), threads=triton_thread_budget(args)[0])
         pb_utils.Logger.log_info(f"{name}: instance {args.get('model_instance_name')}: {self.runtime.describe()}")
 
     def execute(self, requests):
