@@ -9,9 +9,10 @@ Introduced in notebook 4.
 **How a claim gets its verdict.** Noise decides small differences, so every number comes with an
 interval, and a claim is judged on the interval, not on the number:
 - per-request samples (notebook 4's load generator): the 95% bootstrap interval of the median;
-- perf_analyzer runs: the lowest and highest of its measurement windows (it measures several
-  windows and reports the last); a number perf_analyzer reports once (e.g. the server's queue
-  time) gets the same relative spread as the run's throughput windows.
+- perf_analyzer runs: the lowest and highest of the measurement windows it judged (it measures
+  windows until the last three agree within its stability percentage, and reports those); a
+  number perf_analyzer reports once (e.g. the server's queue time) gets the same relative spread
+  as the run's throughput windows.
 A claim "x >= t" **holds** when the whole interval of x is at or above t, **does not hold** when
 the whole interval is below it, and is **inconclusive** when the interval straddles t: then the
 measurement cannot decide it (measure longer, or on quieter hardware). Ratios of two measured

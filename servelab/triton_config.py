@@ -349,11 +349,29 @@ def edit(model: str, fragment: str = "", *, remove: tuple[str, ...] = (), repo: 
     return _reload(model, path, old_text, changes, url, timeout, say)
 
 
+def _instances_changed(old_text: str | None, new_text: str) -> bool:
+    if old_text is None:
+        return False
+    try:
+        return list(parse_config(old_text).instance_group) != list(parse_config(new_text).instance_group)
+    except text_format.ParseError:
+        return True
+
+
 def _reload(model: str, path: Path, old_text: str | None, changes: str, url, timeout, say,
             restore_on_error: bool = True) -> ReloadResult:
-    say(f"wrote {path}; asking Triton at {_http(url)} to load {model} again ...", flush=True)
-    ok, seconds, error = load_model(model, url, timeout)
-    result = ReloadResult(model, ok, seconds, changes, error)
+    """Load the model again from `path`. When its instances changed, unload it first: Triton would
+    otherwise only add or remove instances, and the instances it keeps (and even the ones it adds)
+    see the old instance count, so each would keep its old share of the CPU's cores."""
+    fresh = _instances_changed(old_text, path.read_text())
+    say(f"wrote {path}; asking Triton at {_http(url)} to load {model} again"
+        + (" (instances changed: unloaded first, so every instance starts with the new config)" if fresh else "")
+        + " ...", flush=True)
+    start = time.perf_counter()
+    if fresh:
+        unload_model(model, url, timeout)
+    ok, _, error = load_model(model, url, timeout)
+    result = ReloadResult(model, ok, time.perf_counter() - start, changes, error)
     if ok:
         try:
             result.served = served_config(model, url)
@@ -366,6 +384,8 @@ def _reload(model: str, path: Path, old_text: str | None, changes: str, url, tim
     else:
         if restore_on_error and old_text is not None:
             path.write_text(old_text)
+            if not model_ready(model, url):  # unloaded for the change: bring the previous config back
+                load_model(model, url, timeout)
         result.still_serving = model_ready(model, url)
         say(f"{result}" + ("\nThe previous config.pbtxt was put back in the repository." if restore_on_error else ""))
     return result
