@@ -9,212 +9,295 @@
 # %% [markdown]
 # # 4. FastAPI benchmarks: where does a request's time go?
 #
-# You have a Flask page and a FastAPI inference service (PyTorch first). In this notebook you
-# will
+# You have a Flask page and a FastAPI inference service (PyTorch first). A user who uploads a
+# photo waits for three things: the HTTP round trip, the model's own computation, and, when other
+# users are served at the same time, **waiting in line**. This notebook separates the three by
+# measuring, one change at a time:
 #
-# 1. call `/predict` by hand (Swagger) and from Python with a base64 image,
-# 2. check the Flask UI end to end,
-# 3. measure 100 **sequential** requests: median, p95, p99 and throughput,
-# 4. switch the service to **ONNX Runtime** and measure again,
-# 5. send 1000 requests from **16 concurrent senders** and see latency grow with *queuing*
-#    while the model's own time does not,
-# 6. end with one table and one plot of every run.
+# | step | what you do | what it shows |
+# |---|---|---|
+# | 4.1-4.3 | call the service by hand, from Swagger and Python; try the Flask page | the API, and what a request's time is made of |
+# | 4.4 | 100 sequential requests, PyTorch | the best-case latency |
+# | 4.5 | the same with ONNX Runtime | a faster runtime, same HTTP layer |
+# | 4.6 | 16 concurrent senders | queuing: latency grows, the model's time does not |
+# | 4.7 | two worker processes | what a second copy of the model buys on this machine |
 #
-# Everything runs the same way in every setup (Chameleon + Docker, any CUDA host, or local mode
-# with `make up`): the cells only read service URLs from environment variables.
+# **Predict, then measure.** Before each measurement you write down what you expect, as a number
+# with one line of why, in the prediction cell. After it, a cell sets your prediction beside the
+# measurement. Predictions that miss teach the most.
+#
+# **How the lab judges a claim.** Every number measured here comes with an interval: the 95%
+# bootstrap interval of a median over the run's requests. A "what to notice" claim **holds** when
+# the whole interval agrees with it, **does not hold** when the whole interval contradicts it, and
+# is **inconclusive** when the interval straddles the line: noise could decide it, so the lab does
+# not.
 #
 # **About the model.** Unless your instructor gave you a trained checkpoint, the lab builds an
 # *untrained* MobileNetV2 (seeded random weights). Its labels are arbitrary, but it does exactly
 # the same computation as a trained one, so every latency and throughput number here is real.
+#
+# ## Setup
 
 # %%
 import base64
-import json
 import re
 
 import pandas as pd
 import requests
 
-from servelab import claims, food11, labenv, loadgen, plots
+from servelab import claims, food11, labenv, loadgen, plots, queueing
 from servelab.paths import RESULTS, TEST_IMAGES
 
-env = labenv.load()
-print(json.dumps(env, indent=2))
-
-# How many requests each run sends (make lab and the tests shrink these; defaults = the lab's).
-N_SEQUENTIAL = labenv.param("N_SEQUENTIAL", 100)
+labenv.load()
+FASTAPI, FLASK = labenv.url("FASTAPI_SERVER_URL"), labenv.url("FLASK_SERVER_URL")
+N_SEQUENTIAL = labenv.param("N_SEQUENTIAL", 100)   # requests per run (`make lab QUICK=1` shrinks them)
 N_CONCURRENT = labenv.param("N_CONCURRENT", 1000)
 CONCURRENCY = labenv.param("CONCURRENCY", 16)
 OUT = RESULTS / "fastapi"
 OUT.mkdir(parents=True, exist_ok=True)
-FASTAPI = labenv.url("FASTAPI_SERVER_URL")
-FLASK = labenv.url("FLASK_SERVER_URL")
-print(f"{N_SEQUENTIAL=} {N_CONCURRENT=} {CONCURRENCY=}; results go to {OUT}")
+print(f"FastAPI at {FASTAPI}, Flask at {FLASK}; {N_SEQUENTIAL=} {N_CONCURRENT=} {CONCURRENCY=}")
 
 # %% [markdown]
 # ## 4.1 Is the service up?
 # `GET /health` answers 200 only once the model is loaded. It also says which runtime serves
-# (`pytorch` or `onnx`), on which device, and whether the weights are trained.
+# (`pytorch` or `onnx`), on which device, in how many worker processes with how many threads each,
+# and whether the weights are trained.
 
 # %%
 health = labenv.wait_healthy(f"{FASTAPI}/health", timeout=300)
-print(health)
-if health["weights"] != "trained":
-    print("\nNOTE: untrained weights - the predicted labels are arbitrary; the timings are real.")
+health
 
 # %% [markdown]
-# ## 4.2 Try it in Swagger, then from Python
-# Open the interactive API docs in your browser at the URL printed below (in Docker the service
-# listens on the node only: open an SSH tunnel, `ssh -L 8000:127.0.0.1:8000 cc@<floating IP>`,
-# and use `http://127.0.0.1:8000/docs`), expand **POST /predict**, press *Try it out* and
-# *Execute*: the example body is a tiny valid PNG. Then the same call from Python, with one of
-# the lab's test images:
+# ## 4.2 One request by hand
+# Open the interactive API docs (`/docs`, URL below) in your browser: expand **POST /predict**,
+# press *Try it out*, then *Execute*; the example body is a tiny valid PNG. In Docker the service
+# listens on the node only, so open an SSH tunnel first (`ssh -L 8000:127.0.0.1:8000
+# cc@<floating IP>`) and use `http://127.0.0.1:8000/docs`.
+#
+# Then the same call from Python, with one of the lab's test photos: the body is JSON with the
+# photo's file bytes in base64.
 
 # %%
 print(f"Swagger UI: {FASTAPI}/docs")
-openapi = requests.get(f"{FASTAPI}/openapi.json", timeout=10).json()
-print("endpoints:", sorted(openapi["paths"]))
-
 image_path = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 payload = {"image": base64.b64encode(image_path.read_bytes()).decode("ascii")}
 resp = requests.post(f"{FASTAPI}/predict", json=payload, timeout=60)
-print(f"POST {FASTAPI}/predict  ({image_path.name}, {len(payload['image']):,} base64 characters)")
-print("status:", resp.status_code)
-print("body:", resp.json())
+print(resp.status_code, resp.json())
 print("Server-Timing:", resp.headers.get("Server-Timing"))
 
 # %% [markdown]
 # The `Server-Timing` header is the service telling you how long it spent **decoding** the
-# image, **waiting** for the model (queue), and running the model (**infer**), in ms. Keep an
-# eye on it: it lets you split a slow request into "the model is slow" and "the request waited".
+# photo, **waiting** for the model (`queue`), and running the model (`infer`), in ms. Keep an eye
+# on it: it splits a slow request into "the model is slow" and "the request waited".
 #
-# What happens with bad input? A service must answer with a clear 4xx and keep serving:
+# A service must answer bad input with a clear 4xx and keep serving. Try a few:
 
 # %%
-for name, body in [("not base64", {"image": "%%%"}), ("not an image", {"image": base64.b64encode(b"hello").decode()}),
-                   ("empty", {"image": ""}), ("missing field", {"img": "..."})]:
+bad = {"not base64": {"image": "%%%"}, "not an image": {"image": base64.b64encode(b"hello").decode()},
+       "empty": {"image": ""}, "missing field": {"img": "..."}}
+for name, body in bad.items():
     r = requests.post(f"{FASTAPI}/predict", json=body, timeout=30)
-    print(f"{name:14s} -> {r.status_code}: {r.json()['detail'][:110]}")
-assert requests.post(f"{FASTAPI}/predict", json=payload, timeout=60).status_code == 200, "service stopped serving"
+    print(f"{name:14s} -> {r.status_code}: {r.json()['detail'][:100]}")
+assert requests.post(f"{FASTAPI}/predict", json=payload, timeout=60).ok, "the service stopped serving"
 
 # %% [markdown]
 # ## 4.3 The Flask UI, end to end
-# Open the Flask page (URL below; in Docker it is port 80 of your node), upload a photo and
-# check you get a class and a probability. The cell does the same upload programmatically.
+# Open the Flask page (URL below; in Docker it is port 80 of your node), upload a photo and check
+# you get a class and a probability. The cell does the same upload programmatically.
 
 # %%
 print(f"Flask UI: {FLASK}/")
 with open(image_path, "rb") as f:
     page = requests.post(f"{FLASK}/predict", files={"file": (image_path.name, f, "image/jpeg")}, timeout=60)
 label = re.search(r'class="label">([^<]+)<', page.text)
-print("status:", page.status_code, "| label shown:", label.group(1) if label else None)
+print("status:", page.status_code, "| label shown:", label and label.group(1))
 assert page.status_code == 200 and label and label.group(1) in food11.CLASSES
 
 # %% [markdown]
 # ## 4.4 Sequential requests, PyTorch
-# One request at a time: each request's latency is its own work plus the HTTP round trip.
-# Nothing ever waits for another request, so this is the service's best-case latency.
+# One request at a time: each request's latency is its own work plus the HTTP round trip. Nothing
+# ever waits for another request, so this is the service's best-case latency.
+#
+# **Predict.** From the `Server-Timing` of your request in 4.2, what median latency (ms) do you
+# expect for 100 such requests in a row? Write the number and why.
+
+# %%
+claims.predict("4.4 PyTorch sequential median (ms)", None, why="")
+
+# %% [markdown]
+# **Measure.** `loadgen.run` sends the requests and records, per request, the latency seen by the
+# client and the three parts of `Server-Timing`.
 
 # %%
 runs = {}
 
 
-def measure(label: str, n: int, concurrency: int) -> dict:
-    df = loadgen.run(f"{FASTAPI}/predict", payload, n=n, concurrency=concurrency, label=label)
-    df.to_csv(OUT / f"requests_{label}.csv", index=False)
-    runs[label] = df
-    row = loadgen.summarize(df)
-    print(pd.DataFrame([row]).round(2).to_string(index=False))
-    return row
+def measure(label: str, n: int, concurrency: int) -> pd.DataFrame:
+    """n requests from `concurrency` senders; saves them, returns their summary row."""
+    runs[label] = loadgen.run(f"{FASTAPI}/predict", payload, n=n, concurrency=concurrency, label=label)
+    runs[label].to_csv(OUT / f"requests_{label}.csv", index=False)
+    return pd.DataFrame([loadgen.summarize(runs[label])]).round(2)
 
 
-table = []
-table.append(measure("pytorch_sequential", N_SEQUENTIAL, 1))
+measure("pytorch_sequential", N_SEQUENTIAL, 1)
+
+# %%
+claims.compare_prediction("4.4 PyTorch sequential median (ms)", loadgen.median_ms(runs["pytorch_sequential"]))
 
 # %% [markdown]
-# ## 4.5 Switch to the ONNX version and repeat
-# The ONNX service has the same API; only the runtime differs (ONNX Runtime runs an optimised
-# graph exported from the same PyTorch model). In Docker, run the command the next cell prints
-# on the host (in the node's shell, from the repository's `docker/` folder); the cell waits until
-# the service answers with ONNX Runtime. In local mode the cell restarts the service itself.
+# ## 4.5 Switch to ONNX Runtime
+# The ONNX service has the same API and the same HTTP code; only the runtime differs: ONNX Runtime
+# runs an optimised graph exported from the same PyTorch model.
+#
+# **Predict.** How many times faster (median) will ONNX Runtime serve a sequential request?
+
+# %%
+claims.predict("4.5 ONNX speed-up, sequential (x)", None, why="")
+
+# %% [markdown]
+# In Docker, run the command the next cell prints on the host, in the repository's `docker/`
+# folder; the cell waits until the service answers with ONNX Runtime. In local mode the cell
+# restarts the service itself.
 
 # %%
 labenv.use_fastapi_backend("onnx")
-table.append(measure("onnx_sequential", N_SEQUENTIAL, 1))
+measure("onnx_sequential", N_SEQUENTIAL, 1)
 
 # %% [markdown]
-# **What to notice.** Same model, same HTTP layer, same image: only the runtime changed, and the
-# median latency dropped. The next cell checks that claim on your numbers.
-#
-# *Question:* which part of the `Server-Timing` changed between the two runs, and which did not?
+# **What to notice.** Same model, same HTTP layer, same photo: only the runtime changed, and the
+# median latency dropped. Compare the `infer` column with the `decode` one: which part did the
+# runtime change, and which did it not?
 
-# %%
-pt_seq, onnx_seq = table[0], table[1]
-claims.check("ONNX Runtime serves a request faster than PyTorch eager (sequential median)",
-             onnx_seq["median_ms"] < pt_seq["median_ms"],
-             {"pytorch_median_ms": pt_seq["median_ms"], "onnx_median_ms": onnx_seq["median_ms"],
-              "speed-up": pt_seq["median_ms"] / onnx_seq["median_ms"]})
+# %% jupyter={"source_hidden": true}
+speedup = loadgen.median_ms(runs["pytorch_sequential"]) / loadgen.median_ms(runs["onnx_sequential"])
+claims.compare_prediction("4.5 ONNX speed-up, sequential (x)", speedup)
+claims.at_least("ONNX Runtime serves a sequential request faster than PyTorch eager (median speed-up)",
+                speedup, 1.0)
 
 # %% [markdown]
 # ## 4.6 Sixteen concurrent senders
-# Now 16 clients send requests as fast as they get answers, 1000 requests in all. The service
-# runs **one** model instance, so a request that arrives while the model is busy waits in line.
+# Now 16 clients send requests as fast as they get answers (a *closed loop*: a new request leaves
+# as soon as one comes back). The service runs **one copy of the model in one Python process**,
+# and the lab's code (`servelab/serving/inference_api.py`) puts a lock around it, so the model
+# computes one request at a time; the others wait for the lock, and that wait is the `queue` part
+# of `Server-Timing`. Without the lock, 16 threads would still share one process's cores and
+# Python interpreter: the lock makes the waiting visible instead of hiding it inside the model's
+# time.
+#
+# **Predict.** One request's model time is *t* (the `infer` median of 4.5). With 16 requests
+# always in flight and one at a time served, about how long does each one take (ms)?
 
 # %%
-table.append(measure(f"onnx_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY))
+claims.predict("4.6 ONNX median at 16 in flight (ms)", None, why="")
+
+# %%
+measure(f"onnx_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
+
+# %% [markdown]
+# The queueing model of `servelab/queueing.py` makes the same prediction from the sequential run:
+# service time *S* = the `infer` median, and everything else a request spends (decoding, HTTP) as a
+# delay outside the queue. With *N* in flight and one server, mean-value analysis gives latency
+# ≈ *N* × *S* once the server is always busy:
+
+# %%
+seq = loadgen.summarize(runs["onnx_sequential"])
+model = queueing.closed_loop(CONCURRENCY, seq["infer_median_ms"], seq["median_ms"] - seq["infer_median_ms"])
+claims.compare_prediction("4.6 ONNX median at 16 in flight (ms)",
+                          loadgen.median_ms(runs[f"onnx_concurrent_{CONCURRENCY}"]))
+print(f"queueing model: {model['latency_ms']:.1f} ms latency, {model['throughput_per_s']:.1f} requests/s")
 
 # %% [markdown]
 # And the same with PyTorch, to compare both runtimes under load:
 
 # %%
 labenv.use_fastapi_backend("pt")
-table.append(measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY))
+measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
-# **What to notice.** Under concurrency the client-side latency is many times the sequential
-# latency, yet the model's own time per request (`infer`) grew far less (on a GPU it barely
-# moves): the extra time is spent *waiting* (`queue`). Throughput can only rise as far as one
-# model instance can go.
+# **What to notice.** Under concurrency the client's latency is many times the sequential one, but
+# the model's own time per request (`infer`) grew far less: the extra time is spent *waiting*
+# (`queue`). Throughput can only rise as far as one model in one process can go. On a small CPU the
+# model's own time grows somewhat too, because the senders and the service share the same cores;
+# on a GPU it moves less.
+
+# %% jupyter={"source_hidden": true}
+for runtime in ("onnx", "pytorch"):
+    sequential, loaded = runs[f"{runtime}_sequential"], runs[f"{runtime}_concurrent_{CONCURRENCY}"]
+    latency_growth = loadgen.median_ms(loaded) / loadgen.median_ms(sequential)
+    model_growth = loadgen.median_ms(loaded, "server_infer_ms") / loadgen.median_ms(sequential, "server_infer_ms")
+    claims.at_least(f"{runtime}: latency grows with {CONCURRENCY} senders (median at least 3x sequential)",
+                    latency_growth, 3)
+    claims.at_least(f"{runtime}: the growth is queuing, not the model (latency grew at least 3x more than "
+                    "the model's own time)", latency_growth / model_growth, 3)
+
+# %% [markdown]
+# ## 4.7 Two worker processes
+# uvicorn can run the app in several **worker processes**, each with its own copy of the model
+# (and its own share of the cores: one worker's PyTorch or ONNX Runtime gets cores ÷ workers
+# threads). Two workers serve two requests at once.
 #
-# *Question:* with one model instance taking *t* ms per request and 16 senders, roughly what
-# median latency would you predict? Compare with the table.
+# **Predict.** With two workers on this machine, will the throughput at 16 senders rise, stay, or
+# fall compared with one worker (ONNX)? Why, given how many cores the machine has?
 
 # %%
-conc = {r["run"]: r for r in table}
-for runtime, seq in (("onnx", onnx_seq), ("pytorch", pt_seq)):
-    c = conc[f"{runtime}_concurrent_{CONCURRENCY}"]
-    claims.check(f"{runtime}: latency grows with {CONCURRENCY} concurrent senders (median at least 3x sequential)",
-                 c["median_ms"] >= 3 * seq["median_ms"],
-                 {"sequential_median_ms": seq["median_ms"], "concurrent_median_ms": c["median_ms"],
-                  "ratio": c["median_ms"] / seq["median_ms"]})
-    latency_growth = c["median_ms"] / seq["median_ms"]
-    model_growth = c["infer_median_ms"] / seq["infer_median_ms"]
-    claims.check(f"{runtime}: the growth is queuing, not the model (queue > infer, and latency grew "
-                 "at least 3x more than the model's own time)",
-                 c["queue_median_ms"] > c["infer_median_ms"] and latency_growth >= 3 * model_growth,
-                 {"queue_median_ms": c["queue_median_ms"], "infer_median_ms": c["infer_median_ms"],
-                  "latency_growth": latency_growth, "model_time_growth": model_growth},
-                 needs="on a small CPU machine the 16 senders share the cores with the model, so its own "
-                       "time grows a little too; on a GPU it stays flat")
+claims.predict("4.7 two workers vs one, ONNX throughput (rise/stay/fall)", None, why="")
+
+# %%
+labenv.use_fastapi_backend("onnx", workers=2)
+measure(f"onnx_concurrent_{CONCURRENCY}_2_workers", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
-# ## 4.7 All runs: table and plot
+# **What to notice.** A second process helps as far as there are cores to run it and work the
+# first one left undone; on a machine whose cores the model already keeps busy, two workers share
+# them, and each request's model time grows. The median shows it: compare the throughput and the
+# `infer` column with the one-worker run.
+
+# %% jupyter={"source_hidden": true}
+one = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}"])["throughput_rps"]
+two = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"])["throughput_rps"]
+claims.compare_prediction("4.7 two workers vs one, ONNX throughput (rise/stay/fall)", two / one)
+claims.at_least("two workers keep at least 80% of one worker's throughput (they share the cores, "
+                "they do not fight over them)", claims.Measured.exact(two / one), 0.8)
+labenv.use_fastapi_backend("pt")
+
+# %% [markdown]
+# ## 4.8 Exercise: latency against the number in flight
+# Measure the PyTorch service at a few concurrencies (change `LEVELS`), put the queueing
+# model's prediction beside each, and plot both. Where does the measurement part from the model,
+# and why? (Hint: what does the model assume about the time a request spends outside the queue?)
 
 # %%
-summary = pd.DataFrame(table)
+LEVELS = [1, 4, CONCURRENCY]
+base = loadgen.summarize(runs["pytorch_sequential"])
+sweep = []
+for n in LEVELS:
+    row = loadgen.summarize(loadgen.run(f"{FASTAPI}/predict", payload, n=max(20, 6 * n), concurrency=n,
+                                        label=f"exercise_c{n}"))
+    predicted = queueing.closed_loop(n, base["infer_median_ms"], base["median_ms"] - base["infer_median_ms"])
+    sweep.append({"concurrency": n, "measured_median_ms": row["median_ms"], "model_ms": predicted["latency_ms"]})
+sweep = pd.DataFrame(sweep).round(1)
+sweep.plot(x="concurrency", y=["measured_median_ms", "model_ms"], marker="o", title="PyTorch: latency vs in flight")
+sweep
+
+# %% [markdown]
+# ## What you measured
+
+# %%
+summary = pd.DataFrame([loadgen.summarize(df) for name, df in runs.items()])
 summary.to_csv(OUT / "summary.csv", index=False)
-print(summary.round(2).to_string(index=False))
-
-fig = plots.latency_throughput(summary, "FastAPI: PyTorch vs ONNX, sequential vs concurrent")
-fig.savefig(OUT / "fastapi_runs.png", dpi=110)
-fig2 = plots.latency_breakdown(summary, "Where the median request's time goes")
-fig2.savefig(OUT / "fastapi_breakdown.png", dpi=110)
-claims.save(OUT / "claims.csv")
-print("saved:", sorted(p.name for p in OUT.iterdir()))
+plots.latency_throughput(summary, "FastAPI: runtimes, senders, workers").savefig(OUT / "fastapi_runs.png", dpi=110)
+plots.latency_breakdown(summary, "Where the median request's time goes").savefig(OUT / "fastapi_breakdown.png",
+                                                                                  dpi=110)
+claims.save(OUT)
+summary.round(2)
 
 # %% [markdown]
-# **What to hand in:** `summary.csv` and the two plots from the results folder, with one
-# sentence per run explaining its latency.
+# **Hand in** `summary.csv`, the two plots and your predictions table (`predictions.csv` in the
+# results folder), with one sentence per run explaining its latency. Then answer:
 #
-# *Question:* a colleague proposes buying a GPU twice as fast to fix the concurrent p99. Using
-# the breakdown plot, what would you answer, and what would you try first?
+# 1. Which part of `Server-Timing` changed between PyTorch and ONNX, and which did not?
+# 2. With one model instance taking *t* ms per request and 16 senders, what latency did the
+#    queueing model predict, what did you measure, and what explains the difference?
+# 3. A colleague proposes buying a GPU twice as fast to fix the concurrent p99. Using the
+#    breakdown plot, what would you answer, and what would you try first?
+# 4. Why did a second worker help (or not) on this machine?

@@ -72,17 +72,23 @@ def param_list(name: str, default: str) -> list[int]:
     return [int(v) for v in os.environ.get(f"LAB_{name}", default).split(",") if v.strip()]
 
 
-def wait_healthy(health_url: str, timeout: float = 120.0, check=lambda r: True) -> dict:
+def wait_healthy(health_url: str, timeout: float = 120.0, check=lambda r: True, in_a_row: int = 1) -> dict:
+    """Wait until health_url answers 200 and check(response) holds, `in_a_row` times in a row (several
+    worker processes answer in turn, and each must have loaded its model)."""
     deadline = time.time() + timeout
-    last = "no answer"
+    last, good = "no answer", 0
     while time.time() < deadline:
         try:
             resp = requests.get(health_url, timeout=3)
             if resp.status_code == 200 and check(resp):
-                return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+                good += 1
+                if good >= in_a_row:
+                    return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+                continue
             last = f"HTTP {resp.status_code}: {resp.text[:200]}"
         except requests.RequestException as exc:
             last = type(exc).__name__
+        good = 0
         time.sleep(1)
     raise TimeoutError(f"{health_url} not ready after {timeout:.0f} s (last: {last})")
 
@@ -135,8 +141,9 @@ def wait_for_file(path, complete=lambda text: bool(text), timeout: float = 1800.
                        "Run it (above) and then this cell again.")
 
 
-def use_fastapi_backend(backend: str, timeout: float = 900.0) -> dict:
-    """Switch the FastAPI service to 'pt' (PyTorch) or 'onnx' and wait until it serves with that runtime.
+def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) -> dict:
+    """Switch the FastAPI service to 'pt' (PyTorch) or 'onnx', served by `workers` uvicorn worker
+    processes, and wait until it serves that way.
 
     Local mode restarts the process on the same port. With Docker, the student runs the printed
     command on the host and this waits for it.
@@ -145,15 +152,23 @@ def use_fastapi_backend(backend: str, timeout: float = 900.0) -> dict:
     backend = fastapi_backend(backend)
     runtime = FASTAPI_BACKENDS[backend]
     base = url("FASTAPI_SERVER_URL")
+    settings = {"FASTAPI_BACKEND": backend, "WEB_CONCURRENCY": str(int(workers))}  # uvicorn reads WEB_CONCURRENCY
     if os.environ.get("LAB_MODE") == "local":
         from servelab.stack import launcher
-        launcher.restart("fastapi", {"FASTAPI_BACKEND": backend})
+        launcher.restart("fastapi", settings)
     else:
-        ask_host(f"FASTAPI_BACKEND={shlex.quote(backend)} docker compose {compose_files()} "
-                 "up -d --build --wait fastapi_server")
-    health = wait_healthy(f"{base}/health", timeout, check=lambda r: r.json().get("backend") == runtime)
-    os.environ["FASTAPI_BACKEND"] = backend
-    print(f"FastAPI service now runs {health['backend']} on {health['device']} ({health['weights']} weights)")
+        assignments = f"FASTAPI_BACKEND={shlex.quote(backend)}" + (f" WEB_CONCURRENCY={int(workers)}" if workers != 1
+                                                                  else "")
+        ask_host(f"{assignments} docker compose {compose_files()} up -d --build --wait fastapi_server")
+
+    def serving(resp) -> bool:
+        body = resp.json()
+        return body.get("backend") == runtime and int(body.get("workers", 1)) == int(workers)
+
+    health = wait_healthy(f"{base}/health", timeout, check=serving, in_a_row=4 * int(workers))
+    os.environ.update(settings)
+    print(f"FastAPI service now runs {health['backend']} on {health['device']} in {health['workers']} worker "
+          f"process(es), {health['threads']} thread(s) each ({health['weights']} weights)")
     return health
 
 

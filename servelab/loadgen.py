@@ -95,3 +95,12 @@ def summarize(df: pd.DataFrame) -> dict:
         column = f"server_{part}_ms"
         row[f"{part}_median_ms"] = float(ok[column].median()) if column in ok and len(ok) else float("nan")
     return row
+
+
+def median_ms(df: pd.DataFrame, column: str = "latency_ms"):
+    """The median of a column over the run's successful requests, with its 95% bootstrap interval
+    (claims.Measured): what the notebooks compare, so noise cannot decide a claim unnoticed."""
+    from servelab.claims import Measured
+
+    ok = df[df["status"] == 200]
+    return Measured.from_samples(ok[column].dropna().to_numpy())

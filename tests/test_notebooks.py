@@ -43,7 +43,8 @@ def test_ipynb_matches_its_jupytext_source(path):
 
 def test_fastapi_benchmark_notebook_runs_top_to_bottom(tmp_path, built_artifacts):
     state, results = tmp_path / "lab", tmp_path / "results"
-    env = {"LAB_STATE_DIR": str(state), "LAB_RESULTS_DIR": str(results), "LAB_STRICT_CLAIMS": "1"}
+    env = {"LAB_STATE_DIR": str(state), "LAB_RESULTS_DIR": str(results), "LAB_STRICT_CLAIMS": "1",
+           "LAB_PREDICTIONS": json.dumps(lab.SCRIPTED_PREDICTIONS)}
     up = run_launcher(state, "up", "--no-triton")
     assert up.returncode == 0, up.stdout + up.stderr
     try:
@@ -53,10 +54,13 @@ def test_fastapi_benchmark_notebook_runs_top_to_bottom(tmp_path, built_artifacts
         run_launcher(state, "down")
     summary = pd.read_csv(results / "fastapi" / "summary.csv")
     assert list(summary["run"]) == ["pytorch_sequential", "onnx_sequential", "onnx_concurrent_16",
-                                    "pytorch_concurrent_16"]
-    assert (summary["errors"] == 0).all() and (summary["requests"] == [20, 20, 96, 96]).all()
+                                    "pytorch_concurrent_16", "onnx_concurrent_16_2_workers"]
+    assert (summary["errors"] == 0).all() and (summary["requests"] == [20, 20, 96, 96, 96]).all()
     claims = pd.read_csv(results / "fastapi" / "claims.csv")
-    assert len(claims) == 5 and claims["holds"].all()
+    assert len(claims) == 6 and "does not hold" not in set(claims["verdict"])
+    assert (claims["verdict"] == "holds").sum() >= 5, claims[["claim", "verdict", "value", "interval"]]
+    predictions = pd.read_csv(results / "fastapi" / "predictions.csv")
+    assert len(predictions) == 4 and predictions["value"].notna().all()  # the scripted answers
     for png in ("fastapi_runs.png", "fastapi_breakdown.png"):
         assert (results / "fastapi" / png).stat().st_size > 10_000
 

@@ -112,9 +112,9 @@ def create_app(runtime: str) -> BodySizeLimit:
 
     @app.get("/health")
     def health():
-        body = {"backend": runtime, "weights": holder.weights}
+        body = {"backend": runtime, "weights": holder.weights, "workers": int(os.environ.get("WEB_CONCURRENCY") or 1)}
         if holder.model is not None:
-            return {"status": "ready", "device": str(holder.model.device), **body}
+            return {"status": "ready", "device": str(holder.model.device), "threads": holder.model.threads, **body}
         if holder.error:
             return JSONResponse(status_code=503, content={"status": "error", "detail": holder.error, **body})
         return JSONResponse(status_code=503, content={"status": "loading", **body})

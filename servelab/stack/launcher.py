@@ -191,21 +191,23 @@ def start(service: Service) -> dict:
 
 # ---------------------------------------------------------------- the services
 
-RESTART_KEYS = ("FASTAPI_BACKEND", "FLASK_BACKEND", "FOOD11_MODEL_NAME", "LAB_MODE")
+RESTART_KEYS = ("FASTAPI_BACKEND", "WEB_CONCURRENCY", "FLASK_BACKEND", "FOOD11_MODEL_NAME", "LAB_MODE")
 
 def _module(name: str) -> list[str]:
     """`python -m name` with this interpreter: works in a venv and with packages on PYTHONPATH alike."""
     return [sys.executable, "-m", name]
 
 
-def fastapi_service(port: int, backend: str) -> Service:
+def fastapi_service(port: int, backend: str, workers: int | str = 1) -> Service:
     try:
         backend = fastapi_backend(backend)
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
     app = f"fastapi_{backend}.app:app"
+    # uvicorn starts WEB_CONCURRENCY worker processes; each loads the model with its share of the cores
+    env = {"FASTAPI_BACKEND": backend, "WEB_CONCURRENCY": str(int(workers))}
     return Service("fastapi", _module("uvicorn") + [app, "--host", BIND, "--port", str(port), "--no-access-log"],
-                   health=f"{_url(port)}/health", marker=app, env={"FASTAPI_BACKEND": backend}, ports={"port": port})
+                   health=f"{_url(port)}/health", marker=app, env=env, ports={"port": port})
 
 
 def flask_service(port: int, env: dict) -> Service:
@@ -308,7 +310,8 @@ def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
     env = {**rec.get("env", {}), **(overrides or {})}
     port = rec.get("port") or port_for(name)
     if name == "fastapi":
-        return fastapi_service(port, env.get("FASTAPI_BACKEND") or os.environ.get("FASTAPI_BACKEND", "pt"))
+        return fastapi_service(port, env.get("FASTAPI_BACKEND") or os.environ.get("FASTAPI_BACKEND", "pt"),
+                               env.get("WEB_CONCURRENCY") or 1)
     if name == "flask":
         return flask_service(port, {**_flask_env(state, _urls_for_clients(state)), **env})
     if name == "triton":
