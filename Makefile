@@ -10,6 +10,7 @@ STAMP := $(VENV)/.installed
 
 help:
 	@echo "make lab        set up, build the model, start the stack, run the benchmark notebooks, write results/"
+	@echo "make lab QUICK=1  the same with small counts (a few minutes)"
 	@echo "make test       run the test suite (real servers, real Triton, real perf_analyzer)"
 	@echo "make test-docker  build, start and exercise every Docker Compose stack; notebooks run in Jupyter (~25 min)"
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
@@ -34,8 +35,9 @@ artifacts: setup
 	$(PY) -m servelab.stack.artifacts
 
 # --- the main job
+# QUICK=1: the same notebooks with small counts (a few minutes)
 lab: artifacts
-	$(PY) -m servelab.stack.lab
+	$(PY) -m servelab.stack.lab $(if $(QUICK),--quick,)
 
 test: artifacts
 	$(PY) -m pytest

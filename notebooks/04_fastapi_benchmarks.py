@@ -16,7 +16,7 @@
 #
 # | step | what you do | what it shows |
 # |---|---|---|
-# | 4.1-4.3 | call the service by hand, from Swagger and Python; try the Flask page | the API, and what a request's time is made of |
+# | 4.1-4.3 | call the service from Swagger and Python; the Flask page | the API; what a request's time is |
 # | 4.4 | 100 sequential requests, PyTorch | the best-case latency |
 # | 4.5 | the same with ONNX Runtime | a faster runtime, same HTTP layer |
 # | 4.6 | 16 concurrent senders | queuing: latency grows, the model's time does not |

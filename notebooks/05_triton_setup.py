@@ -75,31 +75,30 @@
 # `model.onnx` with ONNX Runtime, under the same name and with the same inputs and outputs.
 #
 # ## Check: is Triton ready, and what does it serve?
-# Run this from the lab's Jupyter, in either setup.
+# Run this from the lab's Jupyter, in either setup. From here on you talk to Triton through its
+# own client library, `tritonclient`: `InferenceServerClient` speaks Triton's HTTP protocol (its
+# gRPC twin is `tritonclient.grpc`). It takes `host:port`, without `http://`.
 
 # %%
 from pathlib import Path
 
-import requests
+import tritonclient.http as httpclient
 
 from servelab import labenv
 
 env = labenv.load()
-TRITON = labenv.url("TRITON_SERVER_URL")
+TRITON, _, METRICS = labenv.triton_urls()
 REPOSITORY = Path(env.get("TRITON_MODEL_REPOSITORY") or "../model_repository")
-
-ready = requests.get(f"{TRITON}/v2/health/ready", timeout=5)
-print(f"GET {TRITON}/v2/health/ready -> HTTP {ready.status_code}")
-server = requests.get(f"{TRITON}/v2", timeout=5).json()
-print(f"server: {server['name']} {server['version']}")
+client = httpclient.InferenceServerClient(TRITON.split("://")[-1])
+print("server ready:", client.is_server_ready(), "|", client.get_server_metadata()["version"])
 # the repository API wants the node's secret (it can load code); health and metadata do not
-index = requests.post(f"{TRITON}/v2/repository/index", json={}, headers=labenv.admin_headers(), timeout=5).json()
-for model in index:
-    state = f"{model.get('state', '?'):12s} {model.get('reason', '')}"
-    print(f"  {model['name']:22s} version {model.get('version', '-'):3s} {state}")
+for model in client.get_model_repository_index(headers=labenv.admin_headers()):
+    print(f"  {model['name']:22s} version {model.get('version', '-'):3s} {model.get('state', '?'):12s}"
+          f" {model.get('reason', '')}")
 
 # %% [markdown]
-# The repository as the server sees it, and the config of the first model:
+# The repository as the server sees it, and the config of the first model, exactly as the file
+# says it (comments included):
 
 # %%
 for path in sorted(REPOSITORY.rglob("*")):
@@ -110,21 +109,57 @@ print()
 print((REPOSITORY / "food_classifier" / "config.pbtxt").read_text())
 
 # %% [markdown]
-# And the server's own view of that config (`GET /v2/models/<name>/config`), which includes the
-# defaults Triton filled in:
+# And the server's own view of that config (`get_model_config`, i.e. `GET
+# /v2/models/<name>/config`), which includes the defaults Triton filled in:
 
 # %%
-config = requests.get(f"{TRITON}/v2/models/food_classifier/config", timeout=5).json()
-print({k: config[k] for k in ("name", "backend", "max_batch_size", "instance_group")})
-metrics_url = env.get("TRITON_METRICS_URL") or TRITON.rsplit(":", 1)[0] + ":8002/metrics"
-lines = requests.get(metrics_url, timeout=5).text.splitlines()
-print(f"{metrics_url}: {len(lines)} lines, e.g.")
-print(
-    "\n".join(
-        line for line in lines if line.startswith(("nv_inference_count", "nv_gpu_utilization", "nv_cpu_utilization"))
-    )[:600]
-)
+config = client.get_model_config("food_classifier")
+{k: config[k] for k in ("name", "backend", "max_batch_size", "instance_group")}
+
+# %% [markdown]
+# ## What runs for each request: `model.py`
+# The Python backend calls `execute()` with a **list** of requests: one, or several when they
+# arrive together (and, once you turn on dynamic batching in notebook 6, as many as the batcher
+# combined). Read the function below and find the single line that runs the network: every image of
+# every request in the call is decoded first, then **one** forward pass runs on the stacked batch.
+# That is why a batch of 16 costs far less than 16 separate calls on a GPU: the arithmetic units
+# work on all 16 images at once, and the fixed costs (a kernel launch, Python's overhead, moving
+# data to the GPU) are paid once.
+
+# %%
+source = (REPOSITORY / "food_classifier" / "1" / "model.py").read_text()
+print(source[source.index("    def execute"):source.index("    def finalize")])
+
+# %% [markdown]
+# Last, one request through the client library, so you know the API before notebook 6 measures it:
+# an `InferInput` named as in `config.pbtxt`, filled from a numpy array, and the outputs read back
+# as numpy arrays. The model takes the photo's file as base64 text, a batch of one: shape `[1, 1]`.
+
+# %%
+import numpy as np
+
+from servelab import food11
+from servelab.paths import TEST_IMAGES
+
+photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
+image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
+image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
+result = client.infer("food_classifier", [image], outputs=[httpclient.InferRequestedOutput("FOOD_LABEL"),
+                                                           httpclient.InferRequestedOutput("PROBABILITY")])
+print(photo.name, "->", result.as_numpy("FOOD_LABEL")[0][0].decode(), result.as_numpy("PROBABILITY")[0][0])
+
+# %% [markdown]
+# Triton's Prometheus metrics (port 8002) are the third endpoint; notebook 6 reads utilisation there.
+
+# %%
+import requests
+
+lines = requests.get(METRICS, timeout=5).text.splitlines()
+print(f"{METRICS}: {len(lines)} lines, e.g.")
+print("\n".join(line for line in lines if line.startswith(("nv_inference_count", "nv_gpu_utilization",
+                                                          "nv_cpu_utilization"))))
 
 # %% [markdown]
 # *Question:* `config.pbtxt` says `max_batch_size: 16` and the input has `dims: [ 1 ]`. What
-# shape does a client send for one image, and for a batch of 8?
+# shape does a client send for one image, and for a batch of 8? Try it: change the shape in the
+# cell above (and the array: eight copies of the photo) and read the eight answers.

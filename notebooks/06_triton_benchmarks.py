@@ -9,467 +9,566 @@
 # %% [markdown]
 # # 6. Triton benchmarks: instances, runtimes, batching and bursty load
 #
-# Every step below is one measurement with **perf_analyzer**, Triton's load generator. For each
-# you see the exact command (you could retype it in a terminal), its raw output, the parsed row,
-# Triton's own statistics for the run (which batch sizes the model really ran with) and the
-# GPU (or CPU) utilisation read from Triton's metrics endpoint during the run.
+# Notebook 4 ended with requests waiting in line for one copy of the model. Triton gives you the
+# levers to shorten that line; here you pull them one at a time and measure each with
+# **perf_analyzer**, Triton's load generator:
 #
-# | step | what changes | what to look for |
+# | step | what you change | what to look for |
 # |---|---|---|
-# | a | Python backend, 1 instance, concurrency 1 → 8 → 16 | queue delay grows with concurrency; the GPU is underused |
-# | b | client-side batches of 16 | a batch costs little more than one image (on a GPU) |
-# | c | 2, then 4 instances per GPU | better at first, then not: the limit is not the GPU |
-# | d | the ONNX model on the onnxruntime backend | much faster; with 2 instances the GPU gets busy |
-# | e | Flask calls the ONNX model | pre/post-processing moves into the web app |
-# | f | bursty (Poisson) arrivals, then dynamic batching | same mean rate, more queuing; batching fixes it |
-# | g | tear down | |
+# | 6.1 | nothing: the Python-backend model at 1, 8, 16 requests in flight | queue delay grows with what waits |
+# | 6.2 | one request carries 16 images | what a batch costs compared with one image |
+# | 6.3 | 2, then 4 instances of the model | more copies help until the hardware runs out |
+# | 6.4 | the ONNX model | a faster runtime, no Python per request in Triton's image |
+# | 6.5 | Flask calls the ONNX model | pre- and post-processing move into the web app |
+# | 6.6 | random (Poisson) arrivals; dynamic batching on and off | bursts queue; batching absorbs them |
 #
-# Config changes never rebuild anything: the helper edits `config.pbtxt` in the model
-# repository (a mounted folder), shows you the diff, and asks Triton to reload that model through
-# its repository API while the server keeps running.
+# **You type the commands.** Each measurement is a perf_analyzer line in a cell: change one flag,
+# run it again. `perf.run_line` runs the line exactly as written, shows perf_analyzer's own output,
+# then reads back what the lab needs (a CSV of the run, Triton's statistics around it). Each config
+# change is text you write in `config.pbtxt` syntax; `triton_config.edit` checks it against Triton's
+# own schema, shows the diff, writes it into the model repository (comments kept) and asks Triton
+# to load the model again. Nothing is rebuilt, and the server keeps running.
+#
+# **Predict, then measure** as in notebook 4, and keep an eye on the **queueing model**
+# (`servelab/queueing.py`): from the service time of one run it predicts the next; where the
+# measurement parts from it, the text says why. Numbers come with the interval of perf_analyzer's
+# measurement windows; claims are judged on intervals (holds, does not hold, or inconclusive).
 #
 # **Your hardware decides the numbers.** The lab's reference is a node with 2 P100 GPUs. On a
-# 1-GPU host the "both GPUs" steps use the one GPU; in local mode without a GPU every instance
-# is a CPU instance, and claims that only a GPU can show are marked *not checked here*.
+# 1-GPU host the "every GPU" steps use the one GPU; on a machine without a GPU every instance is a
+# CPU instance, and claims only a GPU can show are marked *not checked here*, with the reason.
+#
+# ## Setup
 
 # %%
 import os
-import re
 
+import numpy as np
 import pandas as pd
-import requests
+import tritonclient.http as httpclient
 
-from servelab import claims, food11, labenv, perf, plots, triton_config, triton_http, triton_stats
-from servelab.paths import PERF_INPUT_JSON, RESULTS, TEST_IMAGES
+from servelab import claims, labenv, perf, plots, queueing, triton_config, triton_stats
+from servelab.paths import PERF_INPUT_JSON, RESULTS
 
 labenv.load()
-TRITON, _, METRICS = labenv.triton_urls()
+TRITON, GRPC, METRICS = labenv.triton_urls()
+HOST = TRITON.split("://")[-1]                  # perf_analyzer and tritonclient take host:port
+PERF_INPUT = os.path.relpath(PERF_INPUT_JSON)   # a real JPEG, for the model that decodes it
+client = httpclient.InferenceServerClient(HOST)
+N_GPUS = triton_stats.gpu_count(TRITON, METRICS)
+ON_GPU = N_GPUS > 0
+RATE_SECONDS = labenv.param("PERF_RATE_SECONDS", 10)  # length of a fixed-rate run
 OUT = RESULTS / "triton"
-OUT.mkdir(parents=True, exist_ok=True)
-
-# Measurement settings (make lab and the tests shrink these).
-INTERVAL_MS = labenv.param("PERF_INTERVAL_MS", 5000)       # perf_analyzer window length
-STABILITY = labenv.param("PERF_STABILITY", 20)             # % spread allowed between windows
-RATE_SECONDS = labenv.param("PERF_RATE_SECONDS", 10)       # length of each fixed-rate run
-REQUEST_COUNT = labenv.param("PERF_REQUEST_COUNT", 2000)   # bounded runs (batches of step b: 1/20 of it)
-
-N_GPUS = triton_stats.gpu_count(TRITON, METRICS)  # from Triton's metrics, else from the driver
-KIND = "gpu" if N_GPUS else "cpu"
-GPUS = list(range(N_GPUS))
-ON_GPU = KIND == "gpu"
-
-
-def onnx_runs_on_gpu() -> bool:
-    """Triton's onnxruntime backend uses the GPU. Without it (local mode) food_classifier_onnx is a
-    Python-backend stand-in running this environment's ONNX Runtime: on the GPU only if that has
-    the CUDA provider."""
-    if not ON_GPU or triton_config.served_config("food_classifier_onnx", TRITON)["backend"] != "python":
-        return ON_GPU
-    import onnxruntime
-    return "CUDAExecutionProvider" in onnxruntime.get_available_providers()
-
-
-ONNX_ON_GPU = onnx_runs_on_gpu()
-print(f"Triton at {TRITON}; {N_GPUS} GPU(s) seen by the server -> instances are KIND_{KIND.upper()}")
-print(f"{INTERVAL_MS=} {STABILITY=} {RATE_SECONDS=} {REQUEST_COUNT=}; results go to {OUT}")
-for model in ("food_classifier", "food_classifier_onnx"):
-    served = triton_config.served_config(model, TRITON)
-    print(f"  {model:22s} backend={served['backend']:12s} ready={triton_http.model_ready(TRITON, model)}")
-if triton_config.served_config("food_classifier_onnx", TRITON)["backend"] == "python":
-    print("\nNOTE: this server has no onnxruntime backend (local mode), so food_classifier_onnx runs the same "
-          "model.onnx\nwith ONNX Runtime inside a small Python-backend model: same name, inputs and outputs.")
+runs = {}  # name -> perf_analyzer run, for the summary at the end
+print(f"Triton {client.get_server_metadata()['version']} at {HOST}; {N_GPUS} GPU(s) seen by the server")
 
 # %% [markdown]
-# Every measurement goes through one function, so each step's cell stays short. It starts the
-# run with the command shown, keeps the parsed row, and remembers the batch sizes Triton ran.
-# perf_analyzer normally measures in timing windows until three agree; on a busy machine they
-# may never agree, and then the function measures once more accepting any spread (the row's
-# `mode` column says so). Fixed-rate runs send a fixed number of requests instead.
-
-# %%
-rows, batch_runs = [], {}
-
-
-def measure(step: str, config: str, model: str, **load) -> dict:
-    tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{step}_{config}")
-    if "request_rate" in load:
-        load.setdefault("request_count", int(load["request_rate"] * RATE_SECONDS))
-        load.setdefault("timeout", 90 + 3 * RATE_SECONDS)
-    else:
-        load.setdefault("stability_percentage", STABILITY)
-        load.setdefault("timeout", 120 + 12 * INTERVAL_MS / 1000)
-    if model == "food_classifier":
-        load.setdefault("input_data", PERF_INPUT_JSON)  # a real base64 JPEG (random bytes are no image)
-    result = perf.measure(model, url=TRITON, metrics_url=METRICS, measurement_interval_ms=INTERVAL_MS,
-                          csv_path=OUT / f"perf_{tag}.csv", accept_unsettled=True, **load)
-    row = {"step": step, "config": config, "run": f"{step}: {config}", "model": model,
-           "command": result.shell, **result.row}
-    rows.append(row)
-    batch_runs[row["run"]] = result.stats["batch_executions"]
-    shown = ["throughput_infer_s", "p50_ms", "p99_ms", "server_queue_ms", "server_compute_infer_ms",
-             "avg_batch_size", "util_source", "util_mean_pct"]
-    print(pd.DataFrame([row])[["run"] + [c for c in shown if c in row]].round(2).to_string(index=False))
-    return row
-
-
-def util(row: dict):
-    value = row.get("util_mean_pct")
-    return None if value is None or pd.isna(value) else float(value)
-
-
-def busy(row: dict) -> str:
-    return "n/a" if util(row) is None else f"{util(row):.0f}%"
-
-
-def check_gpu_util(claim: str, row: dict, holds) -> None:
-    if util(row) is None:
-        claims.not_checkable(claim, "this server reports no GPU utilisation (no nv_gpu_utilization metric)")
-    else:
-        claims.check(claim, holds(util(row)), {"gpu_util_mean_pct": util(row)})
-
-
-def reconfigure(model: str, **change) -> None:
-    result = triton_config.update_model(model, url=TRITON, **change)
-    if not result.ok:
-        raise RuntimeError(str(result))
-
-# %% [markdown]
-# Start from the configuration of notebook 5: one instance of each model, no dynamic batching.
+# Both models start as notebook 5 left them: one instance, no dynamic batching.
 
 # %%
 for model in ("food_classifier", "food_classifier_onnx"):
-    reconfigure(model, instances=1, kind=KIND, gpus=GPUS[:1] or None, dynamic_batching=False)
+    config = client.get_model_config(model)
+    print(f"{model:22s} backend={config['backend']:12s} instances={config['instance_group']}")
 
 # %% [markdown]
-# ## a. Python backend, one instance: concurrency 1, 8, 16
-# perf_analyzer keeps *N* requests in flight (closed loop: a new one as soon as one returns).
-# With one model instance only one request runs at a time; the others wait in Triton's queue.
+# ## 6.1 One instance of the Python-backend model: 1, 8, 16 requests in flight
+# `--concurrency-range N` keeps *N* requests in flight (a closed loop: a new request leaves when one
+# returns). `--input-data` gives a real photo, since random bytes are no image. The first run, one
+# request at a time:
 
 # %%
-step_a = {c: measure("a", f"python 1 inst c{c}", "food_classifier", concurrency=c) for c in (1, 8, 16)}
+line = f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 1 --input-data {PERF_INPUT}"
+runs["6.1 c1"] = perf.run_line(line, "6.1 c1", out=OUT)
 
 # %% [markdown]
-# **What to notice.** Throughput hardly moves from concurrency 1 to 16, while the server queue
-# time grows about linearly: with *N* requests in flight and one instance, each request waits for
-# the *N − 1* ahead of it. Compute time per request stays about the same. And look at the
-# utilisation column: on a GPU this model leaves most of it idle.
+# Read the output: `Client` is what perf_analyzer saw, `Server` what Triton measured: the queue
+# (time waiting for a free instance) and the compute (the model's `execute`). With one request at
+# a time, nothing waits.
 #
-# *Question:* from the concurrency-1 row, predict the queue time at concurrency 16. How close is
-# the measurement?
+# **Predict.** With one instance, 16 requests in flight and the compute time you just read, how long
+# will a request spend in Triton's queue (ms)? The queueing model's answer follows your prediction.
 
 # %%
-q1, q8, q16 = (step_a[c]["server_queue_ms"] for c in (1, 8, 16))
-claims.check("a: queue delay grows with concurrency, about linearly (q16/q8 between 1.4 and 3.2)",
-             q1 < q8 < q16 and 1.4 <= q16 / q8 <= 3.2,
-             {"queue_c1_ms": q1, "queue_c8_ms": q8, "queue_c16_ms": q16, "q16/q8": q16 / max(q8, 1e-9)})
-if ON_GPU:
-    check_gpu_util("a: one Python-backend instance leaves the GPU underused (mean utilisation < 70% at c16)",
-                   step_a[16], lambda u: u < 70)
+claims.predict("6.1 queue at c16 (ms)", None, why="")
+
+# %%
+c1 = runs["6.1 c1"].row
+SERVICE_MS = c1["server_compute_input_ms"] + c1["server_compute_infer_ms"] + c1["server_compute_output_ms"]
+OVERHEAD_MS = c1["avg_latency_ms"] - SERVICE_MS  # everything a request spends outside the instance
+pd.DataFrame([queueing.closed_loop(n, SERVICE_MS, OVERHEAD_MS) for n in (1, 8, 16)]).round(1)
+
+# %% [markdown]
+# Now measure: change the concurrency in the line (8, then 16).
+
+# %%
+for n in (8, 16):
+    line = f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range {n} --input-data {PERF_INPUT}"
+    runs[f"6.1 c{n}"] = perf.run_line(line, f"6.1 c{n}", out=OUT)
+
+# %% [markdown]
+# Triton keeps its own statistics per model: once with `curl`, the protocol underneath, and once
+# with the client library. The `batch_stats` list counts the model's executions per batch size:
+# here every execution ran one image (`batch_size: 1`).
+
+# %%
+# !curl -s {TRITON}/v2/models/food_classifier/stats | head -c 600
+
+# %%
+stats = client.get_inference_statistics("food_classifier")["model_stats"][0]
+{"requests": stats["inference_count"], "executions": stats["execution_count"],
+ "executions by batch size": {b["batch_size"]: b["compute_infer"]["count"] for b in stats["batch_stats"]}}
+
+# %% [markdown]
+# **What to notice.** Throughput hardly moves from 1 to 16 in flight, while the queue time grows
+# about linearly: with *N* in flight and one instance, each request waits for the *N − 1* ahead of
+# it. The compute time per request stays about the same. On a GPU, look at the utilisation
+# column: this model leaves most of the GPU idle, because each execution runs one image and spends
+# much of its time decoding a JPEG on the CPU.
+
+# %% jupyter={"source_hidden": true}
+q8, q16 = runs["6.1 c8"].measured("server_queue_ms"), runs["6.1 c16"].measured("server_queue_ms")
+claims.compare_prediction("6.1 queue at c16 (ms)", q16)
+claims.between("6.1: queue delay grows about linearly with what is in flight (queue c16 / queue c8)",
+               q16 / q8, 1.4, 3.2)
+busiest = triton_stats.busiest_gpu_pct(runs["6.1 c16"].row)
+if busiest is None:
+    claims.not_checkable("6.1: one Python-backend instance leaves the GPU underused",
+                         f"no GPU; the CPU was {runs['6.1 c16'].row.get('cpu_util_pct', 0):.0f}% busy")
 else:
-    claims.not_checkable("a: the GPU is underused", f"no GPU; the CPU was {busy(step_a[16])} busy")
+    claims.at_most("6.1: one instance leaves its GPU underused (busiest GPU, mean %)",
+                   runs["6.1 c16"].measured("gpu0_util_pct"), 70)
 
 # %% [markdown]
-# ## b. Client-side batches: one request carrying 16 images
-# `-b 16` makes every request a batch of 16 images (the model config allows up to
-# `max_batch_size: 16`). The model decodes all 16 and runs one forward pass over them.
-
-# %%
-# A batch takes long on a CPU, so this run sends a fixed number of batches instead of timing windows.
-step_b = measure("b", "python 1 inst batch16 c1", "food_classifier", concurrency=1, batch_size=16,
-                 request_count=max(10, REQUEST_COUNT // 20))
-
-# %% [markdown]
-# **What to notice.** On a GPU the forward pass of 16 images takes only a little longer than one,
-# so inferences per second jump. But this model also decodes and resizes every JPEG on the CPU
-# inside its compute time, one image after another: on a fast GPU, whose forward pass is a few
-# milliseconds, the 16 decodes can be most of the batch's time. On a CPU the arithmetic grows with
-# the batch too, so the gain is small or none. Batching is the lever for the GPU's part; the next
-# steps let Triton build batches itself.
+# ## 6.2 Client-side batches: one request carrying 16 images
+# `-b 16` makes every request a batch of 16 photos (the config allows up to `max_batch_size: 16`).
+# `model.py` decodes all 16 and runs **one** forward pass over them (notebook 5 showed the line).
 #
-# *Question:* which part of the per-image time does batching amortise, and which part not?
+# **Predict.** How many times the compute time of one image will a batch of 16 take?
 
 # %%
-ratio = step_b["server_compute_infer_ms"] / step_a[1]["server_compute_infer_ms"]
+claims.predict("6.2 compute of 16 images / compute of 1 (x)", None, why="")
+
+# %%
+line = f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 1 -b 16 --input-data {PERF_INPUT}"
+runs["6.2 b16"] = perf.run_line(line, "6.2 b16", out=OUT)
+
+# %% [markdown]
+# **What to notice.** The forward pass of 16 images costs a GPU little more than one; but this model
+# also decodes and resizes every JPEG on the CPU inside its compute time, one after another, and
+# on a fast GPU those 16 decodes can be most of the batch's time. On a CPU the arithmetic grows
+# with the batch too, so the gain is small. Batching is the lever for the GPU's part.
+
+# %% jupyter={"source_hidden": true}
+ratio = runs["6.2 b16"].measured("server_compute_infer_ms") / runs["6.1 c1"].measured("server_compute_infer_ms")
+claims.compare_prediction("6.2 compute of 16 images / compute of 1 (x)", ratio)
 if ON_GPU:
-    claims.check("b: on the GPU a batch of 16 costs less than 4x one image (compute time)", ratio < 4,
-                 {"compute_b1_ms": step_a[1]["server_compute_infer_ms"],
-                  "compute_b16_ms": step_b["server_compute_infer_ms"], "ratio": ratio},
-                 needs="compute includes 16 JPEG decodes on the CPU: a GPU whose forward pass is much faster "
-                       "than a decode (e.g. an H100) does not show it")
+    claims.at_most("6.2: on a GPU a batch of 16 costs less than 8x one image (compute time)", ratio, 8)
 else:
-    claims.not_checkable("b: a batch of 16 costs little more than one image",
-                         f"CPU compute grows with the batch (measured {ratio:.1f}x for 16x the images)")
+    claims.not_checkable("6.2: a batch of 16 costs little more than one image",
+                         f"a CPU's compute grows with the batch: measured {ratio}x for 16x the images")
 
 # %% [markdown]
-# ## c. More instances of the Python-backend model
-# `count: 2` in an instance group means two copies of the model *per listed GPU*. Listing every
-# GPU spreads them over both (on a 2-GPU node: 4 copies). Watch the diff the helper prints.
+# ## 6.3 More instances of the Python-backend model
+# An `instance_group` with `count: 2` and `kind: KIND_GPU` puts two copies of the model **on every
+# GPU** (without a `gpus:` list): on the 2-GPU node, four. Each copy is its own Python process.
+# Write the change as you would in `config.pbtxt`; the cell shows the diff and reloads the model.
+# (Without a GPU, `KIND_GPU` is written as `KIND_CPU`, and said so.)
 
 # %%
-step_c = {}
-for per_gpu in (2, 4):
-    reconfigure("food_classifier", instances=per_gpu, kind=KIND, gpus=GPUS or None)
-    step_c[per_gpu] = measure("c", f"python {per_gpu} inst/{'GPU' if ON_GPU else 'CPU'} c16", "food_classifier",
-                              concurrency=16)
+triton_config.edit("food_classifier", """
+instance_group [ { count: 2, kind: KIND_GPU } ]
+""")
 
 # %% [markdown]
-# **What to notice.** A second instance lets two requests run at once, so queue time drops and
-# throughput rises. More instances than that help less, or hurt: every instance runs its own
-# Python process that decodes images and hands tensors to the GPU, and those per-request steps,
-# not the GPU's arithmetic, are what limits this model. How soon that happens depends on the CPU
-# cores per GPU: on a host with many free cores and a fast GPU, 4 instances can still add a lot.
+# Each instance is also given its share of the CPU for its own arithmetic: the `cpu_threads`
+# parameter at the end of the config says `auto`, that is the machine's cores divided by the
+# instances (two instances on two cores: one thread each). Without that budget every instance
+# would start a thread per core, and two instances on two cores would fight over them and serve
+# *less* than one. Look for `cpu_threads` in the file: you could set it to a number yourself.
 #
-# *Question:* where would you look to confirm that the GPU is not the bottleneck here?
+# **Predict.** At 8 requests in flight (as in the original lab), what throughput will two instances
+# per device serve, compared with one (`6.1 c8`)?
 
 # %%
-t1, t2, t4 = step_a[16]["throughput_infer_s"], step_c[2]["throughput_infer_s"], step_c[4]["throughput_infer_s"]
-if ON_GPU:
-    claims.check("c: 2 instances per GPU beat 1; 4 do not beat 2 by more than 5%", t2 > t1 and t4 <= 1.05 * t2,
-                 {"c16_1inst_infer_s": t1, "c16_2inst_infer_s": t2, "c16_4inst_infer_s": t4},
-                 needs=f"each instance decodes on its own CPU core; this host has {os.cpu_count()} cores "
-                       f"for {N_GPUS} GPU(s)")
-else:
-    claims.check(
-        "c: instances beyond the CPU cores add little throughput (4 per CPU within 15% of the best of 1-2)",
-        t4 <= 1.15 * max(t1, t2),
-        {"c16_1inst_infer_s": t1, "c16_2inst_infer_s": t2, "c16_4inst_infer_s": t4},
-        needs="on a GPU node the lesson is 'better at first, then worse'; here the cores are the limit",
-    )
-reconfigure("food_classifier", instances=1, kind=KIND, gpus=GPUS[:1] or None)
+claims.predict("6.3 throughput, 2 instances / 1 instance at c8 (x)", None, why="")
+
+# %%
+line = f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 8 --input-data {PERF_INPUT}"
+runs["6.3 2 inst c8"] = perf.run_line(line, "6.3 2 inst c8", out=OUT)
 
 # %% [markdown]
-# ## d. The ONNX model on the onnxruntime backend
+# And four per device (`count: 4`), the same load:
+
+# %%
+triton_config.edit("food_classifier", "instance_group [ { count: 4, kind: KIND_GPU } ]")
+runs["6.3 4 inst c8"] = perf.run_line(line, "6.3 4 inst c8", out=OUT)
+
+# %% [markdown]
+# **What to notice.** A second instance lets two requests run at once: queue time drops and
+# throughput rises. More instances help as long as there is hardware to run them: CPU cores for the
+# decoding and the Python work, and GPU capacity for the forward passes. Past that, more copies
+# only share what is there: throughput stops rising (it should not collapse: each instance's thread
+# budget shrinks with the count). On the GPU node, look where the utilisation columns stand.
+
+# %% jupyter={"source_hidden": true}
+t1, t2, t4 = (runs[name].throughput for name in ("6.1 c8", "6.3 2 inst c8", "6.3 4 inst c8"))
+claims.compare_prediction("6.3 throughput, 2 instances / 1 instance at c8 (x)", t2 / t1)
+claims.at_least("6.3: two instances serve at least 80% of one instance's throughput (no collapse)", t2 / t1, 0.8)
+if ON_GPU:
+    claims.at_least("6.3: on a GPU, two instances per GPU serve more than one", t2 / t1, 1.0)
+else:
+    claims.at_most(f"6.3: four instances on {os.cpu_count()} cores add little over the better of one and two",
+                   t4 / max(t1, t2, key=lambda m: m.value), 1.15)
+triton_config.edit("food_classifier", "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]",
+                   verbose=False)
+
+# %% [markdown]
+# ## 6.4 The ONNX model
 # `food_classifier_onnx` takes the already pre-processed tensor (`input`, FP32 [3, 224, 224]) and
-# returns the 11 logits (`output`). perf_analyzer fills the input with random data of that shape.
-# First one instance at concurrency 1, to compare with step a:
-
-# %%
-step_d1 = measure("d", "onnx 1 inst c1", "food_classifier_onnx", concurrency=1)
-
-# %% [markdown]
-# Then 2 instances (one per GPU on a 2-GPU node), at concurrency 8 and 16, after a short warm-up
-# run that is not recorded (perf_analyzer 2.51 has no warm-up option, so the warm-up is its own
-# run). Each measured run is bounded: at most 10 timing windows.
-
-# %%
-if N_GPUS >= 2:
-    reconfigure("food_classifier_onnx", instances=1, kind="gpu", gpus=GPUS[:2])
-else:
-    reconfigure("food_classifier_onnx", instances=2, kind=KIND, gpus=GPUS[:1] or None)
-perf.run(
-    perf.perf_analyzer_command(
-        "food_classifier_onnx",
-        TRITON,
-        concurrency=8,
-        measurement_interval_ms=1000,
-        stability_percentage=1000,
-        max_trials=3,
-        csv_path=OUT / "warmup.csv",
-    ),
-    verbose=False,
-    timeout=120,
-)
-step_d = {c: measure("d", f"onnx 2 inst c{c}", "food_classifier_onnx", concurrency=c, max_trials=10) for c in (8, 16)}
-
-# %% [markdown]
-# **What to notice.** At concurrency 1 the ONNX model answers several times faster than the
-# Python-backend model: no image decoding in the server, no Python in the request path (on
-# Triton's onnxruntime backend), and an optimised graph. With two instances the GPU is now
-# busy, yet at concurrency 16 requests still queue: the hardware is the limit now.
+# returns the 11 logits (`output`); perf_analyzer fills the input with random numbers of that
+# shape. On NVIDIA's Triton image it runs on the onnxruntime backend: no Python in the request path.
+# (Local mode's Triton has no such backend: there a small Python-backend model runs the same
+# `model.onnx` with ONNX Runtime, under the same name, and says so in the server's log.)
 #
-# *Question:* the ONNX model receives 224×224×3 floats (600 kB) per image instead of a JPEG of a
-# few tens of kB. When would that trade-off stop paying off?
+# **Predict.** How many times the Python-backend model's throughput at 1 in flight?
 
 # %%
-claims.check(
-    "d: the ONNX model serves faster than the Python-backend model (concurrency 1 throughput)",
-    step_d1["throughput_infer_s"] > step_a[1]["throughput_infer_s"],
-    {
-        "python_c1_infer_s": step_a[1]["throughput_infer_s"],
-        "onnx_c1_infer_s": step_d1["throughput_infer_s"],
-        "speed-up": step_d1["throughput_infer_s"] / step_a[1]["throughput_infer_s"],
-    },
-)
-claims.check(
-    "d: with 2 instances, requests still queue at concurrency 16 (queue c16 > queue c8)",
-    step_d[16]["server_queue_ms"] > step_d[8]["server_queue_ms"],
-    {"queue_c8_ms": step_d[8]["server_queue_ms"], "queue_c16_ms": step_d[16]["server_queue_ms"]},
-)
-if ONNX_ON_GPU:
-    check_gpu_util("d: the GPU is busy now (mean utilisation > 50% at c16)", step_d[16], lambda u: u > 50)
-elif ON_GPU:
-    claims.not_checkable(
-        "d: the GPU is busy now",
-        "this onnxruntime has no CUDA provider, so the ONNX model "
-        f"ran on the CPU (GPU utilisation {step_d[16]['util_mean_pct']:.0f}%)",
-    )
-else:
-    claims.not_checkable("d: the GPU is busy now", f"no GPU; the CPU was {busy(step_d[16])} busy")
+claims.predict("6.4 ONNX / Python-backend throughput at c1 (x)", None, why="")
+
+# %%
+line = f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range 1 --shape input:3,224,224"
+runs["6.4 onnx c1"] = perf.run_line(line, "6.4 onnx c1", out=OUT)
 
 # %% [markdown]
-# ## e. The Flask UI with the ONNX model
+# Then two instances per device (the original lab's setting) at 8 and 16 in flight. A short run
+# first warms the new instances up (their first requests are slow), and is not kept.
+
+# %%
+triton_config.edit("food_classifier_onnx", "instance_group [ { count: 2, kind: KIND_GPU } ]")
+perf.run_line(f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range 8 --shape input:3,224,224 "
+              "--request-count 100", "6.4 warm-up", out=OUT, verbose=False)
+for n in (8, 16):
+    line = f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range {n} --shape input:3,224,224"
+    runs[f"6.4 onnx 2 inst c{n}"] = perf.run_line(line, f"6.4 onnx 2 inst c{n}", out=OUT)
+
+# %% [markdown]
+# **What to notice.** At one request in flight the ONNX model answers several times faster: no image
+# decoding in the server and an optimised graph. With two instances per device, requests at 16 in
+# flight still queue: 16 requests for 2 (or 4) instances means most of them wait whatever the
+# hardware does. On a GPU, utilisation tells you how much of the time the GPU was busy, not how
+# much of it each execution used: a busy GPU can still have room for larger batches.
+
+# %% jupyter={"source_hidden": true}
+speedup = runs["6.4 onnx c1"].throughput / runs["6.1 c1"].throughput
+claims.compare_prediction("6.4 ONNX / Python-backend throughput at c1 (x)", speedup)
+claims.at_least("6.4: the ONNX model serves faster than the Python-backend model at c1", speedup, 1.0)
+claims.at_least("6.4: with 2 instances per device, requests still queue at 16 in flight (queue c16 / c8)",
+                runs["6.4 onnx 2 inst c16"].measured("server_queue_ms")
+                / runs["6.4 onnx 2 inst c8"].measured("server_queue_ms"), 1.0)
+if triton_stats.busiest_gpu_pct(runs["6.4 onnx 2 inst c16"].row) is None:
+    claims.not_checkable("6.4: the GPU is busy now", "no GPU utilisation reported (no GPU)")
+else:
+    claims.at_least("6.4: the busiest GPU is busy more than half the time now (mean %)",
+                    runs["6.4 onnx 2 inst c16"].measured("gpu0_util_pct"), 50)
+
+# %% [markdown]
+# ## 6.5 The Flask UI with the ONNX model
 # The ONNX model expects a tensor, not a photo, so the web app must now do the pre-processing
 # (decode, resize, normalise) and the post-processing (softmax, class name) itself, with the same
-# shared module (`servelab/food11.py`) the services use. Switch Flask to that model:
+# shared module (`servelab/food11.py`) the services use, and call Triton through `tritonclient`
+# (`flask_app/backends.py`). Switch Flask to that model; in Docker, run the printed command on the
+# host.
 
 # %%
+import re
+
+import requests
+
+from servelab.paths import TEST_IMAGES
+
 labenv.use_flask_triton_model("food_classifier_onnx")
-FLASK = labenv.url("FLASK_SERVER_URL")
-image_path = sorted(TEST_IMAGES.glob("*.jpg"))[0]
-with open(image_path, "rb") as f:
-    page = requests.post(f"{FLASK}/predict", files={"file": (image_path.name, f, "image/jpeg")}, timeout=60)
-shown = re.search(r'class="label">([^<]+)<', page.text)
-flask_label = shown.group(1) if shown else None
-direct = triton_http.infer(
-    TRITON, "food_classifier", {"INPUT_IMAGE": [food11.encode_file(image_path)]}, ["FOOD_LABEL", "PROBABILITY"]
-)
-print(f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}   HTTP {page.status_code}")
-print(f"food_classifier (Python backend, pre/post-processing in Triton): {direct['FOOD_LABEL'][0].decode()}")
-claims.check(
-    "e: Flask with the ONNX model shows the same class as the Python-backend model",
-    page.status_code == 200 and flask_label == direct["FOOD_LABEL"][0].decode(),
-    {"flask_onnx": flask_label, "python_backend": direct["FOOD_LABEL"][0].decode()},
-)
+photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
+with open(photo, "rb") as f:
+    page = requests.post(f"{labenv.url('FLASK_SERVER_URL')}/predict", files={"file": (photo.name, f)}, timeout=60)
+flask_label = (re.search(r'class="label">([^<]+)<', page.text) or [None, None])[1]
+print(f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, HTTP {page.status_code}")
 
 # %% [markdown]
-# ## f. Bursty load, then dynamic batching
-# Real users do not arrive evenly. perf_analyzer can send requests at a fixed **rate**, either
-# evenly spaced (`constant`) or at random moments with the same mean (`poisson`). One instance of
-# the ONNX model, same mean rate both times. The spec's rate is 120 requests/s; on slower
-# hardware the notebook lowers it to 40% of what one instance served at concurrency 1, so both
-# runs stay below capacity.
+# The Python-backend model, asked directly through the client library, should name the same class:
 
 # %%
-reconfigure("food_classifier_onnx", instances=1, kind=KIND, gpus=GPUS[:1] or None, dynamic_batching=False)
-BASE_RATE = int(min(120, 0.4 * step_d1["throughput_infer_s"]))
-print(f"rate: {BASE_RATE} requests/s")
-step_f = {
-    dist: measure(
-        "f", f"onnx 1 inst {dist} {BASE_RATE}/s", "food_classifier_onnx", request_rate=BASE_RATE, distribution=dist
-    )
-    for dist in ("constant", "poisson")
-}
+from servelab import food11
+
+image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
+image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
+direct = client.infer("food_classifier", [image]).as_numpy("FOOD_LABEL")[0][0].decode()
+claims.fact("6.5: Flask with the ONNX model shows the same class as the Python-backend model",
+            page.status_code == 200 and flask_label == direct, {"flask_onnx": flask_label, "python_backend": direct})
 
 # %% [markdown]
-# **What to notice.** Same mean rate, same model, but with random arrivals requests sometimes
-# come in clumps, and a clump has to wait: queue time and p99 latency rise although the server is
-# far from busy on average.
+# ## 6.6 Bursty load, and dynamic batching
+# Real users do not wait for each other's answers: they arrive when they arrive. perf_analyzer can
+# send requests at a fixed **rate**, open loop: `--request-rate-range R` sends R requests per
+# second on schedule whether or not earlier ones came back, and `--async` lets a few threads keep
+# any number in flight, so the schedule holds (perf_analyzer warns when it sends late; the lab
+# flags a run where more than 5% left late). `--request-distribution` spaces them evenly
+# (`constant`) or at random moments with the same mean (`poisson`).
 #
-# *Question:* why does a server that is idle 60% of the time still make requests wait?
+# The rates are set from what one instance can serve, so they mean the same on every machine (on
+# the reference GPU node about the lab's 120 to 300/s). Its **capacity** is measured, not assumed:
+# one instance kept busy by 4 requests in flight, closed loop, never waits for work, so its
+# throughput is the most it can serve. (Its service time one request at a time, from 6.4, is
+# shorter on a GPU and can be longer on a small CPU, where perf_analyzer shares the cores.)
 
 # %%
-claims.check(
-    "f: Poisson arrivals queue more than constant arrivals at the same mean rate",
-    step_f["poisson"]["server_queue_ms"] > step_f["constant"]["server_queue_ms"]
-    and step_f["poisson"]["p99_ms"] > step_f["constant"]["p99_ms"],
-    {
-        "queue_constant_ms": step_f["constant"]["server_queue_ms"],
-        "queue_poisson_ms": step_f["poisson"]["server_queue_ms"],
-        "p99_constant_ms": step_f["constant"]["p99_ms"],
-        "p99_poisson_ms": step_f["poisson"]["p99_ms"],
-    },
-)
+triton_config.edit("food_classifier_onnx", "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]")
+line = f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range 4 --shape input:3,224,224"
+CAPACITY = perf.run_line(line, "6.6 capacity c4", out=OUT, verbose=False).throughput.value
+BUSY_MS = 1000 / CAPACITY  # time per request of an instance that never waits for work
+onnx = runs["6.4 onnx c1"].row
+ONNX_MS = onnx["server_compute_input_ms"] + onnx["server_compute_infer_ms"] + onnx["server_compute_output_ms"]
+RATES = [int(f * CAPACITY) for f in (0.4, 0.6, 1.0, 1.4)]
+print(f"one instance: capacity {CAPACITY:.0f} requests/s ({BUSY_MS:.2f} ms each when busy; {ONNX_MS:.2f} ms one "
+      f"at a time); rates {RATES}")
 
 # %% [markdown]
-# Now turn on **dynamic batching**: when requests are waiting, Triton hands them to the model
-# together (preferably 4, 6 or 8 at a time), waiting at most 100 µs for more to arrive. Read the
-# model's per-batch-size statistics before and after a Poisson run at the same rate.
+# **Predict.** Same mean rate (the second one, 60% of capacity), evenly spaced or Poisson: which
+# queues more, and about how much? (The queueing model's mean wait for Poisson arrivals at 60% load
+# is 0.75 service times; for evenly spaced ones, none: each request leaves before the next comes.)
 
 # %%
-reconfigure("food_classifier_onnx", preferred_batch_sizes=[4, 6, 8], max_queue_delay_us=100)
+claims.predict("6.6 queue, Poisson / constant at 60% load (x)", None, why="")
+
+# %%
+for dist in ("constant", "poisson"):
+    line = (f"perf_analyzer -m food_classifier_onnx -u {HOST} --shape input:3,224,224 --async "
+            f"--request-rate-range {RATES[1]} --request-distribution {dist}")
+    runs[f"6.6 {dist} {RATES[1]}/s"] = perf.run_line(line, f"6.6 {dist} {RATES[1]}/s", out=OUT)
+
+# %% [markdown]
+# **What to notice.** Same mean rate, same model; with random arrivals requests sometimes come in
+# clumps, and a clump waits: queue time and latency rise although the server is idle 40% of the
+# time on average. (Evenly spaced requests wait a little too: no two requests take exactly the same
+# time, and on a small machine perf_analyzer shares the cores with the server.)
+
+# %% jupyter={"source_hidden": true}
+poisson, constant = runs[f"6.6 poisson {RATES[1]}/s"], runs[f"6.6 constant {RATES[1]}/s"]
+queues = poisson.measured("server_queue_ms") / constant.measured("server_queue_ms")
+claims.compare_prediction("6.6 queue, Poisson / constant at 60% load (x)", queues)
+claims.at_least("6.6: Poisson arrivals queue more than evenly spaced ones at the same mean rate", queues, 1.0)
+claims.at_most("6.6: both runs were the open-loop load they claim (% of requests sent late)",
+               max(poisson.row["delayed_pct"], constant.row["delayed_pct"]), perf.DELAYED_LIMIT_PCT)
+
+# %% [markdown]
+# Now **dynamic batching**: when requests wait, Triton hands them to the model together, up to
+# `max_batch_size`, preferably 4, 6 or 8, holding a request at most 100 µs for company. Add it to
+# the config:
+
+# %%
+triton_config.edit("food_classifier_onnx", """
+dynamic_batching {
+  preferred_batch_size: [ 4, 6, 8 ]
+  max_queue_delay_microseconds: 100
+}
+""")
+
+# %% [markdown]
+# The model's batch statistics before and after one Poisson run at the same rate: read how many
+# executions ran with a batch larger than 1.
+
+# %%
 before = triton_stats.model_stats("food_classifier_onnx", TRITON)
-print("batch statistics before the run:", triton_stats.batch_executions(before) or "none (counters restart on reload)")
-step_f_db = {
-    BASE_RATE: measure(
-        "f",
-        f"onnx 1 inst + dyn. batching poisson {BASE_RATE}/s",
-        "food_classifier_onnx",
-        request_rate=BASE_RATE,
-        distribution="poisson",
-    )
-}
-after = triton_stats.model_stats("food_classifier_onnx", TRITON)
-delta = triton_stats.stats_delta(before, after)
-print(triton_stats.batch_table(delta).to_string(index=False))
+line = (f"perf_analyzer -m food_classifier_onnx -u {HOST} --shape input:3,224,224 --async "
+        f"--request-rate-range {RATES[1]} --request-distribution poisson")
+runs[f"6.6 batching poisson {RATES[1]}/s"] = perf.run_line(line, f"6.6 batching poisson {RATES[1]}/s", out=OUT)
+triton_stats.batch_table(triton_stats.stats_delta(before, triton_stats.model_stats("food_classifier_onnx", TRITON)))
 
 # %% [markdown]
-# Then raise the rate: 1.5×, 2× and 2.5× (the spec's 180, 240 and 300 requests/s on a GPU node).
+# To predict what batching does at higher rates, the queueing model needs the cost of a batch: one
+# more run with 8 images per request gives a second point, and a line through the two (`fixed +
+# per image × b`) is the service time of a batch of *b*.
 
 # %%
-for factor in (1.5, 2.0, 2.5):
-    rate = int(BASE_RATE * factor)
-    step_f_db[rate] = measure(
-        "f",
-        f"onnx 1 inst + dyn. batching poisson {rate}/s",
-        "food_classifier_onnx",
-        request_rate=rate,
-        distribution="poisson",
-    )
+line = f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range 1 -b 8 --shape input:3,224,224"
+b8 = perf.run_line(line, "6.6 b8", out=OUT, verbose=False).row
+B8_MS = b8["server_compute_input_ms"] + b8["server_compute_infer_ms"] + b8["server_compute_output_ms"]
+# both were measured one request at a time; under load each takes BUSY_MS / ONNX_MS times as long
+SERVICE = queueing.ServiceTime.from_two_batches(1, BUSY_MS, 8, B8_MS * BUSY_MS / ONNX_MS)
+print(f"service time of a batch of b: {SERVICE.fixed_ms:.2f} + {SERVICE.per_item_ms:.2f} x b ms; "
+      f"capacity with batches of 8: {queueing.saturation_rate(SERVICE, max_batch=8):.0f}/s "
+      f"(without batching: {CAPACITY:.0f}/s)")
 
 # %% [markdown]
-# **What to notice.** With dynamic batching the statistics show executions with batch sizes
-# above 1: requests that arrived together were served together. As the rate rises the batches get
-# larger, and latency stays bounded instead of exploding.
-#
-# *Question:* what does `max_queue_delay_microseconds` trade, and why is 100 µs enough here?
+# **Predict.** At the highest rate (140% of one instance's capacity without batching), what mean
+# latency (ms) do you expect with dynamic batching? Without it? The queueing model's answers are in
+# the table after the sweep.
 
 # %%
-top = max(step_f_db)
-claims.check(
-    "f: with dynamic batching requests are served in batches > 1",
-    delta["max_batch_size_seen"] > 1 or step_f_db[top]["max_batch_size_seen"] > 1,
-    {"batch_executions": str(delta["batch_executions"]), "avg_batch_at_top_rate": step_f_db[top]["avg_batch_size"]},
-)
-claims.check(
-    "f: latency stays bounded as the rate rises 2.5x (p99 at the top rate < 3x p99 at the base rate)",
-    step_f_db[top]["p99_ms"] < 3 * step_f_db[BASE_RATE]["p99_ms"],
-    {
-        "p99_base_ms": step_f_db[BASE_RATE]["p99_ms"],
-        "p99_top_ms": step_f_db[top]["p99_ms"],
-        "rates": f"{BASE_RATE}->{top}/s",
-    },
-)
+claims.predict("6.6 mean latency at 140% of capacity, with batching (ms)", None, why="")
 
 # %% [markdown]
-# ## All runs: table and plots
+# Now the rate sweep, with dynamic batching and without it (the lab removes it again between the
+# two halves); each row gets the queueing model's predicted mean latency beside the measurement.
 
 # %%
-table = pd.DataFrame(rows)
+sweep = []
+for batching in (True, False):
+    if not batching:
+        triton_config.edit("food_classifier_onnx", remove=("dynamic_batching",))
+    for rate in RATES:
+        name = f"6.6 {'batching' if batching else 'no batching'} poisson {rate}/s"
+        line = (f"perf_analyzer -m food_classifier_onnx -u {HOST} --shape input:3,224,224 --async "
+                f"--request-rate-range {rate} --request-distribution poisson")
+        runs[name] = run = perf.run_line(line, name, out=OUT, verbose=False)
+        model = (queueing.open_loop_batching(rate, SERVICE, 8, 0.1) if batching else queueing.open_loop(rate, BUSY_MS))
+        sweep.append({"config": "dynamic batching" if batching else "no batching", "rate": rate,
+                      **{k: run.row[k] for k in ("throughput_infer_s", "avg_latency_ms", "p99_ms", "avg_batch_size",
+                                                 "delayed_pct")}, "model_latency_ms": model["latency_ms"]})
+sweep = pd.DataFrame(sweep)
+sweep.round(2)
+
+# %%
+plots.measured_vs_model(sweep, "rate", "avg_latency_ms", "config", "model_latency_ms",
+                        "One instance, Poisson arrivals: mean latency vs offered rate", "offered rate (requests/s)",
+                        "mean latency (ms)", logy=True).savefig(OUT / "latency_vs_rate.png", dpi=110)
+
+# %% [markdown]
+# **What to notice.** Without batching, latency explodes once the offered rate passes what one
+# instance can serve: the queue grows for as long as the run lasts (the model's line ends there:
+# its mean is infinite). With dynamic batching the batches grow with the rate (`avg_batch_size`),
+# each execution serves several requests, and the same instance keeps up further, if a batch
+# costs less than its images one by one. That is where the hardware decides: on a GPU a batch of 8
+# costs little more than one image; on a CPU it costs nearly 8 times as much, and batching moves the
+# saturation point little. The queueing model, fed with your two measured service times, predicts
+# which case you are in. Where the measured curves part from the model's, look at what the model
+# leaves out: on a small machine perf_analyzer needs the same cores as the server, so the service
+# time under load is longer than the one measured with one request at a time.
+
+# %% jupyter={"source_hidden": true}
+top = RATES[-1]
+with_b = runs[f"6.6 batching poisson {top}/s"]
+without = runs[f"6.6 no batching poisson {top}/s"]
+claims.at_least("6.6: with dynamic batching the model ran batches of more than one request (top rate)",
+                with_b.row["avg_batch_size"], 1.05)
+claims.at_most("6.6: every rate run was the open-loop load it claims (% of requests sent late)",
+               float(sweep["delayed_pct"].max()), perf.DELAYED_LIMIT_PCT)
+gain = queueing.saturation_rate(SERVICE, max_batch=8) / CAPACITY
+claims.compare_prediction("6.6 mean latency at 140% of capacity, with batching (ms)",
+                          with_b.measured("avg_latency_ms"))
+# the lesson's premise, read from the measurement: without batching this rate overloaded the instance
+overloaded = (without.row["throughput_infer_s"] < 0.9 * top or without.row["avg_latency_ms"] > 5 * BUSY_MS)
+claim = "6.6: at 140% of one instance's capacity, batching keeps mean latency far below no batching"
+if gain >= 1.6 and overloaded:  # the model says batching lifts capacity well past the top rate
+    claims.at_least(claim, without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms"), 2)
+elif gain < 1.6:
+    claims.not_checkable(claim, f"here a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image, so batching lifts capacity "
+                                f"only {gain:.1f}x (the queueing model's prediction); the lesson needs hardware where "
+                                "batches are cheap, such as a GPU")
+else:
+    served, mean_ms = without.row["throughput_infer_s"], without.row["avg_latency_ms"]
+    claims.not_checkable(claim, f"without batching the instance kept up with {top}/s ({served:.0f}/s served, mean "
+                                f"{mean_ms:.0f} ms): this run did not overload it, so it cannot show what batching "
+                                "changes; rerun 6.6, or add a higher rate")
+
+# %% [markdown]
+# The same comparison in a closed loop: throughput against the number in flight, batching on and
+# off, with the model's prediction (mean-value analysis) beside each curve.
+
+# %%
+closed = []
+for batching in (True, False):
+    triton_config.edit("food_classifier_onnx", """
+dynamic_batching { max_queue_delay_microseconds: 100 }
+""" if batching else "", remove=() if batching else ("dynamic_batching",), verbose=False)
+    for n in (1, 4, 16):
+        name = f"6.6 {'batching' if batching else 'no batching'} c{n}"
+        line = f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range {n} --shape input:3,224,224"
+        runs[name] = run = perf.run_line(line, name, out=OUT, verbose=False)
+        model = (queueing.closed_loop_batching(n, SERVICE, 16, OVERHEAD_MS) if batching
+                 else queueing.closed_loop(n, ONNX_MS, OVERHEAD_MS))
+        closed.append({"config": "dynamic batching" if batching else "no batching", "concurrency": n,
+                       "throughput_infer_s": run.row["throughput_infer_s"],
+                       "model_throughput": model["throughput_per_s"], "avg_batch_size": run.row["avg_batch_size"]})
+closed = pd.DataFrame(closed)
+plots.measured_vs_model(closed, "concurrency", "throughput_infer_s", "config", "model_throughput",
+                        "ONNX model, one instance: throughput vs requests in flight", "requests in flight",
+                        "inferences / s").savefig(OUT / "throughput_vs_concurrency.png", dpi=110)
+closed.round(2)
+
+# %% [markdown]
+# ## Exercise: your own client
+# perf_analyzer is one client; write another. With `tritonclient.http.aio` (the asyncio flavour of
+# the same library), keep *N* requests in flight for a few seconds and count the answers, then
+# compare with perf_analyzer's throughput at the same concurrency (`6.6 batching c16` above is with
+# dynamic batching on, as the model is now). Change `N`; explain any difference (hint: who does
+# the pre-processing, and how many threads does each client use?).
+
+# %%
+import asyncio
+import time
+
+import tritonclient.http.aio as aioclient
+
+
+async def keep_in_flight(n: int, seconds: float) -> float:
+    """Inferences per second with n requests always in flight, for `seconds`."""
+    aio = aioclient.InferenceServerClient(HOST)
+    tensor = aioclient.InferInput("input", [1, 3, 224, 224], "FP32")
+    tensor.set_data_from_numpy(np.random.rand(1, 3, 224, 224).astype(np.float32))
+    done, stop = 0, time.perf_counter() + seconds
+
+    async def sender():
+        nonlocal done
+        while time.perf_counter() < stop:
+            await aio.infer("food_classifier_onnx", [tensor])
+            done += 1
+    await asyncio.gather(*(sender() for _ in range(n)))
+    await aio.close()
+    return done / seconds
+
+
+N = 16
+mine = await keep_in_flight(N, 3.0)  # noqa: F704 - a notebook cell may await
+theirs = runs["6.6 batching c16"].row["throughput_infer_s"]
+print(f"my client, {N} in flight: {mine:.0f}/s; perf_analyzer: {theirs:.0f}/s")
+
+# %% [markdown]
+# ## What you measured
+
+# %%
+table = pd.DataFrame([{"run": name, **run.row} for name, run in runs.items()])
 table.to_csv(OUT / "summary.csv", index=False)
-columns = [
-    "run",
-    "throughput_infer_s",
-    "p50_ms",
-    "p99_ms",
-    "server_queue_ms",
-    "server_compute_infer_ms",
-    "avg_batch_size",
-    "util_mean_pct",
-]
-print(table[columns].round(2).to_string(index=False))
-plots.throughput_vs_concurrency(table[table["concurrency"].notna()], "Throughput vs concurrency").savefig(
-    OUT / "throughput_vs_concurrency.png", dpi=110
-)
-plots.latency_split_stacked(table, "Average latency: queue / compute / network").savefig(
-    OUT / "latency_split.png", dpi=110
-)
-plots.batch_size_histogram(
-    {k: v for k, v in batch_runs.items() if k.startswith("f:")}, "Step f: batch sizes the model ran with"
-).savefig(OUT / "batch_sizes.png", dpi=110)
-claims.save(OUT / "claims.csv")
-print("saved:", sorted(p.name for p in OUT.iterdir() if p.suffix in (".csv", ".png"))[:12], "...")
+util = [c for c in table if c.endswith("_util_pct")]  # gpu0_util_pct, ... or cpu_util_pct: what was measured
+plots.latency_split_stacked(table.assign(step=table["run"].str.split(" ").str[0]),
+                            "Average latency: queue / compute / network").savefig(OUT / "latency_split.png", dpi=110)
+plots.batch_size_histogram({n: r.row["batch_executions"] for n, r in runs.items() if "6.6 batching" in n},
+                           "Step 6.6: batch sizes the model ran with").savefig(OUT / "batch_sizes.png", dpi=110)
+claims.save(OUT)
+table[["run", "throughput_infer_s", "p50_ms", "p99_ms", "server_queue_ms", "server_compute_infer_ms",
+       "avg_batch_size", "delayed_pct", *util]].round(2)
 
 # %% [markdown]
-# ## g. Tear down
-# Put both models back to one instance without dynamic batching (so the lab can be run again), and
-# the Flask UI back on the first model:
+# **Hand in** the table, the three plots (`latency_vs_rate.png`, `throughput_vs_concurrency.png`,
+# `latency_split.png`) and your predictions (`predictions.csv`), and answer:
+#
+# 1. 6.1: from the concurrency-1 row, what queue time did you predict at 16, what did the queueing
+#    model say, and what did you measure?
+# 2. 6.3: where would you look to confirm whether the GPU (or the CPU) is the bottleneck?
+# 3. 6.4: the ONNX model receives 224×224×3 floats (600 kB) per image instead of a JPEG of a few
+#    tens of kB. When would that trade-off stop paying off?
+# 4. 6.6: why does a server that is idle 40% of the time still make requests wait? What does
+#    `max_queue_delay_microseconds` trade, and why is 100 µs enough here?
+# 5. Exercise: how did your client compare with perf_analyzer, and why?
+#
+# ## Tear down
+# Both models back to one instance without dynamic batching (so the lab can be run again), and the
+# Flask UI back on the first model:
 
 # %%
-for model in ("food_classifier", "food_classifier_onnx"):
-    reconfigure(model, instances=1, kind=KIND, gpus=GPUS[:1] or None, dynamic_batching=False)
+triton_config.edit("food_classifier_onnx", "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]",
+                   remove=("dynamic_batching",), verbose=False)
 labenv.use_flask_triton_model("food_classifier")
 
 # %% [markdown]
-# Then, on the host: `docker compose -f docker-compose-triton.yaml down` (Docker) or `make down`
-# (local mode). Copy `results/` off a Chameleon node before your lease ends: the tables, the CSV
-# of every run and the plots are what you hand in.
+# Then, on the host: `docker compose -f docker-compose-triton.yaml down` (Docker, with your CPU
+# override file if you use one) or `make down` (local mode).

@@ -69,12 +69,14 @@ def has_gpu(mode: str = "local") -> bool:
 
 
 _GPUS_LINE = re.compile(r"^[ \t]*gpus[ \t]*:[^\n]*\n?", re.MULTILINE)
+_GPUS_INLINE = re.compile(r",?[ \t]*gpus[ \t]*:[ \t]*\[[^\]]*\]")
 
 
 def to_cpu(config_text: str) -> str:
-    """KIND_GPU -> KIND_CPU in every instance group, dropping the `gpus:` lists (invalid for CPU)."""
+    """KIND_GPU -> KIND_CPU in every instance group, dropping the `gpus:` lists (invalid for CPU),
+    on lines of their own or inline (`{ count: 1, kind: KIND_GPU, gpus: [ 0 ] }`)."""
     text = re.sub(r"\bKIND_GPU\b", "KIND_CPU", config_text)
-    return _GPUS_LINE.sub("", text)
+    return _GPUS_INLINE.sub("", _GPUS_LINE.sub("", text))
 
 
 def _copy_file(src: Path, dst: Path) -> None:

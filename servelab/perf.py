@@ -182,7 +182,8 @@ DELAYED_LIMIT_PCT = 5.0  # an open-loop run whose client fell further behind is 
 
 def parse_windows(output: str) -> list[dict]:
     """-v output -> the measurement windows of the last load level: throughput and mean latency."""
-    last_level = re.split(r"^Request (?:concurrency|Rate): ", output, flags=re.M)[-1]
+    headers = r"^Request (?:concurrency: \d+|Rate: [\d.]+ inference requests per seconds?)\s*$"
+    last_level = re.split(headers, output, flags=re.M)[-1]
     return [{"throughput_infer_s": float(t), "avg_latency_ms": int(us) / 1000.0} for t, us in _PASS.findall(last_level)]
 
 
@@ -383,8 +384,12 @@ def run_line(line: str, name: str, *, out: Path | None = None, url: str | None =
     csv_path = (out or RESULTS / "perf") / f"perf_{tag}.csv"
     settings = {k: v for k, v in measurement_settings().items()
                 if k not in argv and not (k == "--measurement-interval" and "-p" in argv)}
-    if _arg(argv, "--request-count") or "--request-rate-range" in argv:
-        settings.pop("--stability-percentage", None)  # a count or a fixed rate decides the length
+    if _arg(argv, "--request-count"):
+        settings.pop("--stability-percentage", None)  # the count decides the length
+    elif "--request-rate-range" in argv:
+        # a fixed rate decides the load: three windows, whatever their spread (an overloaded server
+        # never settles, and that spread is the finding)
+        settings.update({"--stability-percentage": "1000", "--max-trials": "3"})
     plumbing = ["-f", str(csv_path), "--verbose-csv", "-v"]
     cmd = [triton_local.perf_analyzer_path(), *argv[1:], *[x for kv in settings.items() for x in kv], *plumbing]
     if verbose and settings:
@@ -392,7 +397,7 @@ def run_line(line: str, name: str, *, out: Path | None = None, url: str | None =
               + " ".join(f"{k} {v}" for k, v in settings.items()) + ")", flush=True)
     once = lambda: run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     again = None
-    if "--stability-percentage" in settings:
+    if settings.get("--stability-percentage", "1000") != "1000":
         relaxed = [*cmd]
         relaxed[relaxed.index("--stability-percentage") + 1] = "1000"
         again = lambda: run(relaxed, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731

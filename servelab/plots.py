@@ -139,3 +139,26 @@ def sweep_throughput(sweep: pd.DataFrame, title: str) -> plt.Figure:
     fig, ax = _throughput_lines(lines, "instances", "model instances", title)
     ax.set_xticks(sorted(sweep["instances"].unique()))
     return fig
+
+
+def measured_vs_model(table: pd.DataFrame, x: str, y: str, by: str, model_y: str | None, title: str,
+                      xlabel: str, ylabel: str, logy: bool = False) -> plt.Figure:
+    """One solid curve per configuration (`by`) of measured y against x, and beside it, dashed in
+    the same colour, the queueing model's prediction (column model_y), so where they part shows."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for i, (config, rows) in enumerate(table.groupby(by, sort=False)):
+        rows = rows.sort_values(x)
+        colour = f"C{i}"
+        ax.plot(rows[x], rows[y], marker="o", color=colour, label=f"{config}: measured")
+        if model_y and model_y in rows and rows[model_y].notna().any():
+            finite = rows[np.isfinite(rows[model_y])]
+            ax.plot(finite[x], finite[model_y], linestyle="--", color=colour, label=f"{config}: queueing model")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig

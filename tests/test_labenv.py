@@ -29,7 +29,8 @@ def test_triton_urls_from_the_environment(monkeypatch):
 def health_server():
     """A real HTTP server answering the two health URLs as the switched services do."""
     answers = {"/healthz": {"backend": "Triton model 'food_classifier_onnx'"},
-               "/health": {"backend": "onnx", "device": "cpu", "weights": "untrained"}}
+               "/health": {"status": "ready", "backend": "onnx", "device": "cpu", "threads": 2, "workers": 1,
+                           "weights": "untrained"}}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):

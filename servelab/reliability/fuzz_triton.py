@@ -209,7 +209,7 @@ def fuzz_triton(proc, good_b64: str, generated: int = 40, seed: int = 0) -> dict
     """The hand-made cases, then `generated` Hypothesis headers per model; one Tally per model whose
     messages hold Triton's answer to every hand-made case."""
     tallies = {m: Tally(f"Triton {m}") for m in MODELS}
-    ready_before = {m: model_ready(proc.url, m) for m in MODELS}
+    ready_before = {m: model_ready(m, proc.url) for m in MODELS}
     for model, name, kwargs in cases(good_b64):
         tally = tallies[model]
         start = time.perf_counter()

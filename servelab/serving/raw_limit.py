@@ -10,7 +10,10 @@ model's own arithmetic, so this is the ceiling a served configuration is compare
   pass replayed as one graph: the fastest path this project has, and the one
   food_classifier_tuned serves at its last step (the same servelab.serving.tuned_runtime code);
 - "torch.compile fp16" (GPU, --compile): inductor's fused kernels with its own CUDA graphs; slow
-  to build (minutes), so only at the largest batch, and skipped with the reason if it fails.
+  to build (minutes), so only at the largest batch, and skipped with the reason if it fails;
+- "onnxruntime fp32": the ONNX export of the same model (FOOD11_ONNX_PATH) in ONNX Runtime, on
+  the CPU with all its cores, or with the CUDA provider when onnxruntime has it; on a CPU it is
+  the fastest path, so the limit there is what the served path could at best reach.
 Random normal input (never zeros), warm-up first, then whole seconds of back-to-back passes.
 """
 
@@ -22,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from servelab.paths import MODEL_PTH
+from servelab.paths import MODEL_ONNX, MODEL_PTH
 from servelab.serving.tuned_runtime import TunedClassifier
 
 
@@ -46,6 +49,7 @@ def measure(
     compile_: bool = False,
     weights: Path = MODEL_PTH,
     say=print,
+    onnx: Path | None = MODEL_ONNX,
 ) -> list[dict]:
     """Rows {path, batch, images_per_s} for every path this device has, at every batch size."""
     import torch
@@ -64,6 +68,8 @@ def measure(
             x = torch.randn(batch, 3, 224, 224, device=device)
             add("eager fp32", batch, _rate(lambda: eager.forward(x), batch, seconds, sync))
     eager = None  # free the model before the fast path loads its own copy
+    if onnx is not None:
+        _onnx_paths(onnx, device, batches, seconds, add)
     if not on_gpu:
         return rows
     fast = TunedClassifier(
@@ -87,6 +93,24 @@ def measure(
         except Exception as exc:  # noqa: BLE001 - report why the path is missing, keep the others
             say(f"  torch.compile: not available here ({type(exc).__name__}: {str(exc)[:200]})")
     return rows
+
+
+def _onnx_paths(onnx: Path, device: str, batches, seconds: float, add) -> None:
+    """The same model exported to ONNX, run by ONNX Runtime on this device (CUDA provider on a GPU
+    when this onnxruntime has it; on a CPU, all the cores for one session): on a CPU it is the
+    fastest runtime the lab has, so it belongs in the limit."""
+    import numpy as np
+
+    from servelab.serving.runtimes import OnnxClassifier, cpu_cores
+
+    if not Path(onnx).is_file():
+        return
+    session = OnnxClassifier(onnx, device=device, threads=cpu_cores())
+    if device.startswith("cuda") and session.device == "CPUExecutionProvider":
+        return  # no CUDA provider here: a CPU number is no limit for a GPU
+    for batch in batches:
+        x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
+        add(f"onnxruntime fp32 ({session.device})", batch, _rate(lambda: session(x), batch, seconds, lambda: None))
 
 
 def best(rows: list[dict], path: str | None = None) -> dict:

@@ -88,6 +88,8 @@ class TunedClassifier:
         if self.input_format == "uint8_nhwc":
             x = x.permute(0, 3, 1, 2).to(self.dtype)          # NCHW view with channels_last strides
             x = x * self._scale + self._shift
+            if self.precision != "fp16":  # an fp32 model is laid out NCHW: on a CPU, ~20% faster fed the same
+                x = x.contiguous()
         else:
             x = x.to(self.dtype)
             if self.precision == "fp16":

@@ -29,17 +29,23 @@ BENCHMARK_NOTEBOOKS = [
     ("06_triton_benchmarks.ipynb", "triton", True),
     ("07_how_close_to_the_hardware.ipynb", "hardware", True),
 ]
-SUMMARY_COLUMNS = ["run", "concurrency", "requests", "errors", "median_ms", "p95_ms", "p99_ms", "throughput_rps",
-                   "queue_median_ms", "infer_median_ms", "mode", "throughput_infer_s", "served_over_limit", "p50_ms",
-                   "server_queue_ms", "server_compute_infer_ms", "avg_batch_size", "util_mean_pct"]
+SUMMARY_COLUMNS = ["run", "concurrency", "request_rate", "requests", "errors", "median_ms", "p95_ms", "p99_ms",
+                   "throughput_rps", "queue_median_ms", "infer_median_ms", "mode", "throughput_infer_s",
+                   "served_over_limit", "p50_ms", "server_queue_ms", "server_compute_infer_ms", "avg_batch_size",
+                   "delayed_pct"]
+# utilisation columns are named after what they measured: gpu0_util_pct, gpu1_util_pct, ... or cpu_util_pct
 # Answers for the notebooks' prediction cells in headless test runs (LAB_PREDICTIONS): a student's
 # reasonable guesses, so the compare-with-prediction path runs; `make lab` leaves them unanswered.
 SCRIPTED_PREDICTIONS = {
     "4.4 PyTorch sequential median (ms)": 40, "4.5 ONNX speed-up, sequential (x)": 2,
     "4.6 ONNX median at 16 in flight (ms)": 150, "4.7 two workers vs one, ONNX throughput (rise/stay/fall)": "rise",
+    "6.1 queue at c16 (ms)": 400, "6.2 compute of 16 images / compute of 1 (x)": 4,
+    "6.3 throughput, 2 instances / 1 instance at c8 (x)": 1.8, "6.4 ONNX / Python-backend throughput at c1 (x)": 3,
+    "6.6 queue, Poisson / constant at 60% load (x)": 5, "6.6 mean latency at 140% of capacity, with batching (ms)": 50,
+    "7.2 served / limit at the start": 0.2,
 }
 QUICK_PARAMS = {"N_SEQUENTIAL": 20, "N_CONCURRENT": 96, "CONCURRENCY": 16,
-                "PERF_INTERVAL_MS": 1500, "PERF_STABILITY": 30, "PERF_RATE_SECONDS": 6, "PERF_REQUEST_COUNT": 200,
+                "PERF_INTERVAL_MS": 1500, "PERF_STABILITY": 30, "PERF_RATE_SECONDS": 6,
                 "HW_CLIENTS": 8, "HW_MAX_CLIENTS": 16, "HW_RAW_SECONDS": 1}
 
 
@@ -55,15 +61,18 @@ def available_notebooks() -> list[tuple[Path, str, bool]]:
 def summary_markdown(summary_csv: Path) -> str:
     """A benchmark's summary.csv as a markdown table of the columns a page shows (the full rows stay in the CSV)."""
     table = pd.read_csv(summary_csv)
-    return table[[c for c in SUMMARY_COLUMNS if c in table]].round(2).to_markdown(index=False)
+    columns = [c for c in SUMMARY_COLUMNS if c in table] + [c for c in table if c.endswith("_util_pct")]
+    return table[columns].round(2).to_markdown(index=False)
 
 
 def claims_with_verdicts(claims_csv: Path) -> pd.DataFrame:
-    """claims.csv with its `holds` column in words: holds / **does not hold** / not checked."""
+    """claims.csv as the page shows it: the verdict (a failed one in bold), the measured interval and the rule."""
     table = pd.read_csv(claims_csv, keep_default_na=False)
-    table["holds"] = table["holds"].astype(str).map({"True": "holds", "False": "**does not hold**"}).fillna(
-        "not checked")
-    return table
+    if "verdict" not in table:  # a results folder written before claims had three verdicts
+        table = table.assign(verdict=table["holds"].map(lambda h: "holds" if str(h) == "True" else "does not hold"),
+                             value=table["measured"], interval="", rule="", how="")
+    table["verdict"] = table["verdict"].map(lambda v: f"**{v}**" if v == "does not hold" else v)
+    return table[["claim", "verdict", "value", "interval", "rule", "how", "note"]]
 
 
 def figure_and_csv_links(folder: Path, prefix: str) -> list[str]:
@@ -88,7 +97,8 @@ def write_summary(executed: list[dict]) -> Path:
         if (part / "summary.csv").exists():
             lines += [summary_markdown(part / "summary.csv"), ""]
         if (part / "claims.csv").exists():
-            lines += ["What to notice, checked on these numbers:", "",
+            lines += ["What to notice, judged on these numbers (an interval that straddles the rule is "
+                      "*inconclusive*: noise could decide it):", "",
                       claims_with_verdicts(part / "claims.csv").to_markdown(index=False), ""]
         lines += figure_and_csv_links(part, folder)
     index = RESULTS / "index.md"
@@ -117,7 +127,7 @@ def main(argv=None) -> int:
             out = RESULTS / "notebooks" / path.name
             start = time.time()
             try:
-                notebook_runner.execute(path, out, params=params, extra_env=env)
+                notebook_runner.execute(path, out, params=params, extra_env=env, echo=True)
                 status = "ok"
             except Exception as exc:  # keep going: the executed copy shows the failing cell
                 status, failed = f"FAILED: {type(exc).__name__}", True

@@ -143,13 +143,17 @@ class Stack:
     def logs(self, service: str) -> str:
         return self.compose("logs", "--no-color", service, check=False).stdout
 
-    def run_notebook(self, name: str, params: dict, timeout: float = 1800) -> tuple[int, list[str], str]:
+    def run_notebook(self, name: str, params: dict, timeout: float = 1800,
+                     predictions: bool = False) -> tuple[int, list[str], str]:
         """Execute notebooks/<name>.ipynb inside the Jupyter container, as the Jupyter user.
 
         Whenever the notebook prints a host step ("Run this on the host ...: <command>"), the
         command is run here exactly as printed, from docker/, while the notebook waits for it.
         Returns (exit code, host commands run, the run's log).
         """
+        if predictions:  # the prediction cells answered as a student would (servelab.stack.lab)
+            from servelab.stack.lab import SCRIPTED_PREDICTIONS
+            params = {**params, "PREDICTIONS": json.dumps(SCRIPTED_PREDICTIONS)}
         argv = self.argv("exec", "-T", "-u", "jovyan", "-e", f"LAB_RESULTS_DIR={RESULTS_IN_JUPYTER}",
                          *[x for k, v in params.items() for x in ("-e", f"LAB_{k}={v}")],
                          "jupyter", "python", "-m", "servelab.stack.notebook_runner", f"notebooks/{name}.ipynb",

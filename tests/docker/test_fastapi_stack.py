@@ -95,12 +95,13 @@ def test_notebooks_3_and_4_run_in_the_jupyter_container(stack):
     code, commands, log = stack.run_notebook("03_fastapi_setup", {})
     assert code == 0, log[-3000:]
     assert "FASTAPI_SERVER_URL" in log and "HTTP 200" in log
-    code, commands, log = stack.run_notebook("04_fastapi_benchmarks", QUICK_PARAMS)
+    code, commands, log = stack.run_notebook("04_fastapi_benchmarks", QUICK_PARAMS, predictions=True)
     assert code == 0, log[-5000:]
-    # the two switches the notebook asks for, printed with the compose files the stack runs with
+    # the switches the notebook asks for, printed with the compose files the stack runs with
+    switches = ("FASTAPI_BACKEND=onnx", "FASTAPI_BACKEND=pt", "FASTAPI_BACKEND=onnx WEB_CONCURRENCY=2",
+                "FASTAPI_BACKEND=pt")
     assert commands == [f"{a} docker compose {stack.file_options} up -d --build --wait fastapi_server"
-                        for a in ("FASTAPI_BACKEND=onnx", "FASTAPI_BACKEND=pt", "FASTAPI_BACKEND=onnx WEB_CONCURRENCY=2",
-                                  "FASTAPI_BACKEND=pt")]
+                        for a in switches]
     summary = pd.read_csv(HOST_RESULTS / "fastapi" / "summary.csv")
     assert list(summary["run"]) == ["pytorch_sequential", "onnx_sequential", "onnx_concurrent_16",
                                     "pytorch_concurrent_16", "onnx_concurrent_16_2_workers"]
