@@ -12,7 +12,9 @@
 #
 # Every step first checks whether it is already done, so the script is safe to run again; a
 # second run changes nothing. Without an NVIDIA driver it says so and sets the host up for the
-# CPU-only stacks (docker/docker-compose-cpu.yaml).
+# CPU-only stacks (docker/docker-compose-cpu.yaml). On a freshly booted cloud node it first waits
+# for cloud-init to finish and for any other apt/dpkg (e.g. automatic updates) to let go of the
+# package manager's locks.
 #
 # Usage: bash docker/setup_host.sh [--dry-run] [--no-self-check] [--user NAME]
 #   --dry-run        print every command that would change the system, run none of them
@@ -20,7 +22,9 @@
 #   --user NAME      the account to put in the docker group (default: the one who ran sudo)
 #
 # For tests: SETUP_FAKE_ROOT=/some/dir makes every file the script reads or writes live under
-# that directory instead of /, so tests/test_setup_host.py can run it with stub commands.
+# that directory instead of /, so tests/test_setup_host.py can run it with stub commands;
+# SETUP_LOCK_TRIES and SETUP_LOCK_POLL (default 180 checks, 5 s apart) bound the wait for a busy
+# package manager.
 set -euo pipefail
 
 ROOT="${SETUP_FAKE_ROOT:-}"
@@ -30,12 +34,15 @@ TARGET_USER="${SUDO_USER:-${USER:-$(id -un)}}"
 CHANGES=0
 APT_LISTS_FRESH=0
 RESTART_DOCKER=0
+LOCK_TRIES="${SETUP_LOCK_TRIES:-180}"
+LOCK_POLL="${SETUP_LOCK_POLL:-5}"
 
 DOCKER_KEYRING=/etc/apt/keyrings/docker.asc
 DOCKER_LIST=/etc/apt/sources.list.d/docker.list
 NVIDIA_KEYRING=/usr/share/keyrings/nvidia-container-toolkit-keyring.gpg
 NVIDIA_LIST=/etc/apt/sources.list.d/nvidia-container-toolkit.list
 DAEMON_JSON=/etc/docker/daemon.json
+APT_LOCKS=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock /var/cache/apt/archives/lock)
 DOCKER_PACKAGES=(docker-ce docker-ce-cli containerd.io docker-buildx-plugin docker-compose-plugin)
 SELF_CHECK_IMAGE=ubuntu:24.04
 
@@ -122,6 +129,27 @@ sys.exit(0 if "native.cgroupdriver=cgroupfs" in cfg.get("exec-opts", []) else 1)
 PY
 }
 
+# daemon_running_has KEY: has the running Docker daemon loaded our setting? (daemon.json can hold
+# it while the daemon still runs with the old file, e.g. after an interrupted run)
+daemon_running_has() {
+  local info
+  info="$(${SUDO:+"$SUDO"} docker info --format '{{json .Runtimes}} {{.CgroupDriver}}' 2>/dev/null)" || return 1
+  case "$1" in
+    nvidia-runtime) [[ "$info" == *'"nvidia"'* ]] ;;
+    cgroupfs) [[ "$info" == *" cgroupfs" ]] ;;
+  esac
+}
+# package_manager_busy: does another program hold apt's or dpkg's locks? (fuser, or by process
+# name where psmisc's fuser is missing)
+package_manager_busy() {
+  local locks=("${APT_LOCKS[@]/#/$ROOT}")
+  if have_cmd fuser; then
+    ${SUDO:+"$SUDO"} fuser "${locks[@]}" >/dev/null 2>&1
+  else
+    pgrep -x 'apt|apt-get|dpkg|unattended-upgr' >/dev/null 2>&1
+  fi
+}
+
 # Merge (never overwrite) the cgroup driver option into daemon.json, keeping every other key.
 MERGE_CGROUPFS='import json,os,sys; p=sys.argv[1]; '\
 'cfg=json.load(open(p)) if os.path.exists(p) and os.path.getsize(p) else {}; '\
@@ -154,6 +182,29 @@ case "$os_version" in
   *) warn "Ubuntu $os_version is not one this script was written for (22.04, 24.04); continuing." ;;
 esac
 [ "$DRY_RUN" -eq 1 ] && echo "    dry run: commands that change the system are printed as DRY-RUN lines, not run"
+
+# ---------------------------------------------------------------- 0b. first boot still busy?
+# A cloud node's first boot keeps installing (cloud-init, automatic security updates) for a while
+# after SSH answers; apt-get fails at once while they hold the locks.
+say "First-boot setup and the package manager"
+if have_cmd cloud-init; then
+  echo "    waiting for cloud-init to finish (returns at once when it has) ..."
+  ci_status="$(cloud-init status --wait 2>/dev/null | tail -n 1)" ||
+    warn "cloud-init reports a problem (${ci_status:-no status}); see 'cloud-init status --long'. Continuing."
+  echo "    cloud-init: ${ci_status:-no status}"
+fi
+tries=0
+while package_manager_busy; do
+  tries=$((tries + 1))
+  if [ "$tries" -gt "$LOCK_TRIES" ]; then
+    warn "Another program still holds the package manager (apt/dpkg) after $((LOCK_TRIES * LOCK_POLL)) s."
+    warn "See what runs with: ps aux | grep -E 'apt|dpkg'. Run this script again when it has finished."
+    exit 1
+  fi
+  [ "$tries" -eq 1 ] && echo "    another program holds the package manager (automatic updates?); waiting ..."
+  sleep "$LOCK_POLL"
+done
+echo "    the package manager is free"
 
 # ---------------------------------------------------------------- 1. Docker Engine
 say "Docker Engine (from Docker's apt repository)"
@@ -239,6 +290,14 @@ if [ "$gpus" -gt 0 ]; then
     as_root python3 -c "$MERGE_CGROUPFS" "$ROOT$DAEMON_JSON"
     RESTART_DOCKER=1
   fi
+  if [ "$RESTART_DOCKER" -eq 0 ]; then
+    if daemon_running_has nvidia-runtime && daemon_running_has cgroupfs; then
+      done_already "the running Docker daemon uses runtime nvidia and the cgroupfs driver"
+    else
+      echo "    the running Docker daemon has not loaded $DAEMON_JSON yet"
+      RESTART_DOCKER=1
+    fi
+  fi
 fi
 
 if [ "$RESTART_DOCKER" -eq 1 ]; then
@@ -292,6 +351,12 @@ else
   say "Done: $CHANGES change(s) made"
 fi
 echo "    next: make artifacts && bash docker/init_env.sh   (model files, docker/.env with the Jupyter token)"
+# The lab's Python environment (make artifacts) takes its pins from requirements/constraints.txt;
+# some of them need Python 3.11 or newer.
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  warn "make artifacts needs Python 3.11 or newer; this host's python3 is $(python3 -V 2>&1 | cut -d' ' -f2)."
+  warn "Use Ubuntu 24.04 (Python 3.12), or install a newer Python and run: make artifacts PYTHON=python3.X"
+fi
 if [ "$gpus" -gt 0 ]; then
   echo "    GPU stacks: cd docker && docker compose -f docker-compose-fastapi.yaml up -d --build --wait"
 else

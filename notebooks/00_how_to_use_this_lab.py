@@ -35,11 +35,14 @@
 # site, and a lease (notebook 1). Notebook 2 creates the server, installs Docker and the NVIDIA
 # container toolkit with `docker/setup_host.sh`, and prints your ssh command.
 #
-# **2. Any CUDA host with Docker.** Your own Ubuntu 22.04/24.04 machine or a cloud VM with an
-# NVIDIA GPU and driver. Clone the repository and run
-# `bash docker/setup_host.sh` (use `--dry-run` first to see every command it would run); it
-# is safe to run again. Then continue with notebook 3. Without an NVIDIA GPU the script says so,
-# and the same stacks run on CPU with the override files `docker/docker-compose-cpu.yaml` and
+# **2. Any CUDA host with Docker.** Your own Ubuntu machine or a cloud VM with an NVIDIA GPU
+# and driver, and Python 3.11 or newer (Ubuntu 24.04 has 3.12; 22.04's 3.10 is too old for the
+# lab's Python environment). Clone the repository and run `bash docker/setup_host.sh` (use
+# `--dry-run` first to see every command it would run; it is written for Ubuntu 22.04/24.04 and
+# is safe to run again), then `make artifacts` (the model files) and `bash docker/init_env.sh`
+# (`docker/.env` with the Jupyter token), and continue with notebook 3.
+# `docs/ways_to_run.md` lists the steps. Without an NVIDIA GPU the script says so, and the same
+# stacks run on CPU with the override files `docker/docker-compose-cpu.yaml` and
 # `docker/docker-compose-triton-cpu.yaml`.
 #
 # **3. Local mode: no Docker, no GPU.** Any Linux machine with Python 3.11. The same services
@@ -75,6 +78,9 @@
 # Tips: start notebook 2 right when the lease begins; read ahead in notebooks 4 and 6 while
 # images build; copy `results/` off the node **before** the lease ends (everything on the node is
 # erased when it does).
+#
+# When you are done, free the node for others: the last cell of notebook 2 deletes your server,
+# then the last cell of notebook 1 deletes your lease.
 
 # %% [markdown]
 # ## What you hand in

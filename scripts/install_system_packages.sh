@@ -2,7 +2,7 @@
 # System packages local mode needs, installed only when missing (safe to re-run):
 #   libb64-0d   perf_analyzer (tritonclient 2.51) links against libb64.so.0d
 #   wrk         independent HTTP load generator, to cross-check the notebook's Python one
-#   shellcheck  lints docker/setup_host.sh in the tests
+#   ShellCheck  lints docker/setup_host.sh in the tests (package shellcheck)
 #   python3-venv  `python3 -m venv` on Debian/Ubuntu
 set -euo pipefail
 

@@ -1,7 +1,8 @@
 """Check that notebook code only uses python-chi functions and keywords that really exist.
 
-The Chameleon notebooks (01_reserve, 02_provision) cannot run in CI, so this module reads their
-code with `ast`, follows what each name refers to (`import chi`, `from chi import server`,
+The Chameleon notebooks (01_reserve, 02_provision) run in CI only against a fake Chameleon
+(tests/test_chameleon_notebooks.py); this module adds a static check: it reads their code with
+`ast`, follows what each name refers to (`import chi`, `from chi import server`,
 `s = server.Server(...)`, ...) and checks every call into python-chi against
 `inspect.signature` of the installed package: the attribute must exist, and the call's keywords
 and number of positional arguments must bind. An upgrade of python-chi that renames or removes

@@ -8,93 +8,37 @@ update a small fake package/group database under the fake root.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from fake_chameleon.host_stubs import GPU_STUB, MUTATING, STUBS, make_bin
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "docker" / "setup_host.sh"
 USER = "student"
 
-# Real tools the script may use that cannot change the system outside the fake root.
-SAFE_REAL_TOOLS = ["bash", "sh", "python3", "sed", "grep", "cut", "head", "id", "cat", "chmod",
-                   "install", "env", "mkdir", "dirname", "tr"]
-# Commands that change a real system: each must only ever be reached through the script's run().
-MUTATING = {"apt-get", "usermod", "groupadd", "nvidia-ctk", "systemctl", "curl", "gpg"}
-
-STUBS = {
-    "sudo": 'exec "$@"\n',
-    "dpkg-query": 'pkg="${!#}"\ngrep -qx "$pkg" "$STATE/installed" 2>/dev/null || exit 1\n'
-                  'printf "install ok installed"\n',
-    "dpkg": '[ "$1" = --print-architecture ] && echo amd64\n',
-    "apt-get": (
-        'if [ "$1" = install ]; then shift\n'
-        '  for a in "$@"; do case "$a" in -*) ;; *) echo "$a" >> "$STATE/installed" ;; esac; done\n'
-        '  grep -qx docker-ce "$STATE/installed" && ! grep -q "^docker:" "$STATE/group" 2>/dev/null'
-        ' && echo "docker:x:999:" >> "$STATE/group"\n'
-        'fi\nexit 0\n'),
-    "getent": 'grep "^$2:" "$STATE/group" 2>/dev/null\n',
-    "groupadd": 'g="${!#}"; grep -q "^$g:" "$STATE/group" 2>/dev/null || echo "$g:x:998:" >> "$STATE/group"\n',
-    "usermod": (  # usermod -aG GROUP USER
-        'python3 - "$STATE/group" "$2" "$3" <<"PY"\n'
-        'import sys\npath, group, user = sys.argv[1:]\nout = []\n'
-        'for line in open(path).read().splitlines():\n'
-        '    name, x, gid, members = line.split(":")\n'
-        '    if name == group:\n'
-        '        members = ",".join([m for m in members.split(",") if m] + [user])\n'
-        '    out.append(":".join([name, x, gid, members]))\n'
-        'open(path, "w").write("\\n".join(out) + "\\n")\nPY\n'),
-    "curl": ('out=""\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\n'
-             'if [ -n "$out" ]; then echo fake-key > "$out"\n'
-             'else echo "deb https://nvidia.github.io/libnvidia-container/stable/deb/\\$(ARCH) /"; fi\n'),
-    "gpg": 'out=""\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && out="$2"; shift; done\ncat > "$out"\n',
-    "nvidia-ctk": (  # nvidia-ctk runtime configure --runtime=docker --config=PATH
-        'cfg="${!#}"; cfg="${cfg#--config=}"\n'
-        'python3 - "$cfg" <<"PY"\n'
-        'import json, os, sys\np = sys.argv[1]\n'
-        'd = json.load(open(p)) if os.path.exists(p) and os.path.getsize(p) else {}\n'
-        'd.setdefault("runtimes", {})["nvidia"] = {"path": "nvidia-container-runtime", "args": []}\n'
-        'os.makedirs(os.path.dirname(p), exist_ok=True)\nopen(p, "w").write(json.dumps(d))\nPY\n'),
-    "systemctl": "exit 0\n",
-    "docker": 'case "$*" in *nvidia-smi*) echo "fake: 2 GPUs visible in the container";; esac\n',
-}
-GPU_STUB = {"nvidia-smi": 'echo "GPU 0: Tesla P100-PCIE-16GB (UUID: GPU-0)"\n'
-                          'echo "GPU 1: Tesla P100-PCIE-16GB (UUID: GPU-1)"\n'}
-
-
 class FakeHost:
-    def __init__(self, base: Path, gpu: bool = True, os_id: str = "ubuntu", version: str = "24.04"):
+    def __init__(self, base: Path, gpu: bool = True, os_id: str = "ubuntu", version: str = "24.04",
+                 extra_stubs: dict | None = None):
         self.root = base / "root"
         self.state = base / "state"
         self.bin = base / "bin"
         self.calls = base / "calls.log"
         # what a bare Ubuntu already has
-        for d in (self.root / "etc/apt/sources.list.d", self.root / "usr/share/keyrings", self.state, self.bin):
+        for d in (self.root / "etc/apt/sources.list.d", self.root / "usr/share/keyrings", self.state):
             d.mkdir(parents=True)
         codename = {"22.04": "jammy", "24.04": "noble"}.get(version, "x")
         (self.root / "etc" / "os-release").write_text(
             f'NAME="Ubuntu"\nID={os_id}\nVERSION_ID="{version}"\nVERSION_CODENAME={codename}\n')
         (self.state / "installed").write_text("")
         (self.state / "group").write_text("")
-        for tool in SAFE_REAL_TOOLS:
-            # the real binary (not a pyenv-style shim that needs the caller's PATH)
-            real = sys.executable if tool == "python3" else shutil.which(tool)
-            assert real, f"test needs {tool}"
-            (self.bin / tool).symlink_to(os.path.realpath(real))
-        stubs = dict(STUBS, **(GPU_STUB if gpu else {}))
-        for name, body in stubs.items():
-            path = self.bin / name
-            path.write_text(f'#!/bin/bash\necho "{name} $*" >> "$CALLS"\n{body}')
-            path.chmod(path.stat().st_mode | stat.S_IXUSR)
+        make_bin(self.bin, {**STUBS, **(GPU_STUB if gpu else {}), **(extra_stubs or {})})
 
-    def run(self, *args: str, expect_rc: int = 0) -> subprocess.CompletedProcess:
+    def run(self, *args: str, expect_rc: int = 0, env: dict | None = None) -> subprocess.CompletedProcess:
         env = {"PATH": str(self.bin), "SETUP_FAKE_ROOT": str(self.root), "STATE": str(self.state),
-               "CALLS": str(self.calls), "HOME": str(self.root), "LANG": "C.UTF-8"}
+               "CALLS": str(self.calls), "HOME": str(self.root), "LANG": "C.UTF-8", **(env or {})}
         proc = subprocess.run(["bash", str(SCRIPT), "--user", USER, *args], env=env,
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == expect_rc, proc.stdout + proc.stderr
@@ -205,3 +149,107 @@ def test_refuses_other_distributions(tmp_path):
     proc = host.run(expect_rc=1)
     assert "Ubuntu 22.04/24.04" in proc.stderr
     assert mutating_calls(host.calls_made()) == []
+
+
+def test_install_script_has_no_stray_shellcheck_directive():
+    """A comment starting with 'shellcheck' is parsed as a directive (SC1073) and stops the lint."""
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (scripts/install_system_packages.sh installs it)")
+    script = REPO / "scripts" / "install_system_packages.sh"
+    proc = subprocess.run(["shellcheck", "--shell=bash", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def first_call(calls: list[str], prefix: str) -> int:
+    return next(i for i, c in enumerate(calls) if c.startswith(prefix))
+
+
+def test_waits_for_cloud_init_and_a_busy_package_manager(tmp_path):
+    """First boot: cloud-init is waited for, then apt's locks (held by automatic updates for two
+    more checks) before the first apt-get."""
+    host = FakeHost(tmp_path)
+    (host.state / "lock_busy").write_text("2")
+    proc = host.run(env={"SETUP_LOCK_POLL": "0"})
+    calls = host.calls_made()
+    assert "cloud-init status --wait" in calls
+    fuser = [i for i, c in enumerate(calls) if c.startswith("fuser ")]
+    assert len(fuser) == 3, calls  # busy, busy, free
+    assert "/var/lib/dpkg/lock-frontend" in calls[fuser[0]]
+    assert first_call(calls, "cloud-init") < fuser[0] < fuser[-1] < first_call(calls, "apt-get")
+    assert "holds the package manager" in proc.stdout
+
+
+def test_dry_run_waits_for_the_package_manager_too(tmp_path):
+    host = FakeHost(tmp_path)
+    (host.state / "lock_busy").write_text("1")
+    host.run("--dry-run", env={"SETUP_LOCK_POLL": "0"})
+    assert len([c for c in host.calls_made() if c.startswith("fuser ")]) == 2
+
+
+def test_gives_up_with_a_clear_message_when_the_lock_stays_busy(tmp_path):
+    host = FakeHost(tmp_path)
+    (host.state / "lock_busy").write_text("99")
+    proc = host.run(expect_rc=1, env={"SETUP_LOCK_POLL": "0", "SETUP_LOCK_TRIES": "3"})
+    assert "still holds the package manager" in proc.stderr and "again" in proc.stderr
+    assert not any(c.startswith("apt-get") for c in host.calls_made())
+
+
+def test_without_fuser_busy_means_an_apt_or_dpkg_process(tmp_path):
+    pgrep = ('n=$(cat "$STATE/lock_busy" 2>/dev/null || echo 0)\n'
+             '[ "$n" -gt 0 ] && { echo $((n - 1)) > "$STATE/lock_busy"; exit 0; }\nexit 1\n')
+    host = FakeHost(tmp_path, extra_stubs={"pgrep": pgrep})
+    (host.bin / "fuser").unlink()
+    (host.state / "lock_busy").write_text("1")
+    host.run(env={"SETUP_LOCK_POLL": "0"})
+    calls = host.calls_made()
+    assert [c for c in calls if c.startswith("pgrep")] == ["pgrep -x apt|apt-get|dpkg|unattended-upgr"] * 2
+    assert first_call(calls, "pgrep") < first_call(calls, "apt-get")
+
+
+def test_restarts_a_daemon_that_has_not_loaded_daemon_json(tmp_path):
+    """daemon.json already right (an earlier run stopped before the restart), but the running
+    daemon still uses runc only and the systemd cgroup driver: the script restarts it."""
+    host = FakeHost(tmp_path)
+    host.run()
+    (host.state / "running.json").write_text("{}")  # what the daemon loaded before the change
+    proc = host.run()
+    assert executed(proc) == ["systemctl restart docker"], proc.stdout
+    assert "has not loaded" in proc.stdout
+    assert json.loads((host.state / "running.json").read_text()) == host.daemon_json()
+    assert executed(host.run()) == []
+
+
+def test_warns_where_python_is_too_old_for_the_lab_environment(tmp_path):
+    """Ubuntu 22.04's python3 is 3.10; the pins (requirements/constraints.txt) need 3.11+."""
+    import sys
+
+    old_python = (f'case "$*" in *version_info*) exit 1;; -V) echo "Python 3.10.12"; exit 0;; esac\n'
+                  f'exec {sys.executable} "$@"\n')
+    host = FakeHost(tmp_path, version="22.04", extra_stubs={"python3": old_python})
+    proc = host.run()
+    assert "needs Python 3.11 or newer; this host's python3 is 3.10.12" in proc.stderr
+    ok = FakeHost(tmp_path / "ok").run()
+    assert "needs Python 3.11" not in ok.stderr
+
+
+def test_lab_environment_needs_python_311_as_the_docs_say():
+    """The lowest Python the pinned packages accept, read from the installed distributions'
+    Requires-Python, is what setup_host.sh checks and docs/ways_to_run.md states."""
+    import importlib.metadata
+    import re
+
+    from packaging.specifiers import SpecifierSet
+
+    pins = dict(re.findall(r"^([A-Za-z0-9_.\-]+)==(\S+)", (REPO / "requirements/constraints.txt").read_text(), re.M))
+    floor = (3, 0)
+    for name in pins:
+        try:
+            spec = importlib.metadata.metadata(name).get("Requires-Python") or ""
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for s in SpecifierSet(spec):
+            if s.operator in (">=", ">"):
+                floor = max(floor, tuple(int(x) for x in s.version.split(".")[:2]))
+    assert floor == (3, 11), f"the pins now need Python {floor}: update setup_host.sh and the docs"
+    assert "sys.version_info < (3, 11)" in SCRIPT.read_text()
+    assert "Python 3.11 or newer" in (REPO / "docs" / "ways_to_run.md").read_text()

@@ -1,0 +1,123 @@
+"""The bare-metal node: an SSH server on (floating IP, 22) whose shell is bash in the node's home.
+
+The commands run for real (git clones for real, docker/setup_host.sh and docker/init_env.sh run
+for real), with PATH limited to links to harmless real tools, git, and the stub system commands
+of host_stubs (apt-get, systemctl, docker, nvidia-smi, cloud-init, ..., and `make`, whose exit
+status a scenario sets in $STATE/make_rc), and with docker/setup_host.sh pointed at a fake root.
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+import paramiko
+
+from .host_stubs import GPU_STUB, STUBS, make_bin
+
+MAKE_STUB = ('echo "make $*: building the lab environment and the model files ..."\n'
+             'rc=$(cat "$STATE/make_rc" 2>/dev/null || echo 0)\n'
+             '[ "$rc" -ne 0 ] && echo "ERROR: No matching distribution found for torch==2.14.1" >&2\n'
+             'echo "... last line of make"\nexit "$rc"\n')
+
+
+class _Interface(paramiko.ServerInterface):
+    def __init__(self, node: "FakeNode"):
+        self.node = node
+
+    def get_allowed_auths(self, username):
+        return "publickey"
+
+    def check_auth_publickey(self, username, key):
+        ok = username == "cc" and key.get_base64() == self.node.authorized_key.get_base64()
+        return paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED
+
+    def check_channel_request(self, kind, chanid):
+        return paramiko.OPEN_SUCCEEDED if kind == "session" else paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+    def check_channel_env_request(self, channel, name, value):
+        return False  # like Ubuntu's sshd (AcceptEnv LANG LC_* only)
+
+    def check_channel_exec_request(self, channel, command):
+        threading.Thread(target=self.node.run_command, args=(channel, command.decode()), daemon=True).start()
+        return True
+
+
+class FakeNode:
+    def __init__(self, base: Path, address: str, authorized_key: paramiko.PKey):
+        self.address = address
+        self.authorized_key = authorized_key
+        self.home = base / "home" / "cc"
+        self.root = base / "root"
+        self.state = base / "state"
+        self.bin = base / "bin"
+        self.calls = base / "calls.log"
+        self.commands: list[dict] = []
+        for d in (self.home, self.root / "etc/apt/sources.list.d", self.root / "usr/share/keyrings", self.state):
+            d.mkdir(parents=True, exist_ok=True)
+        os_release = 'NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n'
+        (self.root / "etc/os-release").write_text(os_release)
+        (self.state / "installed").write_text("")
+        (self.state / "group").write_text("")
+        make_bin(self.bin, {**STUBS, **GPU_STUB, "make": MAKE_STUB},
+                 real_tools=["bash", "sh", "python3", "sed", "grep", "cut", "head", "tail", "id", "cat", "chmod",
+                             "install", "env", "mkdir", "dirname", "tr", "sleep", "od", "stat", "git", "ls"])
+        self.host_key = paramiko.RSAKey.generate(2048)
+        self._sock: socket.socket | None = None
+
+    def env(self) -> dict:
+        return {"PATH": str(self.bin), "HOME": str(self.home), "USER": "cc", "LANG": "C.UTF-8",
+                "SETUP_FAKE_ROOT": str(self.root), "STATE": str(self.state), "CALLS": str(self.calls),
+                "GIT_CONFIG_NOSYSTEM": "1", "SETUP_LOCK_POLL": "0"}
+
+    def start(self) -> "FakeNode":
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind((self.address, 22))
+        self._sock.listen(16)
+        threading.Thread(target=self._accept, daemon=True).start()
+        return self
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn):
+        transport = paramiko.Transport(conn)
+        transport.add_server_key(self.host_key)
+        try:
+            transport.start_server(server=_Interface(self))
+        except (paramiko.SSHException, EOFError, OSError):
+            return  # a bare TCP check (check_connectivity) connects and hangs up
+        channels = []  # paramiko holds channels weakly: keep them until the client hangs up
+        while transport.is_active():
+            channel = transport.accept(timeout=1)
+            if channel is not None:
+                channels.append(channel)
+
+    def run_command(self, channel, command: str):
+        record = {"command": command}
+        self.commands.append(record)
+        proc = subprocess.Popen(["bash", "-c", command], cwd=self.home, env=self.env(),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+        def pump(stream, send):
+            for chunk in iter(lambda: stream.read1(4096), b""):
+                send(chunk)
+
+        err = threading.Thread(target=pump, args=(proc.stderr, channel.sendall_stderr))
+        err.start()
+        pump(proc.stdout, channel.sendall)
+        err.join()
+        record["rc"] = proc.wait()
+        channel.send_exit_status(record["rc"])
+        channel.close()
+
+    def stop(self):
+        if self._sock:
+            self._sock.close()
