@@ -277,9 +277,15 @@ if ON_GPU:
     triton_config.edit(MODEL, 'parameters { key: "precision" value { string_value: "fp16" } }')
     fp16 = client.infer(MODEL, [batch]).as_numpy("output")
     spread, diff = float(fp32.max() - fp32.min()), float(np.abs(fp16 - fp32).max())
-    claims.fact("7.6: fp16 gives the same classes as fp32 on the test photos (logits within 5% of their spread)",
-                (fp16.argmax(1) == fp32.argmax(1)).all() and diff <= 0.05 * spread,
-                {"max_abs_diff": diff, "logit_spread": spread})
+    # a class can only flip where fp32's two best logits are closer than fp16's error (untrained
+    # weights have such near-ties): the claim is about the photos fp32 decides clearly
+    top2 = np.sort(fp32, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > 2 * diff
+    agree = fp16.argmax(1) == fp32.argmax(1)
+    claims.fact("7.6: fp16 keeps every class fp32 decides clearly, logits within 5% of their spread",
+                bool(agree[clear].all()) and diff <= 0.05 * spread,
+                {"max_abs_diff": diff, "logit_spread": spread, "photos": len(agree),
+                 "decided_clearly": int(clear.sum()), "same_class": int(agree.sum())})
 else:
     print("No GPU: fp16 and CUDA graphs are GPU features; skipped.")
 

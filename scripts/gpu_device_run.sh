@@ -11,7 +11,7 @@ if [ ! -d "$site/pytriton" ]; then
   mkdir -p "$site" "$stubs" "$b64"
   tar xJf .whl/device_site.tar.xz -C "$site"
   python3 -m pip install -q --no-deps --target "$site" .whl/*.whl
-  python3 -m pip install -q --no-deps --target "$stubs" .whl/stub_numpy/*.whl
+  tar xJf .whl/stub_numpy.tar.xz -C "$stubs"
   cp "$site"/nvidia_pytriton.libs/libb64.so.0d* "$b64/"   # perf_analyzer's one missing library
 fi
 export PYTHONPATH="$site:$PWD" PATH="$site/bin:$PATH" LD_LIBRARY_PATH="$b64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

@@ -83,8 +83,9 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
             log = out / f"{name}.log"
             started, start = time.strftime("%F %T %Z"), time.time()
             with open(log, "w") as f:
-                rc = subprocess.run([sys.executable, str(REPO / "notebooks" / f"{name}.py")], cwd=REPO / "notebooks",
-                                    env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+                script = [sys.executable, "-m", "servelab.stack.script_runner", str(REPO / "notebooks" / f"{name}.py")]
+                rc = subprocess.run(script, cwd=REPO / "notebooks", env=env, stdout=f,
+                                    stderr=subprocess.STDOUT).returncode
             runs[part] = {"notebook": name, "rc": rc, "started": started, "seconds": round(time.time() - start),
                           "quick": quick, "settings": settings, "weights": meta["weights"], "versions": versions()}
             runs_file.write_text(json.dumps(runs, indent=2) + "\n")

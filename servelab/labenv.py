@@ -161,11 +161,16 @@ def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) 
                                                                   else "")
         ask_host(f"{assignments} docker compose {compose_files()} up -d --build --wait fastapi_server")
 
+    ready = set()  # worker processes seen serving the new way: requests reach any of them
+
     def serving(resp) -> bool:
         body = resp.json()
-        return body.get("backend") == runtime and int(body.get("workers", 1)) == int(workers)
+        if body.get("backend") != runtime or int(body.get("workers", 1)) != int(workers):
+            return False
+        ready.add(body.get("pid"))
+        return len(ready) >= int(workers)
 
-    health = wait_healthy(f"{base}/health", timeout, check=serving, in_a_row=4 * int(workers))
+    health = wait_healthy(f"{base}/health", timeout, check=serving)
     os.environ.update(settings)
     print(f"FastAPI service now runs {health['backend']} on {health['device']} in {health['workers']} worker "
           f"process(es), {health['threads']} thread(s) each ({health['weights']} weights)")

@@ -131,7 +131,12 @@ def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu:
         config.write_text(to_cpu(config.read_text()))
         note = ", instance kind rewritten to KIND_CPU"
     config.write_text(config.read_text() + weights_parameter())
-    if kept is not None and kept != config.read_text():
+    if kept is not None and _backend(kept) != _backend(config.read_text()):
+        # e.g. a Docker-mode config (backend "onnxruntime") in local mode, which has no such backend
+        (target / "config.pbtxt.previous").write_text(kept)
+        note = (f", the config.pbtxt there named backend {_backend(kept)!r}, which this mode's model does not use: "
+                "staged config placed, the previous one saved as config.pbtxt.previous")
+    elif kept is not None and kept != config.read_text():
         config.write_text(kept)
         note = (f", your edited config.pbtxt KEPT (back to the staged one: "
                 f"python -m servelab.model_repository --mode {mode} --dest {dest})")
@@ -139,6 +144,11 @@ def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu:
         note += f", from {src.name}/ (local stand-in)"
     files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
     return f"  {model}/: {', '.join(files)}{note}"
+
+
+def _backend(config_text: str) -> str | None:
+    found = re.search(r'^\s*backend\s*:\s*"([^"]*)"', config_text, re.MULTILINE)
+    return found.group(1) if found else None
 
 
 def _uses_gpu(mode: str, kind: str) -> bool:

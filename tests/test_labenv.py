@@ -91,3 +91,37 @@ def test_wait_for_file_waits_for_a_complete_file_and_times_out(tmp_path):
         labenv.wait_for_file(target, timeout=0.1)
     target.write_text('{"a": 1}')
     assert labenv.wait_for_file(target, lambda t: t.endswith("}"), timeout=5) == '{"a": 1}'
+
+
+def test_a_switch_to_two_workers_waits_until_both_serve(monkeypatch):
+    """Two uvicorn workers load the model one after the other: the switch is done only once a
+    second process has answered ready, however often the first one answers first (on the H100 a
+    run started while one worker still loaded got 46 answers 503)."""
+    answers = iter([(1, 200)] * 5 + [(2, 503)] * 2 + [(1, 200)] * 3 + [(2, 200)] + [(1, 200)] * 100)
+    seen = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            pid, status = next(answers)
+            seen.append((pid, status))
+            body = {"status": "ready" if status == 200 else "loading", "backend": "onnx", "device": "cpu",
+                    "threads": 1, "workers": 2, "weights": "untrained", "pid": pid}
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(json.dumps(body).encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        monkeypatch.setenv("LAB_MODE", "docker")
+        monkeypatch.setenv("LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml")
+        monkeypatch.setenv("FASTAPI_BACKEND", "pt")
+        monkeypatch.setenv("FASTAPI_SERVER_URL", f"http://127.0.0.1:{server.server_port}")
+        health = labenv.use_fastapi_backend("onnx", workers=2, timeout=30)
+    finally:
+        server.shutdown()
+    assert health["pid"] == 2 and seen[-1] == (2, 200) and len(seen) == 11

@@ -374,3 +374,18 @@ def test_edit_replaces_fields_as_written_and_keeps_comments():
     assert new.count("parameters {") == text.count("parameters {")  # replaced by key, not added
     removed = triton_config.parse_config(triton_config.replace_fields(new, "", remove=("dynamic_batching",)))
     assert not removed.HasField("dynamic_batching")
+
+
+def test_make_up_replaces_a_config_for_a_backend_this_mode_does_not_have(tmp_path, built_artifacts, capsys):
+    """A Docker-mode config (backend onnxruntime) left in local mode's repository would make Triton
+    refuse the model ("unable to find backend library"): the staged config goes in, the old one is
+    saved beside it."""
+    model_repository.populate(tmp_path, mode="local", kind="cpu", verbose=False)
+    config = tmp_path / "food_classifier_onnx" / "config.pbtxt"
+    docker_style = config.read_text().replace('backend: "python"', 'backend: "onnxruntime"')
+    assert docker_style != config.read_text()
+    config.write_text(docker_style)
+    model_repository.populate(tmp_path, mode="local", kind="cpu", keep_configs=True)
+    assert 'backend: "python"' in config.read_text()
+    assert (tmp_path / "food_classifier_onnx" / "config.pbtxt.previous").read_text() == docker_style
+    assert "saved as config.pbtxt.previous" in capsys.readouterr().out

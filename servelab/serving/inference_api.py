@@ -112,7 +112,8 @@ def create_app(runtime: str) -> BodySizeLimit:
 
     @app.get("/health")
     def health():
-        body = {"backend": runtime, "weights": holder.weights, "workers": int(os.environ.get("WEB_CONCURRENCY") or 1)}
+        body = {"backend": runtime, "weights": holder.weights, "workers": int(os.environ.get("WEB_CONCURRENCY") or 1),
+                "pid": os.getpid()}  # which worker process answered: a switch waits until every one is ready
         if holder.model is not None:
             return {"status": "ready", "device": str(holder.model.device), "threads": holder.model.threads, **body}
         if holder.error:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import shutil
 import sys
@@ -119,6 +120,11 @@ def main(argv=None) -> int:
         shutil.rmtree(RESULTS)
     RESULTS.mkdir(parents=True)
     executed, failed = [], False
+    # a model repository of its own, fresh from models_staging/: the run does not depend on configs
+    # edited by hand in model_repository/ (`make up`'s), and leaves them as they are
+    repository = launcher.LAB_DIR / "make_lab_model_repository"
+    shutil.rmtree(repository, ignore_errors=True)
+    os.environ["TRITON_MODEL_REPOSITORY"] = str(repository)
     try:
         launcher.up(jupyter=False, triton=needs_triton)
         env = launcher._urls_for_clients(launcher.read_state())
