@@ -223,9 +223,42 @@ runs["7.4 uint8 gRPC"] = perf.run_line(line, "7.4 uint8 gRPC", out=OUT)
 # a service calling Triton thousands of times a second?
 #
 # ## 7.5 Shared memory: the request carries a reference, not the image
-# perf_analyzer writes the input once into a system shared-memory region, registers it with Triton,
-# and every request names that region instead of carrying the pixels. This only works when client
-# and server share the host's memory (the same machine; in Docker, containers that share IPC).
+# A client can write the input once into a system shared-memory region, register the region with
+# Triton, and then send requests that name the region instead of carrying the pixels. This only
+# works when client and server share the host's memory (the same machine; in Docker, containers
+# that share IPC). First by hand, with `tritonclient`'s shared-memory utilities and the photo of
+# 7.3:
+
+# %%
+import warnings
+
+import tritonclient.grpc as grpcclient
+
+with warnings.catch_warnings():  # tritonclient 2.51 finds its C library through setuptools' old pkg_resources
+    warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
+    import tritonclient.utils.shared_memory as shm
+
+grpc_client = grpcclient.InferenceServerClient(GRPC_HOST)
+nbytes = pixels.nbytes                     # 224 x 224 x 3 uint8 = 150,528 bytes
+if "lab_photo" in {r["name"] for r in grpc_client.get_system_shared_memory_status(as_json=True).get("regions", {})
+                   .values()}:
+    grpc_client.unregister_system_shared_memory("lab_photo")   # left over from an earlier run of this cell
+region = shm.create_shared_memory_region("lab_photo", "/lab_photo", nbytes)
+try:
+    shm.set_shared_memory_region(region, [pixels[None]])             # write the pixels once
+    grpc_client.register_system_shared_memory("lab_photo", "/lab_photo", nbytes)
+    tensor = grpcclient.InferInput("input", [1, 224, 224, 3], "UINT8")
+    tensor.set_shared_memory("lab_photo", nbytes)                    # the request names the region
+    by_reference = food11.top_class(grpc_client.infer(MODEL, [tensor]).as_numpy("output")[0])[0]
+    grpc_client.unregister_system_shared_memory("lab_photo")
+finally:
+    shm.destroy_shared_memory_region(region)
+print(f"through shared memory: {by_reference}; with the pixels in the request (7.3): {tuned}")
+claims.fact("7.5: a request naming a shared-memory region gets the class of one carrying the pixels",
+            by_reference == tuned, {"shared_memory": by_reference, "in_the_request": tuned})
+
+# %% [markdown]
+# perf_analyzer does the same for every request with `--shared-memory system`:
 
 # %%
 line += " --shared-memory system"

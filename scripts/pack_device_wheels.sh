@@ -14,7 +14,7 @@ dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version
 dl "$work/dl" fastapi==0.165.0 starlette==1.10.0 pydantic==2.14.3 pydantic-core==2.50.4 uvicorn==0.54.0 \
    flask==3.1.3 werkzeug==3.1.9 gunicorn==27.0.1 waitress==3.0.2 tritonclient==2.51.0 nvidia-pytriton==0.7.0 \
    nvidia-cuda-runtime-cu12==12.9.79 python-rapidjson itsdangerous blinker annotated-types typing-inspection \
-   gevent==26.9.0 greenlet==3.5.6 zope.event==6.2 zope.interface==8.7 brotli==1.2.1
+   gevent==26.9.0 greenlet==3.5.6 zope.event==6.2 zope.interface==8.7 brotli==1.2.1 setuptools==80.9.0
 # tritonclient.http's client (Flask, the notebooks): 2.0.2, the newest tritonclient 2.51 names, has
 # no Python 3.12 wheel; 2.0.12 is the same API
 dl "$work/dl" geventhttpclient==2.0.12
