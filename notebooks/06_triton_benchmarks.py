@@ -466,8 +466,15 @@ claims.compare_prediction("6.6 mean latency at 140% of capacity, with batching (
 # the lesson's premise, read from the measurement: without batching this rate overloaded the instance
 overloaded = (without.row["throughput_infer_s"] < 0.9 * top or without.row["avg_latency_ms"] > 5 * BUSY_MS)
 claim = "6.6: at 140% of one instance's capacity, batching keeps mean latency far below no batching"
-if gain >= 1.6 and overloaded:  # the model says batching lifts capacity well past the top rate
-    claims.at_least(claim, without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms"), 2)
+ratio = without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms")
+# on a few CPU cores perf_analyzer competes with the batches for the same cores: no fair test there
+own_cores = onnx_on_gpu or (os.cpu_count() or 1) >= 8
+if gain >= 1.6 and overloaded and own_cores:  # the model says batching lifts capacity well past the top rate
+    claims.at_least(claim, ratio, 2)
+elif not own_cores:
+    claims.not_checkable(claim, f"measured no batching / batching = {ratio}, but on {os.cpu_count()} CPU cores the "
+                                "client and the batches share the cores the model runs on; the lesson needs a GPU "
+                                "(or a host with cores to spare)")
 elif gain < 1.6:
     claims.not_checkable(claim, f"here a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image, so batching lifts capacity "
                                 f"only {gain:.1f}x (the queueing model's prediction); the lesson needs hardware where "

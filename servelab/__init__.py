@@ -6,11 +6,11 @@ says which notebook introduces it.
                  loadgen           a Python load generator for HTTP services (sequential or N in flight)
                  claims            checks a "what to notice" claim on your own numbers
                  plots             the lab's figures
+                 queueing          a queueing model beside the measurements
     notebook 5   model_repository  copies the staged models into Triton's model repository
     notebook 6   perf              perf_analyzer: the command, its run, its parsed row
                  triton_config     validate, diff, write and reload a model's config.pbtxt
                  triton_stats      Triton's per-batch-size statistics and utilisation metrics
-                 queueing          a queueing model beside the measurements
     (all)        paths             where things live in the repository
 
 What the notebooks do not import lives in sub-packages named after what they are:

@@ -1,7 +1,7 @@
 """A queueing model beside the measurements: from the service time Triton reports, predict what
 perf_analyzer should measure, before it does.
 
-Introduced in notebook 6.
+Introduced in notebook 4.
 
 The server is one queueing station: the model's instances (`servers`), each running one
 execution at a time, taking `service(b)` milliseconds for a batch of b requests. Every request

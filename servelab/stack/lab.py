@@ -85,12 +85,14 @@ def figure_and_csv_links(folder: Path, prefix: str) -> list[str]:
             "CSV files: " + ", ".join(f"[{c.name}]({prefix}/{c.name})" for c in sorted(folder.glob("*.csv")))]
 
 
-def write_summary(executed: list[dict]) -> Path:
+def write_summary(executed: list[dict], params: dict | None = None) -> Path:
     meta = read_metadata()
     lines = ["# Lab results (local mode)", "",
              f"Run on {time.strftime('%F %T')} on `{platform.node()}` ({platform.machine()}, "
              f"Python {platform.python_version()}).", "",
              f"Model weights: **{meta['weights']}** — {meta['weights_note']}", "",
+             "Settings: " + (", ".join(f"LAB_{k}={v}" for k, v in (params or {}).items()) or "the notebooks' defaults")
+             + " (plus any LAB_* variables you set).", "",
              "| notebook | status | minutes |", "|---|---|---|"]
     lines += [f"| [{e['name']}](notebooks/{e['name']}) | {e['status']} | {e['seconds'] / 60:.1f} |" for e in executed]
     for _, folder, _ in BENCHMARK_NOTEBOOKS:
@@ -145,7 +147,7 @@ def main(argv=None) -> int:
             executed.append({"name": path.name, "status": status, "seconds": time.time() - start})
     finally:
         launcher.down()
-    index = write_summary(executed)
+    index = write_summary(executed, params)
     (RESULTS / "run.json").write_text(json.dumps({"executed": executed, "params": params}, indent=2))
     print(f"\nResults: {RESULTS}\n  summary page: {index}\n  executed notebooks: {RESULTS / 'notebooks'}")
     return 1 if failed else 0
