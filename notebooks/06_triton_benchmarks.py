@@ -332,7 +332,8 @@ claims.fact("6.5: Flask with the ONNX model shows the same class as the Python-b
 # %%
 triton_config.edit("food_classifier_onnx", "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]")
 line = f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range 4 --shape input:3,224,224"
-CAPACITY = perf.run_line(line, "6.6 capacity c4", out=OUT, verbose=False).throughput.value
+runs["6.6 capacity c4"] = perf.run_line(line, "6.6 capacity c4", out=OUT, verbose=False)
+CAPACITY = runs["6.6 capacity c4"].throughput.value
 BUSY_MS = 1000 / CAPACITY  # time per request of an instance that never waits for work
 onnx = runs["6.4 onnx c1"].row
 ONNX_MS = onnx["server_compute_input_ms"] + onnx["server_compute_infer_ms"] + onnx["server_compute_output_ms"]
