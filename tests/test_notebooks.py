@@ -110,8 +110,10 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts):
     assert "does not hold" not in set(claims["verdict"]), claims[["claim", "verdict", "value", "interval"]]
     assert (claims["verdict"] == "holds").sum() >= 5
     ratio = json.loads((results / "hardware" / "served_over_limit.json").read_text())
-    best = hardware["throughput_infer_s"].max()
+    best = hardware[hardware["step"].astype(str) != "7.8"]["throughput_infer_s"].max()  # 7.8 repeats the best
     assert ratio["served_over_limit"] == pytest.approx(best / ratio["limit"]["images_per_s"], rel=0.01)
     assert ratio["limit"]["path"].startswith("onnxruntime")  # on a CPU, the fastest runtime of the model
+    # 7.8: the sweep's best measured twice on a CPU (three times on a GPU), each within the limit
+    assert len(ratio["repeats_served_over_limit"]) == 2 and max(ratio["repeats_served_over_limit"]) <= 1
     for png in ("steps_vs_limit.png", "sweep.png", "latency_split.png"):
         assert (results / "hardware" / png).stat().st_size > 10_000
