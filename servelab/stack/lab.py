@@ -49,7 +49,7 @@ SCRIPTED_PREDICTIONS = {
 # instead of the class's 5 s, so the whole run fits in 15 minutes on 2 cores
 FULL_PARAMS = {"PERF_INTERVAL_MS": 3000}
 QUICK_PARAMS = {"N_SEQUENTIAL": 20, "N_CONCURRENT": 96, "CONCURRENCY": 16,
-                "PERF_INTERVAL_MS": 1500, "PERF_STABILITY": 30, "PERF_RATE_SECONDS": 6,
+                "PERF_INTERVAL_MS": 1200, "PERF_STABILITY": 30, "PERF_RATE_SECONDS": 6,
                 "HW_CLIENTS": 8, "HW_MAX_CLIENTS": 16, "HW_RAW_SECONDS": 1}
 
 
