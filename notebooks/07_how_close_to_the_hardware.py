@@ -203,8 +203,13 @@ runs["7.3 uint8 HTTP"] = perf.run_line(line, "7.3 uint8 HTTP", out=OUT)
 # show: the claim below says so when the measurement cannot decide it.)
 
 # %% jupyter={"source_hidden": true}
-claims.at_least("7.3: uint8 pixels serve at least as many images per second as float32 tensors",
-                runs["7.3 uint8 HTTP"].throughput / runs["7.2 start"].throughput, 1.0)
+uint8_gain = runs["7.3 uint8 HTTP"].throughput / runs["7.2 start"].throughput
+if ON_GPU:
+    claims.at_least("7.3: uint8 pixels serve at least as many images per second as float32 tensors", uint8_gain, 1.0)
+else:  # measured on 2 cores: 0.79 to 1.12 from run to run
+    claims.not_checkable("7.3: uint8 pixels serve at least as many images per second as float32 tensors",
+                         f"measured uint8 / float32 = {uint8_gain}; on a CPU the server normalises the pixels on the "
+                         "cores the client also needs, and the bytes saved cross loopback in microseconds")
 
 # %% [markdown]
 # ## 7.4 gRPC instead of HTTP/REST
