@@ -41,7 +41,10 @@ def docker(*args: str, check: bool = True, capture: bool = True, **kw) -> subpro
 
 def base_image_tags() -> dict[str, str]:
     """build arg -> image tag, as the compose files resolve them (docker/.env applied)."""
-    env = {**os.environ, "JUPYTER_TOKEN": os.environ.get("JUPYTER_TOKEN") or "unused-for-config"}
+    # the secrets docker/init_env.sh writes are required (`:?`) but play no part in a build:
+    # placeholders let this run on a clean checkout, before docker/.env exists
+    env = {**os.environ, **{key: os.environ.get(key) or "unused-for-config"
+                            for key in ("JUPYTER_TOKEN", "TRITON_ADMIN_KEY")}}
     out = subprocess.run(["docker", "compose", "-f", "docker-compose-fastapi.yaml", "-f",
                           "docker-compose-triton.yaml", "config", "--format", "json"],
                          cwd=DOCKER_DIR, env=env, check=True, text=True, capture_output=True).stdout
