@@ -127,6 +127,7 @@ class OnnxClassifier:
         gpu = _gpu_index(device)
         available = ort.get_available_providers()
         if gpu is not None and "CUDAExecutionProvider" in available:
+            _load_cuda_libraries()
             providers = [("CUDAExecutionProvider", {"device_id": gpu}), "CPUExecutionProvider"]
         else:
             providers = ["CPUExecutionProvider"]
@@ -136,6 +137,15 @@ class OnnxClassifier:
     def __call__(self, batch: np.ndarray) -> np.ndarray:
         x = np.ascontiguousarray(batch, dtype=np.float32)
         return self.session.run(["output"], {"input": x})[0]
+
+
+def _load_cuda_libraries() -> None:
+    """ONNX Runtime's CUDA provider needs the CUDA and cuDNN libraries in the process; the PyTorch
+    CUDA wheels bring them, and importing torch loads them (else ONNX Runtime searches the system)."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        pass
 
 
 def triton_instance_device(args: dict) -> str:
