@@ -507,6 +507,11 @@ dynamic_batching { max_queue_delay_microseconds: 100 }
         closed.append({"config": "dynamic batching" if batching else "no batching", "concurrency": n,
                        "throughput_infer_s": run.row["throughput_infer_s"],
                        "model_throughput": model["throughput_per_s"], "avg_batch_size": run.row["avg_batch_size"]})
+
+# %% [markdown]
+# Each measured curve beside the model's:
+
+# %%
 closed = pd.DataFrame(closed)
 plots.measured_vs_model(closed, "concurrency", "throughput_infer_s", "config", "model_throughput",
                         "ONNX model, one instance: throughput vs requests in flight", "requests in flight",
@@ -544,7 +549,10 @@ async def keep_in_flight(n: int, seconds: float) -> float:
     await aio.close()
     return done / seconds
 
+# %% [markdown]
+# Run it; then change `N` and run again.
 
+# %%
 N = 16
 mine = await keep_in_flight(N, 3.0)  # noqa: F704 - a notebook cell may await
 theirs = runs["6.6 batching c16"].row["throughput_infer_s"]

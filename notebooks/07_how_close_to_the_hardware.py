@@ -57,6 +57,12 @@ OUT = RESULTS / "hardware"
 MODEL = "food_classifier_tuned"
 client = httpclient.InferenceServerClient(HOST)
 ON_GPU = triton_stats.gpu_count(TRITON, METRICS) > 0
+
+# %% [markdown]
+# How big each step's runs are: one default for a GPU, a smaller one for a CPU. To change one, set
+# its `LAB_HW_...` variable (for example `LAB_HW_INSTANCES=2,4`) before starting the lab.
+
+# %%
 CLIENTS = labenv.param("HW_CLIENTS", 128 if ON_GPU else 16)           # one-image requests in flight, 7.2-7.6
 MAX_CLIENTS = labenv.param("HW_MAX_CLIENTS", 1024 if ON_GPU else 32)   # the most the sweep keeps in flight
 SWEEP_INSTANCES = labenv.param_list("HW_INSTANCES", "2,4,8" if ON_GPU else "1,2")
@@ -247,16 +253,22 @@ grpc_client = grpcclient.InferenceServerClient(GRPC_HOST)
 nbytes = pixels.nbytes                     # 224 x 224 x 3 uint8 = 150,528 bytes
 if "lab_photo" in {r["name"] for r in grpc_client.get_system_shared_memory_status(as_json=True).get("regions", {})
                    .values()}:
-    grpc_client.unregister_system_shared_memory("lab_photo")   # left over from an earlier run of this cell
+    grpc_client.unregister_system_shared_memory("lab_photo")   # left over from an earlier run of these cells
 region = shm.create_shared_memory_region("lab_photo", "/lab_photo", nbytes)
+shm.set_shared_memory_region(region, [pixels[None]])             # write the pixels once
+grpc_client.register_system_shared_memory("lab_photo", "/lab_photo", nbytes)
+
+# %% [markdown]
+# Now a request that carries no pixels, only the region's name and size. Then the region is
+# unregistered and freed: shared memory outlives a process that forgets it.
+
+# %%
 try:
-    shm.set_shared_memory_region(region, [pixels[None]])             # write the pixels once
-    grpc_client.register_system_shared_memory("lab_photo", "/lab_photo", nbytes)
     tensor = grpcclient.InferInput("input", [1, 224, 224, 3], "UINT8")
     tensor.set_shared_memory("lab_photo", nbytes)                    # the request names the region
     by_reference = food11.top_class(grpc_client.infer(MODEL, [tensor]).as_numpy("output")[0])[0]
-    grpc_client.unregister_system_shared_memory("lab_photo")
 finally:
+    grpc_client.unregister_system_shared_memory("lab_photo")
     shm.destroy_shared_memory_region(region)
 print(f"through shared memory: {by_reference}; with the pixels in the request (7.3): {tuned}")
 claims.fact("7.5: a request naming a shared-memory region gets the class of one carrying the pixels",
@@ -314,6 +326,14 @@ if ON_GPU:
     fp32 = client.infer(MODEL, [batch]).as_numpy("output")
     triton_config.edit(MODEL, 'parameters { key: "precision" value { string_value: "fp16" } }')
     fp16 = client.infer(MODEL, [batch]).as_numpy("output")
+else:
+    print("No GPU: fp16 and CUDA graphs are GPU features; skipped.")
+
+# %% [markdown]
+# How far apart are the two sets of logits, and does any photo change class?
+
+# %%
+if ON_GPU:
     spread, diff = float(fp32.max() - fp32.min()), float(np.abs(fp16 - fp32).max())
     # a class can only flip where fp32's two best logits are closer than fp16's error (untrained
     # weights have such near-ties): the claim is about the photos fp32 decides clearly
@@ -324,8 +344,6 @@ if ON_GPU:
                 bool(agree[clear].all()) and diff <= 0.05 * spread,
                 {"max_abs_diff": diff, "logit_spread": spread, "photos": len(agree),
                  "decided_clearly": int(clear.sum()), "same_class": int(agree.sum())})
-else:
-    print("No GPU: fp16 and CUDA graphs are GPU features; skipped.")
 
 # %%
 if ON_GPU:
