@@ -23,8 +23,9 @@ if [ ! -d "$ort/onnxruntime" ] && [ -f .whl_ort/ort_site.sha256 ]; then
     echo "onnxruntime-gpu: not every part is here yet ($(ls .whl_ort | grep -c part) carried): ONNX runs on the CPU"
   fi
 fi
-[ -d "$ort/onnxruntime" ] && site="$ort:$site"   # before the machine's CPU-only onnxruntime
-export PYTHONPATH="$site:$PWD" PATH="${site##*:}/bin:$PATH" LD_LIBRARY_PATH="$b64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+path="$site"
+[ -d "$ort/onnxruntime" ] && path="$ort:$site"   # before the machine's CPU-only onnxruntime
+export PYTHONPATH="$path:$PWD" PATH="$site/bin:$PATH" LD_LIBRARY_PATH="$b64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 python3 -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())" || true
 export LAB_TRITON_PYTHONPATH="$stubs"   # numpy < 2 for the Python-backend stubs (see servelab/stack/triton_local.py)
 export LAB_PERF_INTERVAL_MS=${LAB_PERF_INTERVAL_MS:-3000} LAB_PERF_RATE_SECONDS=${LAB_PERF_RATE_SECONDS:-5}

@@ -130,13 +130,15 @@ def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu:
     if not gpu:
         config.write_text(to_cpu(config.read_text()))
         note = ", instance kind rewritten to KIND_CPU"
-    config.write_text(config.read_text() + weights_parameter())
-    if kept is not None and _backend(kept) != _backend(config.read_text()):
+    staged = config.read_text() + weights_parameter()
+    config.write_text(staged)
+    kept_backend = _backend(kept) if kept is not None else None
+    if kept_backend and kept_backend != _backend(staged):
         # e.g. a Docker-mode config (backend "onnxruntime") in local mode, which has no such backend
         (target / "config.pbtxt.previous").write_text(kept)
-        note = (f", the config.pbtxt there named backend {_backend(kept)!r}, which this mode's model does not use: "
+        note = (f", the config.pbtxt there named backend {kept_backend!r}, which this mode's model does not use: "
                 "staged config placed, the previous one saved as config.pbtxt.previous")
-    elif kept is not None and kept != config.read_text():
+    elif kept is not None and kept != staged:
         config.write_text(kept)
         note = (f", your edited config.pbtxt KEPT (back to the staged one: "
                 f"python -m servelab.model_repository --mode {mode} --dest {dest})")
@@ -147,8 +149,15 @@ def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu:
 
 
 def _backend(config_text: str) -> str | None:
-    found = re.search(r'^\s*backend\s*:\s*"([^"]*)"', config_text, re.MULTILINE)
-    return found.group(1) if found else None
+    """The backend a config.pbtxt names, or None if it does not parse (a config being edited is kept)."""
+    from google.protobuf.text_format import ParseError
+
+    from servelab import triton_config  # Triton's config schema: loaded only when a config is kept
+
+    try:
+        return triton_config.parse_config(config_text).backend or None
+    except ParseError:
+        return None
 
 
 def _uses_gpu(mode: str, kind: str) -> bool:

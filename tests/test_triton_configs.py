@@ -389,3 +389,15 @@ def test_make_up_replaces_a_config_for_a_backend_this_mode_does_not_have(tmp_pat
     assert 'backend: "python"' in config.read_text()
     assert (tmp_path / "food_classifier_onnx" / "config.pbtxt.previous").read_text() == docker_style
     assert "saved as config.pbtxt.previous" in capsys.readouterr().out
+
+
+def test_make_up_keeps_a_config_that_does_not_parse(tmp_path, built_artifacts):
+    """A config the student is in the middle of editing (not valid yet) is theirs: kept as written,
+    not taken for one naming another backend."""
+    model_repository.populate(tmp_path, mode="local", kind="cpu", verbose=False)
+    config = tmp_path / "food_classifier_onnx" / "config.pbtxt"
+    half_edited = config.read_text() + "\ndynamic_batching { max_queue_delay_microseconds: }\n"
+    config.write_text(half_edited)
+    model_repository.populate(tmp_path, mode="local", kind="cpu", keep_configs=True, verbose=False)
+    assert config.read_text() == half_edited
+    assert not (tmp_path / "food_classifier_onnx" / "config.pbtxt.previous").exists()
