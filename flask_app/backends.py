@@ -15,7 +15,8 @@ import os
 import numpy as np
 import requests
 
-from servelab import food11, triton_clients
+from servelab import food11
+from servelab.serving import triton_clients
 
 
 class BackendError(RuntimeError):

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import requests
 
+from labstack import launcher
+from labstack.artifacts import build
 from servelab import food11, loadgen
 from servelab.paths import TEST_IMAGES
-from servelab.stack import launcher
-from servelab.stack.artifacts import build
 
 WRK_SCRIPT = """
 local f = assert(io.open("{body}", "rb"))

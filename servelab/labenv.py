@@ -40,6 +40,17 @@ def url(name: str) -> str:
     return value.rstrip("/")
 
 
+# Triton's own default ports, for a library call made where no variable is set (a Triton
+# started by hand on this machine); notebooks use url()/triton_urls(), which ask for the variables.
+TRITON_DEFAULTS = {"TRITON_SERVER_URL": "http://localhost:8000", "TRITON_GRPC_URL": "localhost:8001",
+                   "TRITON_METRICS_URL": "http://localhost:8002/metrics"}
+
+
+def triton_url(name: str = "TRITON_SERVER_URL") -> str:
+    """The variable's value, else Triton's default for it (TRITON_DEFAULTS)."""
+    return (os.environ.get(name) or TRITON_DEFAULTS[name]).rstrip("/")
+
+
 def triton_urls() -> tuple[str, str, str]:
     """Triton's HTTP URL, gRPC host:port and metrics URL. Without TRITON_GRPC_URL / TRITON_METRICS_URL,
     Triton's default ports (8001, 8002) on the HTTP URL's host."""
@@ -141,6 +152,19 @@ def wait_for_file(path, complete=lambda text: bool(text), timeout: float = 1800.
                        "Run it (above) and then this cell again.")
 
 
+def _restart_local(service: str, settings: dict) -> None:
+    """Local mode: the same as `make restart SERVICE=...` with new settings, typed for you (the
+    launcher is the lab's machinery, so it runs as its own command rather than inside this one)."""
+    import subprocess
+    import sys
+
+    sets = [x for key, value in settings.items() for x in ("--set", f"{key}={value}")]
+    done = subprocess.run([sys.executable, "-m", "labstack.launcher", "restart", service, *sets],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"restarting {service} failed:\n{(done.stdout + done.stderr)[-2000:]}")
+
+
 def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) -> dict:
     """Switch the FastAPI service to 'pt' (PyTorch) or 'onnx', served by `workers` uvicorn worker
     processes, and wait until it serves that way.
@@ -154,8 +178,7 @@ def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) 
     base = url("FASTAPI_SERVER_URL")
     settings = {"FASTAPI_BACKEND": backend, "WEB_CONCURRENCY": str(int(workers))}  # uvicorn reads WEB_CONCURRENCY
     if os.environ.get("LAB_MODE") == "local":
-        from servelab.stack import launcher
-        launcher.restart("fastapi", settings)
+        _restart_local("fastapi", settings)
     else:
         assignments = f"FASTAPI_BACKEND={shlex.quote(backend)}" + (f" WEB_CONCURRENCY={int(workers)}" if workers != 1
                                                                   else "")
@@ -181,8 +204,7 @@ def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
     """Point the Flask UI at a Triton model (food_classifier or food_classifier_onnx) and wait for it."""
     base = url("FLASK_SERVER_URL")
     if os.environ.get("LAB_MODE") == "local":
-        from servelab.stack import launcher
-        launcher.restart("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})
+        _restart_local("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})
     else:
         # --no-deps: recreate only flask (its model setting changed), never the Triton server
         ask_host(f"FOOD11_MODEL_NAME={shlex.quote(model)} docker compose {compose_files()} "

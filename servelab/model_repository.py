@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import argparse
 import filecmp
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 from servelab import food11
-from servelab.paths import MODEL_ONNX, MODEL_PTH, MODEL_STATE_DICT, REPO_ROOT, STAGING
-
-DEFAULT_DEST = Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model_repository"))
+from servelab.paths import (
+    MODEL_ONNX,
+    MODEL_PTH,
+    MODEL_STATE_DICT,
+    STAGING,
+    model_repository_dir,
+)
 
 # model name -> (staged folder per mode, files placed in version folder 1/)
 MODELS = {
@@ -104,7 +107,7 @@ def _check_weights(models: dict) -> None:
         missing = [str(w) for w in weights if not Path(w).is_file()]
         if missing:
             raise FileNotFoundError(f"{', '.join(missing)} not found: build the artifacts first "
-                                    "(python -m servelab.stack.artifacts)")
+                                    "(make artifacts)")
 
 
 def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu: bool,
@@ -150,13 +153,12 @@ def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu:
 
 def _backend(config_text: str) -> str | None:
     """The backend a config.pbtxt names, or None if it does not parse (a config being edited is kept)."""
-    from google.protobuf.text_format import ParseError
-
-    from servelab import triton_config  # Triton's config schema: loaded only when a config is kept
+    from google.protobuf import text_format  # Triton's config schema: loaded only when a config is kept
+    from tritonclient.grpc import model_config_pb2
 
     try:
-        return triton_config.parse_config(config_text).backend or None
-    except ParseError:
+        return text_format.Parse(config_text, model_config_pb2.ModelConfig()).backend or None
+    except text_format.ParseError:
         return None
 
 
@@ -168,14 +170,14 @@ def _uses_gpu(mode: str, kind: str) -> bool:
     return has_gpu(mode) if kind == "auto" else kind == "gpu"
 
 
-def populate(dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "auto",
+def populate(dest: Path | str | None = None, mode: str = "local", kind: str = "auto",
              verbose: bool = True, keep_configs: bool = False) -> list[str]:
     """Copy every staged model into the repository at dest; return the model names placed there.
 
     keep_configs (what `make up` uses): config.pbtxt files already in dest are kept, so restarting
     the stack after a crash does not undo a student's edits; each kept one is named."""
     gpu = _uses_gpu(mode, kind)
-    dest = Path(dest).resolve()
+    dest = Path(dest or model_repository_dir()).resolve()
     say = print if verbose else (lambda *a, **k: None)
     _check_weights(MODELS)
     dest.mkdir(parents=True, exist_ok=True)
@@ -186,14 +188,14 @@ def populate(dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "
     return list(MODELS)
 
 
-def add_model(model: str, dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "auto",
+def add_model(model: str, dest: Path | str | None = None, mode: str = "local", kind: str = "auto",
               verbose: bool = True) -> Path:
     """Copy one on-demand model (ON_DEMAND_MODELS) into the repository; Triton loads it when asked."""
     if model not in ON_DEMAND_MODELS:
         raise ValueError(f"{model!r} is not an on-demand model ({', '.join(ON_DEMAND_MODELS)})")
     gpu = _uses_gpu(mode, kind)
     _check_weights({model: ON_DEMAND_MODELS[model]})
-    dest = Path(dest).resolve()
+    dest = Path(dest or model_repository_dir()).resolve()
     dest.mkdir(parents=True, exist_ok=True)
     line = _place(model, *ON_DEMAND_MODELS[model], dest, mode, gpu)
     if verbose:
@@ -204,8 +206,8 @@ def add_model(model: str, dest: Path | str = DEFAULT_DEST, mode: str = "local", 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dest", type=Path, default=DEFAULT_DEST,
-                        help=f"repository folder (default {DEFAULT_DEST})")
+    parser.add_argument("--dest", type=Path, default=None,
+                        help=f"repository folder (default {model_repository_dir()})")
     parser.add_argument("--mode", choices=("local", "docker"), default="docker",
                         help="docker: NVIDIA's Triton image (onnxruntime backend); local: pip-installed Triton")
     parser.add_argument("--kind", choices=("auto", "gpu", "cpu"), default="auto",

@@ -10,8 +10,7 @@ Introduced in notebook 6.
 run_line() runs the line as typed and adds only what the lab reads back: the CSV file (-f,
 --verbose-csv), -v (each measurement window's numbers) and, when the line does not set them, the
 measurement window length and stability of this run's settings (LAB_PERF_* in `make lab`); it
-says what it added. perf_analyzer_command() builds the same kind of line from arguments, for the
-sweeps that change one setting many times.
+says what it added.
 
 perf_analyzer writes one CSV row per load level (-f FILE); its times are microseconds. Here they
 become milliseconds with these columns:
@@ -19,8 +18,7 @@ become milliseconds with these columns:
     server_queue_ms, server_compute_input_ms, server_compute_infer_ms, server_compute_output_ms,
     client_recv_ms, p50_ms, p90_ms, p95_ms, p99_ms (+ avg_latency_ms ... with --verbose-csv)
 
-Local mode: perf_analyzer comes from the tritonclient wheel and needs libcudart from
-nvidia-cuda-runtime-cu12 on LD_LIBRARY_PATH (run() sets it, see triton_local.perf_analyzer_env).
+Where perf_analyzer is found and the environment it starts with: servelab/tools.py.
 """
 from __future__ import annotations
 
@@ -33,8 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servelab import tools
 from servelab.paths import RESULTS
-from servelab.stack import triton_local
 
 CSV_COLUMNS = {
     "Concurrency": "concurrency",
@@ -63,84 +61,10 @@ class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed; the message carries the command and the end of its output."""
 
 
-def host_port(url: str | None, protocol: str = "http") -> str:
-    """perf_analyzer's -u wants host:port without a scheme."""
-    if url is None:
-        url = os.environ.get("TRITON_GRPC_URL" if protocol == "grpc" else "TRITON_SERVER_URL") or \
-            ("localhost:8001" if protocol == "grpc" else "localhost:8000")
-    return re.sub(r"^[a-z]+://", "", url).rstrip("/")
 
 
-def _load_tag(concurrency, request_rate, distribution, batch_size) -> str:
-    tag = f"c{concurrency}" if concurrency is not None else f"r{request_rate}{distribution}"
-    tag = str(tag).replace(":", "-")
-    return tag + (f"_b{batch_size}" if batch_size != 1 else "")
 
 
-def perf_analyzer_command(model: str, url: str | None = None, *, concurrency: int | str | None = None,
-                          request_rate: float | str | None = None, distribution: str = "constant",
-                          batch_size: int = 1, input_data: str | Path | None = None,
-                          measurement_interval_ms: int = 5000, protocol: str = "http",
-                          shapes: dict[str, list[int]] | None = None, request_count: int | None = None,
-                          stability_percentage: float | None = None, max_trials: int | None = None,
-                          percentile: int | None = None, async_mode: bool = False,
-                          shared_memory: str | None = None, max_threads: int | None = None,
-                          verbose_csv: bool = True, collect_metrics: bool = False,
-                          metrics_url: str | None = None, csv_path: str | Path | None = None,
-                          extra_args: list[str] | None = None) -> list[str]:
-    """argv of one perf_analyzer run (one load level, or a 'start:end:step' range).
-
-    Exactly one of concurrency (closed loop: N requests always in flight) or request_rate (open
-    loop: requests sent at that rate per second, `distribution` constant or poisson).
-    request_count bounds the run to that many requests instead of stabilising windows.
-    shared_memory "system" (or "cuda"): the input tensors are written once into a shared-memory
-    region that Triton reads; requests then carry only a reference (client and server must share
-    the host's /dev/shm). async_mode: a few threads keep many requests in flight (high concurrency).
-    The CSV goes to csv_path (default results/perf/<model>_<load>.csv).
-    """
-    if shared_memory not in (None, "none", "system", "cuda"):
-        raise ValueError("shared_memory must be None, 'system' or 'cuda'")
-    if (concurrency is None) == (request_rate is None):
-        raise ValueError("give exactly one of concurrency=... or request_rate=...")
-    if distribution not in ("constant", "poisson"):
-        raise ValueError("distribution must be 'constant' or 'poisson'")
-    if csv_path is None:
-        csv_path = RESULTS / "perf" / f"{model}_{_load_tag(concurrency, request_rate, distribution, batch_size)}.csv"
-    cmd = [triton_local.perf_analyzer_path(), "-m", model, "-u", host_port(url, protocol), "-i", protocol]
-    if batch_size != 1:
-        cmd += ["-b", str(int(batch_size))]
-    if concurrency is not None:
-        cmd += ["--concurrency-range", str(concurrency)]
-    else:
-        cmd += ["--request-rate-range", str(request_rate), "--request-distribution", distribution]
-    if input_data is not None:
-        cmd += ["--input-data", str(input_data)]
-    for name, dims in (shapes or {}).items():
-        cmd += ["--shape", f"{name}:{','.join(str(int(d)) for d in dims)}"]
-    cmd += ["--measurement-interval", str(int(measurement_interval_ms))]
-    if request_count is not None:
-        cmd += ["--request-count", str(int(request_count))]
-    if stability_percentage is not None:
-        cmd += ["--stability-percentage", str(stability_percentage)]
-    if max_trials is not None:
-        cmd += ["--max-trials", str(int(max_trials))]
-    if percentile is not None:
-        cmd += ["--percentile", str(int(percentile))]
-    if async_mode:
-        cmd += ["--async"]
-    if max_threads is not None:
-        cmd += ["--max-threads", str(int(max_threads))]
-    if shared_memory not in (None, "none"):
-        cmd += ["--shared-memory", shared_memory]
-    if verbose_csv or collect_metrics:
-        cmd += ["--verbose-csv"]
-    if collect_metrics:
-        cmd += ["--collect-metrics"]
-        if metrics_url or os.environ.get("TRITON_METRICS_URL"):
-            cmd += ["--metrics-url", host_port(metrics_url or os.environ["TRITON_METRICS_URL"])]
-    cmd += ["-f", str(csv_path)]
-    cmd += list(extra_args or [])
-    return cmd
 
 
 def shell_line(cmd: list[str]) -> str:
@@ -201,12 +125,12 @@ class PerfResult:
     returncode: int
     seconds: float
     table: object = None                      # pandas DataFrame, one row per load level
-    extra: dict = field(default_factory=dict)  # columns measure() adds to row
-    stats: dict = field(default_factory=dict)  # measure(): triton_stats.stats_delta() of the run
+    extra: dict = field(default_factory=dict)  # columns run_line() adds to row
+    stats: dict = field(default_factory=dict)  # triton_stats.stats_delta() of the run
 
     @property
     def row(self) -> dict:
-        """The (last) load level as a dict, with anything measure() added."""
+        """The (last) load level as a dict, with what run_line() added."""
         return {**self.table.iloc[-1].to_dict(), **self.extra}
 
     @property
@@ -243,8 +167,8 @@ def _default_timeout(cmd: list[str]) -> float:
     return levels * (interval_s * (trials + 1) + 15) + 30
 
 
-def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, label: str | None = None,
-        shown: str | None = None) -> PerfResult:
+def _run(cmd: list[str], timeout: float | None = None, verbose: bool = True,
+         shown: str | None = None) -> PerfResult:
     """Run perf_analyzer exactly as given (it must write -f CSV), print line + raw output, parse the CSV.
 
     `shown` is the line to print instead of the full command (run_line: what the student typed).
@@ -254,7 +178,7 @@ def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, labe
     """
     csv = _arg(cmd, "-f")
     if csv is None:
-        raise ValueError("the command has no -f FILE.csv: build it with perf_analyzer_command()")
+        raise ValueError("the command has no -f FILE.csv")
     if "-v" not in cmd:
         cmd = [*cmd, "-v"]
     csv_path = Path(csv)
@@ -267,7 +191,7 @@ def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, labe
         print(f"$ {shown or line}", flush=True)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, env=triton_local.perf_analyzer_env(), capture_output=True, text=True,
+        proc = subprocess.run(cmd, env=tools.perf_analyzer_env(), capture_output=True, text=True,
                               timeout=limit, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
         out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -288,17 +212,21 @@ def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, labe
                                 f"{output.strip()[-3000:]}{hint}")
     result.table = parse_csv(csv_path.read_text())
     result.extra["delayed_pct"] = parse_delayed_pct(output)
-    if label is not None:
-        result.table.insert(0, "label", label)
     return result
 
 
 def _with_triton_view(model: str, url: str | None, metrics_url: str | None, verbose: bool, once, again=None):
     """Run once() (a perf_analyzer run) between two reads of the model's statistics, sampling
     utilisation meanwhile; again() is the retry when the windows did not settle (None: no retry)."""
+    import requests
+
     from servelab import triton_stats
 
-    before = triton_stats.model_stats(model, url)
+    try:
+        before = triton_stats.model_stats(model, url)
+    except (requests.RequestException, RuntimeError) as exc:
+        raise PerfAnalyzerError(f"cannot reach Triton at {url or 'TRITON_SERVER_URL'} or its model "
+                                f"{model!r}: is the server running and the model READY? ({exc})") from None
     mode = "windows"
     with triton_stats.UtilisationSampler(metrics_url) as sampler:
         try:
@@ -334,28 +262,6 @@ def _with_triton_view(model: str, url: str | None, metrics_url: str | None, verb
     return result
 
 
-def measure(model: str, *, label: str | None = None, url: str | None = None, metrics_url: str | None = None,
-            grpc_url: str | None = None, timeout: float | None = None, verbose: bool = True,
-            accept_unsettled: bool = False, **command_args) -> PerfResult:
-    """One perf_analyzer run built from arguments (perf_analyzer_command), with Triton's view around it.
-
-    The parsed row (result.row) gets Triton's statistics of the run (avg_batch_size,
-    max_batch_size_seen, batch_executions), the utilisation per device (gpu0_util_pct, ... or
-    cpu_util_pct), delayed_pct (open-loop runs) and mode: "count" (a fixed number of requests),
-    "windows" (timing windows that agreed) or "windows, unsettled" (accept_unsettled: on a busy
-    machine the windows never agreed, so the run was repeated accepting any spread between them).
-    url is Triton's HTTP address (statistics are read there); with protocol="grpc" perf_analyzer
-    talks to grpc_url (default TRITON_GRPC_URL).
-    """
-    target = grpc_url if command_args.get("protocol") == "grpc" else url
-    once = lambda: run(perf_analyzer_command(model, target, **command_args),  # noqa: E731
-                       timeout=timeout, verbose=verbose, label=label)
-    again = None
-    if accept_unsettled and command_args.get("request_count") is None:
-        relaxed = {**command_args, "stability_percentage": 1000}
-        again = lambda: run(perf_analyzer_command(model, target, **relaxed),  # noqa: E731
-                            timeout=timeout, verbose=verbose, label=label)
-    return _with_triton_view(model, url, metrics_url, verbose, once, again)
 
 
 # What the lab adds to a typed line when the line does not set it: the length of the measurement
@@ -380,6 +286,8 @@ def run_line(line: str, name: str, *, out: Path | None = None, url: str | None =
     model = _arg(argv, "-m")
     if model is None:
         raise ValueError("the command names no model (-m NAME)")
+    if url is None and _arg(argv, "-u") and (_arg(argv, "-i") or "http").lower() == "http":
+        url = f"http://{_arg(argv, '-u')}"  # Triton's statistics come from the server the line names
     tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
     csv_path = (out or RESULTS / "perf") / f"perf_{tag}.csv"
     settings = {k: v for k, v in measurement_settings().items()
@@ -391,16 +299,16 @@ def run_line(line: str, name: str, *, out: Path | None = None, url: str | None =
         # never settles, and that spread is the finding)
         settings.update({"--stability-percentage": "1000", "--max-trials": "3"})
     plumbing = ["-f", str(csv_path), "--verbose-csv", "-v"]
-    cmd = [triton_local.perf_analyzer_path(), *argv[1:], *[x for kv in settings.items() for x in kv], *plumbing]
+    cmd = [tools.perf_analyzer_path(), *argv[1:], *[x for kv in settings.items() for x in kv], *plumbing]
     if verbose and settings:
         print("(measurement settings of this run, added to the line: "
               + " ".join(f"{k} {v}" for k, v in settings.items()) + ")", flush=True)
-    once = lambda: run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
+    once = lambda: _run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     again = None
     if settings.get("--stability-percentage", "1000") != "1000":
         relaxed = [*cmd]
         relaxed[relaxed.index("--stability-percentage") + 1] = "1000"
-        again = lambda: run(relaxed, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
+        again = lambda: _run(relaxed, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     result = _with_triton_view(model, url, metrics_url, verbose, once, again)
     result.extra["command"] = line
     result.extra["run"] = name

@@ -8,31 +8,23 @@ Introduced in notebook 6.
     ''')                                   # your text replaces that field; comments elsewhere stay
 
 edit() is how the notebooks change a config: the text you write replaces the top-level field(s)
-of the same name in the file, exactly as written. update_model() makes the same kind of change
-from keywords, for sweeps that try many settings (it rewrites the file in protobuf's layout):
-
-    triton_config.update_model("food_classifier", instances=2)
-    triton_config.update_model("food_classifier", preferred_batch_sizes=[4, 6, 8], max_queue_delay_us=100)
-    triton_config.update_model("food_classifier", dynamic_batching=False)
-
-Each call reads <repository>/<model>/config.pbtxt into Triton's own ModelConfig protobuf (from
-tritonclient, so a misspelt field fails here, before Triton sees it), applies the change, shows
-the unified diff, writes the file, asks Triton to load the model again through the repository
-API (POST /v2/repository/models/<model>/load), waits for /v2/models/<model>/ready and reports how
-long it took. No image is rebuilt and the server is not restarted: the repository is a plain
-folder (local mode) or a folder mounted into the Triton container (Docker).
+of the same name in the file, exactly as written. The result is parsed as Triton's own
+ModelConfig protobuf (from tritonclient, so a misspelt field fails here, before Triton sees it);
+then edit() shows the unified diff, writes the file, asks Triton to load the model again through
+the repository API (POST /v2/repository/models/<model>/load), waits for
+/v2/models/<model>/ready and reports how long it took. No image is rebuilt and the server is not
+restarted: the repository is a plain folder (local mode) or a folder mounted into the Triton
+container (Docker).
 
 If Triton refuses the new config, its error message is reported, the previous config.pbtxt is
 put back in the repository, and whether the previously loaded model still answers is checked.
 
-Defaults: the repository from TRITON_MODEL_REPOSITORY (else ./model_repository), the server from
-TRITON_SERVER_URL (else http://localhost:8000).
+Defaults: the repository of servelab.paths.model_repository_dir(), the server of
+labenv.triton_url().
 """
 from __future__ import annotations
 
-import copy
 import difflib
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -43,28 +35,19 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from servelab import labenv
-from servelab.paths import REPO_ROOT
+from servelab.model_repository import to_cpu
+from servelab.paths import model_repository_dir
 
 ModelConfig = model_config_pb2.ModelConfig
-HEADER = ("# Written by servelab.triton_config (comments of the staged file are not kept;\n"
-          "# models_staging/<model>/config.pbtxt has the commented original).\n")
-
-
-def default_repository() -> Path:
-    return Path(os.environ.get("TRITON_MODEL_REPOSITORY") or REPO_ROOT / "model_repository")
-
-
-def default_url() -> str:
-    return (os.environ.get("TRITON_SERVER_URL") or "http://localhost:8000").rstrip("/")
 
 
 def _http(url: str | None) -> str:
-    url = (url or default_url()).rstrip("/")
+    url = (url or labenv.triton_url()).rstrip("/")
     return url if "://" in url else f"http://{url}"
 
 
 def config_path(model: str, repo: Path | str | None = None) -> Path:
-    return Path(repo or default_repository()) / model / "config.pbtxt"
+    return Path(repo or model_repository_dir()) / model / "config.pbtxt"
 
 
 def parse_config(text: str) -> ModelConfig:
@@ -72,89 +55,10 @@ def parse_config(text: str) -> ModelConfig:
     return text_format.Parse(text, ModelConfig())
 
 
-def config_text(config: ModelConfig) -> str:
-    return text_format.MessageToString(config)
 
 
-def read_config(model: str, repo: Path | str | None = None) -> ModelConfig:
-    path = config_path(model, repo)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: is {model!r} in the model repository "
-                                f"{path.parent.parent}? (TRITON_MODEL_REPOSITORY sets the folder)")
-    return parse_config(path.read_text())
 
 
-def _kind(value: str):
-    name = value.upper()
-    if not name.startswith("KIND_"):
-        name = "KIND_" + name
-    return model_config_pb2.ModelInstanceGroup.Kind.Value(name)
-
-
-def modify(config: ModelConfig, *, instances: int | None = None, kind: str | None = None,
-           gpus: list[int] | None = None, dynamic_batching: bool | None = None,
-           preferred_batch_sizes: list[int] | None = None, max_queue_delay_us: int | None = None,
-           max_batch_size: int | None = None, input_type: str | None = None, input_dims: list[int] | None = None,
-           parameters: dict[str, str] | None = None) -> ModelConfig:
-    """A changed copy of config (the argument is not touched). None = leave as it is.
-
-    instances: count of every instance group (per listed GPU for KIND_GPU: count 2 with gpus
-    [0, 1] is 4 instances); kind: 'gpu' | 'cpu' (KIND_CPU drops the gpu list); gpus: GPU indices;
-    dynamic_batching: True adds it, False removes it; preferred_batch_sizes / max_queue_delay_us
-    set its fields (and so turn it on); input_type ('TYPE_UINT8', ...) / input_dims: the data type
-    and dims of the model's only input; parameters: string parameters to set (model.py reads them).
-    """
-    new = copy.deepcopy(config)
-    if input_type is not None or input_dims is not None:
-        if len(new.input) != 1:
-            raise ValueError(f"input_type/input_dims change a model's only input; {new.name} has {len(new.input)}")
-        if input_type is not None:
-            new.input[0].data_type = model_config_pb2.DataType.Value(input_type.upper())
-        if input_dims is not None:
-            new.input[0].dims[:] = [int(d) for d in input_dims]
-    for key, value in (parameters or {}).items():
-        new.parameters[key].string_value = str(value)
-    if instances is not None or kind is not None or gpus is not None:
-        if not new.instance_group:
-            new.instance_group.add(count=1, kind=_kind("cpu"))
-        for group in new.instance_group:
-            if instances is not None:
-                group.count = int(instances)
-            if kind is not None:
-                group.kind = _kind(kind)
-            if gpus is not None:
-                group.gpus[:] = [int(g) for g in gpus]
-            if group.kind == _kind("cpu"):
-                group.ClearField("gpus")
-    if max_batch_size is not None:
-        new.max_batch_size = int(max_batch_size)
-    if dynamic_batching is False:
-        if preferred_batch_sizes or max_queue_delay_us is not None:
-            raise ValueError("dynamic_batching=False removes dynamic batching; do not give its sizes/delay too")
-        new.ClearField("dynamic_batching")
-    elif dynamic_batching or preferred_batch_sizes is not None or max_queue_delay_us is not None:
-        new.dynamic_batching.SetInParent()
-        if preferred_batch_sizes is not None:
-            new.dynamic_batching.preferred_batch_size[:] = [int(b) for b in preferred_batch_sizes]
-        if max_queue_delay_us is not None:
-            new.dynamic_batching.max_queue_delay_microseconds = int(max_queue_delay_us)
-    return new
-
-
-def diff(old: ModelConfig, new: ModelConfig, model: str = "config") -> str:
-    """Unified diff of the two configs' text (both in protobuf's own layout, so only changes show)."""
-    return "".join(difflib.unified_diff(config_text(old).splitlines(keepends=True),
-                                        config_text(new).splitlines(keepends=True),
-                                        fromfile=f"{model}/config.pbtxt (before)",
-                                        tofile=f"{model}/config.pbtxt (after)"))
-
-
-def write_config(model: str, config: ModelConfig, repo: Path | str | None = None) -> Path:
-    path = config_path(model, repo)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(HEADER + config_text(config))
-    os.replace(tmp, path)
-    return path
 
 
 # ---------------------------------------------------------------- talking to Triton
@@ -328,8 +232,6 @@ def edit(model: str, fragment: str = "", *, remove: tuple[str, ...] = (), repo: 
     API; if Triton refuses the config, the old file is put back. On a server whose model runs on
     the CPU (no GPU), KIND_GPU in the fragment is written as KIND_CPU, and said so.
     """
-    from servelab.model_repository import to_cpu
-
     say = print if verbose else (lambda *a, **k: None)
     path = config_path(model, repo)
     old_text = path.read_text()
@@ -389,18 +291,3 @@ def _reload(model: str, path: Path, old_text: str | None, changes: str, url, tim
         result.still_serving = model_ready(model, url)
         say(f"{result}" + ("\nThe previous config.pbtxt was put back in the repository." if restore_on_error else ""))
     return result
-
-
-def update_model(model: str, *, repo: Path | str | None = None, url: str | None = None,
-                 timeout: float = 300.0, restore_on_error: bool = True, verbose: bool = True,
-                 **change) -> ReloadResult:
-    """Apply `change` (the keywords of modify()) to the model's config.pbtxt and reload it in Triton."""
-    say = print if verbose else (lambda *a, **k: None)
-    path = config_path(model, repo)
-    old_text = path.read_text() if path.is_file() else None
-    old = read_config(model, repo)
-    new = modify(old, **change)
-    changes = diff(old, new, model)
-    say(changes if changes else f"{model}: config unchanged; reloading it anyway")
-    write_config(model, new, repo)
-    return _reload(model, path, old_text, changes, url, timeout, say, restore_on_error)

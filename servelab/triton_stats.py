@@ -13,7 +13,6 @@ The parsing functions take plain dicts/strings, so they are tested without a ser
 """
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import threading
@@ -21,17 +20,11 @@ import time
 
 import requests
 
-
-def default_url() -> str:
-    return (os.environ.get("TRITON_SERVER_URL") or "http://localhost:8000").rstrip("/")
-
-
-def default_metrics_url() -> str:
-    return os.environ.get("TRITON_METRICS_URL") or "http://localhost:8002/metrics"
+from servelab import labenv
 
 
 def _http(url: str | None) -> str:
-    url = (url or default_url()).rstrip("/")
+    url = (url or labenv.triton_url()).rstrip("/")
     return url if "://" in url else f"http://{url}"
 
 
@@ -133,7 +126,7 @@ def gpu_count(url: str | None = None, metrics_url: str | None = None, model: str
     server built without GPU metrics, e.g. local mode's) the driver's list when `model` runs KIND_GPU."""
     from servelab.triton_config import served_config
 
-    metrics = parse_metrics(requests.get(metrics_url or default_metrics_url(), timeout=10).text)
+    metrics = parse_metrics(requests.get(metrics_url or labenv.triton_url("TRITON_METRICS_URL"), timeout=10).text)
     gpus = {labels.get("gpu_uuid") for name, labels, _ in metrics if name == "nv_gpu_utilization"}
     if gpus:
         return len(gpus)
@@ -154,7 +147,7 @@ class UtilisationSampler:
     """
 
     def __init__(self, metrics_url: str | None = None, interval_s: float = 0.5):
-        self.metrics_url = metrics_url or default_metrics_url()
+        self.metrics_url = metrics_url or labenv.triton_url("TRITON_METRICS_URL")
         if "://" not in self.metrics_url:
             self.metrics_url = "http://" + self.metrics_url
         self.interval_s = interval_s

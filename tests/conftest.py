@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from labstack import artifacts, launcher
 from servelab.paths import TEST_IMAGES
-from servelab.stack import artifacts, launcher
 
 PY = sys.executable
 

@@ -18,5 +18,5 @@ PY = sys.executable
 def run_launcher(state_dir: Path, *args: str, timeout: float = 600, extra_env: dict | None = None):
     """The launcher CLI in a subprocess with its own state folder (never touches the user's .lab/)."""
     env = {**os.environ, "LAB_STATE_DIR": str(state_dir), **(extra_env or {})}
-    return subprocess.run([PY, "-m", "servelab.stack.launcher", *args], cwd=REPO_ROOT, env=env, timeout=timeout,
+    return subprocess.run([PY, "-m", "labstack.launcher", *args], cwd=REPO_ROOT, env=env, timeout=timeout,
                           capture_output=True, text=True)

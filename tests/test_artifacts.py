@@ -10,10 +10,10 @@ import onnx
 import pytest
 import torch
 
+from labstack import artifacts
 from servelab import food11
 from servelab.paths import MODEL_ONNX, MODEL_PTH
 from servelab.serving.runtimes import OnnxClassifier, TorchClassifier
-from servelab.stack import artifacts
 
 
 def test_onnx_io_contract(built_artifacts):

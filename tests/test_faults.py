@@ -5,7 +5,7 @@ killed mid-benchmark, `up` after a crash then `down` twice, and stale state with
 """
 import pytest
 
-from servelab.reliability import faults
+from reliability import faults
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -6,8 +6,8 @@ import pytest
 import requests
 from PIL import Image
 
+from labstack import launcher
 from servelab import food11
-from servelab.stack import launcher
 
 
 def _label(page: str):

@@ -11,8 +11,8 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 
+from reliability import common, corpus, fuzz_decoding, fuzz_fastapi, fuzz_flask, fuzz_triton
 from servelab import food11
-from servelab.reliability import common, corpus, fuzz_decoding, fuzz_fastapi, fuzz_flask, fuzz_triton
 
 pytestmark = pytest.mark.timeout(180)
 FUZZ = settings(max_examples=300, deadline=None, database=None, derandomize=True,

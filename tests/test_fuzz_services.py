@@ -3,16 +3,16 @@
 schemathesis reads each service's own /openapi.json and sends positive and negative bodies; then the
 image corpus, raw bodies the schema cannot express and Hypothesis-mutated images. Expected: no 5xx,
 no crash, no hang, every 4xx with a message that says what is wrong, and a good request still
-answered afterwards. The same functions write docs/reliability.md (python -m servelab.reliability).
+answered afterwards. The same functions write docs/reliability.md (python -m reliability).
 """
 import base64
 
 import pytest
 import requests
 
+from labstack import launcher
+from reliability import corpus, fuzz_fastapi, fuzz_flask, procs
 from servelab import food11
-from servelab.reliability import corpus, fuzz_fastapi, fuzz_flask, procs
-from servelab.stack import launcher
 
 pytestmark = pytest.mark.timeout(300)
 BOMB = corpus.corpus_file("PNG 20000x20000")

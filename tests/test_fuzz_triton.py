@@ -13,8 +13,8 @@ import os
 
 import pytest
 
-from servelab.reliability import common, faults_triton, fuzz_triton, procs, soak
-from servelab.stack import launcher
+from labstack import launcher
+from reliability import common, faults_triton, fuzz_triton, procs, soak
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", 8))
 pytestmark = pytest.mark.timeout(300 + 4 * SECONDS)

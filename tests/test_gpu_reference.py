@@ -1,4 +1,4 @@
-"""The committed GPU reference page (docs/results/<gpu>/) is what scripts/gpu_reference.py writes from
+"""The committed GPU reference page (docs/results/<gpu>/) is what gpu_reference/run_reference.py writes from
 the files next to it, and it shows what issue 5 asks for: the served/limit line, every claim of
 notebooks 4, 6 and 7 with a verdict and its numbers, the plots it links."""
 import re
@@ -23,11 +23,11 @@ def test_readme_is_regenerated_exactly_from_the_committed_files(tmp_path, page):
     copy = tmp_path / page.name
     shutil.copytree(page, copy)
     (copy / "README.md").unlink()
-    run = subprocess.run([sys.executable, "scripts/gpu_reference.py", "--out", str(copy), "--report"],
+    run = subprocess.run([sys.executable, "gpu_reference/run_reference.py", "--out", str(copy), "--report"],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     assert (copy / "README.md").read_text() == (page / "README.md").read_text(), \
-        f"{page}/README.md is stale: run python scripts/gpu_reference.py --out {page} --report"
+        f"{page}/README.md is stale: run python gpu_reference/run_reference.py --out {page} --report"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

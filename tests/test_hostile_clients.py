@@ -1,4 +1,4 @@
-"""Hostile clients against real services (servelab/reliability/hostile.py, the same code as `make
+"""Hostile clients against real services (reliability/hostile.py, the same code as `make
 reliability`): each finding of the hardening issue, reproduced and bounded.
 
 - Flask keeps answering /healthz within 1 s while 64 connections hold unfinished requests
@@ -14,9 +14,9 @@ import os
 import pytest
 from triton_helpers import start_local_triton
 
+from labstack import launcher
+from reliability import hostile
 from servelab import labenv
-from servelab.reliability import hostile
-from servelab.stack import launcher
 
 pytestmark = pytest.mark.timeout(300)
 

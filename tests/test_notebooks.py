@@ -8,8 +8,8 @@ import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 from launcher_cli import run_launcher
 
+from labstack import lab, notebook_runner, notebook_sync
 from servelab.paths import REPO_ROOT
-from servelab.stack import lab, notebook_runner, notebook_sync
 
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SMALL = {**lab.QUICK_PARAMS, "PERF_INTERVAL_MS": 1500}  # a little longer than make lab QUICK=1: claims are strict here

@@ -1,6 +1,6 @@
 """Safe defaults: loopback binding in local mode, Jupyter tokens, non-root containers, upload caps, no secrets.
 
-The checks are servelab.reliability.safe_defaults.checks() (section 4 of docs/reliability.md); every
+The checks are reliability.safe_defaults.checks() (section 4 of docs/reliability.md); every
 one must pass. The listening addresses of running services: test_fuzz_services.py, test_fuzz_triton.py.
 """
 import os
@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
+from reliability import safe_defaults
 from servelab.paths import REPO_ROOT
-from servelab.reliability import safe_defaults
 
 pytestmark = pytest.mark.timeout(120)
 CHECKS = safe_defaults.checks()

@@ -1,7 +1,7 @@
 """Bounded soak of FastAPI (PyTorch, ONNX) and Flask -> FastAPI: sustained concurrent load for a set time.
 
 Short in `make test` (SOAK_SECONDS, default 10 s per service); `make soak SOAK_SECONDS=300` runs the
-long form through python -m servelab.reliability --only soak. Expected: zero failed requests and
+long form through python -m reliability --only soak. Expected: zero failed requests and
 bounded growth of the server's resident memory (RSS summed over its process tree).
 Triton's soak: test_fuzz_triton.py.
 """
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from servelab.reliability import common, procs, soak
+from reliability import common, procs, soak
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", 10))
 pytestmark = pytest.mark.timeout(120 + 4 * SECONDS)

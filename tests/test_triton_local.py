@@ -5,8 +5,8 @@ stubs load, then corrupt every BYTES input and the stub process dies on the firs
 """
 import pytest
 
+from labstack import triton_local
 from servelab import labenv
-from servelab.stack import triton_local
 
 
 def test_the_lab_environment_gives_the_stubs_numpy_1(built_artifacts):
@@ -57,7 +57,7 @@ def test_lab_triton_pythonpath_reaches_the_real_stub(tmp_path, monkeypatch, star
     """
     import requests
 
-    from servelab.stack import launcher
+    from labstack import launcher
 
     extra = tmp_path / "extra"
     extra.mkdir()
@@ -86,7 +86,7 @@ def test_a_model_that_fails_to_load_leaves_the_server_serving(tmp_path, start_se
     reason, the server is up and serves the other model."""
     import requests
 
-    from servelab.stack import launcher
+    from labstack import launcher
 
     repo = tmp_path / "repo"
     echo = PROBE_MODEL.replace("import lab_stub_probe  # only in the LAB_TRITON_PYTHONPATH folder\n", "")

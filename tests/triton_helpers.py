@@ -10,8 +10,8 @@ from pathlib import Path
 
 import requests
 
+from labstack import launcher, triton_local
 from servelab import model_repository
-from servelab.stack import launcher, triton_local
 
 
 @dataclass

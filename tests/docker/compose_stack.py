@@ -27,6 +27,7 @@ import requests
 from servelab.paths import REPO_ROOT
 
 DOCKER_DIR = REPO_ROOT / "docker"
+RUNNER = REPO_ROOT / "labstack" / "notebook_runner.py"  # executes a notebook headless
 RESULTS_SUBDIR = "docker-test"                    # results/docker-test/ on the host
 RESULTS_IN_JUPYTER = f"/home/jovyan/work/results/{RESULTS_SUBDIR}"
 HOST_RESULTS = REPO_ROOT / "results" / RESULTS_SUBDIR
@@ -151,15 +152,20 @@ class Stack:
         command is run here exactly as printed, from docker/, while the notebook waits for it.
         Returns (exit code, host commands run, the run's log).
         """
-        if predictions:  # the prediction cells answered as a student would (servelab.stack.lab)
-            from servelab.stack.lab import SCRIPTED_PREDICTIONS
+        if predictions:  # the prediction cells answered as a student would (labstack.lab)
+            from labstack.lab import SCRIPTED_PREDICTIONS
             params = {**params, "PREDICTIONS": json.dumps(SCRIPTED_PREDICTIONS)}
         argv = self.argv("exec", "-T", "-u", "jovyan", "-e", f"LAB_RESULTS_DIR={RESULTS_IN_JUPYTER}",
                          *[x for k, v in params.items() for x in ("-e", f"LAB_{k}={v}")],
-                         "jupyter", "python", "-m", "servelab.stack.notebook_runner", f"notebooks/{name}.ipynb",
+                         "jupyter", "python", "-", f"notebooks/{name}.ipynb",
                          f"results/{RESULTS_SUBDIR}/notebooks/{name}.ipynb", "--echo")
+        # the runner is the lab's machinery, not part of the students' container: its source goes
+        # in on stdin (`python -`), so nothing beyond servelab/ has to be mounted there
         proc = subprocess.Popen(argv, cwd=DOCKER_DIR, env=self.settings.process_env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT)
+        proc.stdin.write(RUNNER.read_text())
+        proc.stdin.close()
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         log, commands, prompt_seen = [], [], False

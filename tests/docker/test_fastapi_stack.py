@@ -10,9 +10,9 @@ import pytest
 import requests
 from compose_stack import HOST_RESULTS, Stack, say
 
+from labstack.lab import QUICK_PARAMS
 from servelab import food11
 from servelab.paths import TEST_IMAGES
-from servelab.stack.lab import QUICK_PARAMS
 
 JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 

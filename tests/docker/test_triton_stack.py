@@ -17,9 +17,9 @@ import requests
 import tritonclient.http as httpclient
 from compose_stack import DOCKER_DIR, HOST_RESULTS, Stack, read_env_file, say, wait_for
 
+from labstack.lab import QUICK_PARAMS
 from servelab import food11
 from servelab.paths import REPO_ROOT, TEST_IMAGES
-from servelab.stack.lab import QUICK_PARAMS
 
 REPOSITORY = REPO_ROOT / "model_repository"
 JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]

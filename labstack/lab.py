@@ -1,6 +1,6 @@
 """`make lab`: start the local stack, run the benchmark notebooks headless, write results/, stop.
 
-    python -m servelab.stack.lab [--quick]
+    python -m labstack.lab [--quick]
 
 results/
   index.md               summary page: what ran, key numbers, every claim checked, the plots
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from labstack import launcher
 from servelab.food11 import read_metadata
 from servelab.paths import REPO_ROOT, RESULTS
-from servelab.stack import launcher
 
 # (notebook, result folder, needs Triton)
 BENCHMARK_NOTEBOOKS = [
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small request counts (a few minutes)")
     args = parser.parse_args(argv)
-    from servelab.stack import notebook_runner  # needs nbclient: only `make lab` itself does
+    from labstack import notebook_runner  # needs nbclient: only `make lab` itself does
 
     params = QUICK_PARAMS if args.quick else FULL_PARAMS
     params = {k: v for k, v in params.items() if f"LAB_{k}" not in os.environ}  # yours win

@@ -9,9 +9,9 @@ import time
 
 import requests
 
+from reliability.common import HTTP_TIMEOUT, Tally, hypothesis_run, record
+from reliability.corpus import image_corpus, mutated_images, seed_images
 from servelab import food11
-from servelab.reliability.common import HTTP_TIMEOUT, Tally, hypothesis_run, record
-from servelab.reliability.corpus import image_corpus, mutated_images, seed_images
 
 
 def verdict(resp, expected=None, words: str = "") -> tuple[str, str]:

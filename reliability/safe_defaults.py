@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from labstack import launcher
 from servelab import food11
 from servelab.paths import REPO_ROOT
-from servelab.stack import launcher
 
 SECRET_PATTERNS = {
     "private key": re.compile(r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED )?PRIVATE KEY-----"),
@@ -95,7 +95,7 @@ def _compose_files(root: Path = REPO_ROOT) -> list[tuple[Path, dict]]:
 
 def launcher_binding(env: dict) -> subprocess.CompletedProcess:
     """A fresh interpreter with `env` prints launcher.BIND, then the argv of a FastAPI service."""
-    return subprocess.run([sys.executable, "-c", "from servelab.stack import launcher; print(launcher.BIND); "
+    return subprocess.run([sys.executable, "-c", "from labstack import launcher; print(launcher.BIND); "
                            "print(' '.join(launcher.fastapi_service(1, 'onnx').argv))"],
                           cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60)
 

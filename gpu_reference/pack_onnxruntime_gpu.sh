@@ -4,9 +4,9 @@
 # one device call may carry, so it goes in parts: xz-compressed (~204 MB), split into 56 MiB pieces
 # (a piece plus the ~2 MB working tree stays under 64 MiB): .whl_ort/ort_site.tar.xz.part00, 01, ...
 # (git-ignored). Carry one part per call, the calls close together (a warm machine keeps what
-# earlier calls carried); scripts/gpu_device_run.sh joins them once every part is there (SHA-256
+# earlier calls carried); gpu_reference/device_run.sh joins them once every part is there (SHA-256
 # checked) and puts ONNX Runtime with the CUDA provider on the path.
-#   bash scripts/pack_onnxruntime_gpu.sh [VERSION]      (default 1.31.1: a CUDA 13 build)
+#   bash gpu_reference/pack_onnxruntime_gpu.sh [VERSION]      (default 1.31.1: a CUDA 13 build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version=${1:-1.31.1}

@@ -7,9 +7,9 @@ import time
 
 import numpy as np
 
+from reliability.common import Tally, hypothesis_run
+from reliability.corpus import image_corpus, mutated_images, seed_images
 from servelab import food11
-from servelab.reliability.common import Tally, hypothesis_run
-from servelab.reliability.corpus import image_corpus, mutated_images, seed_images
 
 
 def judge(tally: Tally, name: str, fn, expected=None, words: str = "") -> None:

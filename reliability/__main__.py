@@ -1,7 +1,7 @@
-"""python -m servelab.reliability: run the parts, write the report, exit 1 if anything broke the contract.
+"""python -m reliability: run the parts, write the report, exit 1 if anything broke the contract.
 
-    python -m servelab.reliability                       # everything -> docs/reliability.md (make reliability)
-    python -m servelab.reliability --only soak --soak-seconds 300 --out results/reliability_soak.md   # make soak
+    python -m reliability                       # everything -> docs/reliability.md (make reliability)
+    python -m reliability --only soak --soak-seconds 300 --out results/reliability_soak.md   # make soak
 
 About 3-4 minutes on a 2-core machine with the defaults. Every service it starts is stopped at the end.
 """
@@ -17,15 +17,15 @@ from pathlib import Path
 
 import requests
 
+from reliability import faults, faults_triton, hostile, report, safe_defaults
+from reliability.fuzz_decoding import fuzz_decoding
+from reliability.fuzz_fastapi import fuzz_fastapi
+from reliability.fuzz_flask import fuzz_flask
+from reliability.fuzz_triton import MODELS, fuzz_triton
+from reliability.procs import fastapi_and_flask, listen_addresses, start_triton
+from reliability.soak import fastapi_sender, flask_sender, soak, triton_sender
 from servelab import labenv
 from servelab.paths import REPO_ROOT
-from servelab.reliability import faults, faults_triton, hostile, report, safe_defaults
-from servelab.reliability.fuzz_decoding import fuzz_decoding
-from servelab.reliability.fuzz_fastapi import fuzz_fastapi
-from servelab.reliability.fuzz_flask import fuzz_flask
-from servelab.reliability.fuzz_triton import MODELS, fuzz_triton
-from servelab.reliability.procs import fastapi_and_flask, listen_addresses, start_triton
-from servelab.reliability.soak import fastapi_sender, flask_sender, soak, triton_sender
 
 REPORT = REPO_ROOT / "docs" / "reliability.md"
 PARTS = ("fuzz", "soak", "faults", "hostile", "safe")
@@ -35,8 +35,8 @@ DEFAULTS = {"examples": 100, "soak_seconds": 12.0, "concurrency": 4, "seed": 0}
 def run_all(parts=PARTS, examples: int = DEFAULTS["examples"], soak_seconds: float = DEFAULTS["soak_seconds"],
             concurrency: int = DEFAULTS["concurrency"], seed: int = DEFAULTS["seed"], log=print) -> dict:
     """The measurements of `parts`; services are started once per half (FastAPI+Flask, then Triton)."""
+    from labstack import artifacts
     from servelab.paths import TEST_IMAGES
-    from servelab.stack import artifacts
 
     built = artifacts.build()
     image_path = TEST_IMAGES / built["test_images"][0]
@@ -116,7 +116,7 @@ def run_all(parts=PARTS, examples: int = DEFAULTS["examples"], soak_seconds: flo
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m servelab.reliability", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m reliability", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=str(REPORT), help="where to write the report (default docs/reliability.md)")
     parser.add_argument("--only", nargs="+", choices=PARTS, default=list(PARTS), help="run only these parts")
     parser.add_argument("--examples", type=int, default=DEFAULTS["examples"],
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     res = run_all(args.only, args.examples, args.soak_seconds, args.concurrency, args.seed,
                   log=lambda m: print(m, file=sys.stderr, flush=True))
     # the command that reproduces this report (without --out), written into it
-    command = "python -m servelab.reliability"
+    command = "python -m reliability"
     if list(args.only) != list(PARTS):
         command += " --only " + " ".join(args.only)
     for key, default in DEFAULTS.items():

@@ -1,8 +1,8 @@
 """Run a notebook's jupytext source as a plain Python script, as a Jupyter kernel would run its
 cells: top-level `await` allowed (IPython runs such a cell in its event loop). For machines with
-no Jupyter, e.g. the GPU reference run (scripts/gpu_reference.py).
+no Jupyter, e.g. the GPU reference run (gpu_reference/run_reference.py).
 
-    python -m servelab.stack.script_runner notebooks/06_triton_benchmarks.py
+    python -m labstack.script_runner notebooks/06_triton_benchmarks.py
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
 """Local mode: the lab's services as native processes (no Docker, no GPU needed).
 
-    python -m servelab.stack.launcher up [--jupyter] [--no-triton]   # start, health-check, write .lab/urls.env
-    python -m servelab.stack.launcher status
-    python -m servelab.stack.launcher restart fastapi --set FASTAPI_BACKEND=onnx
-    python -m servelab.stack.launcher restart triton     # one service back after a crash (make restart)
-    python -m servelab.stack.launcher down                            # stop exactly what `up` started
+    python -m labstack.launcher up [--jupyter] [--no-triton]   # start, health-check, write .lab/urls.env
+    python -m labstack.launcher status
+    python -m labstack.launcher restart fastapi --set FASTAPI_BACKEND=onnx
+    python -m labstack.launcher restart triton     # one service back after a crash (make restart)
+    python -m labstack.launcher down                            # stop exactly what `up` started
 
 Every service gets a port on 127.0.0.1 (LAB_BIND_HOST to change), runs in its own process
 session with its log in .lab/logs/<name>.log, and is recorded in .lab/state.json; `down` stops
@@ -33,8 +33,9 @@ from pathlib import Path
 
 import requests
 
-from servelab.paths import LAB_DIR, REPO_ROOT
+from servelab.paths import LAB_DIR, REPO_ROOT, model_repository_dir
 from servelab.serving.runtimes import fastapi_backend
+from servelab.tools import perf_analyzer_env
 
 STATE = LAB_DIR / "state.json"
 URLS_ENV = LAB_DIR / "urls.env"
@@ -218,7 +219,7 @@ def flask_service(port: int, env: dict) -> Service:
 
 
 def triton_service(repo: Path, admin_key: str) -> Service:
-    from servelab.stack import triton_local
+    from labstack import triton_local
 
     http, grpc, metrics = port_for("triton"), port_for("triton_grpc"), port_for("triton_metrics")
     argv, env = triton_local.server_command(repo, http, grpc, metrics, admin_key=admin_key)
@@ -291,16 +292,10 @@ def _flask_env(state: dict, urls: dict) -> dict:
     return env
 
 
-def _repository() -> Path:
-    return Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model_repository"))
-
-
 def _jupyter_env(state: dict) -> dict:
     urls = _urls_for_clients(state)
     if "triton" in state["services"]:  # so `perf_analyzer ...` typed in a terminal or `!` cell just works
-        from servelab.stack import triton_local
-
-        tools = triton_local.perf_analyzer_env()
+        tools = perf_analyzer_env()
         urls.update(PATH=tools["PATH"], LD_LIBRARY_PATH=tools["LD_LIBRARY_PATH"])
     return urls
 
@@ -334,8 +329,8 @@ def up(jupyter: bool = False, triton: bool = True, backend: str | None = None) -
         if triton:
             from servelab import model_repository
 
-            state["model_repository"] = str(_repository())
-            model_repository.populate(_repository(), mode="local", keep_configs=True)
+            state["model_repository"] = str(model_repository_dir())
+            model_repository.populate(model_repository_dir(), mode="local", keep_configs=True)
             print("starting triton (loading every model; about 15-30 s per model on a 2-core CPU) ...", flush=True)
             state["services"]["triton"] = start(_service("triton", state))
             write_state(state)

@@ -21,7 +21,7 @@ from urllib.parse import urlparse
 import requests
 from PIL import Image
 
-from servelab.reliability.procs import rss_tree_kib
+from reliability.procs import rss_tree_kib
 
 SLOW_CLIENTS = 64             # half-open connections held at once
 HEALTHZ_BOUND_S = 1.0         # /healthz must answer within this while they are held

@@ -11,10 +11,11 @@ from collections import Counter
 import numpy as np
 import requests
 
-from servelab import food11, triton_clients
-from servelab.reliability.common import HTTP_TIMEOUT
-from servelab.reliability.fuzz_triton import good_request
-from servelab.reliability.procs import rss_tree_kib
+from reliability.common import HTTP_TIMEOUT
+from reliability.fuzz_triton import good_request
+from reliability.procs import rss_tree_kib
+from servelab import food11
+from servelab.serving import triton_clients
 
 
 def _blast(send, duration: float, concurrency: int, rows: list) -> None:

@@ -3,7 +3,7 @@
 # (torch, numpy, pandas there already): the lab's service packages, Triton 2.51 from the
 # nvidia-pytriton wheel (Python 3.12 stub only), perf_analyzer and libb64, numpy < 2 for the
 # Python-backend stub. Output: .whl/ (git-ignored), under the 64 MiB a device call may carry.
-#   bash scripts/pack_device_wheels.sh; the device command lines are in docs/results/h100/notes.md
+#   bash gpu_reference/pack_wheels.sh; the device command lines are in docs/results/h100/notes.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work=$(mktemp -d)

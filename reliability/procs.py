@@ -12,7 +12,7 @@ from pathlib import Path
 
 import requests
 
-from servelab.stack import launcher
+from labstack import launcher
 
 
 def running(pid: int, marker: str) -> bool:
@@ -80,8 +80,8 @@ def fastapi_and_flask():
 def start_triton(workdir: Path) -> Proc:
     """tritonserver (local mode, CPU) on free ports, both models from a fresh repository under workdir,
     so a broken config written by a fault scenario never touches the user's model_repository/."""
+    from labstack import triton_local
     from servelab import model_repository
-    from servelab.stack import triton_local
 
     repo = Path(workdir) / "model_repository"
     model_repository.populate(repo, mode="local", kind="cpu", verbose=False)

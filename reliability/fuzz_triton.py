@@ -18,9 +18,10 @@ import time
 import numpy as np
 import requests
 
-from servelab import food11, triton_clients
-from servelab.reliability.common import HTTP_TIMEOUT, TRITON_CORE_500, Tally, hypothesis_run, record
-from servelab.reliability.corpus import corpus_file, seed_images
+from reliability.common import HTTP_TIMEOUT, TRITON_CORE_500, Tally, hypothesis_run, record
+from reliability.corpus import corpus_file, seed_images
+from servelab import food11
+from servelab.serving import triton_clients
 from servelab.triton_config import model_ready
 
 MODELS = ("food_classifier", "food_classifier_onnx")

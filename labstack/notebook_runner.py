@@ -1,6 +1,6 @@
 """Execute a lab notebook headless (nbclient) with parameters passed as LAB_* environment variables.
 
-    python -m servelab.stack.notebook_runner notebooks/04_fastapi_benchmarks.ipynb results/04.ipynb \
+    python -m labstack.notebook_runner notebooks/04_fastapi_benchmarks.ipynb results/04.ipynb \
         --param N_SEQUENTIAL=20 --echo
 
 With echo, each cell's start (with the time elapsed) and every line the cells print are written to

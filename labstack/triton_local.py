@@ -10,7 +10,7 @@ This module assembles what they need to run from the venv:
   perf_analyzer), PATH with the venv's bin first (the stubs find their site-packages through the
   first python3 on PATH; stub_python() can put another numpy in front for them).
 
-The launcher (servelab.stack.launcher) starts the server with server_command(); nothing here starts it.
+The launcher (labstack.launcher) starts the server with server_command(); nothing here starts it.
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from servelab import tools
 from servelab.paths import LAB_DIR, REPO_ROOT
 
 BACKENDS_DIR = LAB_DIR / "triton" / "backends"
@@ -33,13 +34,6 @@ class TritonNotInstalled(RuntimeError):
     pass
 
 
-def _site_packages() -> Path:
-    return Path(sysconfig.get_paths()["purelib"])
-
-
-def venv_bin() -> Path:
-    """The folder of the running interpreter (not resolved: a venv's bin/python is a symlink)."""
-    return Path(sys.executable).parent
 
 
 def pytriton_root() -> Path:
@@ -95,25 +89,6 @@ def backend_directory(dest: Path = BACKENDS_DIR) -> Path:
     return Path(dest)
 
 
-def _join(*parts, existing: str | None = None) -> str:
-    items = [str(p) for p in parts if p]
-    if existing:
-        items += [p for p in existing.split(os.pathsep) if p and p not in items]
-    return os.pathsep.join(items)
-
-
-def cuda_runtime_lib() -> Path | None:
-    """nvidia/cuda_runtime/lib from the nvidia-cuda-runtime-cu12 wheel (libcudart.so.12), if installed."""
-    try:
-        spec = importlib.util.find_spec("nvidia.cuda_runtime")
-    except ModuleNotFoundError:
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        lib = Path(list(spec.submodule_search_locations)[0]) / "lib"
-        if lib.is_dir():
-            return lib
-    lib = _site_packages() / "nvidia" / "cuda_runtime" / "lib"
-    return lib if lib.is_dir() else None
 
 
 def stub_python(folders: list[str], root: Path) -> Path:
@@ -133,7 +108,7 @@ def stub_python(folders: list[str], root: Path) -> Path:
         venv.EnvBuilder(with_pip=False, clear=True, symlinks=True).create(target)
     site.mkdir(parents=True, exist_ok=True)
     # plain lines are added in order; the import line adds this venv's site-packages with its own .pth files
-    lines = [*folders, str(REPO_ROOT), f"import site; site.addsitedir({str(_site_packages())!r})"]
+    lines = [*folders, str(REPO_ROOT), f"import site; site.addsitedir({str(tools.site_packages())!r})"]
     (site / "lab_stub_path.pth").write_text("\n".join(lines) + "\n")
     return target / "bin"
 
@@ -147,11 +122,11 @@ def server_env(base: dict | None = None, stub_root: Path = BACKENDS_DIR.parent) 
     the lab imports.
     """
     env = dict(os.environ if base is None else base)
-    env["LD_LIBRARY_PATH"] = _join(bundled_libs(), libpython_dir(), existing=env.get("LD_LIBRARY_PATH"))
-    env["PATH"] = _join(venv_bin(), existing=env.get("PATH"))
+    env["LD_LIBRARY_PATH"] = tools.join_paths(bundled_libs(), libpython_dir(), existing=env.get("LD_LIBRARY_PATH"))
+    env["PATH"] = tools.join_paths(tools.venv_bin(), existing=env.get("PATH"))
     folders = [f for f in (env.get("LAB_TRITON_PYTHONPATH") or "").split(os.pathsep) if f]
     if folders:
-        env["PATH"] = _join(stub_python(folders, stub_root), existing=env["PATH"])
+        env["PATH"] = tools.join_paths(stub_python(folders, stub_root), existing=env["PATH"])
     env.setdefault("PYTHONUNBUFFERED", "1")
     return env
 
@@ -233,23 +208,3 @@ def restricted_api_args(admin_key: str | None = None) -> list[str]:
     return [f"--http-restricted-api=model-repository:{ADMIN_HEADER}={key}",
             f"--grpc-restricted-protocol=model-repository:{ADMIN_HEADER}={key}"]
 
-
-def perf_analyzer_path() -> str:
-    """perf_analyzer: next to this interpreter (tritonclient's wheel puts it there), else on PATH."""
-    candidate = venv_bin() / "perf_analyzer"
-    if candidate.is_file():
-        return str(candidate)
-    found = shutil.which("perf_analyzer")
-    if found:
-        return found
-    raise FileNotFoundError("perf_analyzer not found: pip install 'tritonclient[all]==2.51.0' "
-                            "(its wheel ships bin/perf_analyzer), or use the Triton SDK image")
-
-
-def perf_analyzer_env(base: dict | None = None) -> dict:
-    """Environment for perf_analyzer 2.51 from the wheel: it loads libcudart.so.12 even without a GPU
-    (from nvidia-cuda-runtime-cu12) and libb64.so.0d (system package libb64-0d)."""
-    env = dict(os.environ if base is None else base)
-    env["LD_LIBRARY_PATH"] = _join(cuda_runtime_lib(), existing=env.get("LD_LIBRARY_PATH"))
-    env["PATH"] = _join(venv_bin(), existing=env.get("PATH"))
-    return env

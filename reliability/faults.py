@@ -15,9 +15,9 @@ from pathlib import Path
 
 import requests
 
+from labstack import launcher
+from reliability.procs import healthy, running, start_fastapi, start_flask
 from servelab.paths import REPO_ROOT
-from servelab.reliability.procs import healthy, running, start_fastapi, start_flask
-from servelab.stack import launcher
 
 
 def scenario(name: str, expected: str, fn) -> dict:
@@ -101,7 +101,7 @@ def _launcher(state_dir: Path, repo: Path):
     env = {**os.environ, "LAB_STATE_DIR": str(state_dir), "TRITON_MODEL_REPOSITORY": str(repo)}
 
     def cli(*args, timeout=600):
-        return subprocess.run([sys.executable, "-m", "servelab.stack.launcher", *args], cwd=REPO_ROOT, env=env,
+        return subprocess.run([sys.executable, "-m", "labstack.launcher", *args], cwd=REPO_ROOT, env=env,
                               capture_output=True, text=True, timeout=timeout)
     return cli
 

@@ -1,7 +1,7 @@
 """Build the lab's model artifacts: food11.pth, model.onnx, test images, perf_analyzer input.
 
-    python -m servelab.stack.artifacts            # build (cached: does nothing if already up to date)
-    python -m servelab.stack.artifacts --force    # rebuild
+    python -m labstack.artifacts            # build (cached: does nothing if already up to date)
+    python -m labstack.artifacts --force    # rebuild
 
 Weights: with no checkpoint given, a seeded *untrained* MobileNetV2 whose BatchNorm statistics
 are recomputed on generated images and whose head is scaled, so different images get different

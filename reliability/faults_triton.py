@@ -8,9 +8,9 @@ from pathlib import Path
 
 import requests
 
+from reliability.faults import kill_during, scenario
+from reliability.fuzz_triton import answers_good_request, error_of
 from servelab import labenv
-from servelab.reliability.faults import kill_during, scenario
-from servelab.reliability.fuzz_triton import answers_good_request, error_of
 
 MODEL = "food_classifier_onnx"
 
@@ -44,16 +44,17 @@ def broken_configs(triton, good_b64: str) -> list[dict]:
         return triton_config.model_ready(MODEL, triton.url) and answers_good_request(triton.url, MODEL, good_b64)
 
     def via_reload_helper():
-        """What a student's notebook cell does: update_model() writes the file and asks for a reload."""
+        """What a student's notebook cell does: edit() writes the file and asks for a reload."""
         original = path.read_text()
         since = _log_size(triton)
-        result = triton_config.update_model(MODEL, repo=triton.repo, url=triton.url, preferred_batch_sizes=[32],
-                                            verbose=False)  # max_batch_size is 16: Triton refuses the config
+        result = triton_config.edit(MODEL, "dynamic_batching { preferred_batch_size: [ 32 ] }",
+                                    repo=triton.repo, url=triton.url,
+                                    verbose=False)  # max_batch_size is 16: Triton refuses the config
         on = serving()
         restored = path.read_text() == original
         reason = _log_reason(triton, since)
         ok = not result.ok and bool(result.error) and result.still_serving and on and restored
-        return ok, (f"update_model: ok={result.ok}, error: {result.error[:200]!r}"
+        return ok, (f"edit: ok={result.ok}, error: {result.error[:200]!r}"
                     + (f"; Triton's log: {reason!r}" if reason else "")
                     + f"; previous version still serving: {'yes' if on else 'NO'}; previous config.pbtxt put back: "
                     f"{'yes' if restored else 'NO'}")
@@ -96,16 +97,18 @@ def broken_configs(triton, good_b64: str) -> list[dict]:
 
 
 def killed_mid_benchmark(triton, workdir: Path, kill_after_s: float = 3.0) -> dict:
-    """servelab.perf.run (notebook 6's perf_analyzer helper, its default timeout) against Triton;
-    SIGKILL tritonserver and its stubs after kill_after_s: PerfAnalyzerError with perf_analyzer's words."""
+    """servelab.perf.run_line (notebook 6's perf_analyzer helper, its default timeout) against
+    Triton; SIGKILL tritonserver and its stubs after kill_after_s: PerfAnalyzerError with
+    perf_analyzer's words."""
     def run():
         from servelab import perf
-        cmd = perf.perf_analyzer_command(MODEL, triton.url, concurrency=2, measurement_interval_ms=2000,
-                                         csv_path=Path(workdir) / "pa.csv")
+        host = triton.url.split("://")[-1]
+        line = (f"perf_analyzer -m {MODEL} -u {host} --concurrency-range 2 "
+                "--measurement-interval 2000")
 
         def benchmark() -> tuple[str, str]:
             try:
-                perf.run(cmd, verbose=False)
+                perf.run_line(line, "killed", out=Path(workdir), verbose=False)
                 return "finished without error", ""
             except perf.PerfAnalyzerError as exc:
                 return "PerfAnalyzerError", str(exc)
