@@ -15,6 +15,7 @@ Parts can run in separate invocations into the same DIR (a device call has a tim
 one adds its results and its entry in DIR/runs.json, and the report covers every part present.
 Hand-written remarks for the page go in DIR/notes.md; the report includes them verbatim.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,10 +30,16 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PARTS = {"fastapi": "04_fastapi_benchmarks", "triton": "06_triton_benchmarks",
-         "hardware": "07_how_close_to_the_hardware"}
-TITLES = {"fastapi": "Notebook 4: FastAPI, PyTorch vs ONNX Runtime", "triton": "Notebook 6: Triton",
-          "hardware": "Notebook 7: how close to the hardware?"}
+PARTS = {
+    "fastapi": "04_fastapi_benchmarks",
+    "triton": "06_triton_benchmarks",
+    "hardware": "07_how_close_to_the_hardware",
+}
+TITLES = {
+    "fastapi": "Notebook 4: FastAPI, PyTorch vs ONNX Runtime",
+    "triton": "Notebook 6: Triton",
+    "hardware": "Notebook 7: how close to the hardware?",
+}
 
 
 def versions() -> dict:
@@ -41,21 +48,42 @@ def versions() -> dict:
 
     import torch
 
-    found = {"gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU",
-             "gpus": torch.cuda.device_count(), "cpu_cores": os.cpu_count(), "platform": platform.platform(),
-             "python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda}
-    for dist in ("onnxruntime", "onnxruntime-gpu", "numpy", "nvidia-pytriton", "tritonclient", "fastapi", "uvicorn"):
+    found = {
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU",
+        "gpus": torch.cuda.device_count(),
+        "cpu_cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
+    for dist in (
+        "onnxruntime",
+        "onnxruntime-gpu",
+        "numpy",
+        "nvidia-pytriton",
+        "tritonclient",
+        "fastapi",
+        "uvicorn",
+    ):
         try:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
             pass
-    if os.environ.get("LAB_TRITON_PYTHONPATH"):  # the stubs have their own numpy: ask the interpreter they use
+    if os.environ.get(
+        "LAB_TRITON_PYTHONPATH"
+    ):  # the stubs have their own numpy: ask the interpreter they use
         from labstack import triton_local
 
-        found["numpy for the Python-backend stubs"] = triton_local.check_stub_numpy(triton_local.server_env())
+        found["numpy for the Python-backend stubs"] = triton_local.check_stub_numpy(
+            triton_local.server_env()
+        )
     if shutil.which("nvidia-smi"):
-        found["nvidia-smi"] = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                                              "--format=csv,noheader"], capture_output=True, text=True).stdout.strip()
+        found["nvidia-smi"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     return found
 
 
@@ -68,35 +96,71 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
     smi = smi_log = None
     if shutil.which("nvidia-smi"):
         smi_log = open(out / f"nvidia_smi_{'_'.join(parts)}.csv", "w")
-        smi = subprocess.Popen(["nvidia-smi", "--query-gpu=timestamp,index,name,utilization.gpu,memory.used,power.draw",
-                                "--format=csv", "-lms", "500"], stdout=smi_log, stderr=subprocess.STDOUT)
+        smi = subprocess.Popen(
+            [
+                "nvidia-smi",
+                "--query-gpu=timestamp,index,name,utilization.gpu,memory.used,power.draw",
+                "--format=csv",
+                "-lms",
+                "500",
+            ],
+            stdout=smi_log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         launcher.up(jupyter=False, triton=any(p != "fastapi" for p in parts))
-        env = {**os.environ, **launcher._urls_for_clients(launcher.read_state()), "PYTHONUNBUFFERED": "1"}
+        env = {
+            **os.environ,
+            **launcher._urls_for_clients(launcher.read_state()),
+            "PYTHONUNBUFFERED": "1",
+        }
         if quick:
             env.update({f"LAB_{k}": str(v) for k, v in lab.QUICK_PARAMS.items()})
-        settings = {k: v for k, v in sorted(env.items()) if k.startswith("LAB_") and k not in
-                    ("LAB_RESULTS_DIR", "LAB_STATE_DIR", "LAB_TRITON_PYTHONPATH")}
+        settings = {
+            k: v
+            for k, v in sorted(env.items())
+            if k.startswith("LAB_")
+            and k not in ("LAB_RESULTS_DIR", "LAB_STATE_DIR", "LAB_TRITON_PYTHONPATH")
+        }
         for part in parts:
             name = PARTS[part]
             print(f"\n>>> {name}", flush=True)
             log = out / f"{name}.log"
             started, start = time.strftime("%F %T %Z"), time.time()
             with open(log, "w") as f:
-                script = [sys.executable, "-m", "labstack.script_runner", str(REPO / "notebooks" / f"{name}.py")]
-                rc = subprocess.run(script, cwd=REPO / "notebooks", env=env, stdout=f,
-                                    stderr=subprocess.STDOUT).returncode
-            runs[part] = {"notebook": name, "rc": rc, "started": started, "seconds": round(time.time() - start),
-                          "quick": quick, "settings": settings, "weights": meta["weights"], "versions": versions()}
+                script = [
+                    sys.executable,
+                    "-m",
+                    "labstack.script_runner",
+                    str(REPO / "notebooks" / f"{name}.py"),
+                ]
+                rc = subprocess.run(
+                    script, cwd=REPO / "notebooks", env=env, stdout=f, stderr=subprocess.STDOUT
+                ).returncode
+            runs[part] = {
+                "notebook": name,
+                "rc": rc,
+                "started": started,
+                "seconds": round(time.time() - start),
+                "quick": quick,
+                "settings": settings,
+                "weights": meta["weights"],
+                "versions": versions(),
+            }
             runs_file.write_text(json.dumps(runs, indent=2) + "\n")
-            print(f"    rc={rc} in {runs[part]['seconds']} s; tail:\n" + "\n".join(log.read_text().splitlines()[-12:]),
-                  flush=True)
+            print(
+                f"    rc={rc} in {runs[part]['seconds']} s; tail:\n"
+                + "\n".join(log.read_text().splitlines()[-12:]),
+                flush=True,
+            )
     finally:
         launcher.down()
         if smi:
             smi.terminate()
             smi_log.close()
-        logs = Path(os.environ["LAB_STATE_DIR"]) / "logs"  # the services' own logs (Triton's, uvicorn's)
+        logs = (
+            Path(os.environ["LAB_STATE_DIR"]) / "logs"
+        )  # the services' own logs (Triton's, uvicorn's)
         for log in logs.glob("*.log"):
             shutil.copy(log, out / f"service_{log.stem}_{'_'.join(parts)}.log")
     return runs
@@ -111,9 +175,14 @@ def write_report(out: Path) -> Path:
     res = out / "results"
     first = next(iter(runs.values()))
     v = first["versions"]
-    lines = [f"# Reference run: {v['gpu']}", "",
-             "Generated by `gpu_reference/run_reference.py` from the files in this folder; do not edit by hand "
-             "(remarks go in `notes.md`).", ""]
+    lines = [
+        f"# Reference run: {v['gpu']}",
+        "",
+        "Generated by `gpu_reference/run_reference.py` from the files in this folder; do not edit "
+        "by hand "
+        "(remarks go in `notes.md`).",
+        "",
+    ]
     if (out / "notes.md").exists():
         lines += [(out / "notes.md").read_text().rstrip(), ""]
     lines += [
@@ -123,7 +192,9 @@ def write_report(out: Path) -> Path:
         "|---|---|---|---|---|---|",
     ]
     for part, r in runs.items():
-        settings = ", ".join(f"{k}={val}" for k, val in r["settings"].items()) or "notebook defaults"
+        settings = (
+            ", ".join(f"{k}={val}" for k, val in r["settings"].items()) or "notebook defaults"
+        )
         lines.append(
             f"| {part} | {r['notebook']} | {r['started']} | {r['seconds'] / 60:.1f} | {r['rc']} | "
             f"{'quick; ' if r['quick'] else ''}{settings} |"
@@ -143,18 +214,26 @@ def write_report(out: Path) -> Path:
         lines += [
             "## Served / limit",
             "",
-            f"**served/limit = {r['served_infer_s']:.0f} / {r['limit']['images_per_s']:.0f} images/s = "
+            f"**served/limit = {r['served_infer_s']:.0f} / {r['limit']['images_per_s']:.0f} "
+            "images/s = "
             f"{r['served_over_limit']:.2f}**. Limit: the raw model, {r['limit']['path']}, batch "
-            f"{r['limit']['batch']}, on {r['device']}; served: food_classifier_tuned, {r['best']}, batch-1 "
-            f"clients (perf_analyzer). Against the eager-fp32 limit ({r['eager_limit']['images_per_s']:.0f} "
+            f"{r['limit']['batch']}, on {r['device']}; served: food_classifier_tuned, {r['best']}, "
+            "batch-1 "
+            "clients (perf_analyzer). Against the eager-fp32 limit "
+            f"({r['eager_limit']['images_per_s']:.0f} "
             f"images/s, batch {r['eager_limit']['batch']}): {eager:.2f}.",
             "",
             f"The best run's perf_analyzer command: `{r['command']}`",
             "",
         ]
         if r.get("repeats_served_over_limit"):
-            lines += [stability_line(r), "",
-                      f"({r['repeated']}, measured again in step 7.8: each run's row is in the notebook 7 table.)", ""]
+            lines += [
+                stability_line(r),
+                "",
+                f"({r['repeated']}, measured again in step 7.8: each run's row is in the notebook "
+                "7 table.)",
+                "",
+            ]
 
     lines += [
         "## For instructors: what each step should show, and what it showed here",
@@ -166,8 +245,11 @@ def write_report(out: Path) -> Path:
         claims = res / part / "claims.csv"
         if claims.exists():
             for _, c in lab.claims_with_verdicts(claims).iterrows():
-                lines.append(f"| {PARTS[part][:2]} | {c['claim']} | {c['verdict']} | {c['value']} {c['interval']} "
-                             f"({c['rule']}) | {c['note']} |")
+                lines.append(
+                    f"| {PARTS[part][:2]} | {c['claim']} | {c['verdict']} | {c['value']} "
+                    f"{c['interval']} "
+                    f"({c['rule']}) | {c['note']} |"
+                )
     lines.append("")
 
     for part in runs:
@@ -189,9 +271,11 @@ def write_report(out: Path) -> Path:
     lines += [
         "## The command",
         "",
-        "`bash gpu_reference/pack_wheels.sh` on a machine with network packs what the GPU machine lacks "
+        "`bash gpu_reference/pack_wheels.sh` on a machine with network packs what the GPU machine "
+        "lacks "
         "into `.whl/`; on the GPU machine (no Docker, no network), from the repository root, "
-        "`bash gpu_reference/device_run.sh DIR PART` unpacks it, sets the paths and runs, for each part:",
+        "`bash gpu_reference/device_run.sh DIR PART` unpacks it, sets the paths and runs, for each "
+        "part:",
         "",
         "```",
         *(command_line(part, r) for part, r in runs.items()),
@@ -210,23 +294,30 @@ def stability_line(ratio: dict) -> str:
     ordered = sorted(values)
     mid = len(ordered) // 2
     median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-    return (f"served/limit over {len(values)} runs: median {median:.3f}, min {min(values):.3f}, "
-            f"max {max(values):.3f}")
+    return (
+        f"served/limit over {len(values)} runs: median {median:.3f}, min {min(values):.3f}, "
+        f"max {max(values):.3f}"
+    )
 
 
 def command_line(part: str, run: dict) -> str:
     settings = " ".join(f"{k}={v}" for k, v in run["settings"].items())
-    return f"{settings + ' ' if settings else ''}python3 gpu_reference/run_reference.py --out DIR --parts {part}" + (
-        " --quick" if run["quick"] else ""
+    return (
+        f"{settings + ' ' if settings else ''}python3 gpu_reference/run_reference.py --out DIR "
+        f"--parts {part}" + (" --quick" if run["quick"] else "")
     )
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS))
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS)
+    )
     parser.add_argument("--quick", action="store_true", help="the CI-sized measurement settings")
-    parser.add_argument("--report", action="store_true", help="only rewrite DIR/README.md from DIR's files")
+    parser.add_argument(
+        "--report", action="store_true", help="only rewrite DIR/README.md from DIR's files"
+    )
     args = parser.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)

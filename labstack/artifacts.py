@@ -12,6 +12,7 @@ A trained checkpoint (whole model or state_dict, 11 classes) is used instead whe
 FOOD11_CHECKPOINT is set to a file path or an http(s) URL: the same code path builds the ONNX
 export, the check and the metadata from it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,7 +63,9 @@ def synthetic_food_image(rng: np.random.Generator, size: tuple[int, int]) -> Ima
     img = Image.fromarray(bg).resize((w, h), Image.BILINEAR)
     draw = ImageDraw.Draw(img)
     cx, cy, r = w / 2, h / 2, min(w, h) * rng.uniform(0.3, 0.45)
-    draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=tuple(int(v) for v in rng.integers(180, 256, 3)))
+    draw.ellipse(
+        [cx - r, cy - r, cx + r, cy + r], fill=tuple(int(v) for v in rng.integers(180, 256, 3))
+    )
     for _ in range(int(rng.integers(3, 12))):
         br = r * rng.uniform(0.1, 0.4)
         bx, by = cx + rng.uniform(-r, r) * 0.6, cy + rng.uniform(-r, r) * 0.6
@@ -89,7 +92,11 @@ def write_test_images(folder: Path, seed: int) -> list[Path]:
 def _fetch_checkpoint(setting: str) -> Path:
     """A path is used as it is; a URL is downloaded once into .lab/cache/."""
     if setting.startswith(("http://", "https://")):
-        cache = LAB_DIR / "cache" / ("checkpoint-" + hashlib.sha256(setting.encode()).hexdigest()[:16] + ".pth")
+        cache = (
+            LAB_DIR
+            / "cache"
+            / ("checkpoint-" + hashlib.sha256(setting.encode()).hexdigest()[:16] + ".pth")
+        )
         if not cache.exists():
             cache.parent.mkdir(parents=True, exist_ok=True)
             print(f"downloading checkpoint {setting}")
@@ -113,7 +120,9 @@ def load_checkpoint(path: Path):
         obj = model
     out_features = obj.classifier[-1].out_features
     if out_features != len(food11.CLASSES):
-        sys.exit(f"checkpoint {path} has {out_features} outputs; the lab needs {len(food11.CLASSES)}")
+        sys.exit(
+            f"checkpoint {path} has {out_features} outputs; the lab needs {len(food11.CLASSES)}"
+        )
     return obj.eval()
 
 
@@ -151,11 +160,19 @@ def export_onnx(model, path: Path) -> None:
 
     dummy = torch.randn(1, 3, food11.INPUT_SIZE, food11.INPUT_SIZE)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with warnings.catch_warnings():  # the TorchScript exporter is deprecated but still the most robust for this model
+    with (
+        warnings.catch_warnings()
+    ):  # the TorchScript exporter is deprecated but still the most robust for this model
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.onnx.export(
-            model, dummy, str(path), input_names=["input"], output_names=["output"],
-        dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, opset_version=17, dynamo=False,
+            model,
+            dummy,
+            str(path),
+            input_names=["input"],
+            output_names=["output"],
+            dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
+            opset_version=17,
+            dynamo=False,
         )
 
 
@@ -200,8 +217,14 @@ def build_key(checkpoint: str | None) -> str:
 
     # food11.py decodes and pre-processes the images the weights are calibrated on and the recorded
     # test predictions come from: a change there rebuilds
-    parts = [str(BUILDER_VERSION), str(SEED), checkpoint or "", torch.__version__, torchvision.__version__,
-             sha256(Path(food11.__file__))]
+    parts = [
+        str(BUILDER_VERSION),
+        str(SEED),
+        checkpoint or "",
+        torch.__version__,
+        torchvision.__version__,
+        sha256(Path(food11.__file__)),
+    ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
 
 
@@ -210,9 +233,14 @@ def up_to_date(key: str) -> bool:
         meta = json.loads(ARTIFACTS_JSON.read_text())
     except (OSError, ValueError):
         return False
-    files = [MODEL_PTH, MODEL_STATE_DICT, MODEL_ONNX, PERF_INPUT_JSON] + [TEST_IMAGES / s[0] for s in TEST_IMAGE_SPECS]
-    return meta.get("build_key") == key and all(f.exists() for f in files) and \
-        meta.get("sha256", {}).get("food11.pth") == sha256(MODEL_PTH)
+    files = [MODEL_PTH, MODEL_STATE_DICT, MODEL_ONNX, PERF_INPUT_JSON] + [
+        TEST_IMAGES / s[0] for s in TEST_IMAGE_SPECS
+    ]
+    return (
+        meta.get("build_key") == key
+        and all(f.exists() for f in files)
+        and meta.get("sha256", {}).get("food11.pth") == sha256(MODEL_PTH)
+    )
 
 
 def build(force: bool = False) -> dict:
@@ -242,13 +270,20 @@ def build(force: bool = False) -> dict:
     predictions = {}
     with torch.no_grad():
         for path in images:
-            logits = model(torch.from_numpy(food11.tensor_from_bytes(path.read_bytes())[None]))[0].numpy()
+            logits = model(torch.from_numpy(food11.tensor_from_bytes(path.read_bytes())[None]))[
+                0
+            ].numpy()
             predictions[path.name] = food11.top_class(logits)
-    PERF_INPUT_JSON.write_text(json.dumps({"data": [{"INPUT_IMAGE": [food11.encode_file(images[0])]}]}))
+    PERF_INPUT_JSON.write_text(
+        json.dumps({"data": [{"INPUT_IMAGE": [food11.encode_file(images[0])]}]})
+    )
     meta = {
         "weights": weights,
-        "weights_note": ("UNTRAINED: seeded random MobileNetV2 (BatchNorm recalibrated, head scaled); "
-                         "predictions are arbitrary, latency is real") if weights == "untrained"
+        "weights_note": (
+            "UNTRAINED: seeded random MobileNetV2 (BatchNorm recalibrated, head scaled); "
+            "predictions are arbitrary, latency is real"
+        )
+        if weights == "untrained"
         else f"trained checkpoint from {checkpoint}",
         "checkpoint": checkpoint,
         "seed": SEED,
@@ -262,10 +297,12 @@ def build(force: bool = False) -> dict:
         "build_seconds": round(time.time() - start, 1),
     }
     ARTIFACTS_JSON.write_text(json.dumps(meta, indent=2) + "\n")
-    print(f"built {weights} artifacts in {meta['build_seconds']} s: ONNX vs PyTorch max |diff| "
-          f"{check['max_abs_diff']:.1e} <= {check['tolerance']:.1e} (1e-4 of the logit range "
-          f"{check['logit_range']:.1f}); vs float64: torch {check['torch_fp32_vs_fp64']:.1e}, "
-          f"onnx {check['onnx_fp32_vs_fp64']:.1e}")
+    print(
+        f"built {weights} artifacts in {meta['build_seconds']} s: ONNX vs PyTorch max |diff| "
+        f"{check['max_abs_diff']:.1e} <= {check['tolerance']:.1e} (1e-4 of the logit range "
+        f"{check['logit_range']:.1f}); vs float64: torch {check['torch_fp32_vs_fp64']:.1e}, "
+        f"onnx {check['onnx_fp32_vs_fp64']:.1e}"
+    )
     for name, (label, prob) in predictions.items():
         print(f"  {name:22s} -> {label} ({prob:.2f})")
     return meta

@@ -16,6 +16,7 @@ and `up` keeps edited config.pbtxt files in the model repository. Files holding 
 (secrets.env, urls.env, state.json) are readable by their owner only; no secret is on a command
 line the launcher starts (JupyterLab reads its token from the environment).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,7 +96,9 @@ def lab_secrets() -> dict:
     """The Jupyter token and Triton's admin key: made once, the same after every restart."""
     values = {}
     if SECRETS.exists():
-        values = dict(line.split("=", 1) for line in SECRETS.read_text().splitlines() if "=" in line)
+        values = dict(
+            line.split("=", 1) for line in SECRETS.read_text().splitlines() if "=" in line
+        )
     if not all(values.get(k) for k in SECRET_KEYS):
         values = {k: values.get(k) or secrets.token_hex(16) for k in SECRET_KEYS}
         _write_private(SECRETS, "".join(f"{k}={v}\n" for k, v in values.items()))
@@ -111,8 +114,8 @@ def _url(port: int) -> str:
 class Service:
     name: str
     argv: list[str]
-    health: str                    # URL that answers 200 once the service is ready
-    marker: str = ""               # a word of its command line, to recognise the process later
+    health: str  # URL that answers 200 once the service is ready
+    marker: str = ""  # a word of its command line, to recognise the process later
     env: dict = field(default_factory=dict)
     timeout: float = 120.0
     ports: dict = field(default_factory=dict)
@@ -120,10 +123,13 @@ class Service:
 
 # ---------------------------------------------------------------- process handling
 
+
 def _alive(pid: int, marker: str) -> bool:
     """True if pid runs and its command line still contains marker (guards against PID reuse)."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        cmdline = (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
     except OSError:
         return False
     return marker in cmdline
@@ -168,18 +174,35 @@ def start(service: Service) -> dict:
     with open(log_path, "ab") as log:
         log.write(f"\n=== {time.strftime('%F %T')} {' '.join(service.argv)}\n".encode())
         log.flush()
-        proc = subprocess.Popen(service.argv, cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            service.argv,
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     # what a restart needs, never a secret (the secrets stay in secrets.env)
-    kept_env = {k: v for k, v in service.env.items() if k in RESTART_KEYS or k.endswith("_SERVER_URL")}
-    record = {"pid": proc.pid, "marker": service.marker or service.argv[0],
-              "argv": service.argv, "health": service.health, "log": str(log_path), "env": kept_env,
-              **{k: v for k, v in service.ports.items() if k not in SECRET_KEYS}}
+    kept_env = {
+        k: v for k, v in service.env.items() if k in RESTART_KEYS or k.endswith("_SERVER_URL")
+    }
+    record = {
+        "pid": proc.pid,
+        "marker": service.marker or service.argv[0],
+        "argv": service.argv,
+        "health": service.health,
+        "log": str(log_path),
+        "env": kept_env,
+        **{k: v for k, v in service.ports.items() if k not in SECRET_KEYS},
+    }
     deadline = time.time() + service.timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{service.name} exited with code {proc.returncode} before it was ready. "
-                               f"Last lines of {log_path}:\n{_log_tail(log_path)}")
+            raise RuntimeError(
+                f"{service.name} exited with code {proc.returncode} before it was ready. "
+                f"Last lines of {log_path}:\n{_log_tail(log_path)}"
+            )
         try:
             if requests.get(service.health, timeout=2).status_code == 200:
                 return record
@@ -187,13 +210,22 @@ def start(service: Service) -> dict:
             pass
         time.sleep(0.5)
     _stop(proc.pid, record["marker"])
-    raise RuntimeError(f"{service.name} not healthy after {service.timeout:.0f} s ({service.health}). "
-                       f"Last lines of {log_path}:\n{_log_tail(log_path)}")
+    raise RuntimeError(
+        f"{service.name} not healthy after {service.timeout:.0f} s ({service.health}). "
+        f"Last lines of {log_path}:\n{_log_tail(log_path)}"
+    )
 
 
 # ---------------------------------------------------------------- the services
 
-RESTART_KEYS = ("FASTAPI_BACKEND", "WEB_CONCURRENCY", "FLASK_BACKEND", "FOOD11_MODEL_NAME", "LAB_MODE")
+RESTART_KEYS = (
+    "FASTAPI_BACKEND",
+    "WEB_CONCURRENCY",
+    "FLASK_BACKEND",
+    "FOOD11_MODEL_NAME",
+    "LAB_MODE",
+)
+
 
 def _module(name: str) -> list[str]:
     """`python -m name` with this interpreter: works in a venv and with packages on PYTHONPATH alike."""
@@ -208,14 +240,26 @@ def fastapi_service(port: int, backend: str, workers: int | str = 1) -> Service:
     app = f"fastapi_{backend}.app:app"
     # uvicorn starts WEB_CONCURRENCY worker processes; each loads the model with its share of the cores
     env = {"FASTAPI_BACKEND": backend, "WEB_CONCURRENCY": str(int(workers))}
-    return Service("fastapi", _module("uvicorn") + [app, "--host", BIND, "--port", str(port), "--no-access-log"],
-                   health=f"{_url(port)}/health", marker=app, env=env, ports={"port": port})
+    return Service(
+        "fastapi",
+        _module("uvicorn") + [app, "--host", BIND, "--port", str(port), "--no-access-log"],
+        health=f"{_url(port)}/health",
+        marker=app,
+        env=env,
+        ports={"port": port},
+    )
 
 
 def flask_service(port: int, env: dict) -> Service:
     # waitress, as in the Docker image (flask_app/serve.py): slow clients cannot hold its threads
-    return Service("flask", _module("flask_app.serve") + ["--host", BIND, "--port", str(port)],
-                   health=f"{_url(port)}/healthz", marker="flask_app.serve", env=env, ports={"port": port})
+    return Service(
+        "flask",
+        _module("flask_app.serve") + ["--host", BIND, "--port", str(port)],
+        health=f"{_url(port)}/healthz",
+        marker="flask_app.serve",
+        env=env,
+        ports={"port": port},
+    )
 
 
 def triton_service(repo: Path, admin_key: str) -> Service:
@@ -223,21 +267,39 @@ def triton_service(repo: Path, admin_key: str) -> Service:
 
     http, grpc, metrics = port_for("triton"), port_for("triton_grpc"), port_for("triton_metrics")
     argv, env = triton_local.server_command(repo, http, grpc, metrics, admin_key=admin_key)
-    return Service("triton", argv, health=f"{_url(http)}/v2/health/ready", env=env, timeout=300,
-                   ports={"port": http, "grpc_port": grpc, "metrics_port": metrics})
+    return Service(
+        "triton",
+        argv,
+        health=f"{_url(http)}/v2/health/ready",
+        env=env,
+        timeout=300,
+        ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
+    )
 
 
 def jupyter_service(port: int, token: str, env: dict) -> Service:
     # the token reaches JupyterLab through its environment (JUPYTER_TOKEN), not its command line,
     # which every user of the machine can read
-    return Service("jupyter", _module("jupyterlab") + ["--no-browser", f"--ip={BIND}", f"--port={port}",
-                               f"--ServerApp.root_dir={REPO_ROOT}",
-                               "--ServerApp.open_browser=False"] + (["--allow-root"] if os.geteuid() == 0 else []),
-                   health=f"{_url(port)}/api", marker=f"--port={port}", env={**env, "JUPYTER_TOKEN": token},
-                   ports={"port": port})
+    return Service(
+        "jupyter",
+        _module("jupyterlab")
+        + [
+            "--no-browser",
+            f"--ip={BIND}",
+            f"--port={port}",
+            f"--ServerApp.root_dir={REPO_ROOT}",
+            "--ServerApp.open_browser=False",
+        ]
+        + (["--allow-root"] if os.geteuid() == 0 else []),
+        health=f"{_url(port)}/api",
+        marker=f"--port={port}",
+        env={**env, "JUPYTER_TOKEN": token},
+        ports={"port": port},
+    )
 
 
 # ---------------------------------------------------------------- state and urls.env
+
 
 def read_state() -> dict:
     try:
@@ -262,10 +324,14 @@ def write_state(state: dict) -> None:
             TRITON_GRPC_URL=f"127.0.0.1:{t['grpc_port']}",
             TRITON_METRICS_URL=f"{_url(t['metrics_port'])}/metrics",
             TRITON_MODEL_REPOSITORY=state.get("model_repository", ""),
-            TRITON_ADMIN_KEY=lab_secrets()["TRITON_ADMIN_KEY"],  # the repository API's header (labenv)
+            TRITON_ADMIN_KEY=lab_secrets()[
+                "TRITON_ADMIN_KEY"
+            ],  # the repository API's header (labenv)
         )
     if "jupyter" in services:
-        lines["JUPYTER_URL"] = f"{_url(services['jupyter']['port'])}/lab?token={lab_secrets()['JUPYTER_TOKEN']}"
+        lines["JUPYTER_URL"] = (
+            f"{_url(services['jupyter']['port'])}/lab?token={lab_secrets()['JUPYTER_TOKEN']}"
+        )
     _write_private(URLS_ENV, "".join(f"{k}={v}\n" for k, v in lines.items() if v))
 
 
@@ -294,7 +360,9 @@ def _flask_env(state: dict, urls: dict) -> dict:
 
 def _jupyter_env(state: dict) -> dict:
     urls = _urls_for_clients(state)
-    if "triton" in state["services"]:  # so `perf_analyzer ...` typed in a terminal or `!` cell just works
+    if (
+        "triton" in state["services"]
+    ):  # so `perf_analyzer ...` typed in a terminal or `!` cell just works
         tools = perf_analyzer_env()
         urls.update(PATH=tools["PATH"], LD_LIBRARY_PATH=tools["LD_LIBRARY_PATH"])
     return urls
@@ -306,8 +374,11 @@ def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
     env = {**rec.get("env", {}), **(overrides or {})}
     port = rec.get("port") or port_for(name)
     if name == "fastapi":
-        return fastapi_service(port, env.get("FASTAPI_BACKEND") or os.environ.get("FASTAPI_BACKEND", "pt"),
-                               env.get("WEB_CONCURRENCY") or 1)
+        return fastapi_service(
+            port,
+            env.get("FASTAPI_BACKEND") or os.environ.get("FASTAPI_BACKEND", "pt"),
+            env.get("WEB_CONCURRENCY") or 1,
+        )
     if name == "flask":
         return flask_service(port, {**_flask_env(state, _urls_for_clients(state)), **env})
     if name == "triton":
@@ -324,14 +395,20 @@ def up(jupyter: bool = False, triton: bool = True, backend: str | None = None) -
     try:
         backend = backend or os.environ.get("FASTAPI_BACKEND", "pt")
         print(f"starting fastapi ({backend}) ...", flush=True)
-        state["services"]["fastapi"] = start(_service("fastapi", state, {"FASTAPI_BACKEND": backend}))
+        state["services"]["fastapi"] = start(
+            _service("fastapi", state, {"FASTAPI_BACKEND": backend})
+        )
         write_state(state)
         if triton:
             from servelab import model_repository
 
             state["model_repository"] = str(model_repository_dir())
             model_repository.populate(model_repository_dir(), mode="local", keep_configs=True)
-            print("starting triton (loading every model; about 15-30 s per model on a 2-core CPU) ...", flush=True)
+            print(
+                "starting triton (loading every model; about 15-30 s per model on a 2-core CPU) "
+                "...",
+                flush=True,
+            )
             state["services"]["triton"] = start(_service("triton", state))
             write_state(state)
         print("starting flask ...", flush=True)
@@ -355,7 +432,9 @@ def restart(name: str, overrides: dict | None = None) -> dict:
     state = read_state()
     rec = state["services"].get(name)
     if rec is None:
-        raise SystemExit(f"{name} is not running (services: {sorted(state['services'])}); run `make up` first")
+        raise SystemExit(
+            f"{name} is not running (services: {sorted(state['services'])}); run `make up` first"
+        )
     _stop(rec["pid"], rec["marker"])
     for key in ("port", "grpc_port", "metrics_port"):
         if key in rec:
@@ -383,7 +462,11 @@ def _wait_port_free(port: int, timeout: float = 30.0) -> None:
 def paused(reason: str = ""):
     """Stop (SIGSTOP) every running service of the local stack for the block, then let them go on
     (SIGCONT): a measurement of the raw model gets the cores to itself, as on an idle machine."""
-    groups = [rec["pid"] for rec in read_state().get("services", {}).values() if _alive(rec["pid"], rec["marker"])]
+    groups = [
+        rec["pid"]
+        for rec in read_state().get("services", {}).values()
+        if _alive(rec["pid"], rec["marker"])
+    ]
     for pid in groups:
         os.killpg(pid, signal.SIGSTOP)
     print(f"paused {len(groups)} local service(s)" + (f" ({reason})" if reason else ""), flush=True)
@@ -420,7 +503,9 @@ def print_status(state: dict | None = None) -> None:
         except requests.RequestException:
             healthy = False
         state = "healthy" if healthy else "DOWN"
-        print(f"  {name:8s} pid {rec['pid']:<7d} {state:8s} {_url(rec['port'])}   log: {rec['log']}")
+        print(
+            f"  {name:8s} pid {rec['pid']:<7d} {state:8s} {_url(rec['port'])}   log: {rec['log']}"
+        )
     if URLS_ENV.exists():
         print(f"\n{URLS_ENV}:\n" + URLS_ENV.read_text())
 

@@ -7,6 +7,7 @@ With echo, each cell's start (with the time elapsed) and every line the cells pr
 stdout as they happen: progress for a long run, and how `make test-docker` sees the host commands
 a notebook prints ("Run this on the host ...") while the notebook waits for them.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,7 +42,10 @@ class EchoingClient(NotebookClient):
             return
         self._done += 1
         first = next((line for line in cell.source.splitlines() if line.strip()), "")
-        self._say(f"[{time.time() - self._start:6.0f} s] cell {self._done}/{self._code_cells}: {first[:70]}\n")
+        self._say(
+            f"[{time.time() - self._start:6.0f} s] cell {self._done}/{self._code_cells}: "
+            f"{first[:70]}\n"
+        )
 
     def output(self, outs, msg, display_id, cell_index):
         if msg["msg_type"] == "stream":
@@ -51,15 +55,29 @@ class EchoingClient(NotebookClient):
         return super().output(outs, msg, display_id, cell_index)
 
 
-def execute(notebook: Path, out_path: Path, params: dict | None = None, extra_env: dict | None = None,
-            cell_timeout: int = 1800, echo: bool = False) -> float:
+def execute(
+    notebook: Path,
+    out_path: Path,
+    params: dict | None = None,
+    extra_env: dict | None = None,
+    cell_timeout: int = 1800,
+    echo: bool = False,
+) -> float:
     """Run every cell top to bottom; write the executed copy to out_path (also when a cell fails)."""
     nb = nbformat.read(notebook, as_version=4)
-    env = {**os.environ, **(extra_env or {}), **{f"LAB_{k}": str(v) for k, v in (params or {}).items()}}
+    env = {
+        **os.environ,
+        **(extra_env or {}),
+        **{f"LAB_{k}": str(v) for k, v in (params or {}).items()},
+    }
     env.setdefault("PYTHONPATH", str(REPO_ROOT))
     client_class = EchoingClient if echo else NotebookClient
-    client = client_class(nb, timeout=cell_timeout, kernel_name="python3",
-                          resources={"metadata": {"path": str(notebook.parent)}})
+    client = client_class(
+        nb,
+        timeout=cell_timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(notebook.parent)}},
+    )
     start = time.time()
     try:
         client.execute(env=env)  # passed on to the kernel process
@@ -73,17 +91,29 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebook", type=Path)
     parser.add_argument("out", type=Path, help="where the executed copy is written")
-    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
-                        help="sets LAB_NAME=VALUE for the notebook (repeatable)")
-    parser.add_argument("--echo", action="store_true", help="print progress and the cells' output as they run")
+    parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="sets LAB_NAME=VALUE for the notebook (repeatable)",
+    )
+    parser.add_argument(
+        "--echo", action="store_true", help="print progress and the cells' output as they run"
+    )
     parser.add_argument("--cell-timeout", type=int, default=1800)
     args = parser.parse_args(argv)
     params = dict(p.split("=", 1) for p in args.param)
     try:
-        seconds = execute(args.notebook, args.out, params, cell_timeout=args.cell_timeout, echo=args.echo)
+        seconds = execute(
+            args.notebook, args.out, params, cell_timeout=args.cell_timeout, echo=args.echo
+        )
     except Exception as exc:  # the cell's error, with the notebook that holds the traceback
-        print(f"FAILED {args.notebook.name}: {type(exc).__name__}: {str(exc)[-2000:]}\n"
-              f"(executed copy with the traceback: {args.out})", file=sys.stderr)
+        print(
+            f"FAILED {args.notebook.name}: {type(exc).__name__}: {str(exc)[-2000:]}\n"
+            f"(executed copy with the traceback: {args.out})",
+            file=sys.stderr,
+        )
         return 1
     print(f"OK {args.notebook.name} in {seconds:.0f} s -> {args.out}")
     return 0

@@ -3,6 +3,7 @@
 Cell ids are derived from the cell's position, not random, so regenerating an unchanged notebook
 changes nothing and a real change shows as a small diff.
 """
+
 from __future__ import annotations
 
 import sys

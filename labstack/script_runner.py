@@ -4,6 +4,7 @@ no Jupyter, e.g. the GPU reference run (gpu_reference/run_reference.py).
 
     python -m labstack.script_runner notebooks/06_triton_benchmarks.py
 """
+
 from __future__ import annotations
 
 import ast

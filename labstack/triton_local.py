@@ -12,6 +12,7 @@ This module assembles what they need to run from the venv:
 
 The launcher (labstack.launcher) starts the server with server_command(); nothing here starts it.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -34,13 +35,13 @@ class TritonNotInstalled(RuntimeError):
     pass
 
 
-
-
 def pytriton_root() -> Path:
     spec = importlib.util.find_spec("pytriton")
     if spec is None or not spec.submodule_search_locations:
-        raise TritonNotInstalled("nvidia-pytriton is not installed in this environment (pip install "
-                                 "-r requirements/lab.txt -c requirements/constraints.txt)")
+        raise TritonNotInstalled(
+            "nvidia-pytriton is not installed in this environment (pip install "
+            "-r requirements/lab.txt -c requirements/constraints.txt)"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / "tritonserver"
 
 
@@ -65,7 +66,11 @@ def libpython_dir() -> Path:
 
 
 def _copy_if_changed(src: Path, dst: Path) -> None:
-    if dst.is_file() and dst.stat().st_size == src.stat().st_size and dst.stat().st_mtime >= src.stat().st_mtime:
+    if (
+        dst.is_file()
+        and dst.stat().st_size == src.stat().st_size
+        and dst.stat().st_mtime >= src.stat().st_mtime
+    ):
         return
     tmp = dst.with_name(dst.name + ".tmp")
     shutil.copy2(src, tmp)
@@ -78,17 +83,20 @@ def backend_directory(dest: Path = BACKENDS_DIR) -> Path:
     stub = root / "python_backend_stubs" / PY_VERSION / "triton_python_backend_stub"
     if not stub.is_file():
         have = sorted(p.name for p in (root / "python_backend_stubs").iterdir())
-        raise TritonNotInstalled(f"the pytriton wheel has no Python-backend stub for Python {PY_VERSION} "
-                                 f"(it has {', '.join(have)})")
+        raise TritonNotInstalled(
+            f"the pytriton wheel has no Python-backend stub for Python {PY_VERSION} "
+            f"(it has {', '.join(have)})"
+        )
     python_dir = Path(dest) / "python"
     python_dir.mkdir(parents=True, exist_ok=True)
-    for src in (root / "backends" / "python" / "libtriton_python.so",
-                root / "backends" / "python" / "triton_python_backend_utils.py", stub):
+    for src in (
+        root / "backends" / "python" / "libtriton_python.so",
+        root / "backends" / "python" / "triton_python_backend_utils.py",
+        stub,
+    ):
         _copy_if_changed(src, python_dir / src.name)
     (python_dir / "triton_python_backend_stub").chmod(0o755)
     return Path(dest)
-
-
 
 
 def stub_python(folders: list[str], root: Path) -> Path:
@@ -108,7 +116,11 @@ def stub_python(folders: list[str], root: Path) -> Path:
         venv.EnvBuilder(with_pip=False, clear=True, symlinks=True).create(target)
     site.mkdir(parents=True, exist_ok=True)
     # plain lines are added in order; the import line adds this venv's site-packages with its own .pth files
-    lines = [*folders, str(REPO_ROOT), f"import site; site.addsitedir({str(tools.site_packages())!r})"]
+    lines = [
+        *folders,
+        str(REPO_ROOT),
+        f"import site; site.addsitedir({str(tools.site_packages())!r})",
+    ]
     (site / "lab_stub_path.pth").write_text("\n".join(lines) + "\n")
     return target / "bin"
 
@@ -122,7 +134,9 @@ def server_env(base: dict | None = None, stub_root: Path = BACKENDS_DIR.parent) 
     the lab imports.
     """
     env = dict(os.environ if base is None else base)
-    env["LD_LIBRARY_PATH"] = tools.join_paths(bundled_libs(), libpython_dir(), existing=env.get("LD_LIBRARY_PATH"))
+    env["LD_LIBRARY_PATH"] = tools.join_paths(
+        bundled_libs(), libpython_dir(), existing=env.get("LD_LIBRARY_PATH")
+    )
     env["PATH"] = tools.join_paths(tools.venv_bin(), existing=env.get("PATH"))
     folders = [f for f in (env.get("LAB_TRITON_PYTHONPATH") or "").split(os.pathsep) if f]
     if folders:
@@ -143,23 +157,40 @@ def check_stub_numpy(env: dict) -> str:
     # server's PATH, without PYTHONPATH (which the stubs ignore).
     python = shutil.which("python3", path=env["PATH"]) or sys.executable
     probe_env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
-    probe = subprocess.run([python, "-c", "import numpy; print(numpy.__version__)"],
-                           env={**probe_env, "PYTHONNOUSERSITE": "1"}, cwd=REPO_ROOT, capture_output=True, text=True,
-                           timeout=60)
+    probe = subprocess.run(
+        [python, "-c", "import numpy; print(numpy.__version__)"],
+        env={**probe_env, "PYTHONNOUSERSITE": "1"},
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     version = probe.stdout.strip()
     if probe.returncode != 0 or not version:
-        raise TritonNotInstalled(f"the Python-backend stubs cannot import numpy: {probe.stderr.strip()[-500:]}")
+        raise TritonNotInstalled(
+            f"the Python-backend stubs cannot import numpy: {probe.stderr.strip()[-500:]}"
+        )
     if int(version.split(".")[0]) >= 2:
         raise TritonNotInstalled(
-            f"the Python-backend stubs would import numpy {version}; the stubs of nvidia-pytriton 0.7.0 need "
-            "numpy < 2 (with 2.x every BYTES input arrives corrupted). Install numpy<2 in this environment, "
-            "or put a folder holding numpy 1.26 in LAB_TRITON_PYTHONPATH (read only for the stubs).")
+            f"the Python-backend stubs would import numpy {version}; the stubs of nvidia-pytriton "
+            "0.7.0 need "
+            "numpy < 2 (with 2.x every BYTES input arrives corrupted). Install numpy<2 in this "
+            "environment, "
+            "or put a folder holding numpy 1.26 in LAB_TRITON_PYTHONPATH (read only for the stubs)."
+        )
     return version
 
 
-def server_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, metrics_port: int = 8002,
-                   backends: Path = BACKENDS_DIR, address: str | None = None,
-                   extra_args: list[str] | None = None, admin_key: str | None = None) -> tuple[list[str], dict]:
+def server_command(
+    repo: Path,
+    http_port: int = 8000,
+    grpc_port: int = 8001,
+    metrics_port: int = 8002,
+    backends: Path = BACKENDS_DIR,
+    address: str | None = None,
+    extra_args: list[str] | None = None,
+    admin_key: str | None = None,
+) -> tuple[list[str], dict]:
     """argv and environment of `tritonserver` serving every model in repo (explicit model control).
 
     Explicit mode + --load-model=*: every model is loaded at start, and later loads/unloads go
@@ -183,9 +214,12 @@ def server_command(repo: Path, http_port: int = 8000, grpc_port: int = 8001, met
         "--load-model=*",
         "--exit-on-error=false",
         "--strict-readiness=false",
-        f"--http-address={address}", f"--http-port={int(http_port)}",
-        f"--grpc-address={address}", f"--grpc-port={int(grpc_port)}",
-        f"--metrics-address={address}", f"--metrics-port={int(metrics_port)}",
+        f"--http-address={address}",
+        f"--http-port={int(http_port)}",
+        f"--grpc-address={address}",
+        f"--grpc-port={int(grpc_port)}",
+        f"--metrics-address={address}",
+        f"--metrics-port={int(metrics_port)}",
         "--allow-cpu-metrics=true",
         "--metrics-interval-ms=500",
         "--exit-timeout-secs=5",
@@ -205,6 +239,7 @@ def restricted_api_args(admin_key: str | None = None) -> list[str]:
     key = admin_key or os.environ.get("TRITON_ADMIN_KEY")
     if not key:
         key = os.environ["TRITON_ADMIN_KEY"] = secrets.token_hex(16)
-    return [f"--http-restricted-api=model-repository:{ADMIN_HEADER}={key}",
-            f"--grpc-restricted-protocol=model-repository:{ADMIN_HEADER}={key}"]
-
+    return [
+        f"--http-restricted-api=model-repository:{ADMIN_HEADER}={key}",
+        f"--grpc-restricted-protocol=model-repository:{ADMIN_HEADER}={key}",
+    ]

@@ -11,6 +11,7 @@ One case ends in exactly one verdict:
     no answer        connection error or timeout while the service stayed up
     crash            the service process died
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -19,21 +20,42 @@ from dataclasses import dataclass, field
 import requests
 
 TRITON_CORE_500 = "Triton core 500"
-VERDICTS = ("accepted", "rejected", TRITON_CORE_500, "unclear", "server error", "no answer", "crash")
-FLAGGED = ("unclear", TRITON_CORE_500, "server error", "no answer", "crash")  # examples kept for the report
-HTTP_TIMEOUT = 30.0              # every request of the fuzzers and the soak has a bound: nothing can hang
-RSS_GROWTH_LIMIT_MIB = 64.0      # allowed resident-memory growth of a service over one soak (after warm-up)
+VERDICTS = (
+    "accepted",
+    "rejected",
+    TRITON_CORE_500,
+    "unclear",
+    "server error",
+    "no answer",
+    "crash",
+)
+FLAGGED = (
+    "unclear",
+    TRITON_CORE_500,
+    "server error",
+    "no answer",
+    "crash",
+)  # examples kept for the report
+HTTP_TIMEOUT = 30.0  # every request of the fuzzers and the soak has a bound: nothing can hang
+RSS_GROWTH_LIMIT_MIB = (
+    64.0  # allowed resident-memory growth of a service over one soak (after warm-up)
+)
 
 
 @dataclass
 class Tally:
     """Outcome counts of one fuzz target, with the first few cases of each flagged verdict kept."""
+
     target: str
     counts: Counter = field(default_factory=Counter)
     statuses: Counter = field(default_factory=Counter)
-    examples: dict = field(default_factory=dict)     # verdict -> [(case, detail)]
-    messages: dict = field(default_factory=dict)     # case -> the service's answer (Triton: hand-made cases)
-    reasons: Counter = field(default_factory=Counter)  # (flagged verdict, answer) -> cases, all of them
+    examples: dict = field(default_factory=dict)  # verdict -> [(case, detail)]
+    messages: dict = field(
+        default_factory=dict
+    )  # case -> the service's answer (Triton: hand-made cases)
+    reasons: Counter = field(
+        default_factory=Counter
+    )  # (flagged verdict, answer) -> cases, all of them
     still_serving: bool | None = None
     seconds: float = 0.0
 
@@ -65,7 +87,9 @@ def hypothesis_run(strategy, check, examples: int, seed: int = 0) -> None:
     from hypothesis import seed as hseed
 
     @hseed(seed)
-    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
     @given(value=strategy)
     def run_one(value):
         check(value)
@@ -79,7 +103,12 @@ def record(tally: Tally, proc, case: str, send, judge) -> None:
         resp = send()
     except requests.RequestException as exc:
         dead = proc is not None and not proc.alive()
-        tally.add(case, "crash" if dead else "no answer", type(exc).__name__, f"{type(exc).__name__}: {exc}")
+        tally.add(
+            case,
+            "crash" if dead else "no answer",
+            type(exc).__name__,
+            f"{type(exc).__name__}: {exc}",
+        )
         return
     verdict, detail = judge(resp)
     tally.add(case, verdict, resp.status_code, detail)

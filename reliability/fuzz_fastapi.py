@@ -1,5 +1,6 @@
 """Bad input against a running FastAPI service: schema-driven (schemathesis, from the service's own
 /openapi.json), the image corpus as base64, bodies the schema cannot describe, and mutated images."""
+
 from __future__ import annotations
 
 import base64
@@ -25,14 +26,20 @@ def verdict(resp, expected=None, words: str = "") -> tuple[str, str]:
             ok = resp.json().get("prediction") in food11.CLASSES
         except (ValueError, AttributeError):
             ok = False
-        return ("accepted", "") if ok else ("server error", f"200 without a prediction: {resp.text[:200]}")
+        return (
+            ("accepted", "")
+            if ok
+            else ("server error", f"200 without a prediction: {resp.text[:200]}")
+        )
     try:
         detail = resp.json().get("detail")
     except (ValueError, AttributeError):
         detail = None
     if not isinstance(detail, str) or not detail.strip():
         return "unclear", f"{resp.status_code} without a 'detail' message: {resp.text[:200]}"
-    if (expected is not None and resp.status_code != expected) or words.lower() not in detail.lower():
+    if (
+        expected is not None and resp.status_code != expected
+    ) or words.lower() not in detail.lower():
         return "unclear", f"{resp.status_code} (expected {expected} with {words!r}): {detail}"
     return "rejected", ""
 
@@ -41,7 +48,7 @@ def raw_bodies(good_b64: str) -> list[tuple[str, bytes, dict, int | None, str]]:
     """Bodies the schema cannot describe: (name, body, headers, expected status, words)."""
     js = {"Content-Type": "application/json"}
     nest = 50_000
-    wrapped = "\n".join(good_b64[i:i + 76] for i in range(0, len(good_b64), 76))
+    wrapped = "\n".join(good_b64[i : i + 76] for i in range(0, len(good_b64), 76))
     return [
         ("not JSON", b"\x00\x01 not json", js, 422, "JSON body"),
         ("empty body", b"", js, 422, "JSON body"),
@@ -51,17 +58,46 @@ def raw_bodies(good_b64: str) -> list[tuple[str, bytes, dict, int | None, str]]:
         ("image is a list", b'{"image": ["abc"]}', js, 422, "image"),
         ("image is NaN", b'{"image": NaN}', js, 422, "image"),
         ("image is a 5000-digit number", b'{"image": ' + b"9" * 5000 + b"}", js, 422, "JSON body"),
-        (f"nested 2x{nest} brackets", b'{"image": ' + b"[" * nest + b"]" * nest + b"}", js, 422, "JSON body"),
+        (
+            f"nested 2x{nest} brackets",
+            b'{"image": ' + b"[" * nest + b"]" * nest + b"}",
+            js,
+            422,
+            "JSON body",
+        ),
         ("lone surrogate in the string", b'{"image": "\\ud800abc"}', js, 400, "base64"),
         ("latin-1 bytes (invalid UTF-8)", b'{"image": "\xe9\xe9"}', js, 422, "JSON body"),
-        ("text/plain content type", json.dumps({"image": good_b64}).encode(), {"Content-Type": "text/plain"},
-         422, "JSON body"),
-        ("form-encoded body", b"image=abc", {"Content-Type": "application/x-www-form-urlencoded"}, 422, "JSON body"),
-        ("data-URL prefix", json.dumps({"image": "data:image/png;base64," + good_b64}).encode(), js, 200, ""),
+        (
+            "text/plain content type",
+            json.dumps({"image": good_b64}).encode(),
+            {"Content-Type": "text/plain"},
+            422,
+            "JSON body",
+        ),
+        (
+            "form-encoded body",
+            b"image=abc",
+            {"Content-Type": "application/x-www-form-urlencoded"},
+            422,
+            "JSON body",
+        ),
+        (
+            "data-URL prefix",
+            json.dumps({"image": "data:image/png;base64," + good_b64}).encode(),
+            js,
+            200,
+            "",
+        ),
         ("base64 with line breaks", json.dumps({"image": wrapped}).encode(), js, 200, ""),
         ("extra field", json.dumps({"image": good_b64, "model": "other"}).encode(), js, 200, ""),
         ("base64 padding only", b'{"image": "===="}', js, 400, "base64"),
-        ("12 MiB of base64", b'{"image": "' + b"A" * (12 * 1024 * 1024) + b'"}', js, 413, "at most"),
+        (
+            "12 MiB of base64",
+            b'{"image": "' + b"A" * (12 * 1024 * 1024) + b'"}',
+            js,
+            413,
+            "at most",
+        ),
     ]
 
 
@@ -82,8 +118,10 @@ def lying_content_length(url: str) -> _RawResponse:
     answer from the header, not wait for a gigabyte that never comes."""
     host, port = url.split("//")[1].split(":")
     with socket.create_connection((host, int(port)), timeout=HTTP_TIMEOUT) as s:
-        s.sendall(b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                  b"Content-Length: 1000000000\r\nConnection: close\r\n\r\n" + b'{"image": "abc"}')
+        s.sendall(
+            b"POST /predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000000000\r\nConnection: close\r\n\r\n" + b'{"image": "abc"}'
+        )
         chunks = []
         try:
             while data := s.recv(65536):
@@ -108,8 +146,13 @@ def _schemathesis(proc, tally: Tally, session, examples: int, seed: int) -> None
         status_code_conformance,
     )
 
-    checks = [not_a_server_error, status_code_conformance, content_type_conformance,
-              response_schema_conformance, negative_data_rejection]
+    checks = [
+        not_a_server_error,
+        status_code_conformance,
+        content_type_conformance,
+        response_schema_conformance,
+        negative_data_rejection,
+    ]
 
     def judge(resp, case) -> tuple[str, str]:
         try:
@@ -127,12 +170,20 @@ def _schemathesis(proc, tally: Tally, session, examples: int, seed: int) -> None
             name = f"schemathesis {mode.value} {op.label}"
 
             def check(case, name=name):
-                record(tally, proc, name, lambda: case.call(base_url=proc.url, session=session, timeout=HTTP_TIMEOUT),
-                       lambda resp: judge(resp, case))
+                record(
+                    tally,
+                    proc,
+                    name,
+                    lambda: case.call(base_url=proc.url, session=session, timeout=HTTP_TIMEOUT),
+                    lambda resp: judge(resp, case),
+                )
+
             try:
                 hypothesis_run(op.as_strategy(generation_mode=mode), check, examples, seed)
             except Exception as exc:
-                if type(exc).__name__ != "Unsatisfiable":  # GET /health has no input to make invalid
+                if (
+                    type(exc).__name__ != "Unsatisfiable"
+                ):  # GET /health has no input to make invalid
                     raise
 
 
@@ -148,23 +199,55 @@ def fuzz_fastapi(proc, examples: int = 100, image_examples: int = 60, seed: int 
 
     for name, data, expected, words in image_corpus():
         exp = 413 if len(data) > food11.MAX_IMAGE_BYTES else expected
-        record(tally, proc, f"image: {name}", post(json={"image": base64.b64encode(data).decode()}),
-               lambda r, exp=exp, words=words: verdict(r, exp, words))
+        record(
+            tally,
+            proc,
+            f"image: {name}",
+            post(json={"image": base64.b64encode(data).decode()}),
+            lambda r, exp=exp, words=words: verdict(r, exp, words),
+        )
     good = base64.b64encode(seed_images()[0]).decode()
     for name, body, headers, expected, words in raw_bodies(good):
-        record(tally, proc, f"raw: {name}", post(data=body, headers=headers),
-               lambda r, expected=expected, words=words: verdict(r, expected, words))
-    record(tally, proc, "raw: Content-Length claims 1 GB", lambda: lying_content_length(url),
-           lambda r: verdict(r, 413, "at most"))
-    for name, method, path, expected in [("GET /predict", "GET", "/predict", 405),
-                                         ("POST /health", "POST", "/health", 405),
-                                         ("unknown path", "GET", "/../../etc/passwd", 404)]:
-        record(tally, proc, f"route: {name}",
-               lambda method=method, path=path: session.request(method, f"{url}{path}", timeout=HTTP_TIMEOUT),
-               lambda r, expected=expected: verdict(r, expected, ""))
-    hypothesis_run(mutated_images(), lambda data: record(
-        tally, proc, f"generated image {data[:16]!r}", post(json={"image": base64.b64encode(data).decode()}),
-        verdict), image_examples, seed)
+        record(
+            tally,
+            proc,
+            f"raw: {name}",
+            post(data=body, headers=headers),
+            lambda r, expected=expected, words=words: verdict(r, expected, words),
+        )
+    record(
+        tally,
+        proc,
+        "raw: Content-Length claims 1 GB",
+        lambda: lying_content_length(url),
+        lambda r: verdict(r, 413, "at most"),
+    )
+    for name, method, path, expected in [
+        ("GET /predict", "GET", "/predict", 405),
+        ("POST /health", "POST", "/health", 405),
+        ("unknown path", "GET", "/../../etc/passwd", 404),
+    ]:
+        record(
+            tally,
+            proc,
+            f"route: {name}",
+            lambda method=method, path=path: session.request(
+                method, f"{url}{path}", timeout=HTTP_TIMEOUT
+            ),
+            lambda r, expected=expected: verdict(r, expected, ""),
+        )
+    hypothesis_run(
+        mutated_images(),
+        lambda data: record(
+            tally,
+            proc,
+            f"generated image {data[:16]!r}",
+            post(json={"image": base64.b64encode(data).decode()}),
+            verdict,
+        ),
+        image_examples,
+        seed,
+    )
     tally.still_serving = proc.alive() and verdict(post(json={"image": good})())[0] == "accepted"
     tally.seconds = time.perf_counter() - start
     return tally

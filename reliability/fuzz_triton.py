@@ -8,6 +8,7 @@ there), reached before any model runs. Those cases get their own verdict, TRITON
 are neither hidden among the 4xx nor counted as a crash of our services; after them the server
 must still answer a good request for both models.
 """
+
 from __future__ import annotations
 
 import base64
@@ -28,16 +29,31 @@ MODELS = ("food_classifier", "food_classifier_onnx")
 INPUT = {"food_classifier": "INPUT_IMAGE", "food_classifier_onnx": "input"}
 
 
-def infer_raw(url: str, model: str, header: dict, blobs: list[bytes] = (), version: str = "",
-              header_length: int | None = None, timeout: float = HTTP_TIMEOUT) -> requests.Response:
+def infer_raw(
+    url: str,
+    model: str,
+    header: dict,
+    blobs: list[bytes] = (),
+    version: str = "",
+    header_length: int | None = None,
+    timeout: float = HTTP_TIMEOUT,
+) -> requests.Response:
     """One raw KServe-v2 infer request: a JSON header (+ binary blobs) with any shape/datatype at all."""
     path = f"{url}/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/infer"
     head = json.dumps(header).encode()
     if not blobs and header_length is None:
-        return requests.post(path, data=head, headers={"Content-Type": "application/json"}, timeout=timeout)
-    return requests.post(path, data=head + b"".join(blobs), timeout=timeout,
-                         headers={"Inference-Header-Content-Length": str(header_length or len(head)),
-                                  "Content-Type": "application/octet-stream"})
+        return requests.post(
+            path, data=head, headers={"Content-Type": "application/json"}, timeout=timeout
+        )
+    return requests.post(
+        path,
+        data=head + b"".join(blobs),
+        timeout=timeout,
+        headers={
+            "Inference-Header-Content-Length": str(header_length or len(head)),
+            "Content-Type": "application/octet-stream",
+        },
+    )
 
 
 def error_of(resp) -> str:
@@ -48,7 +64,12 @@ def error_of(resp) -> str:
 
 
 def _bin_input(name: str, shape, datatype: str, blob: bytes) -> dict:
-    return {"name": name, "shape": list(shape), "datatype": datatype, "parameters": {"binary_data_size": len(blob)}}
+    return {
+        "name": name,
+        "shape": list(shape),
+        "datatype": datatype,
+        "parameters": {"binary_data_size": len(blob)},
+    }
 
 
 def cases(good_b64: str) -> list[tuple[str, str, dict]]:
@@ -61,19 +82,39 @@ def cases(good_b64: str) -> list[tuple[str, str, dict]]:
     binary = struct.pack("<I", 3) + b"\xff\xfe\x00"  # one BYTES element, length-prefixed
 
     def bytes_in(values, shape=None):
-        return {"inputs": [{"name": "INPUT_IMAGE", "shape": shape or [len(values), 1], "datatype": "BYTES",
-                            "data": values}], "outputs": outs_img}
+        return {
+            "inputs": [
+                {
+                    "name": "INPUT_IMAGE",
+                    "shape": shape or [len(values), 1],
+                    "datatype": "BYTES",
+                    "data": values,
+                }
+            ],
+            "outputs": outs_img,
+        }
 
     def fp(arr: np.ndarray, dtype="FP32", name="input", shape=None):
         blob = arr.tobytes()
-        return {"header": {"inputs": [_bin_input(name, shape or arr.shape, dtype, blob)],
-                           "outputs": [{"name": "output", "parameters": {"binary_data": False}}]}, "blobs": [blob]}
+        return {
+            "header": {
+                "inputs": [_bin_input(name, shape or arr.shape, dtype, blob)],
+                "outputs": [{"name": "output", "parameters": {"binary_data": False}}],
+            },
+            "blobs": [blob],
+        }
 
     return [
         (
             img,
             "wrong datatype (FP32 for BYTES)",
-            {"header": {"inputs": [{"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}]}},
+            {
+                "header": {
+                    "inputs": [
+                        {"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "FP32", "data": [1.0]}
+                    ]
+                }
+            },
         ),
         (img, "wrong shape [1, 2]", {"header": bytes_in([good_b64, good_b64], [1, 2])}),
         (img, "shape without batch dim [1]", {"header": bytes_in([good_b64], [1])}),
@@ -85,7 +126,10 @@ def cases(good_b64: str) -> list[tuple[str, str, dict]]:
         (
             img,
             "binary (non-ASCII) bytes",
-            {"header": {"inputs": [_bin_input("INPUT_IMAGE", [1, 1], "BYTES", binary)]}, "blobs": [binary]},
+            {
+                "header": {"inputs": [_bin_input("INPUT_IMAGE", [1, 1], "BYTES", binary)]},
+                "blobs": [binary],
+            },
         ),
         (img, "batch 17 > max_batch_size 16", {"header": bytes_in([good_b64] * 17)}),
         (img, "batch 0", {"header": bytes_in([], [0, 1])}),
@@ -93,10 +137,20 @@ def cases(good_b64: str) -> list[tuple[str, str, dict]]:
         (
             img,
             "wrong input name",
-            {"header": {"inputs": [{"name": "IMAGE", "shape": [1, 1], "datatype": "BYTES", "data": [good_b64]}]}},
+            {
+                "header": {
+                    "inputs": [
+                        {"name": "IMAGE", "shape": [1, 1], "datatype": "BYTES", "data": [good_b64]}
+                    ]
+                }
+            },
         ),
         (img, "no inputs", {"header": {"inputs": []}}),
-        (img, "unknown output", {"header": {**bytes_in([good_b64]), "outputs": [{"name": "LOGITS"}]}}),
+        (
+            img,
+            "unknown output",
+            {"header": {**bytes_in([good_b64]), "outputs": [{"name": "LOGITS"}]}},
+        ),
         (img, "version 7 (not in repository)", {"header": bytes_in([good_b64]), "version": "7"}),
         (
             img,
@@ -109,25 +163,46 @@ def cases(good_b64: str) -> list[tuple[str, str, dict]]:
         (
             onnx,
             "wrong datatype BYTES",
-            {"header": {"inputs": [{"name": "input", "shape": [1, 1], "datatype": "BYTES", "data": ["abc"]}]}},
+            {
+                "header": {
+                    "inputs": [
+                        {"name": "input", "shape": [1, 1], "datatype": "BYTES", "data": ["abc"]}
+                    ]
+                }
+            },
         ),
         (onnx, "wrong shape [1,3,224,223]", fp(np.zeros((1, 3, 224, 223), np.float32))),
         (onnx, "missing dim [1,3,224]", fp(np.zeros((1, 3, 224), np.float32))),
         (onnx, "batch 17 > max_batch_size 16", fp(np.zeros((17, 3, 224, 224), np.float32))),
         (onnx, "batch 0", fp(np.zeros((0, 3, 224, 224), np.float32))),
-        (onnx, "fewer bytes than the shape needs", fp(np.zeros((1, 3, 224, 100), np.float32), shape=[1, 3, 224, 224])),
+        (
+            onnx,
+            "fewer bytes than the shape needs",
+            fp(np.zeros((1, 3, 224, 100), np.float32), shape=[1, 3, 224, 224]),
+        ),
         (
             onnx,
             "JSON data, wrong element count",
             {
                 "header": {
-                    "inputs": [{"name": "input", "shape": [1, 3, 224, 224], "datatype": "FP32", "data": [0.0] * 10}]
+                    "inputs": [
+                        {
+                            "name": "input",
+                            "shape": [1, 3, 224, 224],
+                            "datatype": "FP32",
+                            "data": [0.0] * 10,
+                        }
+                    ]
                 }
             },
         ),
         (onnx, "wrong input name", fp(pixels, name="pixels")),
         (onnx, "malformed JSON ('inputs' is a string)", {"header": {"inputs": "nope"}}),
-        (onnx, "NaN pixels (answered: garbage in, garbage out)", fp(np.full((1, 3, 224, 224), np.nan, np.float32))),
+        (
+            onnx,
+            "NaN pixels (answered: garbage in, garbage out)",
+            fp(np.full((1, 3, 224, 224), np.nan, np.float32)),
+        ),
         (onnx, "good request", fp(pixels)),
     ]
 
@@ -147,7 +222,11 @@ def generated_headers(model: str):
     def header(draw):
         inp = {
             "name": draw(st.one_of(st.just(INPUT[model]), st.text(max_size=8))),
-            "datatype": draw(st.sampled_from(["BYTES", "FP32", "FP64", "INT64", "UINT8", "FP16", "BOOL", "NOPE", ""])),
+            "datatype": draw(
+                st.sampled_from(
+                    ["BYTES", "FP32", "FP64", "INT64", "UINT8", "FP16", "BOOL", "NOPE", ""]
+                )
+            ),
             "shape": draw(st.lists(st.integers(-2, 20), max_size=5)),
         }
         data = draw(st.one_of(st.none(), st.lists(scalars, max_size=8)))
@@ -181,7 +260,11 @@ def good_request(model: str, good_b64: str):
     import tritonclient.http as httpclient
 
     if model == "food_classifier":
-        name, data, datatype = "INPUT_IMAGE", np.array([[good_b64.encode()]], dtype=np.object_), "BYTES"
+        name, data, datatype = (
+            "INPUT_IMAGE",
+            np.array([[good_b64.encode()]], dtype=np.object_),
+            "BYTES",
+        )
     else:
         name, data, datatype = "input", food11.tensor_from_base64(good_b64)[None], "FP32"
 
@@ -235,6 +318,8 @@ def fuzz_triton(proc, good_b64: str, generated: int = 40, seed: int = 0) -> dict
             generated,
             seed,
         )
-        tally.still_serving = ready_before[model] and proc.alive() and answers_good_request(proc.url, model, good_b64)
+        tally.still_serving = (
+            ready_before[model] and proc.alive() and answers_good_request(proc.url, model, good_b64)
+        )
         tally.seconds += time.perf_counter() - start
     return tallies

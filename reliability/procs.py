@@ -1,5 +1,6 @@
 """Real service processes for the measurements: started by the launcher's own start() on free
 127.0.0.1 ports (logs: $LAB_STATE_DIR/logs/reliability-*.log), and what /proc says about them."""
+
 from __future__ import annotations
 
 import contextlib
@@ -54,7 +55,9 @@ class Proc:
 
 
 def start_fastapi(backend: str, port: int | None = None) -> Proc:
-    return Proc(launcher.fastapi_service(port or launcher.free_port(), backend), f"fastapi-{backend}")
+    return Proc(
+        launcher.fastapi_service(port or launcher.free_port(), backend), f"fastapi-{backend}"
+    )
 
 
 def start_flask(fastapi_url: str) -> Proc:
@@ -90,9 +93,17 @@ def start_triton(workdir: Path) -> Proc:
         ports.add(launcher.free_port())
     http, grpc, metrics = sorted(ports)
     # no address: the default the launcher's Triton gets too (LAB_BIND_HOST, else 127.0.0.1)
-    argv, env = triton_local.server_command(repo, http, grpc, metrics, backends=Path(workdir) / "backends")
-    service = launcher.Service("triton", argv, health=f"{launcher._url(http)}/v2/health/ready", env=env,
-                               timeout=300, ports={"port": http, "grpc_port": grpc, "metrics_port": metrics})
+    argv, env = triton_local.server_command(
+        repo, http, grpc, metrics, backends=Path(workdir) / "backends"
+    )
+    service = launcher.Service(
+        "triton",
+        argv,
+        health=f"{launcher._url(http)}/v2/health/ready",
+        env=env,
+        timeout=300,
+        ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
+    )
     proc = Proc(service, "triton")
     proc.repo = repo
     return proc
@@ -138,7 +149,7 @@ def listen_addresses(port: int) -> set[str]:
                 continue
             raw = bytes.fromhex(addr)
             if v6:  # four little-endian 32-bit words; ::ffff:127.0.0.1 (gRPC's socket) is 127.0.0.1
-                ip6 = ipaddress.IPv6Address(b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4)))
+                ip6 = ipaddress.IPv6Address(b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
                 found.add(str(ip6.ipv4_mapped or ip6))
             else:
                 found.add(str(ipaddress.IPv4Address(raw[::-1])))

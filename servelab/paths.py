@@ -1,4 +1,5 @@
 """Where things live in the repository (one place, so no module guesses a path)."""
+
 from __future__ import annotations
 
 import os

@@ -20,6 +20,7 @@ become milliseconds with these columns:
 
 Where perf_analyzer is found and the environment it starts with: servelab/tools.py.
 """
+
 from __future__ import annotations
 
 import io
@@ -61,12 +62,6 @@ class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed; the message carries the command and the end of its output."""
 
 
-
-
-
-
-
-
 def shell_line(cmd: list[str]) -> str:
     """The command as a line to retype (perf_analyzer by name when it is the one on PATH/in the venv)."""
     shown = list(cmd)
@@ -101,14 +96,19 @@ def parse_csv(text: str):
 
 _PASS = re.compile(r"Pass \[\d+\] throughput: ([0-9.]+) infer/sec\. Avg latency: (\d+) usec")
 _DELAYED = re.compile(r"([0-9.]+)% of the requests were delayed")
-DELAYED_LIMIT_PCT = 5.0  # an open-loop run whose client fell further behind is not the load it claims
+DELAYED_LIMIT_PCT = (
+    5.0  # an open-loop run whose client fell further behind is not the load it claims
+)
 
 
 def parse_windows(output: str) -> list[dict]:
     """-v output -> the measurement windows of the last load level: throughput and mean latency."""
     headers = r"^Request (?:concurrency: \d+|Rate: [\d.]+ inference requests per seconds?)\s*$"
     last_level = re.split(headers, output, flags=re.M)[-1]
-    return [{"throughput_infer_s": float(t), "avg_latency_ms": int(us) / 1000.0} for t, us in _PASS.findall(last_level)]
+    return [
+        {"throughput_infer_s": float(t), "avg_latency_ms": int(us) / 1000.0}
+        for t, us in _PASS.findall(last_level)
+    ]
 
 
 def parse_delayed_pct(output: str) -> float:
@@ -124,7 +124,7 @@ class PerfResult:
     output: str
     returncode: int
     seconds: float
-    table: object = None                      # pandas DataFrame, one row per load level
+    table: object = None  # pandas DataFrame, one row per load level
     extra: dict = field(default_factory=dict)  # columns run_line() adds to row
     stats: dict = field(default_factory=dict)  # triton_stats.stats_delta() of the run
 
@@ -142,6 +142,7 @@ class PerfResult:
         """Inferences per second, with the lowest and highest of the windows perf_analyzer judged
         (its last three: the first ones of a run may still be warming up) as its interval."""
         from servelab.claims import Measured
+
         values = [w["throughput_infer_s"] for w in self.windows][-3:]
         reported = self.row["throughput_infer_s"]
         return Measured.from_windows(values, reported) if values else Measured.exact(reported)
@@ -149,6 +150,7 @@ class PerfResult:
     def measured(self, column: str):
         """Any other column of the row, with the relative spread of the throughput windows."""
         from servelab.claims import Measured
+
         return Measured.exact(self.row[column]).with_spread_of(self.throughput)
 
 
@@ -167,8 +169,9 @@ def _default_timeout(cmd: list[str]) -> float:
     return levels * (interval_s * (trials + 1) + 15) + 30
 
 
-def _run(cmd: list[str], timeout: float | None = None, verbose: bool = True,
-         shown: str | None = None) -> PerfResult:
+def _run(
+    cmd: list[str], timeout: float | None = None, verbose: bool = True, shown: str | None = None
+) -> PerfResult:
     """Run perf_analyzer exactly as given (it must write -f CSV), print line + raw output, parse the CSV.
 
     `shown` is the line to print instead of the full command (run_line: what the student typed).
@@ -191,11 +194,23 @@ def _run(cmd: list[str], timeout: float | None = None, verbose: bool = True,
         print(f"$ {shown or line}", flush=True)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, env=tools.perf_analyzer_env(), capture_output=True, text=True,
-                              timeout=limit, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            cmd,
+            env=tools.perf_analyzer_env(),
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        raise PerfAnalyzerError(f"perf_analyzer did not finish within {limit:.0f} s: {line}\n{out[-3000:]}") from None
+        out = (
+            (exc.stdout or b"").decode(errors="replace")
+            if isinstance(exc.stdout, bytes)
+            else (exc.stdout or "")
+        )
+        raise PerfAnalyzerError(
+            f"perf_analyzer did not finish within {limit:.0f} s: {line}\n{out[-3000:]}"
+        ) from None
     seconds = time.perf_counter() - start
     output = (proc.stdout or "") + (proc.stderr or "")
     if verbose:
@@ -204,18 +219,28 @@ def _run(cmd: list[str], timeout: float | None = None, verbose: bool = True,
     if proc.returncode != 0 or not csv_path.is_file():
         hint = ""
         if "stable measurement" in output:
-            hint = ("\nHint: the load did not settle; use a longer measurement_interval_ms, a larger "
-                    "stability_percentage, or request_count=N for a fixed number of requests.")
-        elif "failed to get model metadata" in output or "Connection refused" in output or "Couldn't connect" in output:
+            hint = (
+                "\nHint: the load did not settle; use a longer measurement_interval_ms, a larger "
+                "stability_percentage, or request_count=N for a fixed number of requests."
+            )
+        elif (
+            "failed to get model metadata" in output
+            or "Connection refused" in output
+            or "Couldn't connect" in output
+        ):
             hint = "\nHint: is Triton running at that address and the model READY (GET /v2/models/<m>/ready)?"
-        raise PerfAnalyzerError(f"perf_analyzer exited with code {proc.returncode}: {line}\n"
-                                f"{output.strip()[-3000:]}{hint}")
+        raise PerfAnalyzerError(
+            f"perf_analyzer exited with code {proc.returncode}: {line}\n"
+            f"{output.strip()[-3000:]}{hint}"
+        )
     result.table = parse_csv(csv_path.read_text())
     result.extra["delayed_pct"] = parse_delayed_pct(output)
     return result
 
 
-def _with_triton_view(model: str, url: str | None, metrics_url: str | None, verbose: bool, once, again=None):
+def _with_triton_view(
+    model: str, url: str | None, metrics_url: str | None, verbose: bool, once, again=None
+):
     """Run once() (a perf_analyzer run) between two reads of the model's statistics, sampling
     utilisation meanwhile; again() is the retry when the windows did not settle (None: no retry)."""
     import requests
@@ -225,8 +250,10 @@ def _with_triton_view(model: str, url: str | None, metrics_url: str | None, verb
     try:
         before = triton_stats.model_stats(model, url)
     except (requests.RequestException, RuntimeError) as exc:
-        raise PerfAnalyzerError(f"cannot reach Triton at {url or 'TRITON_SERVER_URL'} or its model "
-                                f"{model!r}: is the server running and the model READY? ({exc})") from None
+        raise PerfAnalyzerError(
+            f"cannot reach Triton at {url or 'TRITON_SERVER_URL'} or its model "
+            f"{model!r}: is the server running and the model READY? ({exc})"
+        ) from None
     mode = "windows"
     with triton_stats.UtilisationSampler(metrics_url) as sampler:
         try:
@@ -235,45 +262,67 @@ def _with_triton_view(model: str, url: str | None, metrics_url: str | None, verb
             if again is None or "stable measurement" not in str(exc):
                 raise
             if verbose:
-                print("\n-> the measurement windows did not settle; measuring again, accepting any spread "
-                      "between them\n", flush=True)
+                print(
+                    "\n-> the measurement windows did not settle; measuring again, accepting any "
+                    "spread "
+                    "between them\n",
+                    flush=True,
+                )
             result = again()
             mode = "windows, unsettled"
     if _arg(result.command, "--request-count"):
         mode = "count"
     delta = triton_stats.stats_delta(before, triton_stats.model_stats(model, url))
-    result.extra.update({
-        "mode": mode,
-        "avg_batch_size": round(delta["avg_batch_size"], 2),
-        "max_batch_size_seen": delta["max_batch_size_seen"],
-        "batch_executions": delta["batch_executions"],
-        **sampler.summary(),
-    })
+    result.extra.update(
+        {
+            "mode": mode,
+            "avg_batch_size": round(delta["avg_batch_size"], 2),
+            "max_batch_size_seen": delta["max_batch_size_seen"],
+            "batch_executions": delta["batch_executions"],
+            **sampler.summary(),
+        }
+    )
     result.stats = delta
     if verbose:
         util = {k: v for k, v in result.extra.items() if k.endswith("_util_pct")}
         late = result.extra["delayed_pct"]
-        print(f"Triton: model executions by batch size {delta['batch_executions']}; mean utilisation during the "
-              f"run: {', '.join(f'{k[:-9]} {v:.0f}%' for k, v in util.items()) or 'not reported'}"
-              + (f"; {late:.1f}% of the requests were sent late" if late else ""), flush=True)
+        print(
+            f"Triton: model executions by batch size {delta['batch_executions']}; mean utilisation "
+            "during the "
+            f"run: {', '.join(f'{k[:-9]} {v:.0f}%' for k, v in util.items()) or 'not reported'}"
+            + (f"; {late:.1f}% of the requests were sent late" if late else ""),
+            flush=True,
+        )
         if late > DELAYED_LIMIT_PCT:
-            print(f"WARNING: more than {DELAYED_LIMIT_PCT:g}% of the requests left late: this run is not the "
-                  "open-loop load it claims (give perf_analyzer more threads, or a lower rate)", flush=True)
+            print(
+                f"WARNING: more than {DELAYED_LIMIT_PCT:g}% of the requests left late: this run is "
+                "not the "
+                "open-loop load it claims (give perf_analyzer more threads, or a lower rate)",
+                flush=True,
+            )
     return result
-
-
 
 
 # What the lab adds to a typed line when the line does not set it: the length of the measurement
 # windows and how much they may disagree (make lab's quick runs shorten them).
 def measurement_settings() -> dict[str, str]:
-    return {"--measurement-interval": os.environ.get("LAB_PERF_INTERVAL_MS", "5000"),
-            "--stability-percentage": os.environ.get("LAB_PERF_STABILITY", "20"),
-            "--max-trials": os.environ.get("LAB_PERF_MAX_TRIALS", "10")}
+    return {
+        "--measurement-interval": os.environ.get("LAB_PERF_INTERVAL_MS", "5000"),
+        "--stability-percentage": os.environ.get("LAB_PERF_STABILITY", "20"),
+        "--max-trials": os.environ.get("LAB_PERF_MAX_TRIALS", "10"),
+    }
 
 
-def run_line(line: str, name: str, *, out: Path | None = None, url: str | None = None,
-             metrics_url: str | None = None, timeout: float | None = None, verbose: bool = True) -> PerfResult:
+def run_line(
+    line: str,
+    name: str,
+    *,
+    out: Path | None = None,
+    url: str | None = None,
+    metrics_url: str | None = None,
+    timeout: float | None = None,
+    verbose: bool = True,
+) -> PerfResult:
     """Run a perf_analyzer command line as typed, e.g.
         perf_analyzer -m food_classifier -u triton_server:8000 --concurrency-range 8
     and read Triton's statistics and utilisation around it. The results are named `name`:
@@ -287,11 +336,16 @@ def run_line(line: str, name: str, *, out: Path | None = None, url: str | None =
     if model is None:
         raise ValueError("the command names no model (-m NAME)")
     if url is None and _arg(argv, "-u") and (_arg(argv, "-i") or "http").lower() == "http":
-        url = f"http://{_arg(argv, '-u')}"  # Triton's statistics come from the server the line names
+        url = (
+            f"http://{_arg(argv, '-u')}"  # Triton's statistics come from the server the line names
+        )
     tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
     csv_path = (out or RESULTS / "perf") / f"perf_{tag}.csv"
-    settings = {k: v for k, v in measurement_settings().items()
-                if k not in argv and not (k == "--measurement-interval" and "-p" in argv)}
+    settings = {
+        k: v
+        for k, v in measurement_settings().items()
+        if k not in argv and not (k == "--measurement-interval" and "-p" in argv)
+    }
     if _arg(argv, "--request-count"):
         settings.pop("--stability-percentage", None)  # the count decides the length
     elif "--request-rate-range" in argv:
@@ -299,10 +353,19 @@ def run_line(line: str, name: str, *, out: Path | None = None, url: str | None =
         # never settles, and that spread is the finding)
         settings.update({"--stability-percentage": "1000", "--max-trials": "3"})
     plumbing = ["-f", str(csv_path), "--verbose-csv", "-v"]
-    cmd = [tools.perf_analyzer_path(), *argv[1:], *[x for kv in settings.items() for x in kv], *plumbing]
+    cmd = [
+        tools.perf_analyzer_path(),
+        *argv[1:],
+        *[x for kv in settings.items() for x in kv],
+        *plumbing,
+    ]
     if verbose and settings:
-        print("(measurement settings of this run, added to the line: "
-              + " ".join(f"{k} {v}" for k, v in settings.items()) + ")", flush=True)
+        print(
+            "(measurement settings of this run, added to the line: "
+            + " ".join(f"{k} {v}" for k, v in settings.items())
+            + ")",
+            flush=True,
+        )
     once = lambda: _run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     again = None
     if settings.get("--stability-percentage", "1000") != "1000":

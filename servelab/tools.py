@@ -5,6 +5,7 @@ the Docker stack's Jupyter image, from PATH. The wheel's binary loads libcudart.
 machine without a GPU: the `nvidia-cuda-runtime-cu12` wheel carries it, so its folder goes on
 LD_LIBRARY_PATH (the system package libb64-0d provides the other library it needs).
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -54,8 +55,10 @@ def perf_analyzer_path() -> str:
     found = shutil.which("perf_analyzer")
     if found:
         return found
-    raise FileNotFoundError("perf_analyzer not found: pip install 'tritonclient[all]==2.51.0' "
-                            "(its wheel ships bin/perf_analyzer), or use the lab's Jupyter image")
+    raise FileNotFoundError(
+        "perf_analyzer not found: pip install 'tritonclient[all]==2.51.0' "
+        "(its wheel ships bin/perf_analyzer), or use the lab's Jupyter image"
+    )
 
 
 def perf_analyzer_env(base: dict | None = None) -> dict:

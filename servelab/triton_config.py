@@ -22,6 +22,7 @@ put back in the repository, and whether the previously loaded model still answer
 Defaults: the repository of servelab.paths.model_repository_dir(), the server of
 labenv.triton_url().
 """
+
 from __future__ import annotations
 
 import difflib
@@ -55,17 +56,15 @@ def parse_config(text: str) -> ModelConfig:
     return text_format.Parse(text, ModelConfig())
 
 
-
-
-
-
-
-
 # ---------------------------------------------------------------- talking to Triton
+
 
 def model_ready(model: str, url: str | None = None, timeout: float = 5.0) -> bool:
     try:
-        return requests.get(f"{_http(url)}/v2/models/{model}/ready", timeout=timeout).status_code == 200
+        return (
+            requests.get(f"{_http(url)}/v2/models/{model}/ready", timeout=timeout).status_code
+            == 200
+        )
     except requests.RequestException:
         return False
 
@@ -77,13 +76,18 @@ def served_config(model: str, url: str | None = None, timeout: float = 10.0) -> 
     return resp.json()
 
 
-def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tuple[bool, float, str]:
+def load_model(
+    model: str, url: str | None = None, timeout: float = 300.0
+) -> tuple[bool, float, str]:
     """POST /v2/repository/models/<model>/load and wait for READY: (ok, seconds, Triton's error or '')."""
     base = _http(url)
     start = time.perf_counter()
     try:
-        resp = requests.post(f"{base}/v2/repository/models/{model}/load", headers=labenv.admin_headers(),
-                             timeout=timeout)
+        resp = requests.post(
+            f"{base}/v2/repository/models/{model}/load",
+            headers=labenv.admin_headers(),
+            timeout=timeout,
+        )
     except requests.ConnectionError as exc:
         return False, time.perf_counter() - start, f"cannot reach Triton at {base}: {exc}"
     except requests.Timeout:
@@ -94,11 +98,17 @@ def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tu
         except ValueError:
             message = resp.text
         if resp.status_code == 403:
-            message += (" (the repository API needs the node's secret in TRITON_ADMIN_KEY: the lab's Jupyter has "
-                        "it; elsewhere take it from docker/.env or .lab/urls.env)")
+            message += (
+                " (the repository API needs the node's secret in TRITON_ADMIN_KEY: the lab's "
+                "Jupyter has "
+                "it; elsewhere take it from docker/.env or .lab/urls.env)"
+            )
         if "failed to poll from model repository" in message:
-            message += (" (Triton found config.pbtxt invalid; its log names the field: "
-                        ".lab/logs/triton.log in local mode, `docker logs` of the Triton container otherwise)")
+            message += (
+                " (Triton found config.pbtxt invalid; its log names the field: "
+                ".lab/logs/triton.log in local mode, `docker logs` of the Triton container "
+                "otherwise)"
+            )
         return False, time.perf_counter() - start, message
     deadline = start + timeout
     while not model_ready(model, base):  # the load call returns once loaded; this is a safety net
@@ -111,8 +121,11 @@ def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tu
 def unload_model(model: str, url: str | None = None, timeout: float = 120.0) -> str:
     """POST /v2/repository/models/<model>/unload and wait until it is no longer READY: 'unloaded' or the error."""
     base = _http(url)
-    resp = requests.post(f"{base}/v2/repository/models/{model}/unload", headers=labenv.admin_headers(),
-                         timeout=timeout)
+    resp = requests.post(
+        f"{base}/v2/repository/models/{model}/unload",
+        headers=labenv.admin_headers(),
+        timeout=timeout,
+    )
     if resp.status_code != 200:
         return f"HTTP {resp.status_code}: {resp.text[:300]}"
     deadline = time.perf_counter() + timeout
@@ -130,18 +143,22 @@ class ReloadResult:
     seconds: float
     diff: str
     error: str = ""
-    still_serving: bool | None = None      # after a failed reload: does the previous model answer?
+    still_serving: bool | None = None  # after a failed reload: does the previous model answer?
     served: dict = field(default_factory=dict)
 
     def __str__(self) -> str:
         if self.ok:
             return f"{self.model}: new config loaded in {self.seconds:.1f} s"
-        serving = {True: "the previously loaded version is still READY and serving",
-                   False: "the model is NOT ready now", None: ""}[self.still_serving]
+        serving = {
+            True: "the previously loaded version is still READY and serving",
+            False: "the model is NOT ready now",
+            None: "",
+        }[self.still_serving]
         return f"{self.model}: Triton refused the new config after {self.seconds:.1f} s: {self.error}. {serving}"
 
 
 # ---------------------------------------------------------------- editing the text itself
+
 
 def _top_level_fields(text: str) -> list[tuple[str, int, int]]:
     """(name, start, end) of every top-level field of a config.pbtxt text, skipping comments and
@@ -161,7 +178,9 @@ def _top_level_fields(text: str) -> list[tuple[str, int, int]]:
             i += 1
         name = text[start:i]
         if not name:
-            raise ValueError(f"unexpected {text[start]!r} at top level of the config (position {start})")
+            raise ValueError(
+                f"unexpected {text[start]!r} at top level of the config (position {start})"
+            )
         depth, in_string = 0, False
         while i < n:
             c = text[i]
@@ -203,7 +222,10 @@ def replace_fields(text: str, fragment: str, remove: tuple[str, ...] = ()) -> st
     """text with each top-level field of `fragment` put in place of the field of that name (added at
     the end if there is none; `parameters` entries are matched by their key), and the fields named
     in `remove` taken out; everything else untouched."""
-    new_fields = {_identity(fragment, n, a, b): fragment[a:b].strip() for n, a, b in _top_level_fields(fragment)}
+    new_fields = {
+        _identity(fragment, n, a, b): fragment[a:b].strip()
+        for n, a, b in _top_level_fields(fragment)
+    }
     out, last, done = [], 0, set()
     for name, a, b in _top_level_fields(text):
         ident = _identity(text, name, a, b)
@@ -221,8 +243,16 @@ def replace_fields(text: str, fragment: str, remove: tuple[str, ...] = ()) -> st
     return result
 
 
-def edit(model: str, fragment: str = "", *, remove: tuple[str, ...] = (), repo: Path | str | None = None,
-         url: str | None = None, timeout: float = 300.0, verbose: bool = True) -> ReloadResult:
+def edit(
+    model: str,
+    fragment: str = "",
+    *,
+    remove: tuple[str, ...] = (),
+    repo: Path | str | None = None,
+    url: str | None = None,
+    timeout: float = 300.0,
+    verbose: bool = True,
+) -> ReloadResult:
     """Apply your edit of the model's config.pbtxt and reload the model in Triton.
 
     fragment holds top-level fields as you would write them in config.pbtxt; each replaces the
@@ -237,15 +267,23 @@ def edit(model: str, fragment: str = "", *, remove: tuple[str, ...] = (), repo: 
     old_text = path.read_text()
     if "KIND_GPU" in fragment and "KIND_CPU" in old_text and "KIND_GPU" not in old_text:
         fragment = to_cpu(fragment)
-        say("(this model runs on the CPU here, no GPU: KIND_GPU written as KIND_CPU, without a gpus list)")
+        say(
+            "(this model runs on the CPU here, no GPU: KIND_GPU written as KIND_CPU, without a "
+            "gpus list)"
+        )
     new_text = replace_fields(old_text, fragment, remove)
     try:
         parse_config(new_text)
     except text_format.ParseError as exc:
         raise ValueError(f"not a valid config.pbtxt for Triton: {exc}") from None
-    changes = "".join(difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
-                                           fromfile=f"{model}/config.pbtxt (before)",
-                                           tofile=f"{model}/config.pbtxt (after)"))
+    changes = "".join(
+        difflib.unified_diff(
+            old_text.splitlines(keepends=True),
+            new_text.splitlines(keepends=True),
+            fromfile=f"{model}/config.pbtxt (before)",
+            tofile=f"{model}/config.pbtxt (after)",
+        )
+    )
     say(changes if changes else f"{model}: config unchanged; reloading it anyway")
     path.write_text(new_text)
     return _reload(model, path, old_text, changes, url, timeout, say)
@@ -255,20 +293,37 @@ def _instances_changed(old_text: str | None, new_text: str) -> bool:
     if old_text is None:
         return False
     try:
-        return list(parse_config(old_text).instance_group) != list(parse_config(new_text).instance_group)
+        return list(parse_config(old_text).instance_group) != list(
+            parse_config(new_text).instance_group
+        )
     except text_format.ParseError:
         return True
 
 
-def _reload(model: str, path: Path, old_text: str | None, changes: str, url, timeout, say,
-            restore_on_error: bool = True) -> ReloadResult:
+def _reload(
+    model: str,
+    path: Path,
+    old_text: str | None,
+    changes: str,
+    url,
+    timeout,
+    say,
+    restore_on_error: bool = True,
+) -> ReloadResult:
     """Load the model again from `path`. When its instances changed, unload it first: Triton would
     otherwise only add or remove instances, and the instances it keeps (and even the ones it adds)
     see the old instance count, so each would keep its old share of the CPU's cores."""
     fresh = _instances_changed(old_text, path.read_text())
-    say(f"wrote {path}; asking Triton at {_http(url)} to load {model} again"
-        + (" (instances changed: unloaded first, so every instance starts with the new config)" if fresh else "")
-        + " ...", flush=True)
+    say(
+        f"wrote {path}; asking Triton at {_http(url)} to load {model} again"
+        + (
+            " (instances changed: unloaded first, so every instance starts with the new config)"
+            if fresh
+            else ""
+        )
+        + " ...",
+        flush=True,
+    )
     start = time.perf_counter()
     if fresh:
         unload_model(model, url, timeout)
@@ -280,14 +335,26 @@ def _reload(model: str, path: Path, old_text: str | None, changes: str, url, tim
         except requests.RequestException:
             pass
         groups = result.served.get("instance_group", [])
-        where = ", ".join(f"{g.get('count')} x {g.get('kind')}" + (f" on GPUs {g['gpus']}" if g.get("gpus") else "")
-                          for g in groups)
+        where = ", ".join(
+            f"{g.get('count')} x {g.get('kind')}"
+            + (f" on GPUs {g['gpus']}" if g.get("gpus") else "")
+            for g in groups
+        )
         say(f"{result}" + (f" (instances: {where})" if where else ""))
     else:
         if restore_on_error and old_text is not None:
             path.write_text(old_text)
-            if not model_ready(model, url):  # unloaded for the change: bring the previous config back
+            if not model_ready(
+                model, url
+            ):  # unloaded for the change: bring the previous config back
                 load_model(model, url, timeout)
         result.still_serving = model_ready(model, url)
-        say(f"{result}" + ("\nThe previous config.pbtxt was put back in the repository." if restore_on_error else ""))
+        say(
+            f"{result}"
+            + (
+                "\nThe previous config.pbtxt was put back in the repository."
+                if restore_on_error
+                else ""
+            )
+        )
     return result

@@ -1,6 +1,7 @@
 """The committed docs/reliability.md (written by `python -m reliability`) shows what issue 6
 asks for: cases for every target, no server errors or crashes, no failed soak request, every fault
 scenario and safe-default check passed."""
+
 import re
 
 from servelab.paths import REPO_ROOT
@@ -19,7 +20,9 @@ def test_report_is_generated_by_the_committed_command():
 
 
 def test_every_target_has_cases():
-    cases = dict(re.findall(r"([A-Za-z][\w >.-]*?) (\d+)(?:,|$)", summary("fuzz cases, per target")))
+    cases = dict(
+        re.findall(r"([A-Za-z][\w >.-]*?) (\d+)(?:,|$)", summary("fuzz cases, per target"))
+    )
     assert len(cases) == 6, cases
     assert all(int(n) > 0 for n in cases.values()), cases
 

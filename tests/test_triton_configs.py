@@ -7,6 +7,7 @@
 - triton_config's text edits, triton_stats' parsing and perf's CSV parsing on real outputs
   (edit() and run_line() against a running server: tests/test_triton_server.py).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -41,7 +42,11 @@ def test_staged_models_are_there():
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.parent.name for p in CONFIGS])
 def test_config_parses_into_model_config(path):
     cfg = load(path)
-    expected_name = "food_classifier_onnx" if path.parent.name == "food_classifier_onnx_local" else path.parent.name
+    expected_name = (
+        "food_classifier_onnx"
+        if path.parent.name == "food_classifier_onnx_local"
+        else path.parent.name
+    )
     assert cfg.name == expected_name
     assert cfg.max_batch_size == 16
     assert cfg.backend in ("python", "onnxruntime")
@@ -65,7 +70,10 @@ def test_food_classifier_interface():
     cfg = load(STAGING / "food_classifier" / "config.pbtxt")
     assert cfg.backend == "python"
     assert io_signature(cfg, "input") == [("INPUT_IMAGE", "TYPE_STRING", [1])]
-    assert io_signature(cfg, "output") == [("FOOD_LABEL", "TYPE_STRING", [1]), ("PROBABILITY", "TYPE_FP32", [1])]
+    assert io_signature(cfg, "output") == [
+        ("FOOD_LABEL", "TYPE_STRING", [1]),
+        ("PROBABILITY", "TYPE_FP32", [1]),
+    ]
 
 
 def test_onnx_config_matches_onnx_file(built_artifacts):
@@ -73,13 +81,19 @@ def test_onnx_config_matches_onnx_file(built_artifacts):
     cfg = load(STAGING / "food_classifier_onnx" / "config.pbtxt")
     assert cfg.backend == "onnxruntime"
     graph = onnx.load(str(MODEL_ONNX)).graph
-    onnx_to_triton = {onnx.TensorProto.FLOAT: "TYPE_FP32", onnx.TensorProto.FLOAT16: "TYPE_FP16",
-                      onnx.TensorProto.INT64: "TYPE_INT64", onnx.TensorProto.INT32: "TYPE_INT32"}
+    onnx_to_triton = {
+        onnx.TensorProto.FLOAT: "TYPE_FP32",
+        onnx.TensorProto.FLOAT16: "TYPE_FP16",
+        onnx.TensorProto.INT64: "TYPE_INT64",
+        onnx.TensorProto.INT32: "TYPE_INT32",
+    }
 
     def signature(values):
         out = []
         for v in values:
-            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
+            dims = [
+                d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim
+            ]
             out.append((v.name, onnx_to_triton[v.type.tensor_type.elem_type], dims))
         return out
 
@@ -132,7 +146,9 @@ def test_populate_layout(tmp_path, built_artifacts, mode, kind, capsys):
     assert str(repo.resolve()) in out and "food_classifier_onnx/" in out
     # populate again: the staged version comes back (e.g. after triton_config changes)
     path = triton_config.config_path("food_classifier", repo)
-    path.write_text(triton_config.replace_fields(path.read_text(), "instance_group [ { count: 3 } ]"))
+    path.write_text(
+        triton_config.replace_fields(path.read_text(), "instance_group [ { count: 3 } ]")
+    )
     assert [g.count for g in read_config("food_classifier", repo).instance_group] == [3]
     model_repository.populate(repo, mode=mode, kind=kind, verbose=False)
     assert [g.count for g in read_config("food_classifier", repo).instance_group] == [1]
@@ -142,8 +158,14 @@ def test_tuned_model_is_placed_on_demand_only(tmp_path, built_artifacts):
     repo = tmp_path / "model_repository"
     model_repository.populate(repo, mode="local", kind="cpu", verbose=False)
     assert not (repo / "food_classifier_tuned").exists(), "Triton would load it at every start"
-    folder = model_repository.add_model("food_classifier_tuned", repo, mode="local", kind="cpu", verbose=False)
-    assert {p.name for p in (folder / "1").iterdir()} == {"model.py", "food11.pth", "food11_state_dict.pth"}
+    folder = model_repository.add_model(
+        "food_classifier_tuned", repo, mode="local", kind="cpu", verbose=False
+    )
+    assert {p.name for p in (folder / "1").iterdir()} == {
+        "model.py",
+        "food11.pth",
+        "food11_state_dict.pth",
+    }
     cfg = read_config("food_classifier_tuned", repo)
     assert io_signature(cfg, "input") == [("input", "TYPE_FP32", [3, 224, 224])]
     assert io_signature(cfg, "output") == [("output", "TYPE_FP32", [11])]
@@ -165,7 +187,15 @@ def test_model_repository_cli(tmp_path, built_artifacts):
     from servelab.paths import REPO_ROOT
 
     out = subprocess.run(
-        [sys.executable, "-m", "servelab.model_repository", "--dest", str(tmp_path / "r"), "--kind", "cpu"],
+        [
+            sys.executable,
+            "-m",
+            "servelab.model_repository",
+            "--dest",
+            str(tmp_path / "r"),
+            "--kind",
+            "cpu",
+        ],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -194,8 +224,10 @@ def load_text(text: str):
 
 # as written by perf_analyzer 2.51 (`-f` with --verbose-csv) against the local server
 PERF_CSV = (
-    "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
-    "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,"
+    "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server "
+    "Compute Input,"
+    "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 "
+    "latency,p99 latency,"
     "Avg latency,request/response,response wait\n"
     "20,17.746,676,1462,1330,116,10337,214,0,12397,22081,25436,31230,14139,676,13434\n"
 )
@@ -205,7 +237,9 @@ def test_parse_perf_csv():
     table = perf.parse_csv(PERF_CSV)
     row = table.iloc[0].to_dict()
     assert row["request_rate"] == 20 and row["throughput_infer_s"] == pytest.approx(17.746)
-    assert row["server_queue_ms"] == pytest.approx(1.330) and row["server_compute_infer_ms"] == pytest.approx(10.337)
+    assert row["server_queue_ms"] == pytest.approx(1.330) and row[
+        "server_compute_infer_ms"
+    ] == pytest.approx(10.337)
     assert row["p99_ms"] == pytest.approx(31.230) and row["avg_latency_ms"] == pytest.approx(14.139)
     conc = perf.parse_csv(
         "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
@@ -257,13 +291,19 @@ def test_stats_delta():
 
 def test_parse_metrics():
     text = (
-        "# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]\n# TYPE nv_cpu_utilization gauge\n"
+        "# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]\n# TYPE nv_cpu_utilization "
+        "gauge\n"
         "nv_cpu_utilization 0.7254901960784313\n"
         'nv_inference_count{model="food_classifier",version="1"} 795\n'
     )
     assert triton_stats.utilisation(text) == {"gpus": [], "cpu": pytest.approx(0.72549)}
-    gpu = text + ('nv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\nnv_gpu_utilization{gpu_uuid="GPU-b"} 1\n')
-    assert triton_stats.utilisation(gpu)["gpus"] == [0.5, 1.0]  # each GPU on its own, never averaged
+    gpu = text + (
+        'nv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\nnv_gpu_utilization{gpu_uuid="GPU-b"} 1\n'
+    )
+    assert triton_stats.utilisation(gpu)["gpus"] == [
+        0.5,
+        1.0,
+    ]  # each GPU on its own, never averaged
     parsed = triton_stats.parse_metrics(text)
     assert ("nv_inference_count", {"model": "food_classifier", "version": "1"}, 795.0) in parsed
 
@@ -275,11 +315,15 @@ def test_make_up_keeps_an_edited_config_and_says_so(tmp_path, built_artifacts, c
     config = tmp_path / "food_classifier" / "config.pbtxt"
     edited = config.read_text().replace("count: 1", "count: 3")
     config.write_text(edited)
-    (tmp_path / "food_classifier" / "1" / "model.py").write_text("# stale code from an older checkout\n")
+    (tmp_path / "food_classifier" / "1" / "model.py").write_text(
+        "# stale code from an older checkout\n"
+    )
     model_repository.populate(tmp_path, mode="local", kind="cpu", keep_configs=True)
     assert config.read_text() == edited
     assert "your edited config.pbtxt KEPT" in capsys.readouterr().out
-    assert "stale code" not in (tmp_path / "food_classifier" / "1" / "model.py").read_text()  # code refreshed
+    assert (
+        "stale code" not in (tmp_path / "food_classifier" / "1" / "model.py").read_text()
+    )  # code refreshed
     model_repository.populate(tmp_path, mode="local", kind="cpu", verbose=False)
     assert "count: 1" in config.read_text()
 
@@ -297,21 +341,29 @@ def test_a_utilisation_summary_says_what_it_measured():
 
 def test_edit_replaces_fields_as_written_and_keeps_comments():
     text = (STAGING / "food_classifier" / "config.pbtxt").read_text()
-    fragment = "instance_group [ { count: 2, kind: KIND_GPU } ]  # two per GPU\n" \
-               "dynamic_batching { max_queue_delay_microseconds: 100 }\n" \
-               'parameters { key: "cpu_threads" value { string_value: "1" } }\n'
+    fragment = (
+        "instance_group [ { count: 2, kind: KIND_GPU } ]  # two per GPU\n"
+        "dynamic_batching { max_queue_delay_microseconds: 100 }\n"
+        'parameters { key: "cpu_threads" value { string_value: "1" } }\n'
+    )
     new = triton_config.replace_fields(text, fragment)
     cfg = triton_config.parse_config(new)
     assert [(g.count, KIND.Name(g.kind)) for g in cfg.instance_group] == [(2, "KIND_GPU")]
     assert cfg.dynamic_batching.max_queue_delay_microseconds == 100
     assert cfg.parameters["cpu_threads"].string_value == "1"
-    assert "# two per GPU" in new and "# Triton may hand model.py up to 16 images" in new  # comments kept
+    assert (
+        "# two per GPU" in new and "# Triton may hand model.py up to 16 images" in new
+    )  # comments kept
     assert new.count("parameters {") == text.count("parameters {")  # replaced by key, not added
-    removed = triton_config.parse_config(triton_config.replace_fields(new, "", remove=("dynamic_batching",)))
+    removed = triton_config.parse_config(
+        triton_config.replace_fields(new, "", remove=("dynamic_batching",))
+    )
     assert not removed.HasField("dynamic_batching")
 
 
-def test_make_up_replaces_a_config_for_a_backend_this_mode_does_not_have(tmp_path, built_artifacts, capsys):
+def test_make_up_replaces_a_config_for_a_backend_this_mode_does_not_have(
+    tmp_path, built_artifacts, capsys
+):
     """A Docker-mode config (backend onnxruntime) left in local mode's repository would make Triton
     refuse the model ("unable to find backend library"): the staged config goes in, the old one is
     saved beside it."""

@@ -3,6 +3,7 @@
 (fp16 and CUDA graphs need a GPU: they are checked on the GPU machine by gpu_reference/run_reference.py,
 whose notebook 7 compares the tuned model with the fp32 one on the same images.)
 """
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -14,7 +15,9 @@ from servelab.serving.runtimes import TorchClassifier
 
 
 def pixels(path) -> np.ndarray:
-    img = food11.load_image(path.read_bytes()).resize((food11.INPUT_SIZE, food11.INPUT_SIZE), Image.BILINEAR)
+    img = food11.load_image(path.read_bytes()).resize(
+        (food11.INPUT_SIZE, food11.INPUT_SIZE), Image.BILINEAR
+    )
     return np.asarray(img, dtype=np.uint8)
 
 
@@ -39,7 +42,9 @@ def test_fp32_input_matches_the_pytorch_runtime(reference):
 
 def test_uint8_pixels_normalised_by_the_runtime_match(reference, test_images):
     _, expected = reference
-    runtime = tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", input_format="uint8_nhwc", max_batch=8)
+    runtime = tuned_runtime.TunedClassifier(
+        MODEL_PTH, device="cpu", input_format="uint8_nhwc", max_batch=8
+    )
     got = runtime(np.stack([pixels(p) for p in test_images]))
     assert close(got, expected, expected)
 
@@ -59,5 +64,11 @@ def test_graph_buckets_pad_at_most_twice():
     sizes = tuned_runtime.buckets(256)
     assert sizes[0] == 1 and sizes[-1] == 256
     assert all(b / a <= 2 for a, b in zip(sizes, sizes[1:]))
-    assert tuned_runtime.buckets(16) == [1, 2, 4, 8, 16] and tuned_runtime.buckets(10) == [1, 2, 4, 8, 10]
+    assert tuned_runtime.buckets(16) == [1, 2, 4, 8, 16] and tuned_runtime.buckets(10) == [
+        1,
+        2,
+        4,
+        8,
+        10,
+    ]
     assert tuned_runtime.buckets(1) == [1]

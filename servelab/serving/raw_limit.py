@@ -73,23 +73,40 @@ def measure(
     if not on_gpu:
         return rows
     fast = TunedClassifier(
-        weights, device=device, precision="fp16", cuda_graphs=True, max_batch=max(batches), graph_sizes=list(batches)
+        weights,
+        device=device,
+        precision="fp16",
+        cuda_graphs=True,
+        max_batch=max(batches),
+        graph_sizes=list(batches),
     )
     for batch in batches:
         with torch.inference_mode():  # the graph's input buffer is an inference tensor
             fast.graph_input(batch).copy_(torch.randn(batch, 3, 224, 224, device=device))
-        add("fp16 channels_last + CUDA graph", batch, _rate(lambda: fast.replay(batch), batch, seconds, sync))
+        add(
+            "fp16 channels_last + CUDA graph",
+            batch,
+            _rate(lambda: fast.replay(batch), batch, seconds, sync),
+        )
     if compile_:
         batch = max(batches)
         try:
             start = time.perf_counter()
             compiled = torch.compile(fast.model, mode="reduce-overhead", dynamic=False)
-            x = torch.randn(batch, 3, 224, 224, device=device).half().contiguous(memory_format=torch.channels_last)
+            x = (
+                torch.randn(batch, 3, 224, 224, device=device)
+                .half()
+                .contiguous(memory_format=torch.channels_last)
+            )
             with torch.inference_mode():
                 for _ in range(3):
                     compiled(x)
                 say(f"  (torch.compile built in {time.perf_counter() - start:.0f} s)")
-                add("torch.compile fp16 (inductor)", batch, _rate(lambda: compiled(x), batch, seconds, sync))
+                add(
+                    "torch.compile fp16 (inductor)",
+                    batch,
+                    _rate(lambda: compiled(x), batch, seconds, sync),
+                )
         except Exception as exc:  # noqa: BLE001 - report why the path is missing, keep the others
             say(f"  torch.compile: not available here ({type(exc).__name__}: {str(exc)[:200]})")
     return rows
@@ -110,19 +127,31 @@ def _onnx_paths(onnx: Path, device: str, batches, seconds: float, add) -> None:
         return  # no CUDA provider here: a CPU number is no limit for a GPU
     for batch in batches:
         x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
-        add(f"onnxruntime fp32 ({session.device})", batch, _rate(lambda: session(x), batch, seconds, lambda: None))
+        add(
+            f"onnxruntime fp32 ({session.device})",
+            batch,
+            _rate(lambda: session(x), batch, seconds, lambda: None),
+        )
 
 
 def best(rows: list[dict], path: str | None = None) -> dict:
-    return max((r for r in rows if path is None or r["path"] == path), key=lambda r: r["images_per_s"])
+    return max(
+        (r for r in rows if path is None or r["path"] == path), key=lambda r: r["images_per_s"]
+    )
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default=None, help="cuda:0, cpu (default: the first GPU if there is one)")
+    parser.add_argument(
+        "--device", default=None, help="cuda:0, cpu (default: the first GPU if there is one)"
+    )
     parser.add_argument("--batches", default="1,16,64,256", help="comma-separated batch sizes")
-    parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per path and batch")
-    parser.add_argument("--compile", action="store_true", help="also try torch.compile at the largest batch")
+    parser.add_argument(
+        "--seconds", type=float, default=2.0, help="timed seconds per path and batch"
+    )
+    parser.add_argument(
+        "--compile", action="store_true", help="also try torch.compile at the largest batch"
+    )
     parser.add_argument(
         "--json",
         help="write the rows and the best path to this file ('-': stdout, the progress lines then go to stderr)",
@@ -133,8 +162,13 @@ def main(argv=None) -> None:
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json == "-" else print
     device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU"
-    say(f"raw model on {device} ({name}), torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    rows = measure(device, [int(b) for b in args.batches.split(",")], args.seconds, args.compile, say=say)
+    say(
+        f"raw model on {device} ({name}), torch {torch.__version__}, {torch.get_num_threads()} CPU "
+        "threads"
+    )
+    rows = measure(
+        device, [int(b) for b in args.batches.split(",")], args.seconds, args.compile, say=say
+    )
     top = best(rows)
     say(f"limit: {top['images_per_s']:.0f} images/s ({top['path']}, batch {top['batch']})")
     text = (

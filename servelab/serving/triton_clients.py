@@ -2,6 +2,7 @@
 under waitress, the reliability suite's soak). tritonclient.http's client keeps a gevent
 connection pool that must not be shared between threads; the notebooks, single-threaded, make
 their own `InferenceServerClient` as Triton's documentation shows."""
+
 from __future__ import annotations
 
 import threading
@@ -16,5 +17,7 @@ def for_this_thread(url: str):
     cache = _local.__dict__.setdefault("by_url", {})
     key = url.split("://")[-1].rstrip("/")
     if key not in cache:
-        cache[key] = httpclient.InferenceServerClient(key, connection_timeout=5.0, network_timeout=60.0)
+        cache[key] = httpclient.InferenceServerClient(
+            key, connection_timeout=5.0, network_timeout=60.0
+        )
     return cache[key]

@@ -15,6 +15,7 @@ One PyTorch forward pass over a batch, with the tricks notebook 7 turns on one a
 `run(parts)` takes the requests' arrays as they come from Triton and stacks them straight into
 a pinned host buffer (one copy), so the copy to the GPU is one asynchronous transfer.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,8 +26,10 @@ from servelab import food11
 from servelab.paths import MODEL_PTH
 from servelab.serving.runtimes import TorchClassifier
 
-INPUT_FORMATS = {"fp32_nchw": (np.float32, (3, food11.INPUT_SIZE, food11.INPUT_SIZE)),
-                 "uint8_nhwc": (np.uint8, (food11.INPUT_SIZE, food11.INPUT_SIZE, 3))}
+INPUT_FORMATS = {
+    "fp32_nchw": (np.float32, (3, food11.INPUT_SIZE, food11.INPUT_SIZE)),
+    "uint8_nhwc": (np.uint8, (food11.INPUT_SIZE, food11.INPUT_SIZE, 3)),
+}
 
 
 def buckets(max_batch: int) -> list[int]:
@@ -43,13 +46,23 @@ def buckets(max_batch: int) -> list[int]:
 
 
 class TunedClassifier:
-    def __init__(self, weights: Path | str = MODEL_PTH, device: str = "cpu", input_format: str = "fp32_nchw",
-                 precision: str = "fp32", cuda_graphs: bool = False, max_batch: int = 16,
-                 graph_sizes: list[int] | None = None, threads: int | None = None):
+    def __init__(
+        self,
+        weights: Path | str = MODEL_PTH,
+        device: str = "cpu",
+        input_format: str = "fp32_nchw",
+        precision: str = "fp32",
+        cuda_graphs: bool = False,
+        max_batch: int = 16,
+        graph_sizes: list[int] | None = None,
+        threads: int | None = None,
+    ):
         import torch
 
         if input_format not in INPUT_FORMATS:
-            raise ValueError(f"input_format must be one of {sorted(INPUT_FORMATS)}, not {input_format!r}")
+            raise ValueError(
+                f"input_format must be one of {sorted(INPUT_FORMATS)}, not {input_format!r}"
+            )
         if precision not in ("fp32", "fp16"):
             raise ValueError(f"precision must be 'fp32' or 'fp16', not {precision!r}")
         self._torch = torch
@@ -71,24 +84,35 @@ class TunedClassifier:
         np_dtype, shape = INPUT_FORMATS[input_format]
         self.item_shape = shape
         # the stacked batch lives here: pinned memory on a GPU machine (fast, asynchronous copies)
-        host = torch.empty((self.max_batch, *shape), dtype=torch.from_numpy(np.empty(0, np_dtype)).dtype,
-                           pin_memory=on_gpu)
+        host = torch.empty(
+            (self.max_batch, *shape),
+            dtype=torch.from_numpy(np.empty(0, np_dtype)).dtype,
+            pin_memory=on_gpu,
+        )
         self._host, self._host_np = host, host.numpy()
         self._graphs: dict[int, tuple] = {}
         if cuda_graphs:
             self._capture(graph_sizes or buckets(self.max_batch))
 
     def describe(self) -> str:
-        graphs = f"CUDA graphs for batch sizes {sorted(self._graphs)}" if self._graphs else "no CUDA graphs"
-        return (f"{self.input_format} input, {self.precision}"
-                f"{' channels_last' if self.precision == 'fp16' else ''}, {graphs}, on {self.device}")
+        graphs = (
+            f"CUDA graphs for batch sizes {sorted(self._graphs)}"
+            if self._graphs
+            else "no CUDA graphs"
+        )
+        return (
+            f"{self.input_format} input, {self.precision}"
+            f"{' channels_last' if self.precision == 'fp16' else ''}, {graphs}, on {self.device}"
+        )
 
     def forward(self, x):
         """x on the model's device, in input_format -> logits float32 [N, 11] (on the device)."""
         if self.input_format == "uint8_nhwc":
-            x = x.permute(0, 3, 1, 2).to(self.dtype)          # NCHW view with channels_last strides
+            x = x.permute(0, 3, 1, 2).to(self.dtype)  # NCHW view with channels_last strides
             x = x * self._scale + self._shift
-            if self.precision != "fp16":  # an fp32 model is laid out NCHW: on a CPU, ~20% faster fed the same
+            if (
+                self.precision != "fp16"
+            ):  # an fp32 model is laid out NCHW: on a CPU, ~20% faster fed the same
                 x = x.contiguous()
         else:
             x = x.to(self.dtype)
@@ -102,7 +126,9 @@ class TunedClassifier:
         side = torch.cuda.Stream(self.device)
         with torch.inference_mode():
             for size in sorted(sizes, reverse=True):
-                static_in = torch.zeros((size, *self.item_shape), dtype=self._host.dtype, device=self.device)
+                static_in = torch.zeros(
+                    (size, *self.item_shape), dtype=self._host.dtype, device=self.device
+                )
                 side.wait_stream(torch.cuda.current_stream(self.device))
                 with torch.cuda.stream(side):
                     for _ in range(2):  # warm-up outside the graph (cuDNN picks its kernels here)

@@ -7,6 +7,7 @@ model.onnx with ONNX Runtime (servelab.serving.runtimes.OnnxClassifier), one ses
 call over the stacked requests. Its timings include the Python backend's per-request overhead,
 which the real onnxruntime backend (Docker route) does not have.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,14 +16,19 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 try:
-    from servelab.serving.runtimes import OnnxClassifier, triton_instance_device, triton_thread_budget
+    from servelab.serving.runtimes import (
+        OnnxClassifier,
+        triton_instance_device,
+        triton_thread_budget,
+    )
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
-        "food_classifier_onnx (local stand-in) needs the lab's 'servelab' package: put the repository "
-        "root on PYTHONPATH (local mode does this)") from exc
+        "food_classifier_onnx (local stand-in) needs the lab's 'servelab' package: put the "
+        "repository "
+        "root on PYTHONPATH (local mode does this)"
+    ) from exc
 
 WEIGHTS = "model.onnx"
-
 
 
 class TritonPythonModel:
@@ -31,15 +37,23 @@ class TritonPythonModel:
         self.model_name = args["model_name"]
         weights = Path(__file__).resolve().parent / WEIGHTS
         if not weights.is_file():
-            raise FileNotFoundError(f"{weights} is missing: copy {WEIGHTS} into the version folder "
-                                    "(python -m servelab.model_repository does it)")
+            raise FileNotFoundError(
+                f"{weights} is missing: copy {WEIGHTS} into the version folder "
+                "(python -m servelab.model_repository does it)"
+            )
         threads, why = triton_thread_budget(args)
-        self.classifier = OnnxClassifier(weights, device=triton_instance_device(args), threads=threads)
+        self.classifier = OnnxClassifier(
+            weights, device=triton_instance_device(args), threads=threads
+        )
         self.logger.log_warn(
-            f"{self.model_name}: LOCAL STAND-IN for Triton's onnxruntime backend (that backend is not in "
-            f"the pip-installed Triton): a Python-backend model running {weights.name} with ONNX Runtime "
-            f"({self.classifier.device}, {self.classifier.threads} thread(s): {why}); same name and I/O as the "
-            "real one, plus Python-backend overhead")
+            f"{self.model_name}: LOCAL STAND-IN for Triton's onnxruntime backend (that backend is "
+            "not in "
+            f"the pip-installed Triton): a Python-backend model running {weights.name} with ONNX "
+            "Runtime "
+            f"({self.classifier.device}, {self.classifier.threads} thread(s): {why}); same name "
+            "and I/O as the "
+            "real one, plus Python-backend overhead"
+        )
 
     def execute(self, requests):
         responses: list = [None] * len(requests)
@@ -54,10 +68,14 @@ class TritonPythonModel:
         except Exception as exc:
             message = f"inference failed: {type(exc).__name__}: {exc}"
             self.logger.log_error(f"{self.model_name}: {message}")
-            return [pb_utils.InferenceResponse(error=pb_utils.TritonError(message)) for _ in requests]
+            return [
+                pb_utils.InferenceResponse(error=pb_utils.TritonError(message)) for _ in requests
+            ]
         for i, start, count in spans:
-            out = np.ascontiguousarray(logits[start:start + count], dtype=np.float32)
-            responses[i] = pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("output", out)])
+            out = np.ascontiguousarray(logits[start : start + count], dtype=np.float32)
+            responses[i] = pb_utils.InferenceResponse(
+                output_tensors=[pb_utils.Tensor("output", out)]
+            )
         return responses
 
     def finalize(self):

@@ -9,6 +9,7 @@ servelab.serving.tuned_runtime.TunedClassifier; this file only moves tensors bet
 cheaply as it can: the requests of one execute() call are stacked into one pinned buffer, run as
 one batch, and the logits are split back per request.
 """
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,10 @@ try:
     from servelab.serving.tuned_runtime import TunedClassifier
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
-        "food_classifier_tuned needs the lab's 'servelab' package: put the repository root on PYTHONPATH "
-        "(local mode does this) or pip-install it in the Triton image") from exc
+        "food_classifier_tuned needs the lab's 'servelab' package: put the repository root on "
+        "PYTHONPATH "
+        "(local mode does this) or pip-install it in the Triton image"
+    ) from exc
 
 WEIGHTS = "food11.pth"
 FORMATS = {"TYPE_FP32": "fp32_nchw", "TYPE_UINT8": "uint8_nhwc"}
@@ -38,18 +41,28 @@ class TritonPythonModel:
         name = args["model_name"]
         data_type = config["input"][0]["data_type"]
         if data_type not in FORMATS:
-            raise ValueError(f"{name}: input data_type must be TYPE_FP32 [3,224,224] or TYPE_UINT8 [224,224,3], "
-                             f"not {data_type}")
+            raise ValueError(
+                f"{name}: input data_type must be TYPE_FP32 [3,224,224] or TYPE_UINT8 [224,224,3], "
+                f"not {data_type}"
+            )
         weights = Path(__file__).resolve().parent / WEIGHTS
         if not weights.is_file():
-            raise FileNotFoundError(f"{weights} is missing: copy {WEIGHTS} into the version folder "
-                                    "(python -m servelab.model_repository does it)")
+            raise FileNotFoundError(
+                f"{weights} is missing: copy {WEIGHTS} into the version folder "
+                "(python -m servelab.model_repository does it)"
+            )
         self.runtime = TunedClassifier(
-            weights, device=triton_instance_device(args), input_format=FORMATS[data_type],
+            weights,
+            device=triton_instance_device(args),
+            input_format=FORMATS[data_type],
             precision=_parameter(config, "precision", "fp32"),
             cuda_graphs=_parameter(config, "cuda_graphs", "off") in ("on", "true", "yes", "1"),
-            max_batch=max(1, int(config.get("max_batch_size", 0))), threads=triton_thread_budget(args)[0])
-        pb_utils.Logger.log_info(f"{name}: instance {args.get('model_instance_name')}: {self.runtime.describe()}")
+            max_batch=max(1, int(config.get("max_batch_size", 0))),
+            threads=triton_thread_budget(args)[0],
+        )
+        pb_utils.Logger.log_info(
+            f"{name}: instance {args.get('model_instance_name')}: {self.runtime.describe()}"
+        )
 
     def execute(self, requests):
         # Triton has checked name, type and shape of every input against config.pbtxt already.
@@ -59,12 +72,16 @@ class TritonPythonModel:
         except Exception as exc:
             message = f"inference failed: {type(exc).__name__}: {exc}"
             pb_utils.Logger.log_error(message)
-            return [pb_utils.InferenceResponse(error=pb_utils.TritonError(message)) for _ in requests]
+            return [
+                pb_utils.InferenceResponse(error=pb_utils.TritonError(message)) for _ in requests
+            ]
         responses, start = [], 0
         for part in parts:
-            out = logits[start:start + len(part)]
+            out = logits[start : start + len(part)]
             start += len(part)
-            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("output", out)]))
+            responses.append(
+                pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("output", out)])
+            )
         return responses
 
     def finalize(self):
