@@ -46,7 +46,16 @@ import pandas as pd
 import tritonclient.http as httpclient
 from PIL import Image
 
-from servelab import claims, food11, labenv, model_repository, perf, plots, triton_config, triton_stats
+from servelab import (
+    claims,
+    food11,
+    labenv,
+    model_repository,
+    perf,
+    plots,
+    triton_config,
+    triton_stats,
+)
 from servelab.paths import RESULTS, TEST_IMAGES
 
 env = labenv.load()

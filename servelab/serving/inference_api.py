@@ -111,7 +111,10 @@ def create_app(runtime: str) -> BodySizeLimit:
     )
     app.state.holder = holder
 
-    body_hint = 'Send a JSON body of the form {"image": "<base64 JPEG, PNG or WebP>"} with Content-Type: application/json.'
+    body_hint = (
+        'Send a JSON body of the form {"image": "<base64 JPEG, PNG or WebP>"} '
+        "with Content-Type: application/json."
+    )
 
     @app.exception_handler(RequestValidationError)
     async def explain_bad_body(request: Request, exc: RequestValidationError):
