@@ -228,3 +228,26 @@ def busiest_gpu_pct(row: dict) -> float | None:
         v for k, v in row.items() if k.startswith("gpu") and k.endswith("_util_pct") and v == v
     ]
     return max(values) if values else None
+
+
+def onnx_provider(
+    model: str = "food_classifier_onnx", url: str | None = None, metrics_url: str | None = None
+) -> str:
+    """Where the server runs an ONNX model, as the server says: "CUDAExecutionProvider" or
+    "CPUExecutionProvider". Local mode's stand-in publishes its session's provider in Triton's
+    metrics (lab_onnx_execution_provider); Triton's own onnxruntime backend runs KIND_GPU
+    instances with CUDA and KIND_CPU ones on the CPU, so its served config says it."""
+    from servelab.triton_config import served_config
+
+    metrics = parse_metrics(
+        requests.get(metrics_url or labenv.triton_url("TRITON_METRICS_URL"), timeout=10).text
+    )
+    used = {
+        labels.get("provider")
+        for name, labels, value in metrics
+        if name == "lab_onnx_execution_provider" and labels.get("model") == model and value > 0
+    }
+    if used:
+        return "CUDAExecutionProvider" if "CUDAExecutionProvider" in used else used.pop()
+    kinds = {g.get("kind") for g in served_config(model, url).get("instance_group", [])}
+    return "CUDAExecutionProvider" if "KIND_GPU" in kinds else "CPUExecutionProvider"

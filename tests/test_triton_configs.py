@@ -173,6 +173,7 @@ def test_tuned_model_is_placed_on_demand_only(tmp_path, built_artifacts):
     assert {k: v.string_value for k, v in cfg.parameters.items()} == {
         "precision": "fp32",
         "cuda_graphs": "off",
+        "compile": "off",
         "cpu_threads": "auto",
         "weights": built_artifacts["weights"],
     }

@@ -14,7 +14,7 @@ import requests
 from triton_helpers import infer, start_local_triton
 from tritonclient.utils import InferenceServerException
 
-from servelab import food11, labenv, model_repository, perf, triton_config
+from servelab import food11, labenv, model_repository, perf, triton_config, triton_stats
 from servelab.paths import MODEL_ONNX, MODEL_PTH, PERF_INPUT_JSON
 from servelab.serving.runtimes import OnnxClassifier, TorchClassifier
 
@@ -73,6 +73,18 @@ def test_python_model_matches_torch(triton, test_images):
         label, prob = food11.top_class(row)
         assert labels[i] == label
         assert float(out["PROBABILITY"][i][0]) == pytest.approx(prob, abs=1e-4)
+
+
+def test_the_server_reports_where_the_onnx_model_runs(triton):
+    """The local stand-in publishes its session's provider in Triton's metrics (server-side, not the
+    notebook's own ONNX Runtime); on this CPU machine that is the CPU provider."""
+    metrics = requests.get(triton.metrics_url, timeout=10).text
+    assert (
+        'lab_onnx_execution_provider{model="food_classifier_onnx",provider="CPUExecutionProvider"}'
+        in metrics.replace(", ", ",")
+    )
+    provider = triton_stats.onnx_provider("food_classifier_onnx", triton.url, triton.metrics_url)
+    assert provider == "CPUExecutionProvider"
 
 
 def test_onnx_model_matches_onnxruntime(triton, test_images):

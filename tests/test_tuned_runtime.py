@@ -55,9 +55,25 @@ def test_batch_larger_than_max_is_refused(reference):
         runtime(reference[0][:3])
 
 
-def test_gpu_only_options_are_refused_on_cpu():
+@pytest.mark.parametrize(
+    "option", [{"precision": "fp16"}, {"cuda_graphs": True}, {"compiled": True}]
+)
+def test_gpu_only_options_are_refused_on_cpu(option):
     with pytest.raises(ValueError, match="GPU"):
-        tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", precision="fp16")
+        tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", **option)
+
+
+def test_tensors_already_on_the_device_give_the_same_logits(reference):
+    """run_on_device() (inputs handed over through DLPack) stacks the requests on the device
+    itself; on a CPU instance that is the same arithmetic as run()."""
+    import torch
+
+    x, expected = reference
+    runtime = tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=16)
+    parts = [torch.from_numpy(x[:1]), torch.from_numpy(x[1:3]), torch.from_numpy(x[3:])]
+    assert close(runtime.run_on_device(parts), expected, expected)
+    with pytest.raises(ValueError, match="max_batch"):
+        tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=2).run_on_device(parts)
 
 
 def test_graph_buckets_pad_at_most_twice():

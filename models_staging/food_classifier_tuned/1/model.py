@@ -3,11 +3,13 @@
 Input  input   FP32 [batch, 3, 224, 224] (normalised)  or  UINT8 [batch, 224, 224, 3] (raw pixels)
 Output output  FP32 [batch, 11]  logits
 
-Which input, precision and CUDA graphs: read from config.pbtxt at load time (see its header), so
-each of notebook 7's steps is a config change plus a reload. The work is in
-servelab.serving.tuned_runtime.TunedClassifier; this file only moves tensors between Triton and it, as
-cheaply as it can: the requests of one execute() call are stacked into one pinned buffer, run as
-one batch, and the logits are split back per request.
+Which input, precision, CUDA graphs and compilation: read from config.pbtxt at load time (see its
+header), so each of notebook 7's steps is a config change plus a reload. The work is in
+servelab.serving.tuned_runtime.TunedClassifier; this file only moves tensors between Triton and
+it, as cheaply as it can: the requests of one execute() call become one batch, and the logits are
+split back per request. Inputs in host memory are stacked into one pinned buffer; inputs Triton
+hands over on the GPU (CUDA shared memory with FORCE_CPU_ONLY_INPUT_TENSORS "no") are taken
+through DLPack without a copy and stacked on the GPU.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 from pathlib import Path
 
 import triton_python_backend_utils as pb_utils
+from torch.utils.dlpack import from_dlpack
 
 try:
     from servelab.serving.runtimes import triton_instance_device, triton_thread_budget
@@ -33,6 +36,11 @@ FORMATS = {"TYPE_FP32": "fp32_nchw", "TYPE_UINT8": "uint8_nhwc"}
 
 def _parameter(config: dict, key: str, default: str) -> str:
     return config.get("parameters", {}).get(key, {}).get("string_value", default).strip().lower()
+
+
+def _host_array(tensor):
+    """A request's input as a numpy array (one on the GPU, in a mixed batch, comes back first)."""
+    return tensor.as_numpy() if tensor.is_cpu() else from_dlpack(tensor.to_dlpack()).cpu().numpy()
 
 
 class TritonPythonModel:
@@ -59,6 +67,7 @@ class TritonPythonModel:
             cuda_graphs=_parameter(config, "cuda_graphs", "off") in ("on", "true", "yes", "1"),
             max_batch=max(1, int(config.get("max_batch_size", 0))),
             threads=triton_thread_budget(args)[0],
+            compiled=_parameter(config, "compile", "off") in ("on", "true", "yes", "1"),
         )
         pb_utils.Logger.log_info(
             f"{name}: instance {args.get('model_instance_name')}: {self.runtime.describe()}"
@@ -66,9 +75,14 @@ class TritonPythonModel:
 
     def execute(self, requests):
         # Triton has checked name, type and shape of every input against config.pbtxt already.
-        parts = [pb_utils.get_input_tensor_by_name(r, "input").as_numpy() for r in requests]
+        tensors = [pb_utils.get_input_tensor_by_name(r, "input") for r in requests]
         try:
-            logits = self.runtime.run(parts)
+            if any(t.is_cpu() for t in tensors):
+                parts = [_host_array(t) for t in tensors]
+                logits = self.runtime.run(parts)
+            else:  # on the GPU already: no copy through the host
+                parts = [from_dlpack(t.to_dlpack()) for t in tensors]
+                logits = self.runtime.run_on_device(parts)
         except Exception as exc:
             message = f"inference failed: {type(exc).__name__}: {exc}"
             pb_utils.Logger.log_error(message)
