@@ -76,8 +76,6 @@ class TunedClassifier:
         on_gpu = self.device.type == "cuda"
         if not on_gpu and (precision == "fp16" or cuda_graphs or compiled):
             raise ValueError("fp16, CUDA graphs and compile need a GPU instance (KIND_GPU)")
-        if on_gpu:
-            torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN time its algorithms
         self.input_format, self.precision, self.max_batch = input_format, precision, int(max_batch)
         self.dtype = torch.float16 if precision == "fp16" else torch.float32
         model = TorchClassifier(weights, device=str(self.device), threads=threads).model.eval()
