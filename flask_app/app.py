@@ -1,6 +1,7 @@
-"""GourmetGram-style upload page: pick a food photo, get one of 11 classes from the backend.
+"""GourmetGram-style upload page: pick a food photo, get one of 11 classes from a model server.
 
-Run locally: python -m flask_app.serve   (waitress; the backend comes from the environment: backends.py)
+Run locally: python -m flask_app.serve   (waitress)
+Which model server (FastAPI or Triton) comes from the environment: see backends.py.
 """
 
 from __future__ import annotations

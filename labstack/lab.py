@@ -5,7 +5,9 @@
 results/
   index.md               summary page: what ran, key numbers, every claim checked, the plots
   notebooks/*.ipynb      the executed notebooks (open them to see every output)
-  fastapi/, triton/      CSVs of every run (one row per request or per perf_analyzer level), PNG plots
+  fastapi/, triton/, hardware/
+                         CSVs of every run (one row per request or per perf_analyzer level),
+                         PNG plots
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ SUMMARY_COLUMNS = [
     "avg_batch_size",
     "delayed_pct",
 ]
-# utilisation columns are named after what they measured: gpu0_util_pct, gpu1_util_pct, ... or cpu_util_pct
+# utilisation columns are named after what they measured: gpu0_util_pct, gpu1_util_pct, ...
+# or cpu_util_pct
 # Answers for the notebooks' prediction cells in headless test runs (LAB_PREDICTIONS): a student's
 # reasonable guesses, so the compare-with-prediction path runs; `make lab` leaves them unanswered.
 SCRIPTED_PREDICTIONS = {
@@ -94,7 +97,8 @@ def available_notebooks() -> list[tuple[Path, str, bool]]:
 
 
 def summary_markdown(summary_csv: Path) -> str:
-    """A benchmark's summary.csv as a markdown table of the columns a page shows (the full rows stay in the CSV)."""
+    """A benchmark's summary.csv as a markdown table of the columns a page shows (all of them stay
+    in the CSV)."""
     table = pd.read_csv(summary_csv)
     columns = [c for c in SUMMARY_COLUMNS if c in table] + [
         c for c in table if c.endswith("_util_pct")
@@ -103,7 +107,8 @@ def summary_markdown(summary_csv: Path) -> str:
 
 
 def claims_with_verdicts(claims_csv: Path) -> pd.DataFrame:
-    """claims.csv as the page shows it: the verdict (a failed one in bold), the measured interval and the rule."""
+    """claims.csv as the page shows it: the verdict (a failed one in bold), the measured interval
+    and the rule."""
     table = pd.read_csv(claims_csv, keep_default_na=False)
     if "verdict" not in table:  # a results folder written before claims had three verdicts
         table = table.assign(
@@ -118,7 +123,8 @@ def claims_with_verdicts(claims_csv: Path) -> pd.DataFrame:
 
 
 def figure_and_csv_links(folder: Path, prefix: str) -> list[str]:
-    """Markdown lines: every PNG of a results folder shown, every CSV linked (paths start with prefix)."""
+    """Markdown lines: every PNG of a results folder shown, every CSV linked (paths start with
+    prefix)."""
     return [
         *(f"![{png.stem}]({prefix}/{png.name})" for png in sorted(folder.glob("*.png"))),
         "",

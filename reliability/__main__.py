@@ -1,9 +1,11 @@
 """python -m reliability: run the parts, write the report, exit 1 if anything broke the contract.
 
-    python -m reliability                       # everything -> docs/reliability.md (make reliability)
-    python -m reliability --only soak --soak-seconds 300 --out results/reliability_soak.md   # make soak
+    python -m reliability        # everything -> docs/reliability.md (make reliability)
+    python -m reliability --only soak --soak-seconds 300 --out results/reliability_soak.md
+                                 # make soak
 
-About 3-4 minutes on a 2-core machine with the defaults. Every service it starts is stopped at the end.
+About 3-4 minutes on a 2-core machine with the defaults. Every service it starts is stopped at
+the end.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def run_all(
     seed: int = DEFAULTS["seed"],
     log=print,
 ) -> dict:
-    """The measurements of `parts`; services are started once per half (FastAPI+Flask, then Triton)."""
+    """The measurements of `parts`; services start once per half (FastAPI+Flask, then Triton)."""
     from labstack import artifacts
     from servelab.paths import TEST_IMAGES
 

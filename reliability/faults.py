@@ -22,7 +22,8 @@ from servelab.paths import REPO_ROOT
 
 
 def scenario(name: str, expected: str, fn) -> dict:
-    """Run fn() -> (passed, what happened); an exception inside is a failed scenario, reported as such."""
+    """Run fn() -> (passed, what happened); an exception inside is a failed scenario, reported as
+    such."""
     start = time.perf_counter()
     try:
         passed, observed = fn()
@@ -41,7 +42,8 @@ def scenario(name: str, expected: str, fn) -> dict:
 
 
 def kill_during(proc, after_s: float, work):
-    """Run work() while proc is SIGKILLed after `after_s` seconds: (what work returned, seconds it took)."""
+    """Run work() while proc is SIGKILLed after `after_s` seconds: (what work returned, seconds it
+    took)."""
     timer = threading.Timer(after_s, proc.kill)
     timer.start()
     t0 = time.perf_counter()
@@ -52,7 +54,8 @@ def kill_during(proc, after_s: float, work):
 
 
 def flask_backend_killed(image: bytes, backend: str = "onnx") -> dict:
-    """Kill FastAPI behind a running Flask, ask Flask, start FastAPI again on the same port, ask again."""
+    """Kill FastAPI behind a running Flask, ask Flask, start FastAPI again on the same port, ask
+    again."""
 
     def run():
         upload = {"file": ("a.jpg", image, "image/jpeg")}
@@ -237,7 +240,8 @@ def crash_up_down_down(tmp: Path, full_stack: bool = True) -> list[dict]:
 
 
 def stale_pid(tmp: Path) -> dict:
-    """State that records a dead pid and a pid now used by an unrelated program: `down` must stop neither."""
+    """State that records a dead pid and a pid now used by an unrelated program: `down` must stop
+    neither."""
 
     def run():
         state_dir = tmp / "stale"

@@ -19,7 +19,8 @@ def table(rows: list[list], header: list[str]) -> str:
 
 
 def problems(res: dict) -> list[str]:
-    """What breaks the issue's contract; the command exits 1 if any (Triton core 500s are not ours)."""
+    """What breaks the contract; the command exits 1 if anything does (Triton core 500s are not
+    ours)."""
     out = []
     for t in res.get("fuzz", []):
         for v in ("server error", "no answer", "crash", "unclear"):

@@ -32,7 +32,8 @@ ROOT_USERS = ("root", "0", "0:0")
 
 def scan_secrets(root: Path = REPO_ROOT) -> tuple[int, list[str]]:
     """Every file git tracks, plus untracked ones not ignored (what the next commit could add):
-    (files scanned, 'path:line: kind' findings). The patterns above do not match their own source."""
+    (files scanned, 'path:line: kind' findings). The patterns above do not match their own
+    source."""
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=root,
@@ -59,13 +60,14 @@ def scan_secrets(root: Path = REPO_ROOT) -> tuple[int, list[str]]:
 
 
 def dockerfiles(root: Path = REPO_ROOT) -> list[Path]:
-    """The lab's own images (docker/Dockerfile.*). The stand-ins in docker/standins/ replace registry
-    base images in tests only and run what those images run."""
+    """The lab's own images (docker/Dockerfile.*). The stand-ins in docker/standins/ replace
+    registry base images in tests only and run what those images run."""
     return sorted(p for p in root.glob("*/Dockerfile*") if not p.name.endswith(".dockerignore"))
 
 
 def last_user(dockerfile: Path) -> str | None:
-    """The user the image's process runs as: the last USER line (None = the base image's, root here)."""
+    """The user the image's process runs as: the last USER line (None: the base image's, root
+    here)."""
     users = re.findall(r"^USER\s+(\S+)", dockerfile.read_text(), re.M)
     return users[-1] if users else None
 

@@ -66,8 +66,8 @@ def triton_url(name: str = "TRITON_SERVER_URL") -> str:
 
 
 def triton_urls() -> tuple[str, str, str]:
-    """Triton's HTTP URL, gRPC host:port and metrics URL. Without TRITON_GRPC_URL / TRITON_METRICS_URL,
-    Triton's default ports (8001, 8002) on the HTTP URL's host."""
+    """Triton's HTTP URL, gRPC host:port and metrics URL. Without TRITON_GRPC_URL /
+    TRITON_METRICS_URL, Triton's default ports (8001, 8002) on the HTTP URL's host."""
     http = url("TRITON_SERVER_URL")
     host = http.rsplit(":", 1)[0]  # http://triton_server:8000 -> http://triton_server
     grpc = os.environ.get("TRITON_GRPC_URL") or host.split("://")[-1] + ":8001"
@@ -100,8 +100,8 @@ def param_list(name: str, default: str) -> list[int]:
 def wait_healthy(
     health_url: str, timeout: float = 120.0, check=lambda r: True, in_a_row: int = 1
 ) -> dict:
-    """Wait until health_url answers 200 and check(response) holds, `in_a_row` times in a row (several
-    worker processes answer in turn, and each must have loaded its model)."""
+    """Wait until health_url answers 200 and check(response) holds, `in_a_row` times in a row
+    (several worker processes answer in turn, and each must have loaded its model)."""
     deadline = time.time() + timeout
     last, good = "no answer", 0
     while time.time() < deadline:
@@ -126,7 +126,8 @@ def wait_healthy(
 
 # --- Docker: the steps only the host can do (the Jupyter container cannot restart containers)
 
-WORK_DIR = "/home/jovyan/work"  # the repository's folders inside the Jupyter container (the compose mounts)
+# the repository's folders inside the Jupyter container (the compose files mount them there)
+WORK_DIR = "/home/jovyan/work"
 
 
 def compose_files() -> str:
@@ -154,7 +155,8 @@ def host_path(container_path) -> str:
 
 
 def ask_host(command: str) -> None:
-    """Print a command for the student to run on the host; the calling cell then waits for its effect.
+    """Print a command for the student to run on the host; the calling cell then waits for its
+    effect.
 
     The exact words matter: `make test-docker` reads this line and runs the command as printed.
     """
@@ -166,7 +168,8 @@ def ask_host(command: str) -> None:
 
 
 def wait_for_file(path, complete=lambda text: bool(text), timeout: float = 1800.0) -> str:
-    """Wait until the file a host command writes exists and `complete(text)` holds; return its text."""
+    """Wait until the file a host command writes exists and `complete(text)` holds; return the
+    text."""
     path = Path(path)
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -241,7 +244,7 @@ def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) 
 
 
 def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
-    """Point the Flask UI at a Triton model (food_classifier or food_classifier_onnx) and wait for it."""
+    """Point the Flask UI at Triton's food_classifier or food_classifier_onnx and wait for it."""
     base = url("FLASK_SERVER_URL")
     if os.environ.get("LAB_MODE") == "local":
         _restart_local("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})

@@ -1,4 +1,5 @@
-"""Both FastAPI services as real uvicorn processes: the API contract, bad input, and that they keep serving."""
+"""Both FastAPI services as real uvicorn processes: the API contract, bad input, and that they keep
+serving."""
 
 import base64
 
@@ -110,7 +111,8 @@ def test_swagger_docs_with_a_working_example(fastapi_servers):
 
 
 def test_concurrent_requests_queue_behind_one_model(fastapi_servers, image_b64):
-    """The service runs one request at a time: under 8 concurrent senders most time is queue, not infer."""
+    """The service runs one request at a time: with 8 concurrent senders most time is queue, not
+    infer."""
     from servelab import loadgen
 
     row = loadgen.summarize(

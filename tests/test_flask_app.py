@@ -1,4 +1,5 @@
-"""The Flask UI under waitress, against a real FastAPI backend: upload, limits, backend down and back."""
+"""The Flask UI under waitress, in front of a real FastAPI service: upload, limits, the service down
+and back."""
 
 import io
 import re

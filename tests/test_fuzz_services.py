@@ -1,4 +1,5 @@
-"""Schema-driven and generated bad input against the real FastAPI services (both runtimes) and the Flask upload.
+"""Schema-driven and generated bad input against the real FastAPI services (both runtimes) and the
+Flask upload.
 
 schemathesis reads each service's own /openapi.json and sends positive and negative bodies; then the
 image corpus, raw bodies the schema cannot express and Hypothesis-mutated images. Expected: no 5xx,

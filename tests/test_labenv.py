@@ -85,9 +85,9 @@ def test_host_commands_keep_the_compose_files_the_stack_runs_with(
         labenv.use_flask_triton_model("food_classifier_onnx", timeout=5)
         printed = capsys.readouterr().out.splitlines()
         assert printed[0].startswith("Run this on the host, in the repository's docker/ folder")
-        assert (
-            printed[1]
-            == f"  FOOD11_MODEL_NAME=food_classifier_onnx docker compose {files} up -d --no-deps --wait flask"
+        assert printed[1] == (
+            f"  FOOD11_MODEL_NAME=food_classifier_onnx docker compose {files} "
+            "up -d --no-deps --wait flask"
         )
     monkeypatch.setenv(
         "LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml"

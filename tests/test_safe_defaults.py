@@ -1,7 +1,9 @@
-"""Safe defaults: loopback binding in local mode, Jupyter tokens, non-root containers, upload caps, no secrets.
+"""Safe defaults: loopback binding in local mode, Jupyter tokens, non-root containers, upload caps,
+no secrets.
 
 The checks are reliability.safe_defaults.checks() (section 4 of docs/reliability.md); every
-one must pass. The listening addresses of running services: test_fuzz_services.py, test_fuzz_triton.py.
+one must pass. The listening addresses of running services: test_fuzz_services.py,
+test_fuzz_triton.py.
 """
 
 import os
@@ -22,7 +24,7 @@ def test_safe_default(check, ok, detail):
 
 
 def test_every_dockerfile_is_checked_for_its_user():
-    """Every Dockerfile git knows of, at any depth (not the checks' own glob), has its user check."""
+    """Every Dockerfile in the tree, at any depth (not the checks' own glob), has its user check."""
     checked = {c for c, _, _ in CHECKS if c.endswith("runs as a non-root user")}
     listed = subprocess.run(
         ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*Dockerfile*"],

@@ -1,4 +1,5 @@
-"""Bounded soak of FastAPI (PyTorch, ONNX) and Flask -> FastAPI: sustained concurrent load for a set time.
+"""Bounded soak of FastAPI (PyTorch, ONNX) and Flask -> FastAPI: sustained concurrent load for a
+set time.
 
 Short in `make test` (SOAK_SECONDS, default 10 s per service); `make soak SOAK_SECONDS=300` runs the
 long form through python -m reliability --only soak. Expected: zero failed requests and
@@ -55,7 +56,8 @@ def test_flask_soak(services, test_images):
 
 
 def test_a_failing_service_is_counted_not_hidden():
-    """The soak counts failures: against a port where nothing listens every request fails, none hangs."""
+    """The soak counts failures: against a port where nothing listens, every request fails and none
+    hangs."""
     row = soak.soak(
         "nothing there",
         soak.fastapi_sender("http://127.0.0.1:9", "AAAA"),

@@ -220,7 +220,7 @@ def load_text(text: str):
     return text_format.Parse(text, model_config_pb2.ModelConfig())
 
 
-# ---------------------------------------------------------------- parsing Triton's and perf_analyzer's output
+# -------------------------------------------------- parsing Triton's and perf_analyzer's output
 
 # as written by perf_analyzer 2.51 (`-f` with --verbose-csv) against the local server
 PERF_CSV = (

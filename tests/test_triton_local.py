@@ -47,7 +47,8 @@ class TritonPythonModel:
         for request in requests:
             text = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0][0]
             answer = f"{lab_stub_probe.VALUE}:{np.__version__}:{len(text)}".encode()
-            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([[answer]], dtype=object))]))
+            tensor = pb_utils.Tensor("OUT", np.array([[answer]], dtype=object))
+            out.append(pb_utils.InferenceResponse([tensor]))
         return out
 """
 

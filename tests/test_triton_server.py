@@ -283,8 +283,9 @@ def test_remove_dynamic_batching(triton):
 
 
 def test_tuned_model_loaded_on_demand_and_reconfigured(triton, test_images, capsys):
-    """Notebook 7's model: placed and loaded on request; its input becomes raw uint8 pixels by a config
-    change alone; a GPU-only option on a CPU instance is refused and the loaded version keeps serving."""
+    """Notebook 7's model: placed and loaded on request; its input becomes raw uint8 pixels by a
+    config change alone; a GPU-only option on a CPU instance is refused and the loaded version keeps
+    serving."""
     from test_tuned_runtime import pixels
 
     model = "food_classifier_tuned"
@@ -330,8 +331,9 @@ def test_tuned_model_loaded_on_demand_and_reconfigured(triton, test_images, caps
 def test_flask_calls_triton_through_tritonclient_under_concurrent_uploads(
     triton, test_images, start_service, model
 ):
-    """The Flask UI's Triton backend (tritonclient, one client per waitress thread): 24 uploads from
-    8 threads at once all get a class, for the model that decodes and the one Flask pre-processes for."""
+    """Flask in front of Triton (tritonclient, one client per waitress thread): 24 uploads from 8
+    threads at once all get a class, for the model that decodes and the one Flask pre-processes
+    for."""
     from concurrent.futures import ThreadPoolExecutor
 
     from labstack import launcher

@@ -166,7 +166,8 @@ def build_rootfs() -> None:
 
 
 def build_standin(role: str, tags: dict[str, str]) -> None:
-    """docker compose build of one service of compose.yaml (here), tagged as the image it replaces."""
+    """`docker compose build` of one service of compose.yaml (here), tagged as the image it
+    replaces."""
     env = {
         **os.environ,
         **tags,

@@ -116,8 +116,8 @@ def test_config_edit_in_jupyter_is_reloaded_through_the_repository_api(stack, cl
         text = config.read_text()
         assert "count: 1" in text
         config.write_text(text.replace("count: 1", "count: 2", 1))
-        r = requests.post("http://triton_server:8000/v2/repository/models/food_classifier/load", timeout=300,
-                          headers={"lab-admin-key": os.environ["TRITON_ADMIN_KEY"]})
+        r = requests.post("http://triton_server:8000/v2/repository/models/food_classifier/load",
+                          timeout=300, headers={"lab-admin-key": os.environ["TRITON_ADMIN_KEY"]})
         config.write_text(text)
         print(r.status_code, r.text)
     """)
