@@ -233,15 +233,16 @@ def _module(name: str) -> list[str]:
     return [sys.executable, "-m", name]
 
 
-def fastapi_service(port: int, backend: str, workers: int | str = 1) -> Service:
+def fastapi_service(port: int, runtime: str, workers: int | str = 1) -> Service:
+    """The FastAPI service running `runtime`: 'pt' (or 'pytorch') or 'onnx' (FASTAPI_BACKEND)."""
     try:
-        backend = fastapi_backend(backend)
+        setting = fastapi_backend(runtime)  # 'pt' or 'onnx', as in fastapi_pt/ and fastapi_onnx/
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
-    app = f"fastapi_{backend}.app:app"
+    app = f"fastapi_{setting}.app:app"
     # uvicorn starts WEB_CONCURRENCY worker processes; each loads the model with its share of the
     # cores
-    env = {"FASTAPI_BACKEND": backend, "WEB_CONCURRENCY": str(int(workers))}
+    env = {"FASTAPI_BACKEND": setting, "WEB_CONCURRENCY": str(int(workers))}
     return Service(
         "fastapi",
         _module("uvicorn") + [app, "--host", BIND, "--port", str(port), "--no-access-log"],
@@ -390,15 +391,15 @@ def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
     raise SystemExit(f"no service called {name!r} (fastapi, flask, triton, jupyter)")
 
 
-def up(jupyter: bool = False, triton: bool = True, backend: str | None = None) -> dict:
+def up(jupyter: bool = False, triton: bool = True) -> dict:
     clean_stale()
     lab_secrets()  # made once; the same token and key after every restart
     state: dict = {"services": {}, "started": time.strftime("%F %T")}
     try:
-        backend = backend or os.environ.get("FASTAPI_BACKEND", "pt")
-        print(f"starting fastapi ({backend}) ...", flush=True)
+        runtime = os.environ.get("FASTAPI_BACKEND", "pt")
+        print(f"starting fastapi ({runtime}) ...", flush=True)
         state["services"]["fastapi"] = start(
-            _service("fastapi", state, {"FASTAPI_BACKEND": backend})
+            _service("fastapi", state, {"FASTAPI_BACKEND": runtime})
         )
         write_state(state)
         if triton:

@@ -116,8 +116,8 @@ def run_all(
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         tmp = Path(tmp)
         if "faults" in parts:
-            log("faults: Flask backend killed, FastAPI killed mid-benchmark, launcher ...")
-            out["faults"].append(faults.flask_backend_killed(image))
+            log("faults: FastAPI killed behind Flask, FastAPI killed mid-benchmark, launcher ...")
+            out["faults"].append(faults.fastapi_killed_behind_flask(image))
             out["faults"].append(faults.fastapi_killed_mid_benchmark(b64))
             out["faults"] += faults.crash_up_down_down(tmp / "launcher", full_stack=True)
             out["faults"].append(faults.stale_pid(tmp / "launcher"))

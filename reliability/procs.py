@@ -55,9 +55,9 @@ class Proc:
         launcher._stop(self.pid, self.record["marker"], grace=5)
 
 
-def start_fastapi(backend: str, port: int | None = None) -> Proc:
+def start_fastapi(runtime: str, port: int | None = None) -> Proc:
     return Proc(
-        launcher.fastapi_service(port or launcher.free_port(), backend), f"fastapi-{backend}"
+        launcher.fastapi_service(port or launcher.free_port(), runtime), f"fastapi-{runtime}"
     )
 
 
@@ -72,8 +72,8 @@ def fastapi_and_flask():
     stopped on exit."""
     started: list[Proc] = []
     try:
-        for backend in ("pt", "onnx"):
-            started.append(start_fastapi(backend))
+        for runtime in ("pt", "onnx"):
+            started.append(start_fastapi(runtime))
         started.append(start_flask(started[1].url))
         yield dict(zip(("pt", "onnx", "flask"), started))
     finally:

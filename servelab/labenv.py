@@ -198,26 +198,27 @@ def _restart_local(service: str, settings: dict) -> None:
         raise RuntimeError(f"restarting {service} failed:\n{(done.stdout + done.stderr)[-2000:]}")
 
 
-def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) -> dict:
-    """Switch the FastAPI service to 'pt' (PyTorch) or 'onnx', served by `workers` uvicorn worker
-    processes, and wait until it serves that way.
+def use_fastapi_backend(runtime: str, workers: int = 1, timeout: float = 900.0) -> dict:
+    """Switch the FastAPI service's runtime to 'pt' (PyTorch) or 'onnx' (ONNX Runtime), served by
+    `workers` uvicorn worker processes, and wait until it serves that way. The name is that of the
+    setting it changes, FASTAPI_BACKEND.
 
     Local mode restarts the process on the same port. With Docker, the student runs the printed
     command on the host and this waits for it.
     """
     from servelab.serving.runtimes import FASTAPI_BACKENDS, fastapi_backend
 
-    backend = fastapi_backend(backend)
-    runtime = FASTAPI_BACKENDS[backend]
+    setting = fastapi_backend(runtime)  # 'pt' or 'onnx'
+    runtime = FASTAPI_BACKENDS[setting]  # the name /health answers: 'pytorch' or 'onnx'
     base = url("FASTAPI_SERVER_URL")
     settings = {
-        "FASTAPI_BACKEND": backend,
+        "FASTAPI_BACKEND": setting,
         "WEB_CONCURRENCY": str(int(workers)),
     }  # uvicorn reads WEB_CONCURRENCY
     if os.environ.get("LAB_MODE") == "local":
         _restart_local("fastapi", settings)
     else:
-        assignments = f"FASTAPI_BACKEND={shlex.quote(backend)}" + (
+        assignments = f"FASTAPI_BACKEND={shlex.quote(setting)}" + (
             f" WEB_CONCURRENCY={int(workers)}" if workers != 1 else ""
         )
         ask_host(
@@ -228,7 +229,7 @@ def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) 
 
     def serving(resp) -> bool:
         body = resp.json()
-        if body.get("backend") != runtime or int(body.get("workers", 1)) != int(workers):
+        if body.get("runtime") != runtime or int(body.get("workers", 1)) != int(workers):
             return False
         ready.add(body.get("pid"))
         return len(ready) >= int(workers)
@@ -236,7 +237,7 @@ def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) 
     health = wait_healthy(f"{base}/health", timeout, check=serving)
     os.environ.update(settings)
     print(
-        f"FastAPI service now runs {health['backend']} on {health['device']} in "
+        f"FastAPI service now runs {health['runtime']} on {health['device']} in "
         f"{health['workers']} worker "
         f"process(es), {health['threads']} thread(s) each ({health['weights']} weights)"
     )
@@ -255,7 +256,7 @@ def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
             "up -d --no-deps --wait flask"
         )
     health = wait_healthy(
-        f"{base}/healthz", timeout, check=lambda r: f"'{model}'" in r.json().get("backend", "")
+        f"{base}/healthz", timeout, check=lambda r: f"'{model}'" in r.json().get("model_server", "")
     )
-    print(f"Flask now uses: {health['backend']}")
+    print(f"Flask now uses: {health['model_server']}")
     return health

@@ -10,6 +10,7 @@ import pytest
 
 from labstack import artifacts, launcher
 from servelab.paths import TEST_IMAGES
+from servelab.serving.runtimes import RUNTIMES
 
 PY = sys.executable
 
@@ -58,10 +59,9 @@ def start_service():
 
 @pytest.fixture(scope="module")
 def fastapi_servers(built_artifacts):
-    """Both FastAPI services (PyTorch and ONNX) running side by side for a test module."""
+    """Both FastAPI services side by side for a test module: {runtime name: URL}."""
     servers = {
-        name: Running(launcher.fastapi_service(launcher.free_port(), name))
-        for name in ("pytorch", "onnx")
+        name: Running(launcher.fastapi_service(launcher.free_port(), name)) for name in RUNTIMES
     }
     yield {name: s.url for name, s in servers.items()}
     for s in servers.values():

@@ -1,4 +1,4 @@
-"""Faults of the FastAPI/Flask half and the launcher: a backend killed under Flask, a FastAPI server
+"""Faults of the FastAPI/Flask half and the launcher: FastAPI killed behind Flask, a FastAPI server
 killed mid-benchmark, `up` after a crash then `down` twice, and stale state with a reused pid.
 (Triton's faults: tests/test_fuzz_triton.py. The report runs the launcher sequence with the full
 `make up` stack; here with --no-triton, to stay short.)
@@ -11,8 +11,8 @@ from reliability import faults
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_flask_backend_killed_then_back(test_images):
-    row = faults.flask_backend_killed(test_images[0].read_bytes())
+def test_fastapi_killed_behind_flask_then_back(test_images):
+    row = faults.fastapi_killed_behind_flask(test_images[0].read_bytes())
     print(row)
     assert row["passed"], row["observed"]
     assert "HTTP 502" in row["observed"] and "same Flask process yes" in row["observed"]

@@ -36,9 +36,9 @@ def _assert_clean(tally, cases_at_least: int):
     assert tally.still_serving
 
 
-@pytest.mark.parametrize("backend", ["pt", "onnx"])
-def test_fastapi_fuzz_from_its_openapi_spec(services, backend):
-    tally = fuzz_fastapi.fuzz_fastapi(services[backend], examples=60, image_examples=30)
+@pytest.mark.parametrize("runtime", ["pt", "onnx"])
+def test_fastapi_fuzz_from_its_openapi_spec(services, runtime):
+    tally = fuzz_fastapi.fuzz_fastapi(services[runtime], examples=60, image_examples=30)
     _assert_clean(tally, 150)
     assert all(tally.statuses[s] > 0 for s in (200, 400, 413, 415, 422)), tally.statuses
     assert tally.counts["accepted"] > 0 and tally.counts["rejected"] > 100
@@ -53,9 +53,9 @@ def test_flask_upload_fuzz(services):
 def test_decompression_bomb_is_413_with_the_pixel_limit_everywhere(services):
     """A 50 KiB PNG claiming 400 Mpx: FastAPI and Flask both say how many pixels are allowed."""
     limit = f"{food11.MAX_IMAGE_PIXELS:,} pixels"
-    for backend in ("pt", "onnx"):
+    for runtime in ("pt", "onnx"):
         resp = requests.post(
-            f"{services[backend].url}/predict",
+            f"{services[runtime].url}/predict",
             timeout=30,
             json={"image": base64.b64encode(BOMB).decode()},
         )

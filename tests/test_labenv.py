@@ -38,10 +38,10 @@ def test_triton_urls_from_the_environment(monkeypatch):
 def health_server():
     """A real HTTP server answering the two health URLs as the switched services do."""
     answers = {
-        "/healthz": {"backend": "Triton model 'food_classifier_onnx'"},
+        "/healthz": {"model_server": "Triton model 'food_classifier_onnx'"},
         "/health": {
             "status": "ready",
-            "backend": "onnx",
+            "runtime": "onnx",
             "device": "cpu",
             "threads": 2,
             "workers": 1,
@@ -136,7 +136,7 @@ def test_a_switch_to_two_workers_waits_until_both_serve(monkeypatch):
             seen.append((pid, status))
             body = {
                 "status": "ready" if status == 200 else "loading",
-                "backend": "onnx",
+                "runtime": "onnx",
                 "device": "cpu",
                 "threads": 1,
                 "workers": 2,

@@ -44,7 +44,7 @@ def test_up_switch_crash_up_down_down(tmp_path, image_b64, built_artifacts):
     # one setting switches the runtime, on the same URL
     switched = run_launcher(state, "restart", "fastapi", "--set", "FASTAPI_BACKEND=onnx")
     assert switched.returncode == 0, switched.stderr
-    assert requests.get(f"{fastapi}/health", timeout=5).json()["backend"] == "onnx"
+    assert requests.get(f"{fastapi}/health", timeout=5).json()["runtime"] == "onnx"
     assert _env(state)["FASTAPI_BACKEND"] == "onnx"
 
     # a crash: the FastAPI process dies; `up` again cleans up what is left and starts afresh

@@ -32,11 +32,11 @@ def services(built_artifacts):
         yield started
 
 
-@pytest.mark.parametrize("backend", ["pt", "onnx"])
-def test_fastapi_soak(services, image_b64, backend):
-    api = services[backend]
+@pytest.mark.parametrize("runtime", ["pt", "onnx"])
+def test_fastapi_soak(services, image_b64, runtime):
+    api = services[runtime]
     row = soak.soak(
-        f"FastAPI {backend}", soak.fastapi_sender(api.url, image_b64), SECONDS, 4, api.pid
+        f"FastAPI {runtime}", soak.fastapi_sender(api.url, image_b64), SECONDS, 4, api.pid
     )
     assert row["processes"] == 1  # uvicorn, one process
     _assert_soak(row)

@@ -351,4 +351,4 @@ def test_flask_calls_triton_through_tritonclient_under_concurrent_uploads(
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(upload, range(24)))
     assert answers == [(200, True)] * 24
-    assert f"'{model}'" in requests.get(f"{flask.url}/healthz", timeout=10).json()["backend"]
+    assert f"'{model}'" in requests.get(f"{flask.url}/healthz", timeout=10).json()["model_server"]

@@ -136,7 +136,7 @@ def create_app(runtime: str) -> BodySizeLimit:
     @app.get("/health")
     def health():
         body = {
-            "backend": runtime,
+            "runtime": runtime,
             "weights": holder.weights,
             "workers": int(os.environ.get("WEB_CONCURRENCY") or 1),
             "pid": os.getpid(),

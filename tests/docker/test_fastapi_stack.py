@@ -50,7 +50,7 @@ def test_every_service_healthy_and_published_on_loopback_only(stack):
 
 def test_fastapi_predicts_a_jpeg_from_the_host(stack, settings):
     health = requests.get(settings.url("FASTAPI_PORT", "/health"), timeout=10).json()
-    assert health["status"] == "ready" and health["backend"] == "pytorch"
+    assert health["status"] == "ready" and health["runtime"] == "pytorch"
     assert health["device"] == ("cuda:0" if settings.gpu else "cpu")
     resp = predict(settings.url("FASTAPI_PORT"), JPEG.read_bytes())
     assert resp.status_code == 200, resp.text

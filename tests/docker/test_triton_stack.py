@@ -103,7 +103,7 @@ def test_flask_upload_reaches_triton_by_service_name(stack, settings):
     assert page.status_code == 200 and label and label.group(1) in food11.CLASSES, page.text[:500]
     assert (
         "triton_server:8000"
-        in requests.get(settings.url("FLASK_PORT", "/healthz"), timeout=10).json()["backend"]
+        in requests.get(settings.url("FLASK_PORT", "/healthz"), timeout=10).json()["model_server"]
     )
 
 
