@@ -13,6 +13,15 @@ from servelab.paths import TEST_IMAGES
 from servelab.serving.runtimes import RUNTIMES
 
 PY = sys.executable
+# Fixtures that start real servers. A test using one belongs to the slow tier (`-m "not slow"` is
+# the fast one); this keeps it so when a new test borrows one of them.
+SERVER_FIXTURES = {"start_service", "fastapi_servers", "services", "triton", "flask_url"}
+
+
+def pytest_runtest_setup(item):
+    servers = SERVER_FIXTURES.intersection(item.fixturenames)
+    if servers and item.get_closest_marker("slow") is None:
+        pytest.fail(f"starts servers ({', '.join(sorted(servers))}): mark it @pytest.mark.slow")
 
 
 @pytest.fixture(scope="session")

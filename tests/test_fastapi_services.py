@@ -10,6 +10,8 @@ import requests
 from servelab import food11
 from servelab.serving.runtimes import RUNTIMES
 
+pytestmark = pytest.mark.slow  # real uvicorn processes
+
 
 @pytest.mark.parametrize("runtime", RUNTIMES)
 def test_health_says_ready_runtime_and_weights(fastapi_servers, runtime):

@@ -11,6 +11,8 @@ from PIL import Image
 from labstack import launcher
 from servelab import food11
 
+pytestmark = pytest.mark.slow  # real waitress and uvicorn processes
+
 
 def _label(page: str):
     m = re.search(r'class="label">([^<]+)<', page)

@@ -16,7 +16,7 @@ from labstack import launcher
 from reliability import corpus, fuzz_fastapi, fuzz_flask, procs
 from servelab import food11
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 BOMB = corpus.corpus_file("PNG 20000x20000")
 
 

@@ -19,7 +19,7 @@ from labstack import launcher
 from reliability import common, faults_triton, fuzz_triton, procs, soak
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", 8))
-pytestmark = pytest.mark.timeout(300 + 4 * SECONDS)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300 + 4 * SECONDS)]
 MODELS = fuzz_triton.MODELS
 
 

@@ -2,7 +2,9 @@
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 
@@ -153,6 +155,11 @@ def test_a_switch_to_two_workers_waits_until_both_serve(monkeypatch):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    # labenv polls once a second; the order of the answers is what counts, not the waits
+    real_sleep = time.sleep
+    monkeypatch.setattr(
+        labenv, "time", SimpleNamespace(time=time.time, sleep=lambda s: real_sleep(0.01))
+    )
     try:
         monkeypatch.setenv("LAB_MODE", "docker")
         monkeypatch.setenv("LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml")

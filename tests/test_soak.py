@@ -32,6 +32,7 @@ def services(built_artifacts):
         yield started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("runtime", ["pt", "onnx"])
 def test_fastapi_soak(services, image_b64, runtime):
     api = services[runtime]
@@ -42,6 +43,7 @@ def test_fastapi_soak(services, image_b64, runtime):
     _assert_soak(row)
 
 
+@pytest.mark.slow
 def test_flask_soak(services, test_images):
     flask = services["flask"]
     row = soak.soak(

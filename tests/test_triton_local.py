@@ -53,6 +53,7 @@ class TritonPythonModel:
 """
 
 
+@pytest.mark.slow
 def test_lab_triton_pythonpath_reaches_the_real_stub(
     tmp_path, monkeypatch, start_service, built_artifacts
 ):
@@ -100,6 +101,7 @@ def test_lab_triton_pythonpath_reaches_the_real_stub(
     assert length == "10"
 
 
+@pytest.mark.slow
 def test_a_model_that_fails_to_load_leaves_the_server_serving(
     tmp_path, start_service, built_artifacts
 ):

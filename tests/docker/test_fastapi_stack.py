@@ -15,6 +15,8 @@ from labstack.lab import QUICK_PARAMS
 from servelab import food11
 from servelab.paths import TEST_IMAGES
 
+pytestmark = pytest.mark.slow  # builds, starts and uses a compose stack
+
 JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 
 

@@ -22,6 +22,8 @@ from labstack.lab import QUICK_PARAMS
 from servelab import food11
 from servelab.paths import REPO_ROOT, TEST_IMAGES
 
+pytestmark = pytest.mark.slow  # builds, starts and uses a compose stack
+
 REPOSITORY = REPO_ROOT / "model_repository"
 JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 
