@@ -25,7 +25,11 @@ from servelab.paths import REPO_ROOT, TEST_IMAGES
 pytestmark = pytest.mark.slow  # builds, starts and uses a compose stack
 
 REPOSITORY = REPO_ROOT / "model_repository"
-JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
+
+
+def a_jpeg():
+    """A Food-11 test image (from `make artifacts`; looked up when a test runs, not at import)."""
+    return sorted(TEST_IMAGES.glob("*.jpg"))[0]
 
 
 @pytest.fixture(scope="module")
@@ -82,12 +86,12 @@ def test_triton_published_on_loopback_and_both_models_ready(stack, settings):
 def test_both_models_answer_with_the_same_class(client):
     """Triton's own client library, from the host: the Python-backend model gets the file, the ONNX
     model the pre-processed tensor; same weights, so the same class."""
-    image = np.array([[food11.encode_file(JPEG).encode()]], dtype=object)
+    image = np.array([[food11.encode_file(a_jpeg()).encode()]], dtype=object)
     text_in = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
     text_in.set_data_from_numpy(image)
     result = client.infer("food_classifier", [text_in])
     label = result.as_numpy("FOOD_LABEL")[0][0].decode()
-    tensor = food11.tensor_from_bytes(JPEG.read_bytes())[None]
+    tensor = food11.tensor_from_bytes(a_jpeg().read_bytes())[None]
     onnx_in = httpclient.InferInput("input", list(tensor.shape), "FP32")
     onnx_in.set_data_from_numpy(tensor)
     logits = client.infer("food_classifier_onnx", [onnx_in]).as_numpy("output")
@@ -95,10 +99,10 @@ def test_both_models_answer_with_the_same_class(client):
 
 
 def test_flask_upload_reaches_triton_by_service_name(stack, settings):
-    with open(JPEG, "rb") as f:
+    with open(a_jpeg(), "rb") as f:
         page = requests.post(
             settings.url("FLASK_PORT", "/predict"),
-            files={"file": (JPEG.name, f, "image/jpeg")},
+            files={"file": (a_jpeg().name, f, "image/jpeg")},
             timeout=120,
         )
     label = re.search(r'class="label">([^<]+)<', page.text)
