@@ -144,6 +144,8 @@ def killed_mid_benchmark(triton, workdir: Path, kill_after_s: float = 3.0) -> di
         from servelab import perf
 
         host = triton.url.split("://")[-1]
+        # windows, not a request count: this run must still be going when the server is killed (it
+        # cannot end before three 2 s windows, however idle the machine), and it never has to settle
         line = (
             f"perf_analyzer -m {MODEL} -u {host} --concurrency-range 2 --measurement-interval 2000"
         )
