@@ -96,7 +96,6 @@ def too_large(_exc):
         )
     return _error(
         "The form has too many parts or a text field that is too large: upload one photo, as a "
-        "file, "
-        "with the page's form.",
+        "file, with the page's form.",
         413,
     )

@@ -175,10 +175,9 @@ def check_stub_numpy(env: dict) -> str:
     if int(version.split(".")[0]) >= 2:
         raise TritonNotInstalled(
             f"the Python-backend stubs would import numpy {version}; the stubs of nvidia-pytriton "
-            "0.7.0 need "
-            "numpy < 2 (with 2.x every BYTES input arrives corrupted). Install numpy<2 in this "
-            "environment, "
-            "or put a folder holding numpy 1.26 in LAB_TRITON_PYTHONPATH (read only for the stubs)."
+            "0.7.0 need numpy < 2 (with 2.x every BYTES input arrives corrupted). Install numpy<2 "
+            "in this environment, or put a folder holding numpy 1.26 in LAB_TRITON_PYTHONPATH "
+            "(read only for the stubs)."
         )
     return version
 

@@ -107,8 +107,7 @@ def run_all(
             if "hostile" in parts:
                 log(
                     f"hostile: {hostile.SLOW_CLIENTS} slow clients on Flask, chunked body and "
-                    "crafted images on "
-                    "FastAPI onnx ..."
+                    "crafted images on FastAPI onnx ..."
                 )
                 out["hostile"].append(hostile.slow_clients(flask.url))
                 out["hostile"].append(hostile.chunked_body(apis["onnx"].url, apis["onnx"].pid))

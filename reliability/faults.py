@@ -131,8 +131,7 @@ def fastapi_killed_mid_benchmark(
             )
             return ok, (
                 f"loadgen.run returned after {took:.1f} s: {len(df)} rows, {n - row['errors']} "
-                "answered "
-                f"before the kill, {row['errors']} reported as {dict(kinds)}"
+                f"answered before the kill, {row['errors']} reported as {dict(kinds)}"
             )
         finally:
             api.stop()
@@ -266,8 +265,7 @@ def stale_pid(tmp: Path) -> dict:
             ok = out.returncode == 0 and alive and not (state_dir / "state.json").exists()
             return ok, (
                 f"exit {out.returncode} {out.stdout.strip()!r}; the unrelated process with a "
-                "recorded pid "
-                f"still runs: {'yes' if alive else 'NO'}; stale state removed: "
+                f"recorded pid still runs: {'yes' if alive else 'NO'}; stale state removed: "
                 f"{'yes' if not (state_dir / 'state.json').exists() else 'NO'}"
             )
         finally:

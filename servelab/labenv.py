@@ -238,8 +238,8 @@ def use_fastapi_backend(runtime: str, workers: int = 1, timeout: float = 900.0) 
     os.environ.update(settings)
     print(
         f"FastAPI service now runs {health['runtime']} on {health['device']} in "
-        f"{health['workers']} worker "
-        f"process(es), {health['threads']} thread(s) each ({health['weights']} weights)"
+        f"{health['workers']} worker process(es), {health['threads']} thread(s) each "
+        f"({health['weights']} weights)"
     )
     return health
 

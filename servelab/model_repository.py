@@ -169,8 +169,7 @@ def _place(
         (target / "config.pbtxt.previous").write_text(kept)
         note = (
             f", the config.pbtxt there named backend {kept_backend!r}, which this mode's model "
-            "does not use: "
-            "staged config placed, the previous one saved as config.pbtxt.previous"
+            "does not use: staged config placed, the previous one saved as config.pbtxt.previous"
         )
     elif kept is not None and kept != staged:
         config.write_text(kept)

@@ -269,8 +269,7 @@ def _with_triton_view(
             if verbose:
                 print(
                     "\n-> the measurement windows did not settle; measuring again, accepting any "
-                    "spread "
-                    "between them\n",
+                    "spread between them\n",
                     flush=True,
                 )
             result = again()
@@ -293,16 +292,16 @@ def _with_triton_view(
         late = result.extra["delayed_pct"]
         print(
             f"Triton: model executions by batch size {delta['batch_executions']}; mean utilisation "
-            "during the "
-            f"run: {', '.join(f'{k[:-9]} {v:.0f}%' for k, v in util.items()) or 'not reported'}"
+            "during the run: "
+            f"{', '.join(f'{k[:-9]} {v:.0f}%' for k, v in util.items()) or 'not reported'}"
             + (f"; {late:.1f}% of the requests were sent late" if late else ""),
             flush=True,
         )
         if late > DELAYED_LIMIT_PCT:
             print(
                 f"WARNING: more than {DELAYED_LIMIT_PCT:g}% of the requests left late: this run is "
-                "not the "
-                "open-loop load it claims (give perf_analyzer more threads, or a lower rate)",
+                "not the open-loop load it claims (give perf_analyzer more threads, or a lower "
+                "rate)",
                 flush=True,
             )
     return result

@@ -101,8 +101,7 @@ def load_model(
         if resp.status_code == 403:
             message += (
                 " (the repository API needs the node's secret in TRITON_ADMIN_KEY: the lab's "
-                "Jupyter has "
-                "it; elsewhere take it from docker/.env or .lab/urls.env)"
+                "Jupyter has it; elsewhere take it from docker/.env or .lab/urls.env)"
             )
         if "failed to poll from model repository" in message:
             message += (

@@ -97,8 +97,7 @@ def test_host_commands_keep_the_compose_files_the_stack_runs_with(
     labenv.use_fastapi_backend("onnx", timeout=5)
     assert capsys.readouterr().out.splitlines()[1] == (
         "  FASTAPI_BACKEND=onnx docker compose -f docker-compose-fastapi.yaml -f "
-        "docker-compose-cpu.yaml "
-        "up -d --build --wait fastapi_server"
+        "docker-compose-cpu.yaml up -d --build --wait fastapi_server"
     )
 
 

@@ -224,11 +224,9 @@ def load_text(text: str):
 
 # as written by perf_analyzer 2.51 (`-f` with --verbose-csv) against the local server
 PERF_CSV = (
-    "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server "
-    "Compute Input,"
-    "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 "
-    "latency,p99 latency,"
-    "Avg latency,request/response,response wait\n"
+    "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
+    "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,"
+    "p50 latency,p90 latency,p95 latency,p99 latency,Avg latency,request/response,response wait\n"
     "20,17.746,676,1462,1330,116,10337,214,0,12397,22081,25436,31230,14139,676,13434\n"
 )
 

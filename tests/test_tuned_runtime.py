@@ -33,6 +33,7 @@ def close(a, b, reference_logits) -> bool:
     return np.abs(a - b).max() <= 1e-4 * spread and (a.argmax(1) == b.argmax(1)).all()
 
 
+@pytest.mark.slow  # runs the model on a batch: seconds, more on a busy machine
 def test_fp32_input_matches_the_pytorch_runtime(reference):
     x, expected = reference
     runtime = tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=16)
@@ -41,6 +42,7 @@ def test_fp32_input_matches_the_pytorch_runtime(reference):
     assert close(runtime.run([x[:1], x[1:3], x[3:]]), expected, expected)
 
 
+@pytest.mark.slow  # runs the model on a batch: seconds, more on a busy machine
 def test_uint8_pixels_normalised_by_the_runtime_match(reference, test_images):
     _, expected = reference
     runtime = tuned_runtime.TunedClassifier(

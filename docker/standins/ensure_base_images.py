@@ -214,8 +214,7 @@ def main() -> None:
     if "STAND-IN" in kinds.values():
         say(
             "stand-ins cannot show: CUDA/GPUs, Triton's C++ onnxruntime backend (a Python-based "
-            "one "
-            "runs model.onnx on the CPU instead); see docker/standins/README.md"
+            "one runs model.onnx on the CPU instead); see docker/standins/README.md"
         )
 
 

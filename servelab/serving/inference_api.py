@@ -195,6 +195,5 @@ def _too_large(size: int, more: bool) -> str:
     sent = f"{size:,} bytes and more" if more else f"{size:,} bytes"
     return (
         f"The request body is {sent}; at most {MAX_BODY_BYTES:,} bytes are accepted (an image of "
-        "at most "
-        f"{food11.MAX_IMAGE_BYTES // 2**20} MiB, base64-encoded, in JSON)."
+        f"at most {food11.MAX_IMAGE_BYTES // 2**20} MiB, base64-encoded, in JSON)."
     )

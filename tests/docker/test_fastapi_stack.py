@@ -94,9 +94,9 @@ def test_flask_upload_reaches_fastapi_by_service_name(stack, settings):
 
 def test_jupyter_reaches_both_services_by_name(stack):
     script = (
-        "import requests; "
-        "print(requests.get('http://fastapi_server:8000/health', timeout=10).json()['status'], "
-        "requests.get('http://flask:5000/healthz', timeout=10).json()['status'])"
+        "import requests; print(requests.get('http://fastapi_server:8000/health', "
+        "timeout=10).json()['status'], requests.get('http://flask:5000/healthz', "
+        "timeout=10).json()['status'])"
     )
     out = stack.exec("jupyter", "python", "-c", script, user="jovyan").stdout.split()
     assert out == ["ready", "ok"]
