@@ -178,7 +178,7 @@ def steps_vs_limit(table: pd.DataFrame, limit: dict, eager_limit: dict, title: s
 
 
 def sweep_throughput(sweep: pd.DataFrame, title: str) -> plt.Figure:
-    """Notebook 7 step 7: inferences/s against instance count, one line per (max batch, delay)."""
+    """Notebook 7, step 7.7: inferences/s by instance count, one line per (max batch, delay)."""
     lines = (
         (f"max batch {max_batch}, delay {delay} us", rows)
         for (max_batch, delay), rows in sweep.groupby(["max_batch", "delay_us"])
