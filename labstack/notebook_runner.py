@@ -63,7 +63,7 @@ def execute(
     cell_timeout: int = 1800,
     echo: bool = False,
 ) -> float:
-    """Run every cell top to bottom; write the executed copy to out_path (also when a cell fails)."""
+    """Run every cell top to bottom; write the executed copy to out_path (even if a cell fails)."""
     nb = nbformat.read(notebook, as_version=4)
     env = {
         **os.environ,

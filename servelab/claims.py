@@ -131,7 +131,8 @@ def compare_prediction(key: str, measured) -> str:
         line = f"{key}: measured {m}; no prediction was made"
     elif isinstance(p, (int, float)) and not isinstance(p, bool):
         factor = max(p, m.value) / min(p, m.value) if min(p, m.value) > 0 else math.inf
-        line = f"{key}: you predicted {p:.3g}, measured {m} ({'within' if factor <= 2 else 'off by more than'} 2x)"
+        within = "within" if factor <= 2 else "off by more than"
+        line = f"{key}: you predicted {p:.3g}, measured {m} ({within} 2x)"
     else:
         line = f"{key}: you predicted {p!r}, measured {m}"
     PREDICTIONS.setdefault(key, {"prediction": key, "value": p, "why": ""})["measured"] = str(m)
@@ -205,7 +206,7 @@ def fact(claim: str, holds: bool, numbers: dict | None = None, note: str = "") -
 
 
 def not_checkable(claim: str, reason: str) -> str:
-    """A claim this hardware cannot show (e.g. two GPUs on a CPU machine): say so, do not pretend."""
+    """A claim this hardware cannot show (e.g. two GPUs on a CPU machine): say so, don't pretend."""
     return _record(claim, NOT_CHECKED, None, "", None, reason)
 
 

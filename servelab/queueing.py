@@ -116,7 +116,8 @@ def open_loop(
     servers: int = 1,
     poisson: bool = True,
 ) -> dict:
-    """Mean latency at a fixed arrival rate, no batching (M/D/c; D/D/c for evenly spaced arrivals)."""
+    """Mean latency at a fixed arrival rate, no batching (M/D/c; D/D/c for evenly spaced
+    arrivals)."""
     rate = rate_per_s / 1000.0  # per ms
     load = rate * service_ms  # busy servers, on average
     utilisation = load / servers

@@ -31,6 +31,7 @@ def _unshare_works() -> bool:
 
 
 pytestmark = pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rn` (a private network namespace)")
+pytestmark = [pytestmark, pytest.mark.slow]
 
 
 def scenario(name: str, tmp_path_factory) -> dict:

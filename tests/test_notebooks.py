@@ -12,6 +12,7 @@ from launcher_cli import run_launcher
 from labstack import lab, notebook_runner, notebook_sync
 from servelab.paths import REPO_ROOT
 
+pytestmark = pytest.mark.slow
 NOTEBOOKS = sorted((REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SMALL = {
     **lab.QUICK_PARAMS,

@@ -47,7 +47,7 @@ def free_port() -> int:
 
 
 def host_has_gpu_runtime() -> bool:
-    """An NVIDIA GPU that containers can use: nvidia-smi lists one and Docker has the nvidia runtime."""
+    """A GPU containers can use: nvidia-smi lists one and Docker has the nvidia runtime."""
     smi = shutil.which("nvidia-smi")
     if not smi or subprocess.run([smi, "-L"], capture_output=True).returncode != 0:
         return False
