@@ -135,6 +135,8 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
                     "-m",
                     "labstack.script_runner",
                     str(REPO / "notebooks" / f"{name}.py"),
+                    "--times",
+                    str(out / f"{name}_cell_times.json"),
                 ]
                 rc = subprocess.run(
                     script, cwd=REPO / "notebooks", env=env, stdout=f, stderr=subprocess.STDOUT
