@@ -10,6 +10,7 @@ SOURCE = """# %% [markdown]
 # A markdown cell is not run: print("never")
 # %%
 import asyncio
+OUT = {out!r}
 seen = ["first"]
 # %%
 await asyncio.sleep(0.05)
@@ -23,7 +24,7 @@ with open(OUT, "w") as f:
 
 def test_cells_share_one_namespace_and_each_is_timed(tmp_path):
     source, out, times = tmp_path / "nb.py", tmp_path / "out.txt", tmp_path / "times.json"
-    source.write_text(f"OUT = {str(out)!r}\n" + SOURCE)
+    source.write_text(SOURCE.replace("{out!r}", repr(str(out))))
     script_runner.run(source, times)
     assert out.read_text() == "['first', 'awaited', 2]"
     cells = json.loads(times.read_text())
