@@ -1,10 +1,13 @@
 """`make lab`: start the local stack, run the benchmark notebooks headless, write results/, stop.
 
+The notebooks run are the solved editions (labstack/editions.py: solutions/, written from
+notebook_sources/ when stale), in notebooks/ as a student's would.
+
     python -m labstack.lab [--quick]
 
 results/
   index.md               summary page: what ran, key numbers, every claim checked, the plots
-  notebooks/*.ipynb      the executed notebooks (open them to see every output)
+  notebooks/*.ipynb      the executed (solved) notebooks (open them to see every output)
   fastapi/, triton/      CSVs of every run (one row per request or per perf_analyzer level), PNG plots
 """
 
@@ -21,9 +24,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from labstack import launcher
+from labstack import editions, launcher
 from servelab.food11 import read_metadata
-from servelab.paths import REPO_ROOT, RESULTS
+from servelab.paths import RESULTS
 
 # (notebook, result folder, needs Triton)
 BENCHMARK_NOTEBOOKS = [
@@ -85,11 +88,11 @@ QUICK_PARAMS = {
 
 
 def available_notebooks() -> list[tuple[Path, str, bool]]:
+    """The solved editions of the benchmark notebooks (written from their sources when stale)."""
     found = []
     for name, folder, needs_triton in BENCHMARK_NOTEBOOKS:
-        path = REPO_ROOT / "notebooks" / name
-        if path.exists():
-            found.append((path, folder, needs_triton))
+        if editions.source_of(name).exists():
+            found.append((editions.solved_notebook(name), folder, needs_triton))
     return found
 
 
@@ -199,7 +202,9 @@ def main(argv=None) -> int:
             out = RESULTS / "notebooks" / path.name
             start = time.time()
             try:
-                notebook_runner.execute(path, out, params=params, extra_env=env, echo=True)
+                notebook_runner.execute(
+                    path, out, params=params, extra_env=env, echo=True, cwd=editions.STUDENT
+                )
                 status = "ok"
             except Exception as exc:  # keep going: the executed copy shows the failing cell
                 status, failed = f"FAILED: {type(exc).__name__}", True

@@ -2,7 +2,9 @@
 cells: top-level `await` allowed (IPython runs such a cell in its event loop). For machines with
 no Jupyter, e.g. the GPU reference run (gpu_reference/run_reference.py).
 
-    python -m labstack.script_runner notebooks/06_triton_benchmarks.py
+    cd notebooks && python -m labstack.script_runner ../notebook_sources/06_triton_benchmarks.py
+
+A source runs as the solved edition: nbgrader's solution markers are comments.
 """
 
 from __future__ import annotations
