@@ -55,7 +55,7 @@ def blank(answer) -> bool:
 
 
 def _blank_sentence(step: str, noun: str, what: str, where: str) -> NotYet:
-    return NotYet(f"{step}: replace the `...` in the cell above with {noun}: {what} ({where}).")
+    return NotYet(f"{step}: replace the `...` in the cell above with {noun} ({what}); {where}.")
 
 
 def _text(answer, step: str, noun: str, what: str, where: str) -> str:
@@ -124,7 +124,7 @@ def perf_line(
     what: str,
     needs: dict[str, object] | None = None,
     leave_out: dict[str, str] | None = None,
-    where: str = "the text above the cell explains each flag",
+    where: str = "the text above it explains each flag",
 ) -> str:
     """Your perf_analyzer line, split as a shell splits it; stops unless it carries every flag of
     `needs` ({flag: value}, value None: the flag alone) and none of `leave_out` ({flag: why})."""
@@ -222,13 +222,13 @@ def config_fragment(
     step: str,
     what: str,
     needs: dict[str, object] | None = None,
-    where: str = "the config.pbtxt shown above",
+    where: str = "the text above it shows the fields",
 ) -> str:
     """Your config.pbtxt fragment, parsed with Triton's own schema; stops unless it sets every
     field of `needs` ({dotted field: value}, value None: set at all; a repeated message counts by
     its first element, e.g. "instance_group.count")."""
     text = _text(text, step, "your config.pbtxt fragment, in quotes", what, where)
-    config = _schema(text, step, "your fragment", where)
+    config = _schema(text, step, "your fragment", "the config.pbtxt shown above")
     _config_needs(config, needs or {}, step, what, "your fragment")
     return text
 
@@ -270,7 +270,7 @@ def curl_line(
     what: str,
     url: str,
     json_tool: bool = True,
-    where: str = "the text above the cell",
+    where: str = "the text above it says how",
 ) -> str:
     """Your curl line: stops unless it asks `url` (as this Jupyter reaches the service) and, with
     json_tool, pipes the answer through `python -m json.tool`."""
@@ -332,7 +332,7 @@ def result(
     check=lambda value: True,
     hint: str = "",
     noun: str = "the call",
-    where: str = "the text above the cell shows the client's methods",
+    where: str = "the text above it names the method",
 ):
     """The result of a call you wrote (e.g. a tritonclient call): stops while blank or while
     check(value) is false (or raises); returns the value."""
