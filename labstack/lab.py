@@ -54,6 +54,9 @@ SUMMARY_COLUMNS = [
     "server_compute_infer_ms",
     "avg_batch_size",
     "delayed_pct",
+    # the laws beside every measured row (servelab.queueing.laws): U = X·S and N = X·R
+    "lock_busy_U",
+    "in_flight_N",
 ]
 # utilisation columns are named after what they measured: gpu0_util_pct, gpu1_util_pct, ... or cpu_util_pct
 # Answers for the notebooks' prediction cells in headless test runs (LAB_PREDICTIONS): a student's

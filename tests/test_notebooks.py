@@ -101,6 +101,21 @@ def test_student_edition_is_current_and_shows_no_solution(source):
                 assert editions.BLANK in theirs.source, f"{source.name} cell {i}: no blank left"
 
 
+def test_nbgraders_preprocessors_make_the_student_edition(tmp_path):
+    """ClearSolutions leaves `...` (indented as the region was), ClearHiddenTests drops its
+    region; everything else stays, and the solved edition keeps all of it."""
+    source = tmp_path / "09_example.py"
+    source.write_text(
+        '# %%\nline = (\n    ### BEGIN SOLUTION\n    "perf_analyzer -m m"\n'
+        "    ### END SOLUTION\n)\n\n# %%\nprint(line)\n### BEGIN HIDDEN TESTS\n"
+        "assert line.startswith('perf_analyzer')\n### END HIDDEN TESTS\n"
+    )
+    student = [c.source for c in editions.student(source).cells]
+    assert student == ["line = (\n    ...\n)", "print(line)"]
+    solved = [c.source for c in editions.solved(source).cells]
+    assert "perf_analyzer -m m" in solved[0] and "assert line" in solved[1]
+
+
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.name)
 def test_each_exercise_is_followed_by_its_check(source):
     """What a student writes is answered by servelab.exercises in the next code cell."""
