@@ -249,8 +249,8 @@ claims.at_least("ONNX Runtime serves a sequential request faster than PyTorch ea
 # Now 16 clients send requests as fast as they get answers (a *closed loop*: a new request leaves
 # as soon as one comes back). The service runs **one copy of the model in one Python process**,
 # and the lab's code (`servelab/serving/inference_api.py`) puts a lock around it, so the model
-# computes one request at a time; the others wait for the lock, and that wait is the `queue` part
-# of `Server-Timing`. Without the lock, 16 threads would still share one process's cores and
+# computes one request at a time; the others wait, and the time between a request's decoding and
+# its turn at the model is the `queue` part of `Server-Timing`. Without the lock, 16 threads would still share one process's cores and
 # Python interpreter: the lock makes the waiting visible instead of hiding it inside the model's
 # time.
 #
