@@ -250,9 +250,9 @@ claims.at_least("ONNX Runtime serves a sequential request faster than PyTorch ea
 # as soon as one comes back). The service runs **one copy of the model in one Python process**,
 # and the lab's code (`servelab/serving/inference_api.py`) puts a lock around it, so the model
 # computes one request at a time; the others wait, and the time between a request's decoding and
-# its turn at the model is the `queue` part of `Server-Timing`. Without the lock, 16 threads would still share one process's cores and
-# Python interpreter: the lock makes the waiting visible instead of hiding it inside the model's
-# time.
+# its turn at the model is the `queue` part of `Server-Timing`. Without the lock, 16 threads
+# would still share one process's cores and Python interpreter: the lock makes the waiting
+# visible instead of hiding it inside the model's time.
 #
 # **Predict.** One request's model time is *t* (the `infer` median of 4.5). With 16 requests
 # always in flight and one at a time served, about how long does each one take (ms)?
