@@ -134,7 +134,7 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
                     sys.executable,
                     "-m",
                     "labstack.script_runner",
-                    str(REPO / "notebooks" / f"{name}.py"),
+                    str(REPO / "notebook_sources" / f"{name}.py"),  # the solved edition
                     "--times",
                     str(out / f"{name}_cell_times.json"),
                 ]

@@ -1,10 +1,13 @@
 """`make lab`: start the local stack, run the benchmark notebooks headless, write results/, stop.
 
+The notebooks run are the solved editions (labstack/editions.py: solutions/, written from
+notebook_sources/ when stale), in notebooks/ as a student's would.
+
     python -m labstack.lab [--quick]
 
 results/
   index.md               summary page: what ran, key numbers, every claim checked, the plots
-  notebooks/*.ipynb      the executed notebooks (open them to see every output)
+  notebooks/*.ipynb      the executed (solved) notebooks (open them to see every output)
   fastapi/, triton/, hardware/
                          CSVs of every run (one row per request or per perf_analyzer level),
                          PNG plots
@@ -23,9 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from labstack import launcher
+from labstack import editions, launcher
 from servelab.food11 import read_metadata
-from servelab.paths import REPO_ROOT, RESULTS
+from servelab.paths import RESULTS
 
 # the notebooks `make lab` runs, in order, and the folder of results/ each one writes
 BENCHMARK_NOTEBOOKS = {
@@ -53,6 +56,9 @@ SUMMARY_COLUMNS = [
     "server_compute_infer_ms",
     "avg_batch_size",
     "delayed_pct",
+    # the laws beside every measured row (servelab.queueing.laws): U = X·S and N = X·R
+    "lock_busy_U",
+    "in_flight_N",
 ]
 # utilisation columns are named after what they measured: gpu0_util_pct, gpu1_util_pct, ...
 # or cpu_util_pct
@@ -184,7 +190,12 @@ def main(argv=None) -> int:
             start = time.time()
             try:
                 notebook_runner.execute(
-                    REPO_ROOT / "notebooks" / name, out, params=params, extra_env=env, echo=True
+                    editions.solved_notebook(name),
+                    out,
+                    params=params,
+                    extra_env=env,
+                    echo=True,
+                    cwd=editions.STUDENT,
                 )
                 status = "ok"
             except Exception as exc:  # keep going: the executed copy shows the failing cell

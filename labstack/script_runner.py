@@ -2,12 +2,14 @@
 namespace, top-level `await` allowed in a cell (IPython runs such a cell in its event loop), each
 cell timed. For machines with no Jupyter, e.g. the GPU reference run (gpu_reference/).
 
-    python -m labstack.script_runner notebook_source.py [--times cell_times.json]
+    cd notebooks && python -m labstack.script_runner ../notebook_sources/06_triton_benchmarks.py \
+        [--times cell_times.json]
 
 --times writes [{"cell": n, "first_line": ..., "seconds": s}, ...] for the code cells, written
 after every cell (so a run stopped by a time limit still leaves what it measured): the measured
 minutes the timing plan is built from (labstack/timing.py). `!shell` lines are comments in a
 jupytext source and do not run here.
+A source runs as the solved edition: nbgrader's solution markers are comments.
 """
 
 from __future__ import annotations

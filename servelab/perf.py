@@ -264,12 +264,14 @@ def _with_triton_view(
         try:
             result = once()
         except PerfAnalyzerError as exc:
-            if again is None or "stable measurement" not in str(exc):
+            unsettled = "stable measurement" in str(exc) or "No valid requests" in str(exc)
+            if again is None or not unsettled:
                 raise
             if verbose:
                 print(
-                    "\n-> the measurement windows did not settle; measuring again, accepting any "
-                    "spread between them\n",
+                    "\n-> the measurement windows did not settle (or saw no answer in time: a busy "
+                    "machine); measuring again with longer windows, accepting any spread between "
+                    "them\n",
                     flush=True,
                 )
             result = again()
@@ -331,8 +333,9 @@ def run_line(
         perf_analyzer -m food_classifier -u triton_server:8000 --concurrency-range 8
     and read Triton's statistics and utilisation around it. The results are named `name`:
     out/perf_<name>.csv (default results/perf/). Adds, and says so, -f/--verbose-csv/-v and the
-    measurement settings the line leaves out; a run whose windows never agree is measured again
-    accepting their spread (the row's mode says "windows, unsettled")."""
+    measurement settings the line leaves out; a run whose windows never agree, or see no answer
+    (a machine too busy for the window), is measured again with the windows it added four times
+    as long, accepting their spread (the row's mode says "windows, unsettled")."""
     argv = shlex.split(line)
     if not argv or Path(argv[0]).name != "perf_analyzer":
         raise ValueError(f"not a perf_analyzer command: {line!r}")
@@ -372,9 +375,13 @@ def run_line(
         )
     once = lambda: _run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     again = None
-    if settings.get("--stability-percentage", "1000") != "1000":
-        relaxed = [*cmd]
+    relaxed = [*cmd]
+    if "--stability-percentage" in settings:
         relaxed[relaxed.index("--stability-percentage") + 1] = "1000"
+    if "--measurement-interval" in settings:
+        at = relaxed.index("--measurement-interval") + 1
+        relaxed[at] = str(4 * int(relaxed[at]))
+    if relaxed != cmd:
         again = lambda: _run(relaxed, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     result = _with_triton_view(model, url, metrics_url, verbose, once, again)
     result.extra["command"] = line

@@ -7,7 +7,7 @@ import json
 import os
 import shutil
 
-from labstack import lab, launcher, notebook_runner
+from labstack import editions, lab, launcher, notebook_runner
 from servelab.paths import REPO_ROOT
 
 REFERENCE = REPO_ROOT / "docs" / "results" / "h100" / "results"
@@ -26,7 +26,9 @@ def test_make_lab_runs_every_notebook_and_writes_the_summary(tmp_path, monkeypat
     monkeypatch.setattr(launcher, "read_state", lambda: {"services": {}})
     monkeypatch.setattr(launcher, "_urls_for_clients", lambda state: {"LAB_MODE": "local"})
 
-    def execute(path, out, params, extra_env, echo):
+    def execute(path, out, params, extra_env, echo, cwd):
+        # the solved edition, run from the folder students open
+        assert path.parent == editions.SOLVED and cwd == editions.STUDENT
         calls.append(("run", path.name, dict(params), extra_env))
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("{}")
