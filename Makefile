@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test test-docker up down restart status setup artifacts notebooks solutions bench clean help reliability soak
+.PHONY: timing lab test test-docker up down restart status setup artifacts notebooks solutions bench clean help reliability soak
 
 help:
 	@echo "make lab        set up, build the model, start the stack, run the benchmark notebooks, write results/"
@@ -16,6 +16,7 @@ help:
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
 	@echo "make restart SERVICE=triton   bring one service back (same port, token, model configs)"
 	@echo "make bench      side-by-side benchmark script (PyTorch vs ONNX, Python load generator vs wrk)"
+	@echo "make timing    regenerate docs/timing_plan.md's table from the reference run's measured durations"
 	@echo "make notebooks  regenerate the student edition notebooks/*.ipynb from notebook_sources/"
 	@echo "make solutions  write the solved edition solutions/*.ipynb (instructors; make lab runs it)"
 	@echo "make reliability  fuzzing, short soak, faults, safe-default checks -> docs/reliability.md (~4 min)"
@@ -94,3 +95,7 @@ soak: artifacts
 
 clean: down
 	rm -rf .lab results model_repository solutions
+
+# the lease plan's table, from the reference run's measured durations (labstack/timing.py)
+timing: setup
+	$(PY) -m labstack.timing
