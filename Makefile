@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: timing lab test test-docker up down restart status setup artifacts notebooks solutions bench clean help reliability soak
+.PHONY: timing artifacts-only lab test test-docker up down restart status setup artifacts notebooks solutions bench clean help reliability soak
 
 help:
 	@echo "make lab        set up, build the model, start the stack, run the benchmark notebooks, write results/"
@@ -40,6 +40,20 @@ setup: $(STAMP)
 
 artifacts: setup
 	$(PY) -m labstack.artifacts
+
+# The class node's build of the model files (notebook 2): a venv with only what labstack/artifacts.py
+# needs, not the local-mode lab and its tests (JupyterLab, Triton, pytest, ...). TORCH_INDEX_URL
+# (e.g. https://download.pytorch.org/whl/cpu) brings a CPU-only torch: the files are the same.
+BUILD_VENV := .venv-build
+$(BUILD_VENV)/.installed: requirements/constraints.txt requirements/artifacts.txt
+	test -x $(BUILD_VENV)/bin/python || $(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install -q -c requirements/constraints.txt \
+	  $(if $(TORCH_INDEX_URL),--extra-index-url $(TORCH_INDEX_URL),) -r requirements/artifacts.txt
+	$(BUILD_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+artifacts-only: $(BUILD_VENV)/.installed
+	$(BUILD_VENV)/bin/python -m labstack.artifacts
 
 # --- the main job
 # QUICK=1: the same notebooks with small counts (a few minutes)
