@@ -51,7 +51,7 @@
 #
 # The first cell checks the python-chi version and the class's settings (`lab_settings.py`)
 # before anything is reserved: an empty or wrong setting stops it with a message that says
-# what to set where. Change the values in it if you need to; everything below reads them.
+# what to set where. The second holds the values everything below reads.
 # `START_IN_HOURS = 0` asks for the lease to start now (only works when a node is free now:
 # check the Host Calendar). Every cell is safe to run again: if you already have a lease for
 # this lab that is pending or active, it is used instead of making a second one.
@@ -67,16 +67,21 @@ from packaging.version import Version
 # 1.1.0 is the oldest python-chi these notebooks run with (tested); the lab is tested with 1.2.10.
 PYTHON_CHI = importlib.metadata.version("python-chi")
 if Version(PYTHON_CHI) < Version("1.1.0"):
-    raise RuntimeError(f"python-chi {PYTHON_CHI} is older than 1.1.0, which this lab needs: run `%pip install "
-                       "python-chi==1.2.10` in a new cell, then Kernel > Restart and run this notebook again.")
+    raise RuntimeError(f"python-chi {PYTHON_CHI} is older than 1.1.0, which this lab needs: run "
+                       "`%pip install python-chi==1.2.10` in a new cell, then Kernel > Restart and "
+                       "run this notebook again.")
 lab.check()  # stops here, naming each setting to fix in lab_settings.py, before anything exists
 
+# %% [markdown]
+# The values every cell below reads; change them here if you need to.
+
+# %%
 USERNAME = os.getenv("USER", "student")  # your Chameleon user name in Chameleon's Jupyter
 SITE, NODE_TYPE, NODE_COUNT = lab.SITE, lab.NODE_TYPE, 1
 DURATION_HOURS = lab.LEASE_HOURS
 START_IN_HOURS = 0  # 0 = now; e.g. 20 = twenty hours from now
-RESERVE_FLOATING_IP = True  # False only if the site has no reservable IP left (notebook 2 then takes one)
-print(f"python-chi {PYTHON_CHI}; a lease of {NODE_COUNT} x {NODE_TYPE} at {SITE} for {DURATION_HOURS} h")
+RESERVE_FLOATING_IP = True  # False only when the site has no reservable IP left: see below
+print(f"python-chi {PYTHON_CHI}; {NODE_COUNT} x {NODE_TYPE} at {SITE} for {DURATION_HOURS} h")
 
 # %% [markdown]
 # The project and the site: python-chi sends every request below to this site, on behalf of
@@ -105,7 +110,8 @@ me = chi.session().get_user_id()
 
 
 def my_lab_leases():
-    return [x for x in lease.list_leases() if x.user_id == me and x.name.startswith(lab.LEASE_PREFIX)]
+    return [x for x in lease.list_leases()
+            if x.user_id == me and x.name.startswith(lab.LEASE_PREFIX)]
 
 
 live = [x for x in my_lab_leases() if x.status in chi_helpers.LIVE]
@@ -120,15 +126,16 @@ print(f"your live leases for this lab: {chi_helpers.describe(live)}")
 if my_lease is None:
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, second=0, microsecond=0)
     start = now + datetime.timedelta(hours=START_IN_HOURS)
+    length = datetime.timedelta(hours=DURATION_HOURS)
     name = f"{lab.LEASE_PREFIX}{USERNAME}_{start:%Y%m%d-%H%M}"
     if START_IN_HOURS > 0:
-        request = lease.Lease(name, start_date=start, end_date=start + datetime.timedelta(hours=DURATION_HOURS))
+        request = lease.Lease(name, start_date=start, end_date=start + length)
     else:
-        request = lease.Lease(name, duration=datetime.timedelta(hours=DURATION_HOURS))
+        request = lease.Lease(name, duration=length)  # Blazar starts it now
     request.add_node_reservation(amount=NODE_COUNT, node_type=NODE_TYPE)
     if RESERVE_FLOATING_IP:
         request.add_fip_reservation(amount=1)
-    print(f"asking for {name}: {NODE_COUNT} x {NODE_TYPE} from {start:%Y-%m-%d %H:%M} UTC for {DURATION_HOURS} h")
+    print(f"asking for {name}: {NODE_COUNT} x {NODE_TYPE}, {start:%Y-%m-%d %H:%M} UTC + {length}")
 else:
     print(f"using your lease {my_lease.name} ({my_lease.status}); no new lease made")
 
@@ -158,7 +165,8 @@ if my_lease is None:
 
 # %%
 if my_lease is None:
-    raise RuntimeError(chi_helpers.explain_refusal(blazar_said, lab.PROJECT, SITE, NODE_TYPE, DURATION_HOURS))
+    why = chi_helpers.explain_refusal(blazar_said, lab.PROJECT, SITE, NODE_TYPE, DURATION_HOURS)
+    raise RuntimeError(why)
 
 # %% [markdown]
 # Check it. `PENDING` means it is accepted and waits for its start time; `ACTIVE` means the node

@@ -31,6 +31,7 @@
 # %%
 import importlib.metadata
 import os
+import time
 
 import lab_settings as lab
 from packaging.version import Version
@@ -38,16 +39,22 @@ from packaging.version import Version
 # 1.1.0 is the oldest python-chi these notebooks run with (tested); the lab is tested with 1.2.10.
 PYTHON_CHI = importlib.metadata.version("python-chi")
 if Version(PYTHON_CHI) < Version("1.1.0"):
-    raise RuntimeError(f"python-chi {PYTHON_CHI} is older than 1.1.0, which this lab needs: run `%pip install "
-                       "python-chi==1.2.10` in a new cell, then Kernel > Restart and run this notebook again.")
+    raise RuntimeError(f"python-chi {PYTHON_CHI} is older than 1.1.0, which this lab needs: run "
+                       "`%pip install python-chi==1.2.10` in a new cell, then Kernel > Restart and "
+                       "run this notebook again.")
 lab.check()  # stops here, naming each setting to fix in lab_settings.py, before anything exists
 
+# %% [markdown]
+# The values every cell below reads.
+
+# %%
 USERNAME = os.getenv("USER", "student")
 SITE, IMAGE = lab.SITE, lab.IMAGE
 SERVER_NAME = f"node-serve-system-{USERNAME}"
 REPO_URL, REPO_REF = lab.REPO_URL, lab.REPO_REF  # the class's repository and version
 REPO_DIR = "serve-system-lab"  # folder in the node's home directory
-print(f"python-chi {PYTHON_CHI}; server {SERVER_NAME} at {SITE}; the node gets {REPO_URL} at {REPO_REF}")
+print(f"python-chi {PYTHON_CHI}; server {SERVER_NAME} at {SITE}")
+print(f"the node gets {REPO_URL} at {REPO_REF}")
 
 # %% [markdown]
 # ## 1. Project, site and lease
@@ -87,12 +94,10 @@ reservation_id = my_lease.node_reservations[0]["id"]
 # away, so that the one after it makes a fresh one; with no failed server it does nothing.
 
 # %%
-import time
-
 old = server.get_server(SERVER_NAME) if server.get_server_id(SERVER_NAME) else None
 status = old.status if old else None
 if status != "ERROR":
-    print(f"{SERVER_NAME} exists ({status}): it will be reused" if old else f"no server {SERVER_NAME} yet")
+    print(f"{SERVER_NAME} exists ({status}): it will be reused" if old else "no server yet")
 else:
     old.delete(delete_ips=False)  # a reserved IP stays with the lease for the next server
     print(f"deleting {SERVER_NAME}, which is in ERROR ...")
@@ -102,7 +107,8 @@ else:
             print("deleted")
             break
     else:
-        raise RuntimeError(f"{SERVER_NAME} is still being deleted after 5 minutes: run this cell again later.")
+        raise RuntimeError(f"{SERVER_NAME} is still being deleted after 5 minutes: run this cell "
+                           "again later.")
 
 # %% [markdown]
 # Start the server, or find the one you already have. A bare-metal server takes

@@ -3,6 +3,7 @@ the class settings checked against the site, the choice among a student's leases
 refusals explained with the one change that helps, and floating IPs that stay with their owner.
 Every message names what to set and where.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,7 +22,7 @@ logging.getLogger("neutronclient.v2_0.client").setLevel(logging.ERROR)
 
 LIVE = ("PENDING", "STARTING", "ACTIVE")
 SETTINGS = "notebooks/lab_settings.py"
-FIRST_CELL = "the first cell of notebook 1"
+VALUES_CELL = "the second cell of notebook 1"
 
 
 def utcnow() -> datetime.datetime:
@@ -32,17 +33,21 @@ def utcnow() -> datetime.datetime:
 def check_site(site: str) -> None:
     sites = list(context.list_sites())
     if site not in sites:
-        raise RuntimeError(f"SITE {site} is not a Chameleon site: set SITE in {SETTINGS} to one of "
-                           f"{', '.join(sites)}.")
+        raise RuntimeError(
+            f"SITE {site} is not a Chameleon site: set SITE in {SETTINGS} to one of "
+            f"{', '.join(sites)}."
+        )
 
 
 def check_project(project: str) -> None:
     """Before context.use_project: a project the student is not in cannot even be logged into."""
     projects = context.list_projects()
     if project not in projects:
-        raise RuntimeError(f"PROJECT {project} is not one of your Chameleon projects ({', '.join(projects)}): "
-                           f"set PROJECT in {SETTINGS} to the course's project, or ask your instructor to "
-                           "add you to it.")
+        raise RuntimeError(
+            f"PROJECT {project} is not one of your Chameleon projects ({', '.join(projects)}): "
+            f"set PROJECT in {SETTINGS} to the course's project, or ask your instructor to "
+            "add you to it."
+        )
 
 
 def check_node_type_and_image(site: str, node_type: str, image_name: str) -> None:
@@ -53,13 +58,17 @@ def check_node_type_and_image(site: str, node_type: str, image_name: str) -> Non
     except CHIValueError:  # python-chi 1.2 refuses an unknown type; 1.1 returns no nodes
         nodes = []
     if not nodes:
-        found.append(f"NODE_TYPE {node_type} has no node at {site}: set NODE_TYPE in {SETTINGS} to a "
-                     "type of that site (Chameleon's Hardware Catalog lists them).")
+        found.append(
+            f"NODE_TYPE {node_type} has no node at {site}: set NODE_TYPE in {SETTINGS} to a "
+            "type of that site (Chameleon's Hardware Catalog lists them)."
+        )
     try:
         image.get_image(image_name)
     except CHIValueError:
-        found.append(f"IMAGE {image_name} does not exist at {site}: set IMAGE in {SETTINGS} to an image "
-                     "listed in that site's Compute > Images.")
+        found.append(
+            f"IMAGE {image_name} does not exist at {site}: set IMAGE in {SETTINGS} to an image "
+            "listed in that site's Compute > Images."
+        )
     if found:
         raise RuntimeError("The class settings need fixing first:\n- " + "\n- ".join(found))
 
@@ -77,23 +86,34 @@ def pick_lease(live: list):
 
 
 def describe(leases: list) -> str:
-    return ", ".join(f"{x.name} {x.status} ({x.start_date:%Y-%m-%d %H:%M} to {x.end_date:%H:%M} UTC)"
-                     for x in leases) or "none"
+    return (
+        ", ".join(
+            f"{x.name} {x.status} ({x.start_date:%Y-%m-%d %H:%M} to {x.end_date:%H:%M} UTC)"
+            for x in leases
+        )
+        or "none"
+    )
 
 
 def no_active_lease(picked, mine: list) -> str:
     if picked is not None:
-        return (f"Your lease {picked.name} is {picked.status} and starts at "
-                f"{picked.start_date:%Y-%m-%d %H:%M} UTC: run this notebook again after that.")
-    return f"You have no pending or active lease for this lab (yours: {describe(mine)}): make one in notebook 1."
+        return (
+            f"Your lease {picked.name} is {picked.status} and starts at "
+            f"{picked.start_date:%Y-%m-%d %H:%M} UTC: run this notebook again after that."
+        )
+    return (f"You have no pending or active lease for this lab (yours: {describe(mine)}): make one "
+            "in notebook 1.")
 
 
 def others_unused(picked, live: list) -> str | None:
-    others = [x for x in live if x.id != picked.id]
+    """Other ACTIVE leases hold a node nobody uses now (a PENDING one may be for a later session)."""
+    others = [x for x in live if x.id != picked.id and x.status == "ACTIVE"]
     if not others:
         return None
-    return (f"Using {picked.name}, which ends last; your other lease(s) {describe(others)} hold nodes "
-            "nobody uses: delete them in Horizon (Reservations > Leases) if you do not need them.")
+    return (
+        f"Using {picked.name}, which ends last; your other lease(s) {describe(others)} hold nodes "
+        "nobody uses: delete them in Horizon (Reservations > Leases) if you do not need them."
+    )
 
 
 # ---------------------------------------------------------------------- when Blazar says no
@@ -135,22 +155,33 @@ def explain_refusal(said: list[str], project: str, site: str, node_type: str, ho
     kind = refusal_kind(message)
     print(f"Blazar refused the lease: {message}")
     if kind == "floating_ips":
-        return (f"{site} has no reservable public IP left for your hours: set RESERVE_FLOATING_IP = False "
-                f"in {FIRST_CELL} and run it again (notebook 2 then takes an IP from the site's pool).")
+        return (
+            f"{site} has no reservable public IP left for your hours: set "
+            f"RESERVE_FLOATING_IP = False in {VALUES_CELL} and run it again (notebook 2 then "
+            "takes an IP from the site's pool)."
+        )
     if kind == "quota":
-        return (f"Project {project} has not enough allocation left for a {hours} h lease: ask your "
-                "instructor to extend the project's allocation, then run this notebook again.")
+        return (
+            f"Project {project} has not enough allocation left for a {hours} h lease: ask your "
+            "instructor to extend the project's allocation, then run this notebook again."
+        )
     if kind == "duration":
         return f"{hours} h is longer than {site} allows: set LEASE_HOURS in {SETTINGS} lower."
     if kind == "other":
         return f"Chameleon refused the lease ({message}): show this message to your instructor."
     start_in = next_start_in_hours(node_type, hours)
     alternatives = nvidia_types_free_now(hours, exclude=node_type)
-    print(f"NVIDIA GPU node types free now at {site} for {hours} h:", ", ".join(alternatives) or "none")
+    print(
+        f"NVIDIA GPU node types free now at {site} for {hours} h:",
+        ", ".join(alternatives) or "none",
+    )
+    other_type = f" (or NODE_TYPE in {SETTINGS} to a type above)" if alternatives else ""
     if start_in is None:
-        return f"No {node_type} node at {site} is ever free for {hours} h: set NODE_TYPE in {SETTINGS}."
-    return (f"No {node_type} node at {site} is free for {hours} h at the start you asked for: set "
-            f"START_IN_HOURS = {start_in} in {FIRST_CELL} (or NODE_TYPE in {SETTINGS} to a type above).")
+        return f"No {node_type} node at {site} is free for {hours} h: set NODE_TYPE in {SETTINGS}."
+    return (
+        f"No {node_type} node at {site} is free for {hours} h at the start you asked for: set "
+        f"START_IN_HOURS = {start_in} in {VALUES_CELL}{other_type}."
+    )
 
 
 def _next_free(node, hours: float) -> datetime.datetime:
@@ -176,7 +207,11 @@ def nvidia_types_free_now(hours: float, exclude: str) -> list[str]:
     soon = utcnow() + datetime.timedelta(minutes=5)
     for node in hardware.get_nodes(gpu=True):
         gpu = node.gpu[0] if isinstance(node.gpu, list) else node.gpu
-        if node.type in free or node.type == exclude or "nvidia" not in str(gpu.get("gpu_vendor", "")).lower():
+        if (
+            node.type in free
+            or node.type == exclude
+            or "nvidia" not in str(gpu.get("gpu_vendor", "")).lower()
+        ):
             continue
         if _next_free(node, hours) <= soon:
             free.add(node.type)
@@ -194,16 +229,20 @@ def boot_failure(lease_id: str, server_id: str, name: str, fault: str) -> str:
     failed = sorted(set(seen.get(lease_id, [])) | {server_id})
     FAILED_BOOTS.write_text(json.dumps({**seen, lease_id: failed}))
     if len(failed) >= 2 or "no valid host" in fault.lower():
-        return (f"{name} failed to start on this lease's node again (ERROR: {fault}), so that node is "
-                "likely faulty: delete the server (cell above) and this lease (notebook 1, last cell), "
-                "then make a new lease in notebook 1, which most likely gets another node.")
-    return (f"{name} failed to start (ERROR: {fault}); bare metal does this now and then: run the cell "
-            "above (it deletes the failed server), then this cell again.")
+        return (
+            f"{name} failed to start on this lease's node again (ERROR: {fault}), so that node is "
+            "likely faulty: delete the server (cell above) and this lease (notebook 1, last cell), "
+            "then make a new lease in notebook 1, which most likely gets another node."
+        )
+    return (
+        f"{name} failed to start (ERROR: {fault}); bare metal does this now and then: run the cell "
+        "above (it deletes the failed server), then this cell again."
+    )
 
 
 # ---------------------------------------------------------------------- floating IPs
 def ip_holder(address: str) -> str | None:
-    """Which server holds a floating IP of the project ("server NAME of user ID"), None if unbound."""
+    """Which server holds a project's floating IP ("server NAME of user ID"); None if unbound."""
     fip = network.get_floating_ip(address)
     if not fip["port_id"]:
         return None
@@ -215,9 +254,11 @@ def ip_holder(address: str) -> str | None:
 def stop_if_taken(address: str, server_name: str) -> None:
     holder = ip_holder(address)
     if holder is not None:
-        raise RuntimeError(f"The IP {address} reserved with your lease is attached to {holder}, not to "
-                           f"{server_name}: ask that student (or your instructor) to detach it, then run "
-                           "this cell again.")
+        raise RuntimeError(
+            f"The IP {address} reserved with your lease is attached to {holder}, not to "
+            f"{server_name}: ask that student (or your instructor) to detach it, then run "
+            "this cell again."
+        )
 
 
 def _marker(server_name: str) -> str:
@@ -233,15 +274,27 @@ def own_public_ip(server_name: str) -> str:
     for fip in network.list_floating_ips():
         if fip.get("description") == _marker(server_name) and fip["port_id"] is None:
             return fip["floating_ip_address"]
-    body = {"floatingip": {"floating_network_id": network.get_network_id(network.PUBLIC_NETWORK),
-                           "description": _marker(server_name)}}
+    body = {
+        "floatingip": {
+            "floating_network_id": network.get_network_id(network.PUBLIC_NETWORK),
+            "description": _marker(server_name),
+        }
+    }
     try:
         fip = chi.neutron().create_floatingip(body)["floatingip"]
     except NeutronClientException as err:
-        raise RuntimeError(f"The site has no public IP free right now ({err}): run this cell again in a "
-                           "few minutes, as classmates finish; if it keeps failing, tell your instructor.") from None
-    print(f"a fresh public IP from the site's pool (your lease reserved none): {fip['floating_ip_address']}")
-    return fip["floating_ip_address"]
+        if "quota" in str(err).lower():
+            raise RuntimeError(
+                f"The project has as many floating IPs as its quota allows ({err}): ask your "
+                "instructor to raise the quota or release unused IPs (Network > Floating IPs)."
+            ) from None
+        raise RuntimeError(
+            f"The site has no public IP free right now ({err}): run this cell again in a "
+            "few minutes, as classmates finish; if it keeps failing, tell your instructor."
+        ) from None
+    address = fip["floating_ip_address"]
+    print(f"a fresh public IP from the site's pool (your lease reserved none): {address}")
+    return address
 
 
 def release_own_ips(server_name: str) -> list[str]:

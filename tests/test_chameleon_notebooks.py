@@ -12,6 +12,7 @@ ran (and on which IP), and the final state. The values sent are checked, not onl
   oldest_python_chi  python-chi 1.1.0 installed for real; old_python_chi: 1.0.9 is refused
 Trouble (refusals, floating IPs, failing servers): tests/test_chameleon_trouble.py.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -22,7 +23,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from fake_chameleon.results import at, blazar_time, needs_namespace, requests, reservation, run, scenario, text
+from fake_chameleon.results import (
+    at,
+    blazar_time,
+    needs_namespace,
+    requests,
+    reservation,
+    run,
+    scenario,
+    text,
+)
 
 from servelab.paths import LAB_DIR
 
@@ -41,7 +51,9 @@ def code_cells(notebook: str) -> int:
 
 
 def lease_posts(result, during=None):
-    return [e for e in requests(result, "POST", r"/tacc/blazar/v1/leases", during) if e["status"] == 201]
+    return [
+        e for e in requests(result, "POST", r"/tacc/blazar/v1/leases", during) if e["status"] == 201
+    ]
 
 
 def server_post(result, during=None):
@@ -67,6 +79,7 @@ def class_day(tmp_path_factory):
 
 # ------------------------------------------------------------------ a normal day, twice over
 
+
 def test_both_notebooks_run_top_to_bottom_twice_from_a_trovi_copy(class_day):
     for notebook in ("01_reserve", "02_provision"):
         for label in ("first", "again"):
@@ -85,8 +98,9 @@ def test_the_lease_is_three_hours_of_one_gpu_p100_from_now_with_one_ip(class_day
     assert dt.timedelta(hours=3) <= length <= dt.timedelta(hours=3, minutes=1), length
     hosts = [r for r in body["reservations"] if r["resource_type"] == "physical:host"]
     fips = [r for r in body["reservations"] if r["resource_type"] == "virtual:floatingip"]
-    assert [(json.loads(r["resource_properties"]), r["min"], r["max"]) for r in hosts] == \
-        [(["==", "$node_type", "gpu_p100"], 1, 1)]
+    assert [(json.loads(r["resource_properties"]), r["min"], r["max"]) for r in hosts] == [
+        (["==", "$node_type", "gpu_p100"], 1, 1)
+    ]
     assert [(r["amount"], r["network_id"]) for r in fips] == [(1, "net-public")]
 
 
@@ -107,15 +121,25 @@ def test_the_ip_attached_is_the_one_reserved_with_the_lease(class_day):
     fip, server_id = attached(class_day)
     assert fip["tags"] == ["blazar", reserved_with(lease["reply"]["lease"])]
     assert server_id == server_post(class_day)["reply"]["server"]["id"]
-    assert requests(class_day, "POST", r"/tacc/neutron/v2\.0/floatingips") == [], "took an IP from the pool"
+    assert requests(class_day, "POST", r"/tacc/neutron/v2\.0/floatingips") == [], (
+        "took an IP from the pool"
+    )
     assert {c["via"] for c in class_day["node_commands"]} == {fip["address"]}  # ssh went there
     assert f"cc@{fip['address']}" in text(run(class_day, "02_provision", "first"))
 
 
 def test_classmates_leases_servers_and_ips_are_left_alone(class_day):
-    mine = {server_post(class_day)["reply"]["server"]["id"], lease_posts(class_day)[0]["reply"]["lease"]["id"]}
-    changes = [e for e in class_day["api"] if e["method"] in ("PUT", "DELETE")
-               and e["path"].rsplit("/", 1)[1] not in mine and "floatingips" not in e["path"]]
+    mine = {
+        server_post(class_day)["reply"]["server"]["id"],
+        lease_posts(class_day)[0]["reply"]["lease"]["id"],
+    }
+    changes = [
+        e
+        for e in class_day["api"]
+        if e["method"] in ("PUT", "DELETE")
+        and e["path"].rsplit("/", 1)[1] not in mine
+        and "floatingips" not in e["path"]
+    ]
     assert changes == []
     for name, who in class_day["classmates"].items():
         if "ip_id" in who:
@@ -125,21 +149,33 @@ def test_classmates_leases_servers_and_ips_are_left_alone(class_day):
 
 
 def test_running_everything_again_creates_nothing(class_day):
-    writes = [e for e in class_day["api"] if e["method"] in ("POST", "PUT", "DELETE")
-              and "/auth" not in e["path"] and "os-keypairs" not in e["path"]]
+    writes = [
+        e
+        for e in class_day["api"]
+        if e["method"] in ("POST", "PUT", "DELETE")
+        and "/auth" not in e["path"]
+        and "os-keypairs" not in e["path"]
+    ]
     kinds = [(e["method"], re.sub(r"/[0-9a-f-]{36}", "/ID", e["path"])) for e in writes]
-    assert kinds == [("POST", "/tacc/blazar/v1/leases"), ("POST", "/tacc/nova/v2.1/servers"),
-                     ("PUT", "/tacc/neutron/v2.0/floatingips/ID"),          # round 1 only
-                     ("DELETE", "/tacc/nova/v2.1/servers/ID"), ("DELETE", "/tacc/nova/v2.1/servers/ID"),
-                     ("DELETE", "/tacc/blazar/v1/leases/ID")], kinds
+    assert kinds == [
+        ("POST", "/tacc/blazar/v1/leases"),
+        ("POST", "/tacc/nova/v2.1/servers"),
+        ("PUT", "/tacc/neutron/v2.0/floatingips/ID"),  # round 1 only
+        ("DELETE", "/tacc/nova/v2.1/servers/ID"),
+        ("DELETE", "/tacc/nova/v2.1/servers/ID"),
+        ("DELETE", "/tacc/blazar/v1/leases/ID"),
+    ], kinds
     second = run(class_day, "02_provision", "again")
     assert "exists (ACTIVE): it will be reused" in text(second)
     assert "Nothing to do: this host was already set up (0 changes)" in text(second)
 
 
 def test_the_project_named_in_the_settings_is_used(class_day):
-    scopes = [e["body"]["auth"]["scope"]["project"] for e in requests(class_day, "POST", r"/tacc:5000/v3/auth/tokens")
-              if "scope" in e["body"]["auth"]]
+    scopes = [
+        e["body"]["auth"]["scope"]["project"]
+        for e in requests(class_day, "POST", r"/tacc:5000/v3/auth/tokens")
+        if "scope" in e["body"]["auth"]
+    ]
     assert scopes and all(s["name"] == "CHI-231138" for s in scopes), scopes
 
 
@@ -152,7 +188,9 @@ def test_the_node_gets_the_taught_tag_from_the_repository_set(class_day):
 
 def test_setup_waits_for_first_boot_then_installs(class_day):
     calls = class_day["node_calls"]
-    assert calls.index("cloud-init status --wait") < next(i for i, c in enumerate(calls) if c.startswith("apt-get"))
+    assert calls.index("cloud-init status --wait") < next(
+        i for i, c in enumerate(calls) if c.startswith("apt-get")
+    )
     setup = [c for c in class_day["node_commands"] if "setup_host.sh" in c["command"]]
     assert [c["rc"] for c in setup] == [0, 0]
 
@@ -164,19 +202,25 @@ def test_the_jupyter_token_stays_on_the_node(class_day):
 
 
 def test_clean_up_deletes_only_the_students_server_and_lease(class_day):
-    deletes = [run(class_day, "02_provision", label) for label in
-               ("delete server", "delete server again", "delete server, none left")]
+    deletes = [
+        run(class_day, "02_provision", label)
+        for label in ("delete server", "delete server again", "delete server, none left")
+    ]
     assert [r["error"] for r in deletes] == [None, None, None]
     assert "server node-serve-system-student deleted" in text(deletes[0])
     assert "nothing to delete" in text(deletes[-1])
     server_id = server_post(class_day)["reply"]["server"]["id"]
-    assert [e["path"] for e in requests(class_day, "DELETE", r"/tacc/nova/v2\.1/servers/.*")] == \
-        [f"/tacc/nova/v2.1/servers/{server_id}"] * 2
-    assert requests(class_day, "DELETE", r"/tacc/neutron/v2\.0/floatingips/.*") == []  # the reserved IP stays
+    assert [e["path"] for e in requests(class_day, "DELETE", r"/tacc/nova/v2\.1/servers/.*")] == [
+        f"/tacc/nova/v2.1/servers/{server_id}"
+    ] * 2
+    assert (
+        requests(class_day, "DELETE", r"/tacc/neutron/v2\.0/floatingips/.*") == []
+    )  # the reserved IP stays
     lease_delete = run(class_day, "01_reserve", "delete lease")
     (created,) = lease_posts(class_day)
-    assert [e["path"] for e in requests(class_day, "DELETE", r"/tacc/blazar/v1/leases/.*")] == \
-        [f"/tacc/blazar/v1/leases/{created['reply']['lease']['id']}"]
+    assert [e["path"] for e in requests(class_day, "DELETE", r"/tacc/blazar/v1/leases/.*")] == [
+        f"/tacc/blazar/v1/leases/{created['reply']['lease']['id']}"
+    ]
     assert f"lease {created['body']['name']} deleted" in text(lease_delete)
     left = {x["name"] for x in class_day["leases"] if x["user_id"] == class_day["user_id"]}
     assert left == {"serve_system_student", "serve_system_student_20250101-1200"}  # the ended ones
@@ -186,12 +230,13 @@ def test_clean_up_costs_the_same_whatever_the_class_size(class_day):
     """22 classmates' servers are in the project: the clean-up cell reads the server list once
     and builds no object per server (each of which would look up its image and key pair)."""
     again = run(class_day, "02_provision", "delete server again")
-    during = class_day["api"][again["api_from"]:again["api_to"]]
+    during = class_day["api"][again["api_from"] : again["api_to"]]
     assert len([e for e in during if e["path"].endswith("/servers/detail")]) == 1
     assert [e for e in during if "/glance/" in e["path"] or "os-keypairs" in e["path"]] == []
 
 
 # ------------------------------------------------------------------ a lease for later
+
 
 @pytest.fixture(scope="module")
 def pending_lease(tmp_path_factory):
@@ -218,13 +263,16 @@ def test_notebook_2_says_when_a_pending_lease_starts_and_makes_nothing(pending_l
     (post,) = lease_posts(pending_lease)
     waiting = run(pending_lease, "02_provision", "pending")
     start = post["body"]["start_date"]
-    assert waiting["error"]["evalue"] == (f"Your lease {post['body']['name']} is PENDING and starts at {start} "
-                                          "UTC: run this notebook again after that.")
+    assert waiting["error"]["evalue"] == (
+        f"Your lease {post['body']['name']} is PENDING and starts at {start} "
+        "UTC: run this notebook again after that."
+    )
     assert requests(pending_lease, "POST", r"/tacc/nova/v2\.1/servers") == []
     assert requests(pending_lease, "PUT", r"/tacc/neutron/.*") == []
 
 
 # ------------------------------------------------------------------ two active leases
+
 
 @pytest.fixture(scope="module")
 def two_active(tmp_path_factory):
@@ -232,22 +280,32 @@ def two_active(tmp_path_factory):
 
 
 def test_with_two_active_leases_both_notebooks_use_the_one_ending_last(two_active):
-    mine = sorted((x for x in two_active["leases"] if x["user_id"] == two_active["user_id"]),
-                  key=lambda x: x["end_date"])
+    mine = sorted(
+        (x for x in two_active["leases"] if x["user_id"] == two_active["user_id"]),
+        key=lambda x: x["end_date"],
+    )
     shorter, longer = mine
     assert lease_posts(two_active) == []
-    reserve, provision = run(two_active, "01_reserve", "two active"), run(two_active, "02_provision", "two active")
+    reserve, provision = (
+        run(two_active, "01_reserve", "two active"),
+        run(two_active, "02_provision", "two active"),
+    )
     assert reserve["error"] is None and provision["error"] is None
     assert f"using your lease {longer['name']} (ACTIVE)" in text(reserve)
     hint = server_post(two_active)["body"]["OS-SCH-HNT:scheduler_hints"]["reservation"]
-    assert hint == reservation(longer, "physical:host")["id"] != reservation(shorter, "physical:host")["id"]
+    assert (
+        hint
+        == reservation(longer, "physical:host")["id"]
+        != reservation(shorter, "physical:host")["id"]
+    )
     fip, server_id = attached(two_active)
     assert fip["tags"] == ["blazar", reserved_with(longer)]
     assert server_id == server_post(two_active)["reply"]["server"]["id"]
     assert shorter["name"] in text(provision) and "nobody uses" in text(provision)
 
 
-# ------------------------------------------------------------------ the settings, as Trovi lays them out
+# ------------------------------------------------------------- the settings, as Trovi lays them out
+
 
 @pytest.fixture(scope="module")
 def trovi_settings(tmp_path_factory):
@@ -259,19 +317,30 @@ def test_the_artifact_as_committed_stops_at_once_naming_each_setting(trovi_setti
         first = run(trovi_settings, notebook, "as committed")
         assert len(first["cells"]) == 1 and first["error"]["ename"] == "RuntimeError"
         for name in ("REPO_URL", "REPO_REF", "PROJECT"):
-            assert f"{name} is empty: set it in notebooks/lab_settings.py" in first["error"]["evalue"]
-        assert first["api_to"] == first["api_from"], "it asked Chameleon before the settings were right"
+            assert (
+                f"{name} is empty: set it in notebooks/lab_settings.py" in first["error"]["evalue"]
+            )
+        assert first["api_to"] == first["api_from"], (
+            "it asked Chameleon before the settings were right"
+        )
     assert trovi_settings["work_has_git"] is False
 
 
-@pytest.mark.parametrize("label,cell,expected", [
-    ("tag not pushed", 0, "REPO_REF v2 is not a tag or branch of"),
-    ("not my project", 1, "PROJECT CHI-999999 is not one of your Chameleon projects (CHI-000001, CHI-231138)"),
-    ("no such node type or image", 1, "NODE_TYPE gpu_h100 has no node at CHI@TACC: set NODE_TYPE in "
-                                      "notebooks/lab_settings.py"),
-    ("no such node type or image", 1, "IMAGE CC-Ubuntu99 does not exist at CHI@TACC: set IMAGE in "),
-    ("no such site", 1, "SITE CHI@Mars is not a Chameleon site: set SITE in notebooks/lab_settings.py"),
-])
+CHECKS, SITE_CHECKS = 0, 2  # notebook 1's cells: settings checked offline; against the site
+WRONG_SETTINGS = [
+    ("tag not pushed", CHECKS, "REPO_REF v2 is not a tag or branch of"),
+    ("not my project", SITE_CHECKS, "PROJECT CHI-999999 is not one of your Chameleon projects "
+                                    "(CHI-000001, CHI-231138): set PROJECT in notebooks/"),
+    ("no such node type or image", SITE_CHECKS, "NODE_TYPE gpu_h100 has no node at CHI@TACC: set "
+                                                "NODE_TYPE in notebooks/lab_settings.py"),
+    ("no such node type or image", SITE_CHECKS, "IMAGE CC-Ubuntu99 does not exist at CHI@TACC: set "
+                                                "IMAGE in notebooks/lab_settings.py"),
+    ("no such site", SITE_CHECKS, "SITE CHI@Mars is not a Chameleon site: set SITE in "
+                                  "notebooks/lab_settings.py"),
+]
+
+
+@pytest.mark.parametrize("label,cell,expected", WRONG_SETTINGS)
 def test_each_wrong_setting_is_named_before_any_lease(trovi_settings, label, cell, expected):
     a_run = run(trovi_settings, "01_reserve", label)
     assert a_run["error"]["n"] == cell and expected in a_run["error"]["evalue"], a_run["error"]
@@ -286,6 +355,7 @@ def test_with_every_setting_right_the_trovi_copy_makes_the_lease(trovi_settings)
 
 # ------------------------------------------------------------------ python-chi versions
 
+
 @pytest.fixture(scope="module")
 def oldest_python_chi(tmp_path_factory):
     """python-chi 1.1.0 from PyPI (hash-pinned, cached in .lab/cache/), without dependencies:
@@ -294,33 +364,61 @@ def oldest_python_chi(tmp_path_factory):
     if not (target / "chi" / "__init__.py").exists():
         pins = tmp_path_factory.mktemp("pins") / "oldest.txt"
         pins.write_text(f"python-chi=={OLDEST_PYTHON_CHI} --hash=sha256:{OLDEST_WHEEL_SHA256}\n")
-        proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--require-hashes",
-                               "--target", str(target), "-r", str(pins)], capture_output=True, text=True)
-        assert proc.returncode == 0, f"python-chi {OLDEST_PYTHON_CHI} could not be installed:\n{proc.stderr[-3000:]}"
-    return scenario("oldest_python_chi", tmp_path_factory, env={"FAKE_CHAMELEON_PYTHON_CHI": str(target)})
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-deps",
+                "--require-hashes",
+                "--target",
+                str(target),
+                "-r",
+                str(pins),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, (
+            f"python-chi {OLDEST_PYTHON_CHI} could not be installed:\n{proc.stderr[-3000:]}"
+        )
+    return scenario(
+        "oldest_python_chi", tmp_path_factory, env={"FAKE_CHAMELEON_PYTHON_CHI": str(target)}
+    )
 
 
 def test_the_oldest_python_chi_allowed_runs_both_notebooks_and_their_clean_up(oldest_python_chi):
     assert f"python-chi {OLDEST_PYTHON_CHI};" in text(run(oldest_python_chi, "01_reserve", "first"))
     failed = run(oldest_python_chi, "02_provision", "server in ERROR")
     assert "run the cell above (it deletes the failed server)" in failed["error"]["evalue"]
-    assert "deleting node-serve-system-student, which is in ERROR" in \
-        text(run(oldest_python_chi, "02_provision", "cell above, then the rest"))
+    assert "deleting node-serve-system-student, which is in ERROR" in text(
+        run(oldest_python_chi, "02_provision", "cell above, then the rest")
+    )
     for a_run in oldest_python_chi["runs"]:
         assert a_run["error"] is None or a_run is failed, (a_run["label"], a_run["error"])
     (lease,) = lease_posts(oldest_python_chi)
-    assert [json.loads(r["resource_properties"]) for r in lease["body"]["reservations"]
-            if r["resource_type"] == "physical:host"] == [["==", "$node_type", "gpu_p100"]]
+    assert [
+        json.loads(r["resource_properties"])
+        for r in lease["body"]["reservations"]
+        if r["resource_type"] == "physical:host"
+    ] == [["==", "$node_type", "gpu_p100"]]
     posts = requests(oldest_python_chi, "POST", r"/tacc/nova/v2\.1/servers")
-    assert [p["body"]["OS-SCH-HNT:scheduler_hints"]["reservation"] for p in posts] == \
-        [reservation(lease["reply"]["lease"], "physical:host")["id"]] * 2
+    assert [p["body"]["OS-SCH-HNT:scheduler_hints"]["reservation"] for p in posts] == [
+        reservation(lease["reply"]["lease"], "physical:host")["id"]
+    ] * 2
     fip, _ = attached(oldest_python_chi)
     assert fip["tags"] == ["blazar", reserved_with(lease["reply"]["lease"])]
-    assert "server node-serve-system-student deleted" in text(run(oldest_python_chi, "02_provision", "delete server"))
+    assert "server node-serve-system-student deleted" in text(
+        run(oldest_python_chi, "02_provision", "delete server")
+    )
 
 
 def test_notebooks_gate_at_the_oldest_python_chi_tested_and_name_the_pin():
-    pin = re.search(r"^python-chi==(\S+)", (REPO / "requirements/constraints.txt").read_text(), re.M).group(1)
+    pin = re.search(
+        r"^python-chi==(\S+)", (REPO / "requirements/constraints.txt").read_text(), re.M
+    ).group(1)
     for name in ("01_reserve", "02_provision"):
         src = (REPO / "notebooks" / f"{name}.py").read_text()
         assert f'Version(PYTHON_CHI) < Version("{OLDEST_PYTHON_CHI}")' in src

@@ -196,8 +196,8 @@ def test_folders_made_at_run_time_are_gitignored():
     """Only output folders may be missing from a checkout, never a tracked one misnamed."""
     ignored = {line.strip().strip("/") for line in (REPO / ".gitignore").read_text().splitlines()}
     assert CREATED_AT_RUN_TIME <= ignored, CREATED_AT_RUN_TIME - ignored
-    tracked = subprocess.run(["git", "ls-files", *sorted(CREATED_AT_RUN_TIME)], cwd=REPO, capture_output=True,
-                             text=True).stdout
+    tracked = subprocess.run(["git", "ls-files", *sorted(CREATED_AT_RUN_TIME)], cwd=REPO,
+                             capture_output=True, text=True).stdout
     assert tracked == "", tracked
 
 

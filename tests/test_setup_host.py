@@ -172,7 +172,8 @@ def test_waits_for_cloud_init_and_a_busy_package_manager(tmp_path):
     proc = host.run(env={"SETUP_LOCK_POLL": "0"})
     calls = host.calls_made()
     assert "cloud-init status --wait" in calls
-    fuser = [i for i, c in enumerate(calls[:first_call(calls, "apt-get")]) if c.startswith("fuser ")]
+    before_apt = calls[:first_call(calls, "apt-get")]
+    fuser = [i for i, c in enumerate(before_apt) if c.startswith("fuser ")]
     assert len(fuser) == 4, calls  # busy, busy, free; free again right before the first apt-get
     assert "/var/lib/dpkg/lock-frontend" in calls[fuser[0]]
     assert first_call(calls, "cloud-init") < fuser[0]
@@ -207,7 +208,8 @@ def test_without_fuser_busy_means_an_apt_or_dpkg_process(tmp_path):
     calls = host.calls_made()
     pgrep = [c for c in calls if c.startswith("pgrep")]
     # busy, free; then one check before each apt-get
-    assert pgrep == ["pgrep -x apt|apt-get|dpkg|unattended-upgr"] * (2 + sum(c.startswith("apt-get") for c in calls))
+    apt_gets = sum(c.startswith("apt-get") for c in calls)
+    assert pgrep == ["pgrep -x apt|apt-get|dpkg|unattended-upgr"] * (2 + apt_gets)
     assert first_call(calls, "pgrep") < first_call(calls, "apt-get")
 
 
@@ -275,6 +277,7 @@ def test_every_apt_get_waits_for_automatic_updates_that_start_in_between(tmp_pat
         assert calls[i - 1].startswith("fuser "), f"{calls[i]} ran without checking the locks first"
     docker = next(i for i in apt if "docker-ce" in calls[i])
     after = apt[apt.index(docker) + 1]
-    assert len([c for c in calls[docker + 1:after] if c.startswith("fuser ")]) == 3  # busy, busy, free
+    waits = [c for c in calls[docker + 1:after] if c.startswith("fuser ")]
+    assert len(waits) == 3  # busy, busy, free
     assert {"docker-ce", "nvidia-container-toolkit", "nvtop"} <= host.installed()
     assert not host.installed() & {"-o", "DPkg::Lock::Timeout=30"}

@@ -1,7 +1,8 @@
 """Chameleon's APIs as python-chi reaches them, on one HTTP server (see __init__.py).
 
 URL layout on http://127.0.0.1:PORT:
-  /reference/sites.json, /reference/sites/<site>/clusters/chameleon/nodes.json (CHI_RESOURCE_API_URL)
+  /reference/sites.json, /reference/sites/<site>/clusters/chameleon/nodes.json
+                      (CHI_RESOURCE_API_URL)
   /hub/users/<name>                                                          (JUPYTERHUB_API_URL)
   /tacc:5000/v3/...   Keystone (python-chi builds auth_url as f"{site['web']}:5000/v3", and the
                       site's "web" is http://127.0.0.1:PORT/tacc)
@@ -9,6 +10,7 @@ URL layout on http://127.0.0.1:PORT:
 Blazar, Nova and Neutron live in blazar.py, nova.py and neutron.py; this file holds the state,
 the HTTP plumbing, identity, the hardware catalog and Glance.
 """
+
 from __future__ import annotations
 
 import copy
@@ -26,11 +28,13 @@ from .nova import NovaMixin
 
 # The site's bare-metal inventory: (node type, count, GPUs per node, GPU model, GPU vendor).
 # AMD's MI100 is a GPU node type this lab cannot use (its images need NVIDIA's CUDA).
-INVENTORY = [("gpu_p100", 24, 2, "P100", "NVIDIA Corporation"),
-             ("gpu_v100", 2, 4, "V100", "NVIDIA Corporation"),
-             ("gpu_rtx_6000", 1, 1, "RTX 6000", "NVIDIA Corporation"),
-             ("gpu_mi100", 2, 2, "MI100", "Advanced Micro Devices, Inc. [AMD/ATI]"),
-             ("compute_skylake", 4, 0, None, None)]
+INVENTORY = [
+    ("gpu_p100", 24, 2, "P100", "NVIDIA Corporation"),
+    ("gpu_v100", 2, 4, "V100", "NVIDIA Corporation"),
+    ("gpu_rtx_6000", 1, 1, "RTX 6000", "NVIDIA Corporation"),
+    ("gpu_mi100", 2, 2, "MI100", "Advanced Micro Devices, Inc. [AMD/ATI]"),
+    ("compute_skylake", 4, 0, None, None),
+]
 
 
 class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
@@ -38,21 +42,25 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
 
     Knobs: `servers_fail` (how many server creations end in ERROR), `bad_hosts` (host ids whose
     every deploy fails), `delete_polls` (how many server-list reads still show a deleted server),
-    `su_left` (service units left in the project; None = no limit), `pool` (the shared pool's
-    free addresses), `reservable_fips` (the addresses Blazar can reserve), and the hosts'
+    `su_left` (service units left in the project; None = no limit), `fip_quota` (floating IPs
+    the project may hold), `pool` (the shared pool's free addresses), `reservable_fips` (the addresses Blazar can reserve), and the hosts'
     calendars (`book`, `book_all`).
     """
 
     def __init__(self, user: str = "student", pool_size: int = 8, reservable: int = 60):
         self.user = user
         self.user_id = user_id_of(user)
-        self.projects = [{"id": "p-0001", "name": "CHI-000001"}, {"id": "p-0002", "name": "CHI-231138"}]
+        self.projects = [
+            {"id": "p-0001", "name": "CHI-000001"},
+            {"id": "p-0002", "name": "CHI-231138"},
+        ]
         self.project_id = None  # set by the project-scoped token
         self.hub_token = "oidc-" + new_id()
         self.servers_fail = 0
         self.bad_hosts: set[str] = set()
         self.delete_polls = 1
         self.su_left: float | None = None
+        self.fip_quota: int | None = None  # floating IPs the project may hold (None: no limit)
         self.pool = [f"127.20.1.{i}" for i in range(1, pool_size + 1)]
         self.reservable_fips = [f"127.20.0.{i}" for i in range(10, 10 + reservable)]
         self.fip_bookings: list[dict] = []
@@ -72,31 +80,75 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             "net-public": {"id": "net-public", "name": "public", "router:external": True},
         }
         for net in self.networks.values():
-            net.update(status="ACTIVE", admin_state_up=True, shared=True, subnets=[], tags=[],
-                       project_id="admin", tenant_id="admin", mtu=1500, description="")
+            net.update(
+                status="ACTIVE",
+                admin_state_up=True,
+                shared=True,
+                subnets=[],
+                tags=[],
+                project_id="admin",
+                tenant_id="admin",
+                mtu=1500,
+                description="",
+            )
         self.images = {
-            "img-cuda": {"id": "img-cuda", "name": "CC-Ubuntu24.04-CUDA",
-                         "build-repo": "https://github.com/ChameleonCloud/cc-images"},
-            "img-plain": {"id": "img-plain", "name": "CC-Ubuntu24.04",
-                          "build-repo": "https://github.com/ChameleonCloud/cc-images"},
+            "img-cuda": {
+                "id": "img-cuda",
+                "name": "CC-Ubuntu24.04-CUDA",
+                "build-repo": "https://github.com/ChameleonCloud/cc-images",
+            },
+            "img-plain": {
+                "id": "img-plain",
+                "name": "CC-Ubuntu24.04",
+                "build-repo": "https://github.com/ChameleonCloud/cc-images",
+            },
         }
         for img in self.images.values():
-            img.update(status="active", visibility="public", created_at="2025-01-06T10:00:00Z",
-                       updated_at="2025-01-06T10:00:00Z", disk_format="qcow2", container_format="bare",
-                       tags=[], self=f"/v2/images/{img['id']}", file=f"/v2/images/{img['id']}/file",
-                       schema="/v2/schemas/image", min_disk=0, min_ram=0, protected=False, size=1)
-        self.flavor = {"id": "flv-bm", "name": "baremetal", "ram": 1, "disk": 1, "vcpus": 1,
-                       "OS-FLV-EXT-DATA:ephemeral": 0, "swap": "", "rxtx_factor": 1.0,
-                       "os-flavor-access:is_public": True, "description": None, "links": [],
-                       "extra_specs": {}}
+            img.update(
+                status="active",
+                visibility="public",
+                created_at="2025-01-06T10:00:00Z",
+                updated_at="2025-01-06T10:00:00Z",
+                disk_format="qcow2",
+                container_format="bare",
+                tags=[],
+                self=f"/v2/images/{img['id']}",
+                file=f"/v2/images/{img['id']}/file",
+                schema="/v2/schemas/image",
+                min_disk=0,
+                min_ram=0,
+                protected=False,
+                size=1,
+            )
+        self.flavor = {
+            "id": "flv-bm",
+            "name": "baremetal",
+            "ram": 1,
+            "disk": 1,
+            "vcpus": 1,
+            "OS-FLV-EXT-DATA:ephemeral": 0,
+            "swap": "",
+            "rxtx_factor": 1.0,
+            "os-flavor-access:is_public": True,
+            "description": None,
+            "links": [],
+            "extra_specs": {},
+        }
         # Blazar's hosts, the hardware catalog's nodes (same uid) and each host's calendar
         self.hosts, self.gpus = [], {}
         for node_type, count, gpus, model, vendor in INVENTORY:
             self.gpus[node_type] = (gpus, model, vendor)
             for _ in range(count):
                 n = len(self.hosts)
-                self.hosts.append({"id": str(n + 1), "hypervisor_hostname": new_id(), "node_type": node_type,
-                                   "node_name": f"P3-{node_type.upper()}-{n:03d}", "reservable": True})
+                self.hosts.append(
+                    {
+                        "id": str(n + 1),
+                        "hypervisor_hostname": new_id(),
+                        "node_type": node_type,
+                        "node_name": f"P3-{node_type.upper()}-{n:03d}",
+                        "reservable": True,
+                    }
+                )
         self.allocations: dict[str, list] = {h["id"]: [] for h in self.hosts}
         self.server = None
         self.base = ""
@@ -114,7 +166,9 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             def _serve(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                status, body, headers = fake.handle(self.command, self.path, dict(self.headers), raw)
+                status, body, headers = fake.handle(
+                    self.command, self.path, dict(self.headers), raw
+                )
                 data = b"" if body is None else json.dumps(body).encode()
                 self.send_response(status)
                 if body is not None:
@@ -137,14 +191,22 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             self.server.shutdown()
 
     def env(self) -> dict:
-        """What Chameleon's Jupyter sets for python-chi (OIDC access token refreshed via the hub)."""
+        """What Chameleon's Jupyter sets for python-chi (an OIDC token the hub refreshes)."""
         return {
-            "OS_AUTH_URL": f"{self.base}/tacc:5000/v3", "OS_AUTH_TYPE": "v3oidcaccesstoken",
-            "OS_IDENTITY_PROVIDER": "chameleon", "OS_PROTOCOL": "openid", "OS_INTERFACE": "public",
-            "OS_ACCESS_TOKEN": "expired", "OS_PROJECT_DOMAIN_NAME": "chameleon",
-            "OS_REGION_NAME": SITE, "OS_USERNAME": self.user, "USER": self.user,
-            "JUPYTERHUB_API_URL": f"{self.base}/hub", "JUPYTERHUB_API_TOKEN": "hub-secret",
-            "JUPYTERHUB_USER": self.user, "CHI_RESOURCE_API_URL": f"{self.base}/reference",
+            "OS_AUTH_URL": f"{self.base}/tacc:5000/v3",
+            "OS_AUTH_TYPE": "v3oidcaccesstoken",
+            "OS_IDENTITY_PROVIDER": "chameleon",
+            "OS_PROTOCOL": "openid",
+            "OS_INTERFACE": "public",
+            "OS_ACCESS_TOKEN": "expired",
+            "OS_PROJECT_DOMAIN_NAME": "chameleon",
+            "OS_REGION_NAME": SITE,
+            "OS_USERNAME": self.user,
+            "USER": self.user,
+            "JUPYTERHUB_API_URL": f"{self.base}/hub",
+            "JUPYTERHUB_API_TOKEN": "hub-secret",
+            "JUPYTERHUB_USER": self.user,
+            "CHI_RESOURCE_API_URL": f"{self.base}/reference",
         }
 
     # ------------------------------------------------------------------ dispatch
@@ -152,8 +214,13 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         parts = urlsplit(raw_path)
         path, query = parts.path, parse_qs(parts.query)
         body = json.loads(raw) if raw else None
-        entry = {"method": method, "path": path, "query": {k: v[0] for k, v in query.items()}, "body": body,
-                 "at": now().isoformat()}  # when it arrived, for checking the times a notebook sends
+        entry = {
+            "method": method,
+            "path": path,
+            "query": {k: v[0] for k, v in query.items()},
+            "body": body,
+            "at": now().isoformat(),
+        }  # when it arrived, for checking the times a notebook sends
         with self.lock:
             self.log.append(entry)
             try:
@@ -176,7 +243,10 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             (r"/reference/sites/(\w+)/clusters/chameleon/nodes\.json", self.catalog_nodes),
             (r"/hub/users/([^/]+)", self.hub_user),
             (r"/tacc:5000(/v3)?/?", self.keystone_versions),
-            (r"/tacc:5000/v3/OS-FEDERATION/identity_providers/chameleon/protocols/openid/auth", self.federated),
+            (
+                r"/tacc:5000/v3/OS-FEDERATION/identity_providers/chameleon/protocols/openid/auth",
+                self.federated,
+            ),
             (r"/tacc:5000/v3/auth/tokens", self.tokens),
             (r"/tacc:5000/v3/users/([^/]+)/projects", self.user_projects),
             (r"/tacc:5000/v3/projects/([^/]+)", self.project),
@@ -215,14 +285,30 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
     def _token_check(self, headers):
         token = headers.get("X-Auth-Token") or headers.get("x-auth-token")
         if token != "ks-project-token":
-            raise Reply(401, {"error": {"code": 401, "message": "The request you have made requires authentication.",
-                                        "title": "Unauthorized"}})
+            raise Reply(
+                401,
+                {
+                    "error": {
+                        "code": 401,
+                        "message": "The request you have made requires authentication.",
+                        "title": "Unauthorized",
+                    }
+                },
+            )
 
-    # ------------------------------------------------------------------ reference API, hub, keystone
+    # -------------------------------------------------------------- reference API, hub, keystone
     def sites(self, method, query, body, headers):
-        site = {"name": SITE, "web": f"{self.base}/tacc", "location": "Austin, Texas, USA",
-                "user_support_contact": "help@chameleoncloud.org", "site_class": "core", "uid": "tacc"}
-        other = dict(site, name="CHI@UC", web=f"{self.base}/uc", location="Chicago, Illinois, USA", uid="uc")
+        site = {
+            "name": SITE,
+            "web": f"{self.base}/tacc",
+            "location": "Austin, Texas, USA",
+            "user_support_contact": "help@chameleoncloud.org",
+            "site_class": "core",
+            "uid": "tacc",
+        }
+        other = dict(
+            site, name="CHI@UC", web=f"{self.base}/uc", location="Chicago, Illinois, USA", uid="uc"
+        )
         return {"items": [site, other]}
 
     def catalog_nodes(self, method, query, body, headers, site):
@@ -230,14 +316,31 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             count, model, vendor = self.gpus[node_type]
             if not count:
                 return {"gpu": False}
-            return {"gpu": True, "gpu_count": count, "gpu_model": model, "gpu_name": model,
-                    "gpu_vendor": vendor}
+            return {
+                "gpu": True,
+                "gpu_count": count,
+                "gpu_model": model,
+                "gpu_name": model,
+                "gpu_vendor": vendor,
+            }
 
-        items = [{"node_name": h["node_name"], "node_type": h["node_type"], "uid": h["hypervisor_hostname"],
-                  "gpu": gpu(h["node_type"]), "architecture": {"smt_size": 48, "platform_type": "x86_64"},
-                  "bios": {}, "processor": {}, "main_memory": {"humanized_ram_size": "128 GiB"},
-                  "network_adapters": [], "placement": {}, "storage_devices": [], "version": "1"}
-                 for h in self.hosts]
+        items = [
+            {
+                "node_name": h["node_name"],
+                "node_type": h["node_type"],
+                "uid": h["hypervisor_hostname"],
+                "gpu": gpu(h["node_type"]),
+                "architecture": {"smt_size": 48, "platform_type": "x86_64"},
+                "bios": {},
+                "processor": {},
+                "main_memory": {"humanized_ram_size": "128 GiB"},
+                "network_adapters": [],
+                "placement": {},
+                "storage_devices": [],
+                "version": "1",
+            }
+            for h in self.hosts
+        ]
         return {"items": items}
 
     def hub_user(self, method, query, body, headers, name):
@@ -247,89 +350,194 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         return {"name": name, "auth_state": {"access_token": self.hub_token, "expires_at": expires}}
 
     def keystone_versions(self, method, query, body, headers):
-        v3 = {"id": "v3.14", "status": "stable", "updated": "2020-04-07T00:00:00Z",
-              "links": [{"rel": "self", "href": f"{self.base}/tacc:5000/v3/"}],
-              "media-types": [{"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}]}
+        v3 = {
+            "id": "v3.14",
+            "status": "stable",
+            "updated": "2020-04-07T00:00:00Z",
+            "links": [{"rel": "self", "href": f"{self.base}/tacc:5000/v3/"}],
+            "media-types": [
+                {"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}
+            ],
+        }
         return {"version": v3}
 
     def _token_body(self, project: dict | None):
-        token = {"methods": ["mapped" if project is None else "token"],
-                 "user": {"id": self.user_id, "name": self.user, "domain": {"id": "default", "name": "Default"},
-                          "OS-FEDERATION": {"identity_provider": {"id": "chameleon"}, "protocol": {"id": "openid"},
-                                            "groups": []}},
-                 "expires_at": "2099-01-01T00:00:00.000000Z", "issued_at": now().strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
-                 "audit_ids": ["a"]}
+        token = {
+            "methods": ["mapped" if project is None else "token"],
+            "user": {
+                "id": self.user_id,
+                "name": self.user,
+                "domain": {"id": "default", "name": "Default"},
+                "OS-FEDERATION": {
+                    "identity_provider": {"id": "chameleon"},
+                    "protocol": {"id": "openid"},
+                    "groups": [],
+                },
+            },
+            "expires_at": "2099-01-01T00:00:00.000000Z",
+            "issued_at": now().strftime("%Y-%m-%dT%H:%M:%S.000000Z"),
+            "audit_ids": ["a"],
+        }
         if project is not None:
-            token["project"] = {"id": project["id"], "name": project["name"],
-                                "domain": {"id": "chameleon-id", "name": "chameleon"}}
+            token["project"] = {
+                "id": project["id"],
+                "name": project["name"],
+                "domain": {"id": "chameleon-id", "name": "chameleon"},
+            }
             token["roles"] = [{"id": "r1", "name": "member"}]
             token["catalog"] = self._catalog()
         return {"token": token}
 
     def _catalog(self):
         def service(kind, name, path):
-            return {"type": kind, "name": name, "id": name,
-                    "endpoints": [{"id": f"{name}-{i}", "interface": i, "region": SITE, "region_id": SITE,
-                                   "url": f"{self.base}{path}"} for i in ("public", "internal")]}
-        return [service("identity", "keystone", "/tacc:5000/v3"), service("reservation", "blazar", "/tacc/blazar/v1"),
-                service("compute", "nova", "/tacc/nova/v2.1"), service("network", "neutron", "/tacc/neutron"),
-                service("image", "glance", "/tacc/glance")]
+            return {
+                "type": kind,
+                "name": name,
+                "id": name,
+                "endpoints": [
+                    {
+                        "id": f"{name}-{i}",
+                        "interface": i,
+                        "region": SITE,
+                        "region_id": SITE,
+                        "url": f"{self.base}{path}",
+                    }
+                    for i in ("public", "internal")
+                ],
+            }
+
+        return [
+            service("identity", "keystone", "/tacc:5000/v3"),
+            service("reservation", "blazar", "/tacc/blazar/v1"),
+            service("compute", "nova", "/tacc/nova/v2.1"),
+            service("network", "neutron", "/tacc/neutron"),
+            service("image", "glance", "/tacc/glance"),
+        ]
 
     def federated(self, method, query, body, headers):
         if method != "POST":
             raise Reply(405)
         if headers.get("Authorization") != f"Bearer {self.hub_token}":
-            raise Reply(401, {"error": {"code": 401, "message": "access token not valid (not the hub's)",
-                                        "title": "Unauthorized"}})
+            raise Reply(
+                401,
+                {
+                    "error": {
+                        "code": 401,
+                        "message": "access token not valid (not the hub's)",
+                        "title": "Unauthorized",
+                    }
+                },
+            )
         raise Reply(201, self._token_body(None), {"X-Subject-Token": "ks-unscoped-token"})
 
     def tokens(self, method, query, body, headers):
         auth = body["auth"]
         ident = auth["identity"]
         if ident["methods"] != ["token"] or ident["token"]["id"] != "ks-unscoped-token":
-            raise Reply(401, {"error": {"code": 401, "message": "bad token", "title": "Unauthorized"}})
+            raise Reply(
+                401, {"error": {"code": 401, "message": "bad token", "title": "Unauthorized"}}
+            )
         scope = auth.get("scope", {}).get("project")
         if scope is None:
             raise Reply(201, self._token_body(None), {"X-Subject-Token": "ks-unscoped-token"})
-        match = [p for p in self.projects
-                 if scope.get("id") == p["id"] or (scope.get("name") == p["name"]
-                                                   and scope.get("domain", {}).get("name") == "chameleon")]
+        match = [
+            p
+            for p in self.projects
+            if scope.get("id") == p["id"]
+            or (
+                scope.get("name") == p["name"]
+                and scope.get("domain", {}).get("name") == "chameleon"
+            )
+        ]
         if not match:
-            raise Reply(401, {"error": {"code": 401, "message": f"no project {scope}", "title": "Unauthorized"}})
+            raise Reply(
+                401,
+                {"error": {"code": 401, "message": f"no project {scope}", "title": "Unauthorized"}},
+            )
         self.project_id = match[0]["id"]
         raise Reply(201, self._token_body(match[0]), {"X-Subject-Token": "ks-project-token"})
 
     def user_projects(self, method, query, body, headers, user_id):
         if user_id != self.user_id:
             raise Reply(403, {"error": {"code": 403, "message": "not you", "title": "Forbidden"}})
-        return {"projects": [dict(p, domain_id="chameleon-id", enabled=True, description="", is_domain=False,
-                                  parent_id="chameleon-id", tags=[], links={}) for p in self.projects],
-                "links": {"self": "", "next": None, "previous": None}}
+        return {
+            "projects": [
+                dict(
+                    p,
+                    domain_id="chameleon-id",
+                    enabled=True,
+                    description="",
+                    is_domain=False,
+                    parent_id="chameleon-id",
+                    tags=[],
+                    links={},
+                )
+                for p in self.projects
+            ],
+            "links": {"self": "", "next": None, "previous": None},
+        }
 
     def project(self, method, query, body, headers, project_id):
         self._token_check(headers)
         for p in self.projects:
             if p["id"] == project_id:
                 return {"project": dict(p, domain_id="chameleon-id", enabled=True, links={})}
-        raise Reply(404, {"error": {"code": 404, "message": "Could not find project", "title": "Not Found"}})
+        raise Reply(
+            404, {"error": {"code": 404, "message": "Could not find project", "title": "Not Found"}}
+        )
 
     # ------------------------------------------------------------------ glance
     def glance_versions(self, method, query, body, headers):
-        return Reply(300, {"versions": [{"id": "v2.16", "status": "CURRENT",
-                                         "links": [{"rel": "self", "href": f"{self.base}/tacc/glance/v2/"}]}]})
+        return Reply(
+            300,
+            {
+                "versions": [
+                    {
+                        "id": "v2.16",
+                        "status": "CURRENT",
+                        "links": [{"rel": "self", "href": f"{self.base}/tacc/glance/v2/"}],
+                    }
+                ]
+            },
+        )
 
     def image_schema(self, method, query, body, headers):
         self._token_check(headers)
-        props = {k: {"type": ["null", "string"]} for k in ("id", "name", "status", "visibility", "created_at",
-                                                         "updated_at", "disk_format", "container_format",
-                                                         "self", "file", "schema")}
-        props.update(tags={"type": "array", "items": {"type": "string"}}, min_disk={"type": "integer"},
-                     min_ram={"type": "integer"}, protected={"type": "boolean"}, size={"type": ["null", "integer"]})
-        return {"name": "image", "properties": props, "additionalProperties": {"type": "string"}, "links": []}
+        props = {
+            k: {"type": ["null", "string"]}
+            for k in (
+                "id",
+                "name",
+                "status",
+                "visibility",
+                "created_at",
+                "updated_at",
+                "disk_format",
+                "container_format",
+                "self",
+                "file",
+                "schema",
+            )
+        }
+        props.update(
+            tags={"type": "array", "items": {"type": "string"}},
+            min_disk={"type": "integer"},
+            min_ram={"type": "integer"},
+            protected={"type": "boolean"},
+            size={"type": ["null", "integer"]},
+        )
+        return {
+            "name": "image",
+            "properties": props,
+            "additionalProperties": {"type": "string"},
+            "links": [],
+        }
 
     def images_collection(self, method, query, body, headers):
         self._token_check(headers)
-        images = [i for i in self.images.values() if "name" not in query or i["name"] == query["name"][0]]
+        images = [
+            i for i in self.images.values() if "name" not in query or i["name"] == query["name"][0]
+        ]
         return {"images": images, "first": "/v2/images", "schema": "/v2/schemas/images"}
 
     def image_item(self, method, query, body, headers, image_id):

@@ -8,6 +8,7 @@ costing more service units (node-hours) is refused as Chameleon's usage enforcem
 A lease whose start time has come turns ACTIVE when read, and its reserved floating IP then
 appears in the project, tagged with the reservation (as Blazar's floating-IP plugin does).
 """
+
 from __future__ import annotations
 
 import copy
@@ -26,7 +27,9 @@ def _parse(text: str) -> dt.datetime:
 def _public(lease: dict) -> dict:
     """The lease as Blazar shows it: without the fake's own notes (keys starting with _)."""
     out = copy.deepcopy(lease)
-    out["reservations"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in out["reservations"]]
+    out["reservations"] = [
+        {k: v for k, v in r.items() if not k.startswith("_")} for r in out["reservations"]
+    ]
     return out
 
 
@@ -55,15 +58,23 @@ class BlazarMixin:
         for r in lease["reservations"]:
             r["status"] = "active"
             if r["resource_type"] == "virtual:floatingip":
-                fip = self._new_fip(r["_address"], tags=["blazar", f"reservation:{r['id']}"],
-                                    project_id=lease["project_id"])
+                fip = self._new_fip(
+                    r["_address"],
+                    tags=["blazar", f"reservation:{r['id']}"],
+                    project_id=lease["project_id"],
+                )
                 fip["description"] = f"reserved by lease {lease['id']}"
 
     def leases_collection(self, method, query, body, headers):
         self._token_check(headers)
         if method == "GET":
-            return {"leases": [self._lease_json(x) for x in self.leases.values()
-                               if x["project_id"] == self.project_id]}
+            return {
+                "leases": [
+                    self._lease_json(x)
+                    for x in self.leases.values()
+                    if x["project_id"] == self.project_id
+                ]
+            }
         if method != "POST":
             raise Reply(405)
         return Reply(201, {"lease": self._create_lease(body, self.user_id, self.project_id)})
@@ -72,7 +83,9 @@ class BlazarMixin:
         self._token_check(headers)
         lease = self.leases.get(lease_id)
         if lease is None or lease["project_id"] != self.project_id:
-            raise self._blazar_error(404, "NotFound", f"Object with {{'lease_id': '{lease_id}'}} not found")
+            raise self._blazar_error(
+                404, "NotFound", f"Object with {{'lease_id': '{lease_id}'}} not found"
+            )
         if method == "GET":
             return {"lease": self._lease_json(lease)}
         if method == "DELETE":
@@ -87,33 +100,57 @@ class BlazarMixin:
             host_allocs[:] = [a for a in host_allocs if a["lease_id"] != lease["id"]]
         for r in lease["reservations"]:
             self.fip_bookings[:] = [b for b in self.fip_bookings if b["reservation_id"] != r["id"]]
-            for fid in [f["id"] for f in self.fips.values() if f"reservation:{r['id']}" in f["tags"]]:
+            for fid in [
+                f["id"] for f in self.fips.values() if f"reservation:{r['id']}" in f["tags"]
+            ]:
                 del self.fips[fid]
 
     # ------------------------------------------------------------------ making leases
     def _create_lease(self, body, user_id, project_id):
         expected = {"name", "start_date", "end_date", "reservations", "events", "before_end_date"}
         if set(body) != expected:
-            raise self._blazar_error(400, "MalformedRequestBody", f"unexpected keys {sorted(set(body) ^ expected)}")
+            raise self._blazar_error(
+                400, "MalformedRequestBody", f"unexpected keys {sorted(set(body) ^ expected)}"
+            )
         if not isinstance(body["name"], str) or not body["name"]:
             raise self._blazar_error(400, "MalformedParameter", "Malformed parameter name")
-        start = now() if body["start_date"] == "now" else dt.datetime.strptime(body["start_date"], BLAZAR_IN)
+        start = (
+            now()
+            if body["start_date"] == "now"
+            else dt.datetime.strptime(body["start_date"], BLAZAR_IN)
+        )
         end = dt.datetime.strptime(body["end_date"], BLAZAR_IN)
         if end <= start:
             raise self._blazar_error(400, "InvalidInput", "End date must be later than start date")
         if body["start_date"] != "now" and start < now() - dt.timedelta(minutes=1):
-            raise self._blazar_error(400, "InvalidInput", "Start date must be later than current date")
+            raise self._blazar_error(
+                400, "InvalidInput", "Start date must be later than current date"
+            )
         kinds = [r.get("resource_type") for r in body["reservations"]]
-        if "physical:host" not in kinds or any(k not in ("physical:host", "virtual:floatingip") for k in kinds):
-            raise self._blazar_error(400, "InvalidInput", f"this fake expects a host reservation: {kinds}")
+        if "physical:host" not in kinds or any(
+            k not in ("physical:host", "virtual:floatingip") for k in kinds
+        ):
+            raise self._blazar_error(
+                400, "InvalidInput", f"this fake expects a host reservation: {kinds}"
+            )
         self._check_allocation(body, start, end, project_id)
         lease_id = new_id()
         reservations = [self._reserve(r, lease_id, start, end) for r in body["reservations"]]
-        lease = {"id": lease_id, "name": body["name"], "user_id": user_id, "project_id": project_id,
-                 "start_date": start.strftime(BLAZAR_OUT), "end_date": end.strftime(BLAZAR_OUT),
-                 "created_at": now().strftime("%Y-%m-%d %H:%M:%S"), "updated_at": None, "trust_id": new_id(),
-                 "status": "STARTING" if body["start_date"] == "now" else "PENDING", "degraded": False,
-                 "reservations": reservations, "events": []}
+        lease = {
+            "id": lease_id,
+            "name": body["name"],
+            "user_id": user_id,
+            "project_id": project_id,
+            "start_date": start.strftime(BLAZAR_OUT),
+            "end_date": end.strftime(BLAZAR_OUT),
+            "created_at": now().strftime("%Y-%m-%d %H:%M:%S"),
+            "updated_at": None,
+            "trust_id": new_id(),
+            "status": "STARTING" if body["start_date"] == "now" else "PENDING",
+            "degraded": False,
+            "reservations": reservations,
+            "events": [],
+        }
         self.leases[lease_id] = lease
         return _public(lease)
 
@@ -125,11 +162,21 @@ class BlazarMixin:
             if r["resource_type"] == "physical:host":
                 props = json.loads(r["resource_properties"])
                 if not (isinstance(r.get("min"), int) and r["min"] == r["max"] == 1):
-                    raise self._blazar_error(400, "MalformedParameter", f"min/max {r.get('min')}/{r.get('max')}")
-                if props[:2] != ["==", "$node_type"] or len(props) != 3 or r.get("hypervisor_properties") != "":
-                    raise self._blazar_error(400, "InvalidInput", f"resource_properties {r['resource_properties']}")
+                    raise self._blazar_error(
+                        400, "MalformedParameter", f"min/max {r.get('min')}/{r.get('max')}"
+                    )
+                if (
+                    props[:2] != ["==", "$node_type"]
+                    or len(props) != 3
+                    or r.get("hypervisor_properties") != ""
+                ):
+                    raise self._blazar_error(
+                        400, "InvalidInput", f"resource_properties {r['resource_properties']}"
+                    )
                 if props[2] not in {h["node_type"] for h in self.hosts}:
-                    raise self._blazar_error(400, "InvalidInput", f"no host matches {r['resource_properties']}")
+                    raise self._blazar_error(
+                        400, "InvalidInput", f"no host matches {r['resource_properties']}"
+                    )
                 hosts_needed[props[2]] = hosts_needed.get(props[2], 0) + 1
             elif r.get("network_id") != "net-public" or r.get("amount") != 1:
                 raise self._blazar_error(400, "InvalidInput", f"floating IP reservation {r}")
@@ -137,66 +184,152 @@ class BlazarMixin:
                 fips_needed += 1
         if self.su_left is not None and hours * sum(hosts_needed.values()) > self.su_left:
             name = next(p["name"] for p in self.projects if p["id"] == project_id)
-            raise self._blazar_error(403, "NotAuthorized", f"Reservation for project {name} would spend "
-                                     f"{hours * sum(hosts_needed.values()):f} SUs, only {self.su_left:f} left")
+            raise self._blazar_error(
+                403,
+                "NotAuthorized",
+                f"Reservation for project {name} would spend "
+                f"{hours * sum(hosts_needed.values()):f} SUs, only {self.su_left:f} left",
+            )
         for node_type, count in hosts_needed.items():
             if len(self._free_hosts(node_type, start, end)) < count:
-                raise self._blazar_error(409, "NotEnoughHostsAvailable", "Not enough hosts available")
+                raise self._blazar_error(
+                    409, "NotEnoughHostsAvailable", "Not enough hosts available"
+                )
         if len(self._free_reservable_fips(start, end)) < fips_needed:
-            raise self._blazar_error(409, "NotEnoughFloatingIPAvailable", "Not enough floating IPs available")
+            raise self._blazar_error(
+                409, "NotEnoughFloatingIPAvailable", "Not enough floating IPs available"
+            )
 
     def _free_hosts(self, node_type, start, end):
-        return [h for h in self.hosts if h["node_type"] == node_type and h["reservable"]
-                and not any(_overlaps(start, end, _parse(a["start_date"]), _parse(a["end_date"]))
-                            for a in self.allocations[h["id"]])]
+        return [
+            h
+            for h in self.hosts
+            if h["node_type"] == node_type
+            and h["reservable"]
+            and not any(
+                _overlaps(start, end, _parse(a["start_date"]), _parse(a["end_date"]))
+                for a in self.allocations[h["id"]]
+            )
+        ]
 
     def _free_reservable_fips(self, start, end):
-        return [a for a in self.reservable_fips
-                if not any(b["address"] == a and _overlaps(start, end, b["start"], b["end"])
-                           for b in self.fip_bookings)]
+        return [
+            a
+            for a in self.reservable_fips
+            if not any(
+                b["address"] == a and _overlaps(start, end, b["start"], b["end"])
+                for b in self.fip_bookings
+            )
+        ]
 
     def _reserve(self, r, lease_id, start, end):
         rid = new_id()
-        common = {"id": rid, "lease_id": lease_id, "resource_type": r["resource_type"], "resource_id": new_id(),
-                  "status": "pending"}
+        common = {
+            "id": rid,
+            "lease_id": lease_id,
+            "resource_type": r["resource_type"],
+            "resource_id": new_id(),
+            "status": "pending",
+        }
         if r["resource_type"] == "physical:host":
             node_type = json.loads(r["resource_properties"])[2]
             host = self._free_hosts(node_type, start, end)[0]
-            self.allocations[host["id"]].append({"id": rid, "lease_id": lease_id,
-                                                 "start_date": start.strftime(BLAZAR_OUT),
-                                                 "end_date": end.strftime(BLAZAR_OUT)})
-            return {**common, "min": 1, "max": 1, "resource_properties": r["resource_properties"],
-                    "hypervisor_properties": "", "before_end": "default", "on_start": "default",
-                    "missing_resources": False, "resources_changed": False, "_host_id": host["id"]}
+            self.allocations[host["id"]].append(
+                {
+                    "id": rid,
+                    "lease_id": lease_id,
+                    "start_date": start.strftime(BLAZAR_OUT),
+                    "end_date": end.strftime(BLAZAR_OUT),
+                }
+            )
+            return {
+                **common,
+                "min": 1,
+                "max": 1,
+                "resource_properties": r["resource_properties"],
+                "hypervisor_properties": "",
+                "before_end": "default",
+                "on_start": "default",
+                "missing_resources": False,
+                "resources_changed": False,
+                "_host_id": host["id"],
+            }
         address = self._free_reservable_fips(start, end)[0]
-        self.fip_bookings.append({"address": address, "reservation_id": rid, "start": start, "end": end})
-        return {**common, "network_id": "net-public", "amount": 1, "required_floatingips": [],
-                "_address": address}
+        self.fip_bookings.append(
+            {"address": address, "reservation_id": rid, "start": start, "end": end}
+        )
+        return {
+            **common,
+            "network_id": "net-public",
+            "amount": 1,
+            "required_floatingips": [],
+            "_address": address,
+        }
 
-    def add_lease(self, name, user_id, start_in_hours, hours=3, node_type="gpu_p100", fip=False,
-                  status=None, project_id="p-0002"):
+    def add_lease(
+        self,
+        name,
+        user_id,
+        start_in_hours,
+        hours=3,
+        node_type="gpu_p100",
+        fip=False,
+        status=None,
+        project_id="p-0002",
+    ):
         """A lease someone made earlier, through the same checks as a new one; status=TERMINATED
         gives an ended one (nothing booked)."""
         start = now() + dt.timedelta(hours=start_in_hours)
         if status == "TERMINATED":
             lease_id = new_id()
             self.leases[lease_id] = {
-                "id": lease_id, "name": name, "user_id": user_id, "project_id": project_id,
+                "id": lease_id,
+                "name": name,
+                "user_id": user_id,
+                "project_id": project_id,
                 "start_date": start.strftime(BLAZAR_OUT),
                 "end_date": (start + dt.timedelta(hours=hours)).strftime(BLAZAR_OUT),
-                "created_at": start.strftime("%Y-%m-%d %H:%M:%S"), "updated_at": None, "trust_id": new_id(),
-                "status": status, "degraded": False, "events": [],
-                "reservations": [{"id": new_id(), "lease_id": lease_id, "resource_type": "physical:host",
-                                  "status": "deleted", "min": 1, "max": 1, "hypervisor_properties": "",
-                                  "resource_properties": json.dumps(["==", "$node_type", node_type])}]}
+                "created_at": start.strftime("%Y-%m-%d %H:%M:%S"),
+                "updated_at": None,
+                "trust_id": new_id(),
+                "status": status,
+                "degraded": False,
+                "events": [],
+                "reservations": [
+                    {
+                        "id": new_id(),
+                        "lease_id": lease_id,
+                        "resource_type": "physical:host",
+                        "status": "deleted",
+                        "min": 1,
+                        "max": 1,
+                        "hypervisor_properties": "",
+                        "resource_properties": json.dumps(["==", "$node_type", node_type]),
+                    }
+                ],
+            }
             return self.leases[lease_id]
-        reservations = [{"resource_type": "physical:host", "min": 1, "max": 1, "hypervisor_properties": "",
-                         "resource_properties": json.dumps(["==", "$node_type", node_type])}]
+        reservations = [
+            {
+                "resource_type": "physical:host",
+                "min": 1,
+                "max": 1,
+                "hypervisor_properties": "",
+                "resource_properties": json.dumps(["==", "$node_type", node_type]),
+            }
+        ]
         if fip:
-            reservations.append({"resource_type": "virtual:floatingip", "network_id": "net-public", "amount": 1})
-        body = {"name": name, "reservations": reservations, "events": [], "before_end_date": None,
-                "start_date": start.strftime(BLAZAR_IN),
-                "end_date": (start + dt.timedelta(hours=hours)).strftime(BLAZAR_IN)}
+            reservations.append(
+                {"resource_type": "virtual:floatingip", "network_id": "net-public", "amount": 1}
+            )
+        body = {
+            "name": name,
+            "reservations": reservations,
+            "events": [],
+            "before_end_date": None,
+            "start_date": start.strftime(BLAZAR_IN),
+            "end_date": (start + dt.timedelta(hours=hours)).strftime(BLAZAR_IN),
+        }
         if start_in_hours <= 0:  # started already: booked from its (past) start
             body["start_date"] = "now"
         lease = self.leases[self._create_lease(body, user_id, project_id)["id"]]
@@ -208,24 +341,39 @@ class BlazarMixin:
     # ------------------------------------------------------------------ hosts and their calendar
     def blazar_hosts(self, method, query, body, headers):
         self._token_check(headers)
-        return {"hosts": [dict(h, trust_id="t", cpu_info="{}", vcpus=48, memory_mb=131072, local_gb=200)
-                          for h in self.hosts]}
+        return {
+            "hosts": [
+                dict(h, trust_id="t", cpu_info="{}", vcpus=48, memory_mb=131072, local_gb=200)
+                for h in self.hosts
+            ]
+        }
 
     def blazar_allocations(self, method, query, body, headers):
         self._token_check(headers)
-        return {"allocations": [{"resource_id": h, "reservations": r} for h, r in self.allocations.items()]}
+        return {
+            "allocations": [
+                {"resource_id": h, "reservations": r} for h, r in self.allocations.items()
+            ]
+        }
 
     def blazar_allocation(self, method, query, body, headers, host_id):
         self._token_check(headers)
         if host_id not in self.allocations:
-            raise self._blazar_error(404, "NotFound", f"Object with {{'host_id': '{host_id}'}} not found")
+            raise self._blazar_error(
+                404, "NotFound", f"Object with {{'host_id': '{host_id}'}} not found"
+            )
         return {"allocation": {"resource_id": host_id, "reservations": self.allocations[host_id]}}
 
     def book(self, host_id: str, hours_from: float, hours_to: float):
         """Another project's reservation of a host (it shows in the calendar, not in our leases)."""
-        self.allocations[host_id].append({"id": new_id(), "lease_id": new_id(),
-                                          "start_date": (now() + dt.timedelta(hours=hours_from)).strftime(BLAZAR_OUT),
-                                          "end_date": (now() + dt.timedelta(hours=hours_to)).strftime(BLAZAR_OUT)})
+        self.allocations[host_id].append(
+            {
+                "id": new_id(),
+                "lease_id": new_id(),
+                "start_date": (now() + dt.timedelta(hours=hours_from)).strftime(BLAZAR_OUT),
+                "end_date": (now() + dt.timedelta(hours=hours_to)).strftime(BLAZAR_OUT),
+            }
+        )
 
     def book_all(self, node_type: str, hours_from: float, hours_to: float):
         for h in self.hosts:
@@ -233,4 +381,7 @@ class BlazarMixin:
                 self.book(h["id"], hours_from, hours_to)
 
     def host_of(self, reservation_id: str) -> dict | None:
-        return next((h for h in self.hosts for a in self.allocations[h["id"]] if a["id"] == reservation_id), None)
+        return next(
+            (h for h in self.hosts for a in self.allocations[h["id"]] if a["id"] == reservation_id),
+            None,
+        )

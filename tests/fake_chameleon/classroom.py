@@ -10,13 +10,17 @@
      9 classmates: ended (TERMINATED) leases
 That leaves 2 of the site's 24 gpu_p100 hosts free for the next 3 hours.
 """
+
 from __future__ import annotations
 
-from .common import user_id_of
+import datetime as dt
+
+from .common import BLAZAR_OUT, user_id_of
 
 
 def lease_name(user: str, lease: dict) -> str:
-    return f"serve_system_{user}_{lease['start_date'][:16].replace('-', '').replace('T', '-').replace(':', '')}"
+    start = dt.datetime.strptime(lease["start_date"], BLAZAR_OUT)
+    return f"serve_system_{user}_{start:%Y%m%d-%H%M}"
 
 
 def populate(fake) -> dict:
@@ -41,8 +45,13 @@ def populate(fake) -> dict:
 
 def _server(fake, name, uid, lease, booting):
     host_res = next(r["id"] for r in lease["reservations"] if r["resource_type"] == "physical:host")
-    server = fake.add_server(uid, f"node-serve-system-{name}", host_res, key_name=f"{name}-jupyter",
-                             final="BUILD" if booting else "ACTIVE")
+    server = fake.add_server(
+        uid,
+        f"node-serve-system-{name}",
+        host_res,
+        key_name=f"{name}-jupyter",
+        final="BUILD" if booting else "ACTIVE",
+    )
     server["status"] = server["final"]
     port = next(p for p in fake.ports.values() if p["device_id"] == server["id"])
     fip_res = [r["id"] for r in lease["reservations"] if r["resource_type"] == "virtual:floatingip"]

@@ -1,4 +1,5 @@
 """What every part of the fake Chameleon shares: replies, ids, clocks, time formats."""
+
 from __future__ import annotations
 
 import base64
@@ -30,4 +31,4 @@ def user_id_of(name: str) -> str:
 
 def fingerprint(public_key: str) -> str:
     digest = hashlib.md5(base64.b64decode(public_key.split()[1])).hexdigest()
-    return ":".join(digest[i:i + 2] for i in range(0, 32, 2))
+    return ":".join(digest[i : i + 2] for i in range(0, 32, 2))

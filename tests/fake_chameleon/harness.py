@@ -11,6 +11,7 @@ the student's work folder, without .git, as Trovi's 10_workdir.sh does. Then it 
 scenario's steps (scenarios.py) through a Jupyter kernel (nbclient), cell by cell, and writes
 every cell's output, the API requests, the node's commands and the final state to OUT.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -47,7 +48,7 @@ INSTRUCTOR = {"REPO_URL": "{repo}", "REPO_REF": "v1", "PROJECT": "CHI-231138"}
 # python-chi 1.2.10 asks for ChameleonCloud's fork of python-blazarclient, which adds two host
 # allocation calls upstream's 4.6.0 lacks; these send the same requests as the fork does.
 # OLD_CONTEXT_VERSION: python-chi 1.1 ships context.version = "0.17.12" (1.2 ships "1.1").
-FORK_CALLS = '''
+FORK_CALLS = """
 from blazarclient.v1 import hosts as _hosts
 
 def _get_allocation(self, host_id):
@@ -58,15 +59,24 @@ def _list_allocations(self, sort_by=None):
 
 _hosts.ComputeHostClientManager.get_allocation = _get_allocation
 _hosts.ComputeHostClientManager.list_allocations = _list_allocations
-'''
+"""
 OLD_CONTEXT_VERSION = 'import chi.context\nchi.context.version = "0.17.12"\n'
 
 
 def git(*args, cwd):
-    env = {**os.environ, "GIT_AUTHOR_NAME": "i", "GIT_AUTHOR_EMAIL": "i@x", "GIT_COMMITTER_NAME": "i",
-           "GIT_COMMITTER_EMAIL": "i@x", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(cwd)}
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "i",
+        "GIT_AUTHOR_EMAIL": "i@x",
+        "GIT_COMMITTER_NAME": "i",
+        "GIT_COMMITTER_EMAIL": "i@x",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(cwd),
+    }
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def with_settings(text: str, values: dict) -> str:
@@ -78,9 +88,15 @@ def with_settings(text: str, values: dict) -> str:
 
 
 class World:
-    def __init__(self, base: Path, settings: dict | None = None, classmates: bool = True,
-                 old_context_version: bool = True, python_chi_dir: str | None = None,
-                 python_chi_dist: str | None = None):
+    def __init__(
+        self,
+        base: Path,
+        settings: dict | None = None,
+        classmates: bool = True,
+        old_context_version: bool = True,
+        python_chi_dir: str | None = None,
+        python_chi_dist: str | None = None,
+    ):
         self.base = base
         self.fake = FakeChameleon().start()
         self.classmates = classroom.populate(self.fake) if classmates else {}
@@ -94,8 +110,9 @@ class World:
         self.public_key.write_text(f"ssh-rsa {self.key.get_base64()} student@jupyter\n")
         self.node = FakeNode(base / "node", self.key)
         self.fake.on_bind = self._on_bind
-        self.lab_repo, self.tags = self._published_lab(base / "lab.git", INSTRUCTOR if settings is None
-                                                       else settings)
+        self.lab_repo, self.tags = self._published_lab(
+            base / "lab.git", INSTRUCTOR if settings is None else settings
+        )
         self._trovi_launch("v1")
         self.notebooks = self.work / "notebooks"
         self.pristine = {p.name: p.read_text() for p in self.notebooks.glob("*.ipynb")}
@@ -103,13 +120,20 @@ class World:
         startup.mkdir(parents=True)
         startup_code = FORK_CALLS + (OLD_CONTEXT_VERSION if old_context_version else "")
         (startup / "00-chameleon-jupyter.py").write_text(startup_code)
-        self.env = {**self.fake.env(), "HOME": str(home), "IPYTHONDIR": str(base / "ipython"),
-                    "OS_KEYPAIR_PRIVATE_KEY": str(self.private_key),
-                    "OS_KEYPAIR_PUBLIC_KEY": str(self.public_key), "PYTHONPATH": python_chi_dir or ""}
+        self.env = {
+            **self.fake.env(),
+            "HOME": str(home),
+            "IPYTHONDIR": str(base / "ipython"),
+            "OS_KEYPAIR_PRIVATE_KEY": str(self.private_key),
+            "OS_KEYPAIR_PUBLIC_KEY": str(self.public_key),
+            "PYTHONPATH": python_chi_dir or "",
+        }
         if python_chi_dist:  # an older python-chi's metadata, found before the installed one
             meta = base / "old_chi" / f"python_chi-{python_chi_dist}.dist-info"
             meta.mkdir(parents=True)
-            (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: python-chi\nVersion: {python_chi_dist}\n")
+            (meta / "METADATA").write_text(
+                f"Metadata-Version: 2.1\nName: python-chi\nVersion: {python_chi_dist}\n"
+            )
             self.env["PYTHONPATH"] = str(base / "old_chi")
         self.runs: list[dict] = []
 
@@ -141,8 +165,12 @@ class World:
         return path, {"v1": v1, "main": later}
 
     def _trovi_launch(self, ref: str):
-        archive = subprocess.run(["git", "archive", "--format=tar", ref], cwd=self.lab_repo, check=True,
-                                 capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "archive", "--format=tar", ref],
+            cwd=self.lab_repo,
+            check=True,
+            capture_output=True,
+        ).stdout
         subprocess.run(["tar", "xf", "-", "-C", str(self.work)], input=archive, check=True)
 
     def settings(self, **values):
@@ -164,24 +192,48 @@ class World:
     def result(self) -> dict:
         f = self.fake
         clone = self.node.home / "serve-system-lab"
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True).stdout.strip() \
-            if clone.exists() else None
+        head = (
+            subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True
+            ).stdout.strip()
+            if clone.exists()
+            else None
+        )
         env_file = clone / "docker" / ".env"
         failed_boots = self.notebooks / ".serve_system_failed_boots.json"
         return {
-            "runs": self.runs, "api": f.log, "node_commands": self.node.commands,
-            "node_calls": self.node.calls.read_text().splitlines() if self.node.calls.exists() else [],
+            "runs": self.runs,
+            "api": f.log,
+            "node_commands": self.node.commands,
+            "node_calls": self.node.calls.read_text().splitlines()
+            if self.node.calls.exists()
+            else [],
             "leases": list(f.leases.values()),
             "servers": [{k: str(v) for k, v in s.items()} for s in f.servers.values()],
-            "fips": list(f.fips.values()), "keypairs": list(f.keypairs), "user_id": f.user_id,
-            "classmates": self.classmates, "pool": f.pool, "port_owner": f.port_owner,
-            "fip_history": f.fip_history, "tags": self.tags, "clone_head": head,
+            "fips": list(f.fips.values()),
+            "keypairs": list(f.keypairs),
+            "user_id": f.user_id,
+            "classmates": self.classmates,
+            "pool": f.pool,
+            "port_owner": f.port_owner,
+            "fip_history": f.fip_history,
+            "tags": self.tags,
+            "clone_head": head,
             "hosts": {h["id"]: h["node_type"] for h in f.hosts},
             "allocations": [dict(r, host=h) for h, rs in f.allocations.items() for r in rs],
             "failed_boots": json.loads(failed_boots.read_text()) if failed_boots.exists() else {},
-            "work_has_git": (self.work / ".git").exists(), "repo_url": str(self.lab_repo),
-            "jupyter_token": next((line.split("=", 1)[1] for line in env_file.read_text().splitlines()
-                                   if line.startswith("JUPYTER_TOKEN=")), None) if env_file.exists() else None,
+            "work_has_git": (self.work / ".git").exists(),
+            "repo_url": str(self.lab_repo),
+            "jupyter_token": next(
+                (
+                    line.split("=", 1)[1]
+                    for line in env_file.read_text().splitlines()
+                    if line.startswith("JUPYTER_TOKEN=")
+                ),
+                None,
+            )
+            if env_file.exists()
+            else None,
         }
 
 
@@ -192,8 +244,12 @@ class Session:
         self.world, self.name, self.path = world, name, path
         self.nb = nbformat.read(path, as_version=4)
         self.code = [i for i, c in enumerate(self.nb.cells) if c.cell_type == "code"]
-        self.client = NotebookClient(self.nb, timeout=180, kernel_name="python3",
-                                     resources={"metadata": {"path": str(path.parent)}})
+        self.client = NotebookClient(
+            self.nb,
+            timeout=180,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+        )
 
     def __enter__(self):
         self._ctx = self.client.setup_kernel(env={**os.environ, **self.world.env})
@@ -212,13 +268,22 @@ class Session:
         return list(range(self.index_of(text) + 1))
 
     def run(self, cells=None, label: str = "") -> dict:
-        """Run code cells (positions among code cells; default all) in order, stopping at an error."""
-        record = {"notebook": self.name, "label": label, "cells": [], "error": None,
-                  "api_from": len(self.world.fake.log)}
+        """Run code cells (positions among code cells; default all) in order; stop at an error."""
+        record = {
+            "notebook": self.name,
+            "label": label,
+            "cells": [],
+            "error": None,
+            "api_from": len(self.world.fake.log),
+        }
         self.world.runs.append(record)
-        for n in (range(len(self.code)) if cells is None else cells):
+        for n in range(len(self.code)) if cells is None else cells:
             cell = self.nb.cells[self.code[n]]
-            entry = {"n": n, "first_line": cell.source.splitlines()[0] if cell.source else "", "text": ""}
+            entry = {
+                "n": n,
+                "first_line": cell.source.splitlines()[0] if cell.source else "",
+                "text": "",
+            }
             record["cells"].append(entry)
             try:
                 self.client.execute_cell(cell, self.code[n])

@@ -43,8 +43,9 @@ STUBS = {
     "dpkg": '[ "$1" = --print-architecture ] && echo amd64\n',
     "apt-get": (  # apt-get install [-o NAME=VALUE] [-flags] PACKAGES...
         'if [ "$1" = install ]; then shift\n'
-        '  while [ $# -gt 0 ]; do case "$1" in -o) shift ;; -*) ;; *) echo "$1" >> "$STATE/installed" ;; esac\n'
-        '  shift; done\n'
+        '  while [ $# -gt 0 ]; do\n'
+        '    case "$1" in -o) shift ;; -*) ;; *) echo "$1" >> "$STATE/installed" ;; esac; shift\n'
+        '  done\n'
         '  grep -qx docker-ce "$STATE/installed" && ! grep -q "^docker:" "$STATE/group" 2>/dev/null'
         ' && echo "docker:x:999:" >> "$STATE/group"\n'
         'fi\nexit 0\n'),

@@ -42,8 +42,8 @@ class _Interface(paramiko.ServerInterface):
         return False  # like Ubuntu's sshd (AcceptEnv LANG LC_* only)
 
     def check_channel_exec_request(self, channel, command):
-        threading.Thread(target=self.node.run_command, args=(channel, command.decode(), self.address),
-                         daemon=True).start()
+        args = (channel, command.decode(), self.address)
+        threading.Thread(target=self.node.run_command, args=args, daemon=True).start()
         return True
 
 

@@ -1,4 +1,5 @@
 """Running a scenario (harness.py in its own network namespace) and reading what it recorded."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -21,20 +22,30 @@ def _unshare_works() -> bool:
     return subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode == 0
 
 
-needs_namespace = pytest.mark.skipif(not _unshare_works(),
-                                     reason="needs `unshare -rn` (a private network namespace)")
+needs_namespace = pytest.mark.skipif(
+    not _unshare_works(), reason="needs `unshare -rn` (a private network namespace)"
+)
 
 
 def scenario(name: str, tmp_path_factory, env: dict | None = None) -> dict:
     out = tmp_path_factory.mktemp(name) / "result.json"
-    proc = subprocess.run(["unshare", "-rn", sys.executable, str(HARNESS), name, str(out)],
-                          capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        ["unshare", "-rn", sys.executable, str(HARNESS), name, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
     assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr[-5000:]
     return json.loads(out.read_text())
 
 
 def runs(result, notebook, label=None):
-    return [r for r in result["runs"] if r["notebook"] == notebook and (label is None or r["label"] == label)]
+    return [
+        r
+        for r in result["runs"]
+        if r["notebook"] == notebook and (label is None or r["label"] == label)
+    ]
 
 
 def run(result, notebook, label):
@@ -44,7 +55,7 @@ def run(result, notebook, label):
 
 def requests(result, method, path_pattern, during=None):
     """API requests by method and path (regex); during=a run: only those that run made."""
-    log = result["api"] if during is None else result["api"][during["api_from"]:during["api_to"]]
+    log = result["api"] if during is None else result["api"][during["api_from"] : during["api_to"]]
     return [e for e in log if e["method"] == method and re.fullmatch(path_pattern, e["path"])]
 
 

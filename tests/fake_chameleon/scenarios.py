@@ -4,6 +4,7 @@ Every scenario runs in a project where 39 classmates already have leases, server
 IPs (classroom.py); `student` is the user under test. SCENARIOS maps a name to (the World's
 keyword arguments, the steps).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -102,23 +103,33 @@ def reserved_ip_taken(world):
 def refusals(world):
     """Blazar says no: the project's allocation is used up; then the site's reservable floating
     IPs are all booked (a node is free); then a lease without one, and notebook 2 first finds the
-    site's pool empty, then an address given back."""
+    project's floating-IP quota reached, then the site's pool empty, then an address given back."""
     f = world.fake
     f.su_left = 1.0
     with world.session("01_reserve") as s:
         s.run(label="quota")
     f.su_left = None
     for address in f.reservable_fips:  # booked by other projects for the next two days
-        f.fip_bookings.append({"address": address, "reservation_id": "other", "start": now(),
-                               "end": now() + dt.timedelta(hours=48)})
+        f.fip_bookings.append(
+            {
+                "address": address,
+                "reservation_id": "other",
+                "start": now(),
+                "end": now() + dt.timedelta(hours=48),
+            }
+        )
     with world.session("01_reserve") as s:
         s.run(label="no floating IP")
-    with world.session("01_reserve", {"RESERVE_FLOATING_IP = True": "RESERVE_FLOATING_IP = False"}) as s:
+    with world.session(
+        "01_reserve", {"RESERVE_FLOATING_IP = True": "RESERVE_FLOATING_IP = False"}
+    ) as s:
         s.run(label="without floating IP")
-    world.pool_before = list(f.pool)
-    f.pool.clear()
+    f.fip_quota = len(f.fips)
     with world.session("02_provision") as s:
-        failed = s.run(label="pool empty")["error"]["n"]
+        failed = s.run(label="quota reached")["error"]["n"]
+        f.fip_quota = None
+        f.pool.clear()
+        s.run([failed], label="pool empty")
         f.pool.append("127.20.1.77")  # a classmate gave one back
         s.run(range(failed, len(s.code)), label="pool has one")
 
@@ -148,13 +159,17 @@ def bad_day(world):
 
 
 def bad_host(world):
-    """The lease's one node fails every deploy: a retry, then the advice to make a new lease."""
+    """The lease's one node fails every deploy: a retry, then the advice to make a new lease.
+    Then the failed server's delete never finishes (the cell's 5 s waits shortened to 0)."""
     f = world.fake
     lease = student_lease(world, -0.2)
     f.bad_hosts.add(f.host_of(lease["reservations"][0]["id"])["id"])
     with world.session("02_provision") as s:
         failed = s.run(label="first failure")["error"]["n"]
         s.run([failed - 1, failed], label="second failure")
+    f.delete_polls = 10**6
+    with world.session("02_provision", {"time.sleep(5)": "time.sleep(0)"}) as s:
+        s.run(s.upto("old = server.get_server"), label="delete never ends")
 
 
 def trovi_settings(world):
@@ -164,12 +179,22 @@ def trovi_settings(world):
         s.run(label="as committed")
     with world.session("02_provision") as s:
         s.run(label="as committed")
-    steps = [("tag not pushed", {"REPO_URL": str(world.lab_repo), "REPO_REF": "v2", "PROJECT": "CHI-231138"}),
-             ("not my project", {"REPO_REF": "v1", "PROJECT": "CHI-999999"}),
-             ("no such node type or image", {"PROJECT": "CHI-231138", "NODE_TYPE": "gpu_h100",
-                                             "IMAGE": "CC-Ubuntu99"}),
-             ("no such site", {"NODE_TYPE": "gpu_p100", "IMAGE": "CC-Ubuntu24.04-CUDA", "SITE": "CHI@Mars"}),
-             ("all set", {"SITE": "CHI@TACC"})]
+    steps = [
+        (
+            "tag not pushed",
+            {"REPO_URL": str(world.lab_repo), "REPO_REF": "v2", "PROJECT": "CHI-231138"},
+        ),
+        ("not my project", {"REPO_REF": "v1", "PROJECT": "CHI-999999"}),
+        (
+            "no such node type or image",
+            {"PROJECT": "CHI-231138", "NODE_TYPE": "gpu_h100", "IMAGE": "CC-Ubuntu99"},
+        ),
+        (
+            "no such site",
+            {"NODE_TYPE": "gpu_p100", "IMAGE": "CC-Ubuntu24.04-CUDA", "SITE": "CHI@Mars"},
+        ),
+        ("all set", {"SITE": "CHI@TACC"}),
+    ]
     for label, values in steps:
         world.settings(**values)
         with world.session("01_reserve") as s:
@@ -208,7 +233,12 @@ SCENARIOS = {
     "bad_host": (dict, bad_host),
     "trovi_settings": (lambda: {"settings": {}}, trovi_settings),
     # FAKE_CHAMELEON_PYTHON_CHI: a folder with python-chi 1.1.0 installed (pip --target)
-    "oldest_python_chi": (lambda: {"python_chi_dir": os.environ["FAKE_CHAMELEON_PYTHON_CHI"],
-                                   "old_context_version": False}, oldest_python_chi),
+    "oldest_python_chi": (
+        lambda: {
+            "python_chi_dir": os.environ["FAKE_CHAMELEON_PYTHON_CHI"],
+            "old_context_version": False,
+        },
+        oldest_python_chi,
+    ),
     "old_python_chi": (lambda: {"python_chi_dist": "1.0.9"}, old_python_chi),
 }
