@@ -172,7 +172,7 @@ if my_lease is None:
 # Check it. `PENDING` means it is accepted and waits for its start time; `ACTIVE` means the node
 # is yours now (continue with notebook 2). `ERROR` means Blazar accepted the lease but could not
 # start it (for instance, its node failed a check at the start time): delete it (below) and run
-# this notebook again, which makes a new lease on another node.
+# this notebook again, which makes a new lease, most likely on another node.
 
 # %%
 my_lease.show(type="text")

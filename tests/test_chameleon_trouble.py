@@ -117,12 +117,11 @@ def test_a_used_up_allocation_is_named_with_who_can_fix_it(refusals):
         "your instructor to extend the project's allocation, then run this "
         "notebook again."
     )
-    assert re.search(
-        r"would spend (2\.99|3\.00)\d* sus, only 1\.000000 left", text(quota)
-    )  # as python-chi logs it
-    assert [e["status"] for e in requests(refusals, "POST", r"/tacc/blazar/v1/leases", quota)] == [
-        403
-    ]
+    # as python-chi logs it; a lease starting "now" ends on a whole minute: 3 h less < 1 minute
+    spent = re.search(r"would spend ([\d.]+) sus, only 1\.000000 left", text(quota))
+    assert spent and 3 - 1 / 60 <= float(spent.group(1)) <= 3, text(quota)
+    posts = requests(refusals, "POST", r"/tacc/blazar/v1/leases", quota)
+    assert [e["status"] for e in posts] == [403]
 
 
 def test_no_reservable_ip_is_diagnosed_as_such_not_as_no_free_node(refusals):
@@ -188,7 +187,7 @@ def test_no_free_node_names_the_next_start_and_nvidia_types_free_for_the_whole_l
     )
     asked = requests(bad_day, "POST", r"/tacc/blazar/v1/leases", refused)[0]
     assert (
-        dt.timedelta(hours=1, minutes=58)
+        dt.timedelta(hours=1, minutes=55)
         <= next_free - dt.datetime.fromisoformat(asked["at"])
         <= dt.timedelta(hours=2)
     )

@@ -43,8 +43,8 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
     Knobs: `servers_fail` (how many server creations end in ERROR), `bad_hosts` (host ids whose
     every deploy fails), `delete_polls` (how many server-list reads still show a deleted server),
     `su_left` (service units left in the project; None = no limit), `fip_quota` (floating IPs
-    the project may hold), `pool` (the shared pool's free addresses), `reservable_fips` (the addresses Blazar can reserve), and the hosts'
-    calendars (`book`, `book_all`).
+    the project may hold), `pool` (the shared pool's free addresses), `reservable_fips` (the
+    addresses Blazar can reserve), and the hosts' calendars (`book`, `book_all`).
     """
 
     def __init__(self, user: str = "student", pool_size: int = 8, reservable: int = 60):

@@ -304,7 +304,7 @@ class Session:
 
 
 def main(scenario: str, out: str) -> int:
-    from fake_chameleon.scenarios import SCENARIOS
+    from fake_chameleon.scenarios import SCENARIOS, NoStop
 
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # check_connectivity's bare TCP probes
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
@@ -313,6 +313,8 @@ def main(scenario: str, out: str) -> int:
         world = World(Path(tmp), **kwargs())
         try:
             steps(world)
+        except NoStop:
+            pass  # a notebook went on where it should have stopped: recorded for the tests
         finally:
             Path(out).write_text(json.dumps(world.result(), default=str, indent=1))
             world.node.stop()

@@ -17,6 +17,17 @@ DELETE_LEASE = {"DELETE_LEASE = False": "DELETE_LEASE = True"}
 SETUP = "check_node_type_and_image"  # the cell that ends the set-up cells of both notebooks
 
 
+class NoStop(Exception):
+    """A step expected a notebook to stop with an error and it did not: the scenario ends there
+    (its record says what happened; the tests then fail on it)."""
+
+
+def stopped_at(record) -> int:
+    if record["error"] is None:
+        raise NoStop(record["label"])
+    return record["error"]["n"]
+
+
 def student_lease(world, start_in_hours, hours=3, fip=True, name_suffix=""):
     """A lease the student made earlier (notebook 1, or Horizon when fip=False)."""
     f = world.fake
@@ -94,7 +105,7 @@ def reserved_ip_taken(world):
     with f.lock:
         f._bind(mine, port)
     with world.session("02_provision") as s:
-        failed = s.run(label="taken")["error"]["n"]
+        failed = stopped_at(s.run(label="taken"))
         with f.lock:
             f._bind(mine, None)  # the classmate detaches it
         s.run(range(failed, s.index_of("check_connectivity") + 1), label="given back")
@@ -126,7 +137,7 @@ def refusals(world):
         s.run(label="without floating IP")
     f.fip_quota = len(f.fips)
     with world.session("02_provision") as s:
-        failed = s.run(label="quota reached")["error"]["n"]
+        failed = stopped_at(s.run(label="quota reached"))
         f.fip_quota = None
         f.pool.clear()
         s.run([failed], label="pool empty")
@@ -152,8 +163,8 @@ def bad_day(world):
     f.servers_fail = 1
     (world.node.state / "make_rc").write_text("2")
     with world.session("02_provision") as s:
-        failed = s.run(label="server in ERROR")["error"]["n"]
-        failed = s.run(range(failed - 1, len(s.code)), label="cell above, then again")["error"]["n"]
+        failed = stopped_at(s.run(label="server in ERROR"))
+        failed = stopped_at(s.run(range(failed - 1, len(s.code)), label="cell above, then again"))
         (world.node.state / "make_rc").write_text("0")
         s.run(range(failed, len(s.code)), label="make fixed, cell again")
 
@@ -165,7 +176,7 @@ def bad_host(world):
     lease = student_lease(world, -0.2)
     f.bad_hosts.add(f.host_of(lease["reservations"][0]["id"])["id"])
     with world.session("02_provision") as s:
-        failed = s.run(label="first failure")["error"]["n"]
+        failed = stopped_at(s.run(label="first failure"))
         s.run([failed - 1, failed], label="second failure")
     f.delete_polls = 10**6
     with world.session("02_provision", {"time.sleep(5)": "time.sleep(0)"}) as s:
@@ -208,7 +219,7 @@ def oldest_python_chi(world):
     with world.session("01_reserve") as s:
         s.run(label="first")
     with world.session("02_provision") as s:
-        failed = s.run(label="server in ERROR")["error"]["n"]
+        failed = stopped_at(s.run(label="server in ERROR"))
         s.run(range(failed - 1, len(s.code)), label="cell above, then the rest")
     with world.session("02_provision", DELETE_SERVER) as s:
         s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete server")
