@@ -232,7 +232,7 @@ def test_a_failed_make_artifacts_fails_its_cell(bad_day):
     err = retry["error"]
     assert (
         err["ename"] == "RuntimeError"
-        and "`make artifacts` failed on the node (exit code 2" in err["evalue"]
+        and "`make artifacts-only` failed on the node (exit code 2" in err["evalue"]
     )
     assert "No matching distribution found" in retry["cells"][-1]["text"]
     assert "init_env" not in retry["cells"][-1]["first_line"]
