@@ -1,33 +1,24 @@
 #!/usr/bin/env bash
-# Source this on the GPU machine (no network): it unpacks what gpu_reference/pack_wheels.sh and
-# pack_onnxruntime_gpu.sh packed, once, into /tmp (the only folder a warm machine keeps between
-# device calls: each call gets a fresh copy of the working tree), and sets the paths.
+# Source this on the GPU machine (no network), from the repository root: it keeps the parts of
+# gpu_reference/pack_device.sh carried by this call in /tmp (the only folder a warm machine keeps
+# between device calls: each call gets a fresh copy of the working tree), unpacks them once both
+# are there, and sets the paths: the lab's packages and onnxruntime-gpu first on PYTHONPATH,
+# numpy < 2 and onnxruntime-gpu first for the Python-backend stubs, the model files in /tmp.
 #   source gpu_reference/device_env.sh
-site=/tmp/lab_site stubs=/tmp/lab_stub_numpy b64=/tmp/lab_b64 ort=/tmp/lab_ort_gpu ort_parts=/tmp/lab_ort_parts
-if [ ! -d "$site/pytriton" ] && [ -f .whl/device_site.tar.xz ]; then
-  mkdir -p "$site" "$stubs" "$b64"
-  tar xJf .whl/device_site.tar.xz -C "$site"
-  python3 -m pip install -q --no-deps --target "$site" .whl/*.whl
-  tar xJf .whl/stub_numpy.tar.xz -C "$stubs"
-  cp "$site"/nvidia_pytriton.libs/libb64.so.0d* "$b64/"   # perf_analyzer's one missing library
-fi
-[ -d "$site/pytriton" ] || echo "device_env: no lab packages yet: carry .whl in this call"
-# onnxruntime-gpu comes in parts, one per call: keep each in /tmp until all are there
-mkdir -p "$ort_parts"
-cp -n .whl_ort/* "$ort_parts"/ 2>/dev/null || true
-if [ ! -d "$ort/onnxruntime" ] && [ -f "$ort_parts/ort_site.sha256" ]; then
-  if [ "$(cat "$ort_parts"/ort_site.tar.xz.part* | sha256sum | cut -d' ' -f1)" = "$(cat "$ort_parts/ort_site.sha256")" ]; then
-    mkdir -p "$ort" && cat "$ort_parts"/ort_site.tar.xz.part* | tar xJf - -C "$ort" && rm -f "$ort_parts"/*.part*
+parts=/tmp/lab_parts dev=/tmp/lab_device
+mkdir -p "$parts"
+cp -n .whl/device.* "$parts"/ 2>/dev/null || true
+if [ ! -d "$dev/site/pytriton" ] && [ -f "$parts/device.sha256" ] && ls "$parts"/device.tar.xz.part01 >/dev/null 2>&1; then
+  if [ "$(cat "$parts"/device.tar.xz.part* | sha256sum | cut -d' ' -f1)" = "$(cat "$parts/device.sha256")" ]; then
+    mkdir -p "$dev" && cat "$parts"/device.tar.xz.part* | tar xJf - -C "$dev" && rm -f "$parts"/*.part*
+    cp "$dev"/site/nvidia_pytriton.libs/libb64.so.0d* "$dev/site/bin/"   # perf_analyzer's one missing library
   else
-    echo "device_env: onnxruntime-gpu: $(ls "$ort_parts" | grep -c part) part(s) here so far"
+    echo "device_env: the two parts do not match device.sha256: carry both again"
   fi
 fi
-path="$site"
-stub_path="$stubs"
-if [ -d "$ort/onnxruntime" ]; then
-  path="$ort:$site"             # before the machine's CPU-only onnxruntime
-  stub_path="$stubs:$ort"       # the Python-backend stubs ignore PYTHONPATH: they get it this way
-fi
-export PYTHONPATH="$path:$PWD" PATH="$site/bin:$PATH" LD_LIBRARY_PATH="$b64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export LAB_TRITON_PYTHONPATH="$stub_path"   # first on the stubs' import path (labstack/triton_local.py)
-python3 -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())" || true
+[ -d "$dev/site/pytriton" ] || echo "device_env: $(ls "$parts" | grep -c part) of 2 parts here: not unpacked yet"
+export PYTHONPATH="$dev/ort:$dev/site:$PWD" PATH="$dev/site/bin:$PATH"
+export LD_LIBRARY_PATH="$dev/site/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export LAB_TRITON_PYTHONPATH="$dev/stub_numpy:$dev/ort"   # the stubs ignore PYTHONPATH (labstack/triton_local.py)
+export LAB_ARTIFACTS_DIR=/tmp/lab_artifacts PYTHONUNBUFFERED=1   # the model files outlive the call
+python3 -c "import onnxruntime as o; print('onnxruntime', o.__version__, o.get_available_providers())" 2>/dev/null || true

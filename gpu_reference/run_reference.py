@@ -333,11 +333,10 @@ def write_report(out: Path) -> Path:
     lines += [
         "## The command",
         "",
-        "`bash gpu_reference/pack_wheels.sh` on a machine with network packs what the GPU machine "
-        "lacks "
-        "into `.whl/`; on the GPU machine (no Docker, no network), from the repository root, "
-        "`bash gpu_reference/device_run.sh DIR PART` unpacks it, sets the paths and runs, for each "
-        "part:",
+        "`bash gpu_reference/pack_device.sh` on a machine with network packs what the GPU machine "
+        "lacks into two parts in `.whl/`, carried by two device calls; on the GPU machine (no "
+        "Docker, no network), from the repository root, `bash gpu_reference/device_run.sh DIR "
+        "PART` unpacks them, sets the paths and runs, for each part:",
         "",
         "```",
         *(command_line(part, r) for part, r in runs.items()),
