@@ -10,6 +10,8 @@ The repository Triton reads looks like this (one folder per model, one sub-folde
       food_classifier/           config.pbtxt, 1/model.py, 1/food11.pth    (Python backend)
       food_classifier_onnx/      config.pbtxt, 1/model.onnx                (onnxruntime backend)
       food_classifier_tuned/     config.pbtxt, 1/model.py, 1/food11.pth    (notebook 7 only: add_model())
+      preprocess/                config.pbtxt, 1/model.py                  (the ensemble only: add_model())
+      food_classifier_ensemble/  config.pbtxt, 1/ (empty)                  (preprocess -> food_classifier_onnx)
 
 mode "docker": the models as staged, for NVIDIA's Triton container (which has the onnxruntime
 backend). mode "local": the pip-installed Triton has only the Python backend, so
@@ -45,6 +47,9 @@ MODELS = {
 ON_DEMAND_MODELS = {
     "food_classifier_tuned": ({"local": "food_classifier_tuned", "docker": "food_classifier_tuned"},
                               [MODEL_PTH, MODEL_STATE_DICT]),
+    # the ensemble (servelab.ensemble): raw image bytes -> preprocess -> food_classifier_onnx
+    "preprocess": ({"local": "preprocess", "docker": "preprocess"}, []),
+    "food_classifier_ensemble": ({"local": "food_classifier_ensemble", "docker": "food_classifier_ensemble"}, []),
 }
 # what each staged model file is called inside the version folder
 PLACED_NAMES = {MODEL_PTH: "food11.pth", MODEL_STATE_DICT: "food11_state_dict.pth", MODEL_ONNX: "model.onnx"}
