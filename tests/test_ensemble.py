@@ -1,0 +1,81 @@
+"""The ensemble (issue 26) on the real Triton 2.51 of local mode: raw JPEG bytes in, classes out.
+
+One server for the module (the lab's repository plus preprocess and food_classifier_ensemble,
+loaded through the repository API as a notebook would). Checked: the step mapping Triton loaded,
+the same top class as the direct path (client-side pre-processing + food_classifier_onnx) on
+every test image, a bad file is the client's error, and a perf_analyzer run sending raw JPEG
+bytes is answered with per-step statistics read from each composing model.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from triton_helpers import infer, start_local_triton
+from tritonclient.utils import InferenceServerException
+
+from servelab import ensemble, food11, perf, triton_config
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def triton(built_artifacts, tmp_path_factory):
+    server = start_local_triton(tmp_path_factory.mktemp("triton_ensemble"), timeout=90)
+    try:
+        ensemble.place(server.repo, mode="local", kind="cpu", verbose=False)
+        seconds = ensemble.load(server.url, timeout=120)
+        print(f"ensemble loaded in {seconds:.1f} s")
+        yield server
+    finally:
+        server.stop()
+
+
+def test_ensemble_is_served_with_its_step_mapping(triton):
+    steps = ensemble.served_steps(triton.url)
+    assert [s["model_name"] for s in steps] == list(ensemble.STEPS)
+    assert steps[0]["output_map"]["IMAGE_TENSOR"] == steps[1]["input_map"]["input"]
+    assert steps[1]["output_map"]["output"] == ensemble.OUTPUT
+    for model in (ensemble.ENSEMBLE, *ensemble.STEPS):
+        assert triton_config.model_ready(model, triton.url), model
+
+
+def test_same_classes_as_the_direct_path(triton, test_images):
+    logits = ensemble.infer_bytes([p.read_bytes() for p in test_images], triton.url)
+    tensors = np.stack([food11.tensor_from_bytes(p.read_bytes()) for p in test_images])
+    direct = infer(triton.url, "food_classifier_onnx", {"input": tensors}, ["output"])["output"]
+    assert logits.shape == direct.shape == (len(test_images), len(food11.CLASSES))
+    assert [food11.top_class(r)[0] for r in logits] == [food11.top_class(r)[0] for r in direct]
+    # the same pre-processing ran (food11.tensor_from_bytes), only on the other side of the wire
+    assert np.abs(logits - direct).max() <= 1e-4 * float(direct.max() - direct.min()) + 1e-5
+    assert [c for c, _ in ensemble.classify(test_images[:2], triton.url)] == \
+        [food11.top_class(r)[0] for r in direct[:2]]
+
+
+def test_unreadable_file_is_the_clients_error(triton, test_images):
+    with pytest.raises(InferenceServerException) as err:
+        ensemble.infer_bytes([b"GIF89a not a photo"], triton.url)
+    assert err.value.status() == "400" and "GIF" in str(err.value)
+    assert triton_config.model_ready(ensemble.ENSEMBLE, triton.url)
+    assert ensemble.infer_bytes([test_images[0].read_bytes()], triton.url).shape == (1, 11)
+
+
+def test_perf_analyzer_sends_raw_jpegs_and_each_step_reports(triton, test_images, tmp_path):
+    jpegs = [p for p in test_images if p.suffix == ".jpg"]
+    inputs = ensemble.write_perf_inputs(jpegs, tmp_path)
+    before = ensemble.snapshot(url=triton.url)
+    cmd = perf.perf_analyzer_command(ensemble.ENSEMBLE, triton.url, concurrency=2, input_data=inputs["ensemble"],
+                                     request_count=60, csv_path=tmp_path / "ensemble_c2.csv")
+    result = perf.run(cmd, timeout=120, verbose=False)
+    assert result.row["throughput_infer_s"] > 0
+    assert "Composing models" in result.output  # perf_analyzer itself reports the steps of an ensemble
+    table = ensemble.step_table(before, ensemble.snapshot(url=triton.url)).set_index("model")
+    assert set(table.index) == {ensemble.ENSEMBLE, *ensemble.STEPS}
+    done = table.loc[ensemble.ENSEMBLE, "requests"]
+    assert done >= 60 and (table["failures"] == 0).all()
+    for step in ensemble.STEPS:
+        # every request went through every step, and each step measured its own time
+        assert table.loc[step, "requests"] == done
+        assert table.loc[step, "compute_ms"] > 0 and table.loc[step, "queue_ms"] >= 0
+    # the ensemble's own compute is its steps' compute, summed by Triton
+    steps_infer = table.loc[list(ensemble.STEPS), "compute_infer_ms"].sum()
+    assert table.loc[ensemble.ENSEMBLE, "compute_infer_ms"] == pytest.approx(steps_infer, rel=0.1)

@@ -1,0 +1,65 @@
+"""The ensemble's configs, checked without a server (fast): they parse into Triton's ModelConfig,
+the step mapping connects names that exist in each step's config, batch sizes fit, and
+model_repository places the ensemble so it works in both layouts (local: the classifier step is
+the Python-backend stand-in; docker: the onnxruntime backend; the same name and I/O either way)."""
+from __future__ import annotations
+
+import pytest
+from google.protobuf import text_format
+from tritonclient.grpc import model_config_pb2
+
+from servelab import ensemble, model_repository
+from servelab.paths import STAGING
+
+TYPE = model_config_pb2.DataType
+KIND = model_config_pb2.ModelInstanceGroup.Kind
+
+
+def load(folder: str) -> model_config_pb2.ModelConfig:
+    return text_format.Parse((STAGING / folder / "config.pbtxt").read_text(), model_config_pb2.ModelConfig())
+
+
+def tensors(cfg, which: str) -> dict[str, tuple[str, list[int]]]:
+    return {t.name: (TYPE.Name(t.data_type), list(t.dims)) for t in getattr(cfg, which)}
+
+
+@pytest.mark.parametrize("classifier_folder", ["food_classifier_onnx", "food_classifier_onnx_local"])
+def test_step_mapping_connects_existing_tensors(classifier_folder):
+    ens = load("food_classifier_ensemble")
+    models = {"preprocess": load("preprocess"), "food_classifier_onnx": load(classifier_folder)}
+    assert ens.platform == "ensemble" and not ens.backend
+    assert [s.model_name for s in ens.ensemble_scheduling.step] == list(ensemble.STEPS)
+    produced = dict(tensors(ens, "input"))  # ensemble-level name -> (type, dims)
+    for step in ens.ensemble_scheduling.step:
+        cfg = models[step.model_name]
+        assert ens.max_batch_size <= cfg.max_batch_size, step.model_name
+        for step_name, ens_name in step.input_map.items():
+            assert step_name in tensors(cfg, "input"), f"{step.model_name} has no input {step_name}"
+            assert produced[ens_name] == tensors(cfg, "input")[step_name], (step.model_name, step_name)
+        for step_name, ens_name in step.output_map.items():
+            produced[ens_name] = tensors(cfg, "output")[step_name]
+    assert {n: produced[n] for n in tensors(ens, "output")} == tensors(ens, "output")
+    assert tensors(ens, "input") == {ensemble.INPUT: ("TYPE_STRING", [1])}
+
+
+def test_preprocess_runs_on_cpu_and_batches():
+    cfg = load("preprocess")
+    assert cfg.backend == "python" and (STAGING / "preprocess" / "1" / "model.py").is_file()
+    assert [KIND.Name(g.kind) for g in cfg.instance_group] == ["KIND_CPU"]
+    assert cfg.HasField("dynamic_batching") and cfg.max_batch_size == load("food_classifier_onnx").max_batch_size
+
+
+@pytest.mark.parametrize("mode", ["local", "docker"])
+def test_placed_in_both_layouts(tmp_path, built_artifacts, mode):
+    model_repository.populate(tmp_path, mode=mode, kind="gpu", verbose=False)
+    ensemble.place(tmp_path, mode=mode, kind="cpu", verbose=False)
+    assert (tmp_path / "food_classifier_ensemble" / "1").is_dir()
+    assert not any((tmp_path / "food_classifier_ensemble" / "1").iterdir())
+    classifier = text_format.Parse((tmp_path / "food_classifier_onnx" / "config.pbtxt").read_text(),
+                                   model_config_pb2.ModelConfig())
+    assert classifier.backend == ("python" if mode == "local" else "onnxruntime")
+    placed = text_format.Parse((tmp_path / "food_classifier_ensemble" / "config.pbtxt").read_text(),
+                               model_config_pb2.ModelConfig())
+    assert placed.platform == "ensemble"
+    pre = (tmp_path / "preprocess" / "config.pbtxt").read_text()
+    assert "KIND_CPU" in pre and "KIND_GPU" not in pre
