@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import requests
 
-from servelab import food11, model_repository, triton_config, triton_stats
+from servelab import food11, model_repository, perf, triton_config, triton_stats
 from servelab.paths import RESULTS
 
 ENSEMBLE = "food_classifier_ensemble"
@@ -159,3 +159,32 @@ def served_steps(url: str | None = None) -> list[dict]:
                         timeout=10)
     resp.raise_for_status()
     return resp.json().get("ensemble_scheduling", {}).get("step", [])
+
+
+# ---------------------------------------------------------------- the measured comparison
+
+def measure_path(path: str, inputs: dict[str, Path], url: str | None = None, metrics_url: str | None = None,
+                 label: str | None = None, verbose: bool = True, **load) -> tuple[dict, object]:
+    """One perf_analyzer run against one of PATHS (load: concurrency=N or request_rate=R, and any
+    other perf.perf_analyzer_command keyword). Returns (row, step table): the row has throughput
+    and latency percentiles, the mean CPU/GPU utilisation and, per model of the path, its queue
+    and compute per request (`<model>_queue_ms`, `<model>_compute_ms`) from Triton's statistics."""
+    model, models = PATHS[path]
+    settings = {"measurement_interval_ms": 3000, "stability_percentage": 1000, "max_trials": 3, **load}
+    tag = label or f"{path}_" + "_".join(f"{k}{v}" for k, v in load.items())
+    csv = Path(inputs[path]).parent / f"perf_{tag}.csv"
+    cmd = perf.perf_analyzer_command(model, url, input_data=inputs[path], csv_path=csv, **settings)
+    before = snapshot(models, url)
+    with triton_stats.UtilisationSampler(metrics_url) as sampler:
+        result = perf.run(cmd, verbose=verbose, label=tag)
+    table = step_table(before, snapshot(models, url))
+    row = {"run": tag, "path": path, "model": model, **{k: result.row[k] for k in
+           ("throughput_infer_s", "p50_ms", "p95_ms", "p99_ms", "avg_latency_ms", "delayed_pct")},
+           "command": perf.shell_line(cmd), **sampler.summary()}
+    for _, step in table.iterrows():
+        if step["model"] == model and len(models) > 1:
+            continue  # the ensemble's own row is the sum of its steps
+        row[f"{step['model']}_queue_ms"] = step["queue_ms"]
+        row[f"{step['model']}_compute_ms"] = step["compute_ms"]
+        row[f"{step['model']}_avg_batch"] = step["avg_batch"]
+    return row, table
