@@ -48,7 +48,11 @@ def parse(text: str) -> dict:
     out: dict = {"models": {}, "gpus": {}, "gpu_memory_bytes": {}, "cpu": None}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            name, labels, value = sample.name, sample.labels, float(sample.value)
+            # the parser names a counter's samples <family>_total (Prometheus' convention), and a
+            # family by Triton's own name: match on the family, keep only the counter's value
+            if family.type == "counter" and sample.name != f"{family.name}_total":
+                continue
+            name, labels, value = family.name, sample.labels, float(sample.value)
             key = COUNTERS.get(name) or GAUGES.get(name)
             if key and "model" in labels:
                 model = out["models"].setdefault(labels["model"], {})

@@ -43,8 +43,8 @@ INFERENCE_FIELDS = ["model_name", "model_config_path", "batch_size", "concurrenc
 COLUMNS = {"Model": "model", "Model Config Path": "config", "Batch": "batch", "Concurrency": "concurrency",
            "Instance Group": "instance_group", "Max Batch Size": "max_batch_size",
            "Satisfies Constraints": "satisfies_constraints", "Throughput (infer/sec)": "throughput_infer_s",
-           "p95 Latency (ms)": "p95_ms", "p99 Latency (ms)": "p99_ms", "Server Queue (ms)": "server_queue_ms",
-           "Server Compute Infer (ms)": "server_compute_infer_ms"}
+           "p95 Latency (ms)": "p95_ms", "p99 Latency (ms)": "p99_ms", "Server Queue time (ms)": "server_queue_ms",
+           "Server Compute Infer time (ms)": "server_compute_infer_ms"}
 
 
 @dataclass
@@ -150,6 +150,20 @@ class SearchResult:
     returncode: int
     output: str
     table: object = None   # pandas DataFrame of every measurement (read_results)
+
+    @property
+    def summary_report(self) -> Path | None:
+        """Model Analyzer's summary (HTML here: its PDF needs wkhtmltopdf), with its Pareto plot."""
+        found = sorted(self.export.glob("reports/summaries/*/result_summary.*"))
+        return found[0] if found else None
+
+    @property
+    def plots(self) -> list[Path]:
+        return sorted(self.export.glob("plots/**/*.png"))
+
+    def variant_config(self, variant: str) -> str:
+        """The config.pbtxt Model Analyzer wrote for one variant (what you would deploy)."""
+        return (self.config.parent / "output_model_repository" / variant / "config.pbtxt").read_text()
 
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.output.splitlines()[-lines:])

@@ -1,0 +1,81 @@
+"""Live metrics (issue 26): Triton's /metrics sampled while a real perf_analyzer run executes.
+
+The parser is checked on text Triton itself wrote (a scrape of the real server), the sampler on a
+real run: at least N intervals during it, inferences/s seen while the load runs and back to 0 after,
+queue and compute per request from the counters, utilisation labelled with what it measured, and
+the figure drawn headless.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import matplotlib
+import pytest
+import requests
+from triton_helpers import start_local_triton
+
+from servelab import live_metrics, perf
+
+matplotlib.use("Agg")
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+MODEL = "food_classifier_onnx"
+MIN_POINTS = 6
+
+
+@pytest.fixture(scope="module")
+def triton(built_artifacts, tmp_path_factory):
+    server = start_local_triton(tmp_path_factory.mktemp("triton_metrics"), timeout=90)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_parse_a_real_scrape(triton):
+    scrape = live_metrics.parse(requests.get(triton.metrics_url, timeout=5).text)
+    assert {"food_classifier", MODEL} <= set(scrape["models"])
+    for counter in ("inferences", "requests", "queue_us", "compute_infer_us"):
+        assert counter in scrape["models"][MODEL]
+    assert scrape["gpus"] == {}  # the pip-installed Triton of local mode has no GPU metrics
+    assert scrape["cpu"] is not None and 0.0 <= scrape["cpu"] <= 1.0
+
+
+def test_interval_arithmetic():
+    before = {"models": {"m": {"inferences": 10, "requests": 10, "queue_us": 1000, "compute_input_us": 0,
+                               "compute_infer_us": 5000, "compute_output_us": 0}}, "gpus": {}, "cpu": 0.1}
+    after = {"models": {"m": {"inferences": 30, "requests": 20, "queue_us": 21000, "compute_input_us": 1000,
+                              "compute_infer_us": 44000, "compute_output_us": 0, "pending": 3}},
+             "gpus": {"GPU-b": 0.5, "GPU-a": 0.25}, "cpu": 0.9}
+    row = live_metrics.interval(before, after, 2.0)
+    assert row["m:infer_per_s"] == 10.0          # 20 inferences in 2 s
+    assert row["m:queue_ms"] == 2.0              # 20 ms queued over 10 requests
+    assert row["m:compute_ms"] == 4.0            # 40 ms computing over 10 requests
+    assert row["m:pending"] == 3
+    assert row["gpu0_util_pct"] == 25.0 and row["gpu1_util_pct"] == 50.0  # sorted by GPU uuid
+    assert "cpu_util_pct" not in row             # with GPUs the figure shows the GPUs
+    empty = live_metrics.interval(after, after, 1.0)
+    assert empty["m:infer_per_s"] == 0 and math.isnan(empty["m:queue_ms"])
+
+
+def test_samples_during_a_real_run(triton, tmp_path):
+    cmd = perf.perf_analyzer_command(MODEL, triton.url, concurrency=4,
+                                     measurement_interval_ms=1000, stability_percentage=1000, max_trials=3,
+                                     csv_path=tmp_path / "c4.csv")
+    watch = live_metrics.Watch(triton.metrics_url, models=[MODEL], interval_s=0.4)
+    start = time.monotonic()
+    result = watch.during(lambda: perf.run(cmd, timeout=90, verbose=False), refresh_s=0.5)
+    seconds = time.monotonic() - start
+    table = watch.table()
+    assert len(table) >= MIN_POINTS, f"{len(table)} intervals in {seconds:.1f} s"
+    busy = table[table[f"{MODEL}:infer_per_s"] > 0]
+    assert len(busy) >= MIN_POINTS // 2
+    # the sampled rate agrees with what perf_analyzer measured (same run, coarser windows)
+    assert busy[f"{MODEL}:infer_per_s"].median() == pytest.approx(result.row["throughput_infer_s"], rel=0.5)
+    assert (busy[f"{MODEL}:compute_ms"] > 0).all() and (busy[f"{MODEL}:queue_ms"] >= 0).all()
+    assert "cpu_util_pct" in table and table["cpu_util_pct"].max() > 10
+    assert not watch.errors
+    fig = watch.last_figure
+    assert len(fig.axes) == 3 and all(ax.lines for ax in fig.axes)
+    fig.savefig(tmp_path / "live.png")
+    assert (tmp_path / "live.png").stat().st_size > 10_000
