@@ -147,10 +147,14 @@ def step_table(before: dict[str, dict], after: dict[str, dict]):
     return pd.DataFrame(rows)
 
 
-def set_instances(model: str, count: int, url: str | None = None, repo: Path | str | None = None):
+def set_instances(model: str, count: int, url: str | None = None, repo: Path | str | None = None,
+                  verbose: bool = True):
     """Change one step's instance count (config.pbtxt edit + reload, as notebook 6 does), e.g.
     set_instances("preprocess", 2): the lever of "add instances to the pre-processing stage alone"."""
-    return triton_config.update_model(model, repo=repo, url=url, instances=count)
+    result = triton_config.update_model(model, repo=repo, url=url, instances=count, verbose=verbose)
+    if not result.ok:
+        raise RuntimeError(f"{model}: {count} instance(s) not loaded: {result.error}")
+    return result
 
 
 def served_steps(url: str | None = None) -> list[dict]:
@@ -164,23 +168,37 @@ def served_steps(url: str | None = None) -> list[dict]:
 # ---------------------------------------------------------------- the measured comparison
 
 def measure_path(path: str, inputs: dict[str, Path], url: str | None = None, metrics_url: str | None = None,
-                 label: str | None = None, verbose: bool = True, **load) -> tuple[dict, object]:
+                 label: str | None = None, verbose: bool = True, fallback_request_count: int = 40,
+                 **load) -> tuple[dict, object]:
     """One perf_analyzer run against one of PATHS (load: concurrency=N or request_rate=R, and any
     other perf.perf_analyzer_command keyword). Returns (row, step table): the row has throughput
     and latency percentiles, the mean CPU/GPU utilisation and, per model of the path, its queue
-    and compute per request (`<model>_queue_ms`, `<model>_compute_ms`) from Triton's statistics."""
+    and compute per request (`<model>_queue_ms`, `<model>_compute_ms`) from Triton's statistics.
+    When perf_analyzer's windows disagree more than tenfold, the run is repeated for a fixed
+    `fallback_request_count` requests (row["mode"] says which)."""
     model, models = PATHS[path]
     settings = {"measurement_interval_ms": 3000, "stability_percentage": 1000, "max_trials": 3, **load}
     tag = label or f"{path}_" + "_".join(f"{k}{v}" for k, v in load.items())
     csv = Path(inputs[path]).parent / f"perf_{tag}.csv"
     cmd = perf.perf_analyzer_command(model, url, input_data=inputs[path], csv_path=csv, **settings)
     before = snapshot(models, url)
+    mode = "windows"
     with triton_stats.UtilisationSampler(metrics_url) as sampler:
-        result = perf.run(cmd, verbose=verbose, label=tag)
+        try:
+            result = perf.run(cmd, verbose=verbose, label=tag)
+        except perf.PerfAnalyzerError as exc:
+            # windows more than 10x apart (seen: the PyTorch model on a busy 2-core machine): measure
+            # a fixed number of requests instead, and say so in the row
+            if "stable measurement" not in str(exc) or "request_count" in load:
+                raise
+            settings = {**settings, "request_count": fallback_request_count}
+            cmd = perf.perf_analyzer_command(model, url, input_data=inputs[path], csv_path=csv, **settings)
+            result = perf.run(cmd, verbose=verbose, label=tag)
+            mode = f"count ({fallback_request_count} requests: windows did not settle)"
     table = step_table(before, snapshot(models, url))
     row = {"run": tag, "path": path, "model": model, **{k: result.row[k] for k in
            ("throughput_infer_s", "p50_ms", "p95_ms", "p99_ms", "avg_latency_ms", "delayed_pct")},
-           "command": perf.shell_line(cmd), **sampler.summary()}
+           "mode": mode, "command": perf.shell_line(cmd), **sampler.summary()}
     for _, step in table.iterrows():
         if step["model"] == model and len(models) > 1:
             continue  # the ensemble's own row is the sum of its steps

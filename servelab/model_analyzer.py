@@ -269,3 +269,41 @@ def installed_version() -> str:
 
     return metadata.version("triton-model-analyzer")
 
+
+
+def main(argv: list[str] | None = None) -> None:
+    """python -m servelab.model_analyzer [--workdir results/model_analyzer] [--budget-ms 100] ..."""
+    import argparse
+
+    from servelab.paths import RESULTS
+
+    parser = argparse.ArgumentParser(description="A small Model Analyzer search in local launch mode")
+    parser.add_argument("--workdir", type=Path, default=RESULTS / "model_analyzer")
+    parser.add_argument("--model", default=Search.model)
+    parser.add_argument("--instances", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--max-batch-sizes", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--budget-ms", type=float, default=100.0, help="p99 budget (notebook 7's question)")
+    parser.add_argument("--window-ms", type=int, default=1500)
+    args = parser.parse_args(argv)
+    search = Search(model=args.model, instances=args.instances, max_batch_sizes=args.max_batch_sizes,
+                    concurrency=args.concurrency, p99_budget_ms=args.budget_ms, window_ms=args.window_ms)
+    result = run(search, args.workdir)
+    shown = ["variant", "concurrency", "instance_group", "max_batch_size", "throughput_infer_s", "p95_ms", "p99_ms",
+             "server_queue_ms", "server_compute_infer_ms"]
+    print(result.table[shown].sort_values(["variant", "concurrency"]).to_markdown(index=False))
+    print(f"\nbest under p99 <= {search.p99_budget_ms:g} ms:")
+    print(best_per_objective(result.table, search.p99_budget_ms)[["objective", *shown]].to_markdown(index=False))
+    print("\nPareto front (throughput vs p99):")
+    print(pareto_front(result.table)[shown].to_markdown(index=False))
+    import matplotlib
+    matplotlib.use("Agg")
+    ax = plot(result.table, search.p99_budget_ms)
+    ax.figure.tight_layout()
+    ax.figure.savefig(args.workdir / "pareto.png", dpi=100)
+    print(f"\n{len(result.table)} measurements in {result.seconds:.0f} s; summary: {result.summary_report}; "
+          f"plot: {args.workdir / 'pareto.png'}")
+
+
+if __name__ == "__main__":
+    main()
