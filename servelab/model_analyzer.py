@@ -81,15 +81,15 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
-def binaries() -> dict:
-    """tritonserver, its Python-backend folder, perf_analyzer and the one environment both need
-    (the only place this module touches the lab's local-mode machinery)."""
+def binaries(backends: Path) -> dict:
+    """tritonserver, its Python-backend folder (built in `backends`), perf_analyzer and the one
+    environment both need (the only place this module touches the lab's local-mode machinery)."""
     from servelab.stack import triton_local
 
-    env = triton_local.perf_analyzer_env(triton_local.server_env())
+    env = triton_local.perf_analyzer_env(triton_local.server_env(stub_root=backends.parent))
     triton_local.check_stub_numpy(env)
     return {"tritonserver": str(triton_local.tritonserver_binary()),
-            "backend_directory": str(triton_local.backend_directory().resolve()),
+            "backend_directory": str(triton_local.backend_directory(backends).resolve()),
             "perf_analyzer": triton_local.perf_analyzer_path(), "env": env}
 
 
@@ -117,8 +117,10 @@ def write_config(search: Search, workdir: Path, repo: Path, tools: dict) -> Path
         "triton_launch_mode": "local",
         "triton_server_path": tools["tritonserver"],
         "triton_output_path": str(workdir / "tritonserver.log"),
+        # loopback only, as the lab's own Triton (Model Analyzer's servers listen on every address otherwise)
         "triton_server_flags": {"backend-directory": tools["backend_directory"], "log-verbose": 0,
-                                "exit-timeout-secs": 5},
+                                "exit-timeout-secs": 5, "http-address": "127.0.0.1",
+                                "grpc-address": "127.0.0.1", "metrics-address": "127.0.0.1"},
         "triton_http_endpoint": f"127.0.0.1:{http}",
         "triton_grpc_endpoint": f"127.0.0.1:{grpc}",
         "triton_metrics_url": f"http://127.0.0.1:{metrics}/metrics",
@@ -178,7 +180,7 @@ def run(search: Search, workdir: Path | str, timeout: float = 900.0, verbose: bo
     model_repository.populate(repo, mode="local", kind="cpu", verbose=False)
     for stale in ("output_model_repository", "export", "checkpoints"):
         shutil.rmtree(workdir / stale, ignore_errors=True)
-    tools = binaries()
+    tools = binaries(workdir / "backends")
     config = write_config(search, workdir, repo, tools)
     cmd = [model_analyzer_path(), "profile", "-f", str(config)]
     if verbose:
