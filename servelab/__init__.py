@@ -12,6 +12,10 @@ says which notebook introduces it.
                  triton_config     validate, diff, write and reload a model's config.pbtxt
                  triton_stats      Triton's per-batch-size statistics and utilisation metrics
     (all)        paths             where things live in the repository
+    (issue 26, not in a notebook yet)
+                 ensemble          the preprocess + ONNX ensemble: place, load, classify, per-step statistics
+                 model_analyzer    Triton Model Analyzer in local launch mode, its results parsed
+                 live_metrics      Triton's Prometheus metrics sampled and plotted while a load runs
 
 What the notebooks do not import lives in sub-packages named after what they are:
 servelab.serving (runs inside the services and Triton's models), servelab.stack (runs the lab:

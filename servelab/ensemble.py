@@ -91,8 +91,28 @@ def classify(paths: list[Path | str], url: str | None = None) -> list[tuple[str,
 
 # ---------------------------------------------------------------- perf_analyzer inputs
 
-def write_perf_inputs(images: list[Path | str], folder: Path | str = RESULTS / "ensemble") -> dict[str, Path]:
+def direct_logits(images: list[Path | str], url: str | None = None) -> list[np.ndarray]:
+    """The direct path's answer for each image: the tensor made here (food11.tensor_from_bytes),
+    one request each to food_classifier_onnx. What the ensemble must answer, bit for bit."""
+    import tritonclient.http as httpclient
+
+    client, out = _client(url), []
+    for path in images:
+        x = food11.tensor_from_bytes(Path(path).read_bytes())[None]
+        tensor = httpclient.InferInput("input", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        result = client.infer("food_classifier_onnx", [tensor], outputs=[httpclient.InferRequestedOutput("output")])
+        out.append(result.as_numpy("output")[0])
+    return out
+
+
+def write_perf_inputs(images: list[Path | str], folder: Path | str = RESULTS / "ensemble",
+                      expected: list[np.ndarray] | None = None) -> dict[str, Path]:
     """perf_analyzer --input-data JSON files, one per path of PATHS, each cycling through `images`.
+
+    expected (e.g. direct_logits(images)): the ensemble's file also carries them as
+    "validation_data", and perf_analyzer then checks every response against them and fails
+    ("Output doesn't match expected output") on the first that differs.
 
     perf_analyzer sends {"b64": ...} as the tensor's serialised bytes: for a BYTES tensor that is
     each element's length (4 bytes, little-endian) and then the element (here the JPEG file);
@@ -111,8 +131,13 @@ def write_perf_inputs(images: list[Path | str], folder: Path | str = RESULTS / "
     }
     out = {}
     for name, data in content.items():
+        document: dict = {"data": data}
+        if name == "ensemble" and expected is not None:
+            document["validation_data"] = [
+                {OUTPUT: {"b64": base64.b64encode(np.asarray(e, dtype="<f4").tobytes()).decode("ascii")}}
+                for e in expected]
         out[name] = folder / f"perf_input_{name}.json"
-        out[name].write_text(json.dumps({"data": data}))
+        out[name].write_text(json.dumps(document))
     return out
 
 

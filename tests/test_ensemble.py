@@ -4,7 +4,8 @@ One server for the module (the lab's repository plus preprocess and food_classif
 loaded through the repository API as a notebook would). Checked: the step mapping Triton loaded,
 the same top class as the direct path (client-side pre-processing + food_classifier_onnx) on
 every test image, a bad file is the client's error, and a perf_analyzer run sending raw JPEG
-bytes is answered with per-step statistics read from each composing model.
+bytes gets the direct path's logits in every response (perf_analyzer's own validation_data
+check) and per-step statistics read from each composing model.
 """
 from __future__ import annotations
 
@@ -61,7 +62,8 @@ def test_unreadable_file_is_the_clients_error(triton, test_images):
 
 def test_perf_analyzer_sends_raw_jpegs_and_each_step_reports(triton, test_images, tmp_path):
     jpegs = [p for p in test_images if p.suffix == ".jpg"]
-    inputs = ensemble.write_perf_inputs(jpegs, tmp_path)
+    # perf_analyzer checks every response against the direct path's logits (validation_data)
+    inputs = ensemble.write_perf_inputs(jpegs, tmp_path, expected=ensemble.direct_logits(jpegs, triton.url))
     before = ensemble.snapshot(url=triton.url)
     cmd = perf.perf_analyzer_command(ensemble.ENSEMBLE, triton.url, concurrency=2, input_data=inputs["ensemble"],
                                      request_count=60, csv_path=tmp_path / "ensemble_c2.csv")
@@ -79,3 +81,14 @@ def test_perf_analyzer_sends_raw_jpegs_and_each_step_reports(triton, test_images
     # the ensemble's own compute is its steps' compute, summed by Triton
     steps_infer = table.loc[list(ensemble.STEPS), "compute_infer_ms"].sum()
     assert table.loc[ensemble.ENSEMBLE, "compute_infer_ms"] == pytest.approx(steps_infer, rel=0.1)
+
+
+def test_perf_analyzer_validation_catches_a_wrong_answer(triton, test_images, tmp_path):
+    """The check above is live: with other expected logits perf_analyzer fails the run."""
+    jpegs = [p for p in test_images if p.suffix == ".jpg"]
+    wrong = [np.zeros(len(food11.CLASSES), np.float32) for _ in jpegs]
+    inputs = ensemble.write_perf_inputs(jpegs, tmp_path, expected=wrong)
+    cmd = perf.perf_analyzer_command(ensemble.ENSEMBLE, triton.url, concurrency=1, input_data=inputs["ensemble"],
+                                     request_count=5, csv_path=tmp_path / "wrong.csv")
+    with pytest.raises(perf.PerfAnalyzerError, match="doesn't match expected output"):
+        perf.run(cmd, timeout=60, verbose=False)
