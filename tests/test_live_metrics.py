@@ -79,3 +79,38 @@ def test_samples_during_a_real_run(triton, tmp_path):
     assert len(fig.axes) == 3 and all(ax.lines for ax in fig.axes)
     fig.savefig(tmp_path / "live.png")
     assert (tmp_path / "live.png").stat().st_size > 10_000
+
+
+def test_the_figure_refreshes_in_one_notebook_output(triton, tmp_path):
+    """In a real Jupyter kernel (nbclient) the figure is one output, redrawn in place while the
+    run goes on (update_display_data messages), not a new image per refresh."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    source = (
+        "from servelab import live_metrics, perf\n"
+        f"cmd = perf.perf_analyzer_command('{MODEL}', '{triton.url}', concurrency=2, measurement_interval_ms=1500,\n"
+        f"    stability_percentage=1000, max_trials=3, csv_path='{tmp_path / 'nb.csv'}')\n"
+        f"watch = live_metrics.Watch('{triton.metrics_url}', models=['{MODEL}'], interval_s=0.4)\n"
+        "watch.during(lambda: perf.run(cmd, verbose=False), refresh_s=0.5)\n"
+        "print(len(watch.table()))"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    client = NotebookClient(nb, timeout=120, kernel_name="python3")
+    updates = []
+    original = client.process_message
+
+    def counting(msg, cell, cell_index):
+        if msg["header"]["msg_type"] == "update_display_data":
+            updates.append(msg["content"].get("transient", {}).get("display_id"))
+        return original(msg, cell, cell_index)
+
+    client.process_message = counting
+    client.execute()
+    print(f"{len(updates)} in-place redraws of one display")
+    outputs = nb.cells[0].outputs
+    images = [o for o in outputs if o.output_type in ("display_data", "execute_result") and "image/png" in o.data]
+    assert len(images) == 1, [o.output_type for o in outputs]
+    assert len(updates) >= 2 and len(set(updates)) == 1, f"{len(updates)} redraws of {set(updates)}"
+    printed = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+    assert int(printed.strip().splitlines()[-1]) >= MIN_POINTS
