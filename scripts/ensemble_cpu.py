@@ -26,8 +26,9 @@ from servelab.paths import RESULTS, TEST_IMAGES
 from servelab.stack import launcher
 
 COLUMNS = ["run", "mode", "throughput_infer_s", "p50_ms", "p95_ms", "p99_ms", "delayed_pct", "cpu_util_pct",
-           "preprocess_queue_ms", "preprocess_compute_ms", "food_classifier_onnx_queue_ms",
-           "food_classifier_onnx_compute_ms", "food_classifier_queue_ms", "food_classifier_compute_ms"]
+           "preprocess_queue_ms", "preprocess_compute_ms", "preprocess_avg_batch", "food_classifier_onnx_queue_ms",
+           "food_classifier_onnx_compute_ms", "food_classifier_onnx_avg_batch", "food_classifier_queue_ms",
+           "food_classifier_compute_ms"]
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -49,6 +50,9 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=20.0, help="open loop: requests per second (constant)")
     parser.add_argument("--interval-ms", type=int, default=3000, help="perf_analyzer window")
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of the whole sequence")
+    parser.add_argument("--classifier-batching", action="store_true",
+                        help="dynamic batching (100 us) on food_classifier_onnx first, for every run")
+    parser.add_argument("--paths", nargs="+", default=list(ensemble.PATHS), choices=list(ensemble.PATHS))
     parser.add_argument("--out", type=Path, default=RESULTS / "ensemble")
     args = parser.parse_args()
 
@@ -74,8 +78,10 @@ def main() -> None:
         try:
             jpegs = sorted(p for p in TEST_IMAGES.iterdir() if p.suffix == ".jpg")
             inputs = ensemble.write_perf_inputs(jpegs, args.out)
+            if args.classifier_batching:
+                ensemble.set_dynamic_batching("food_classifier_onnx", 100, url=url, repo=repo)
             # warm-up: the first requests of each model pay one-off costs
-            for path in ensemble.PATHS:
+            for path in args.paths:
                 ensemble.measure_path(path, inputs, url, metrics, label=f"warmup_{path}", verbose=False,
                                       concurrency=1, request_count=20)
             rows = []
@@ -85,7 +91,7 @@ def main() -> None:
                 if rep > 1:
                     ensemble.set_instances("preprocess", 1, url=url, repo=repo, verbose=False)
                 for tag, load in loads.items():
-                    for path in ensemble.PATHS:
+                    for path in args.paths:
                         rows.append(measure(path, f"{path}_{tag}", rep, load))
                 ensemble.set_instances("preprocess", 2, url=url, repo=repo, verbose=rep == 1)
                 for tag, load in loads.items():

@@ -5,7 +5,7 @@ For the ensemble section (issue 26; notebook not written yet).
     from servelab import ensemble
     ensemble.place()                       # copies preprocess/ + food_classifier_ensemble/ into the repository
     ensemble.load()                        # Triton loads the ensemble (and its steps)
-    ensemble.classify(["artifacts/test_images/plate_640x480.jpg"])   # [('Soup', 0.41)]
+    ensemble.classify(["artifacts/test_images/plate_640x480.jpg"])   # [('Meat', 0.62)], untrained weights
     ensemble.write_perf_inputs(images)     # perf_analyzer --input-data files for the three paths
     ensemble.step_table(before, after)     # each step's queue and compute, from Triton's statistics
 
@@ -54,8 +54,10 @@ def place(dest: Path | str = model_repository.DEFAULT_DEST, mode: str = "local",
 
 
 def load(url: str | None = None, timeout: float = 300.0) -> float:
-    """Ask Triton to load the ensemble; loading an ensemble loads the steps it names that are not
-    loaded yet. Returns the seconds it took; raises with Triton's message if it refused."""
+    """Ask Triton to load the ensemble. In explicit model control, loading an ensemble (re)loads the
+    steps it names as well: seen in Triton 2.51's log, food_classifier_onnx, although already
+    loaded, is loaded again and the old copy unloaded (its statistics start from zero). Returns the
+    seconds it took; raises with Triton's message if it refused."""
     ok, seconds, error = triton_config.load_model(ENSEMBLE, url, timeout=timeout)
     if not ok:
         raise RuntimeError(f"Triton did not load {ENSEMBLE}: {error}")
@@ -179,6 +181,16 @@ def set_instances(model: str, count: int, url: str | None = None, repo: Path | s
     result = triton_config.update_model(model, repo=repo, url=url, instances=count, verbose=verbose)
     if not result.ok:
         raise RuntimeError(f"{model}: {count} instance(s) not loaded: {result.error}")
+    return result
+
+
+def set_dynamic_batching(model: str, delay_us: int = 100, url: str | None = None, repo: Path | str | None = None,
+                         verbose: bool = True):
+    """Turn on dynamic batching for one step (config edit + reload), e.g. on the classifier step, so
+    requests the ensemble hands it one by one can be run together."""
+    result = triton_config.update_model(model, repo=repo, url=url, max_queue_delay_us=delay_us, verbose=verbose)
+    if not result.ok:
+        raise RuntimeError(f"{model}: dynamic batching not loaded: {result.error}")
     return result
 
 
