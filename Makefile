@@ -32,14 +32,16 @@ $(STAMP): requirements/constraints.txt requirements/lab.txt scripts/install_syst
 setup: $(STAMP)
 
 artifacts: setup
-	$(PY) -m servelab.stack.artifacts
+	$(PY) -m labstack.artifacts
 
 # --- the main job
 # QUICK=1: the same notebooks with small counts (a few minutes)
 lab: artifacts
-	$(PY) -m servelab.stack.lab $(if $(QUICK),--quick,)
+	$(PY) -m labstack.lab $(if $(QUICK),--quick,)
 
+# lint-imports first: a broken layers contract (pyproject.toml) fails in seconds
 test: artifacts
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 # The classroom path: a Docker engine (installed and started if missing), the registry base images
@@ -51,33 +53,33 @@ test-docker: artifacts
 	LAB_DOCKER_TESTS=1 $(PY) -m pytest tests/docker -v -s
 
 up: artifacts
-	$(PY) -m servelab.stack.launcher up --jupyter
+	$(PY) -m labstack.launcher up --jupyter
 
 down:
-	@if [ -x $(PY) ]; then $(PY) -m servelab.stack.launcher down; else echo "nothing to stop (no $(VENV))"; fi
+	@if [ -x $(PY) ]; then $(PY) -m labstack.launcher down; else echo "nothing to stop (no $(VENV))"; fi
 
 status: setup
-	$(PY) -m servelab.stack.launcher status
+	$(PY) -m labstack.launcher status
 
 # one service back (e.g. after a crash), same port, token and model configs: make restart SERVICE=triton
 SERVICE ?= triton
 restart: setup
-	$(PY) -m servelab.stack.launcher restart $(SERVICE)
+	$(PY) -m labstack.launcher restart $(SERVICE)
 
 bench: artifacts
 	$(PY) scripts/bench_fastapi.py
 
 notebooks: setup
-	$(PY) -m servelab.stack.notebook_sync
+	$(PY) -m labstack.notebook_sync
 
-# --- reliability (servelab/reliability/): the report's command, and the long form of its soak
+# --- reliability (reliability/): the report's command, and the long form of its soak
 SOAK_SECONDS ?= 300
 
 reliability: artifacts
-	$(PY) -m servelab.reliability
+	$(PY) -m reliability
 
 soak: artifacts
-	$(PY) -m servelab.reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
+	$(PY) -m reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
 
 clean: down
 	rm -rf .lab results model_repository

@@ -13,6 +13,7 @@ compares. So this file only chooses it; everything else is shared, written once:
 - pre- and post-processing (decode, resize, normalise; softmax, class): servelab/food11.py
 Image: docker/Dockerfile.fastapi, target `onnx`; packages: requirements.txt here.
 """
+
 from servelab.serving.inference_api import create_app
 
 app = create_app("onnx")

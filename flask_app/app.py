@@ -2,6 +2,7 @@
 
 Run locally: python -m flask_app.serve   (waitress; the backend comes from the environment: backends.py)
 """
+
 from __future__ import annotations
 
 import base64
@@ -31,7 +32,9 @@ def _backend_name() -> str:
 
 @app.get("/")
 def index():
-    return render_template("index.html", backend=_backend_name(), max_mb=food11.MAX_IMAGE_BYTES // (1024 * 1024))
+    return render_template(
+        "index.html", backend=_backend_name(), max_mb=food11.MAX_IMAGE_BYTES // (1024 * 1024)
+    )
 
 
 @app.get("/healthz")
@@ -43,14 +46,21 @@ def healthz():
 def predict():
     upload = request.files.get("file")
     if upload is None or not upload.filename:
-        return _error(f"No file was chosen: pick a {food11.FORMAT_NAMES} photo and press Classify.", 400)
+        return _error(
+            f"No file was chosen: pick a {food11.FORMAT_NAMES} photo and press Classify.", 400
+        )
     extension = upload.filename.rsplit(".", 1)[-1].lower() if "." in upload.filename else ""
     if extension not in ALLOWED:
-        return _error(f"'{upload.filename}' is not a {food11.FORMAT_NAMES} file (allowed: .jpg, .jpeg, .png, .webp).",
-                      415)
+        return _error(
+            f"'{upload.filename}' is not a {food11.FORMAT_NAMES} file (allowed: .jpg, .jpeg, .png, "
+            ".webp).",
+            415,
+        )
     data = upload.read()
     try:
-        food11.load_image(data)  # refuse empty, damaged or non-image files before bothering the backend
+        food11.load_image(
+            data
+        )  # refuse empty, damaged or non-image files before bothering the backend
     except food11.BadInput as exc:
         return _error(str(exc), exc.status)
     try:
@@ -61,9 +71,15 @@ def predict():
     except (backends.BackendError, ValueError) as exc:
         return _error(str(exc), 502)
     mime = {"png": "image/png", "webp": "image/webp"}.get(extension, "image/jpeg")
-    return render_template("result.html", label=label, probability=probability, backend=backend.name,
-                           weights=backend.weights(), elapsed_ms=elapsed_ms,
-                           image_url=f"data:{mime};base64,{base64.b64encode(data).decode()}")
+    return render_template(
+        "result.html",
+        label=label,
+        probability=probability,
+        backend=backend.name,
+        weights=backend.weights(),
+        elapsed_ms=elapsed_ms,
+        image_url=f"data:{mime};base64,{base64.b64encode(data).decode()}",
+    )
 
 
 @app.errorhandler(RequestEntityTooLarge)
@@ -72,7 +88,14 @@ def too_large(_exc):
     # parts or a large non-file field: only the first is about the photo's size
     size = request.content_length
     if size is not None and size > app.config["MAX_CONTENT_LENGTH"]:
-        return _error(f"The upload is {size / 2**20:.1f} MiB; a photo of at most "
-                      f"{food11.MAX_IMAGE_BYTES // (1024 * 1024)} MiB is accepted: choose a smaller one.", 413)
-    return _error("The form has too many parts or a text field that is too large: upload one photo, as a file, "
-                  "with the page's form.", 413)
+        return _error(
+            f"The upload is {size / 2**20:.1f} MiB; a photo of at most "
+            f"{food11.MAX_IMAGE_BYTES // (1024 * 1024)} MiB is accepted: choose a smaller one.",
+            413,
+        )
+    return _error(
+        "The form has too many parts or a text field that is too large: upload one photo, as a "
+        "file, "
+        "with the page's form.",
+        413,
+    )

@@ -7,6 +7,7 @@ FLASK_BACKEND=triton   -> Triton at TRITON_SERVER_URL, model FOOD11_MODEL_NAME:
     the logits are post-processed here, with the same shared module the services use.
 Unset FLASK_BACKEND: Triton if only TRITON_SERVER_URL is set, else FastAPI.
 """
+
 from __future__ import annotations
 
 import base64
@@ -15,7 +16,8 @@ import os
 import numpy as np
 import requests
 
-from servelab import food11, triton_clients
+from servelab import food11
+from servelab.serving import triton_clients
 
 
 class BackendError(RuntimeError):
@@ -24,8 +26,10 @@ class BackendError(RuntimeError):
 
 def _unreachable(what: str, url: str, exc: Exception) -> BackendError:
     kind = "timed out" if isinstance(exc, (requests.Timeout, TimeoutError)) else "is not reachable"
-    return BackendError(f"The {what} at {url} {kind} ({type(exc).__name__}). Start it (make up, or "
-                        "docker compose up) and try again; this page recovers on its own once it answers.")
+    return BackendError(
+        f"The {what} at {url} {kind} ({type(exc).__name__}). Start it (make up, or "
+        "docker compose up) and try again; this page recovers on its own once it answers."
+    )
 
 
 class FastAPIBackend:
@@ -77,15 +81,27 @@ class TritonBackend:
         client = triton_clients.for_this_thread(self.url)
         try:
             if client.get_model_metadata(self.model)["inputs"][0]["datatype"] == "BYTES":
-                encoded = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")  # the model decodes it
+                encoded = httpclient.InferInput(
+                    "INPUT_IMAGE", [1, 1], "BYTES"
+                )  # the model decodes it
                 encoded.set_data_from_numpy(np.array([[base64.b64encode(image)]], dtype=np.object_))
-                result = client.infer(self.model, [encoded], outputs=[httpclient.InferRequestedOutput("FOOD_LABEL"),
-                                                                      httpclient.InferRequestedOutput("PROBABILITY")])
-                return result.as_numpy("FOOD_LABEL")[0][0].decode(), float(result.as_numpy("PROBABILITY")[0][0])
-            pixels = food11.tensor_from_bytes(image)[None]   # pre-processing in Flask
+                result = client.infer(
+                    self.model,
+                    [encoded],
+                    outputs=[
+                        httpclient.InferRequestedOutput("FOOD_LABEL"),
+                        httpclient.InferRequestedOutput("PROBABILITY"),
+                    ],
+                )
+                return result.as_numpy("FOOD_LABEL")[0][0].decode(), float(
+                    result.as_numpy("PROBABILITY")[0][0]
+                )
+            pixels = food11.tensor_from_bytes(image)[None]  # pre-processing in Flask
             tensor = httpclient.InferInput("input", list(pixels.shape), "FP32")
             tensor.set_data_from_numpy(pixels)
-            result = client.infer(self.model, [tensor], outputs=[httpclient.InferRequestedOutput("output")])
+            result = client.infer(
+                self.model, [tensor], outputs=[httpclient.InferRequestedOutput("output")]
+            )
             return food11.top_class(result.as_numpy("output")[0])  # post-processing in Flask
         except InferenceServerException as exc:  # Triton answered, with an error
             raise BackendError(f"Triton answered with an error: {exc.message()}") from None
@@ -94,11 +110,16 @@ class TritonBackend:
 
 
 def from_env(env=os.environ):
-    choice = env.get("FLASK_BACKEND") or ("triton" if env.get("TRITON_SERVER_URL") and
-                                          not env.get("FASTAPI_SERVER_URL") else "fastapi")
+    choice = env.get("FLASK_BACKEND") or (
+        "triton"
+        if env.get("TRITON_SERVER_URL") and not env.get("FASTAPI_SERVER_URL")
+        else "fastapi"
+    )
     if choice == "triton":
-        return TritonBackend(env.get("TRITON_SERVER_URL", "http://triton_server:8000"),
-                             env.get("FOOD11_MODEL_NAME", "food_classifier"))
+        return TritonBackend(
+            env.get("TRITON_SERVER_URL", "http://triton_server:8000"),
+            env.get("FOOD11_MODEL_NAME", "food_classifier"),
+        )
     if choice == "fastapi":
         return FastAPIBackend(env.get("FASTAPI_SERVER_URL", "http://fastapi_server:8000"))
     raise ValueError(f"FLASK_BACKEND must be 'fastapi' or 'triton', not {choice!r}")

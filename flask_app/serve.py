@@ -7,6 +7,7 @@ so clients that connect and never finish their request (slow or hostile) hold a 
 of the threads that answer everyone else. (gunicorn's sync and threaded workers give each such
 client a worker thread until it times out: a handful of idle sockets stopped the page.)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,8 +16,8 @@ from waitress import serve
 
 from flask_app.app import app
 
-THREADS = 8             # requests handled at once (each may wait up to 60 s on a backend)
-CONNECTIONS = 512       # open sockets accepted at once; idle ones are closed after CHANNEL_TIMEOUT
+THREADS = 8  # requests handled at once (each may wait up to 60 s on a backend)
+CONNECTIONS = 512  # open sockets accepted at once; idle ones are closed after CHANNEL_TIMEOUT
 CHANNEL_TIMEOUT_S = 30
 
 
@@ -27,9 +28,16 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     # waitress's own body cap sits above Flask's, so an oversized photo gets the app's readable page
     # (Flask answers 413 above MAX_CONTENT_LENGTH); only far larger bodies are cut off here
-    serve(app, host=args.host, port=args.port, threads=THREADS, connection_limit=CONNECTIONS,
-          channel_timeout=CHANNEL_TIMEOUT_S, max_request_body_size=4 * app.config["MAX_CONTENT_LENGTH"],
-          ident="food11-ui")
+    serve(
+        app,
+        host=args.host,
+        port=args.port,
+        threads=THREADS,
+        connection_limit=CONNECTIONS,
+        channel_timeout=CHANNEL_TIMEOUT_S,
+        max_request_body_size=4 * app.config["MAX_CONTENT_LENGTH"],
+        ident="food11-ui",
+    )
 
 
 if __name__ == "__main__":

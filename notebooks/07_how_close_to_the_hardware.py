@@ -46,7 +46,16 @@ import pandas as pd
 import tritonclient.http as httpclient
 from PIL import Image
 
-from servelab import claims, food11, labenv, model_repository, perf, plots, triton_config, triton_stats
+from servelab import (
+    claims,
+    food11,
+    labenv,
+    model_repository,
+    perf,
+    plots,
+    triton_config,
+    triton_stats,
+)
 from servelab.paths import RESULTS, TEST_IMAGES
 
 env = labenv.load()
@@ -79,7 +88,7 @@ print(f"Triton at {HOST} (gRPC {GRPC_HOST}); {'a GPU' if ON_GPU else 'no GPU'}; 
 # load it (the repository API, with the node's secret).
 
 # %%
-folder = model_repository.add_model(MODEL, triton_config.default_repository(), mode="local" if LOCAL else "docker",
+folder = model_repository.add_model(MODEL, mode="local" if LOCAL else "docker",
                                     kind="gpu" if ON_GPU else "cpu")
 client.load_model(MODEL, headers=labenv.admin_headers())
 print(f"{MODEL} ready: {client.is_model_ready(MODEL)}\n")
@@ -105,7 +114,7 @@ LIMIT_JSON.parent.mkdir(parents=True, exist_ok=True)
 args = ["--device", "cuda:0" if ON_GPU else "cpu", "--batches", ",".join(map(str, RAW_BATCHES)),
         "--seconds", str(RAW_SECONDS)]
 if LOCAL:
-    from servelab.stack import launcher
+    from labstack import launcher
     with launcher.paused("the raw model gets the cores to itself"):
         subprocess.run([sys.executable, "-m", "servelab.serving.raw_limit", *args, "--json", str(LIMIT_JSON)],
                        check=True)

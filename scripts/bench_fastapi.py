@@ -9,6 +9,7 @@
 Prints the measurements and the ratios; writes them as JSON with --out. A script, not a test:
 the numbers depend on the machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import requests
 
+from labstack import launcher
+from labstack.artifacts import build
 from servelab import food11, loadgen
 from servelab.paths import TEST_IMAGES
-from servelab.stack import launcher
-from servelab.stack.artifacts import build
 
 WRK_SCRIPT = """
 local f = assert(io.open("{body}", "rb"))
@@ -49,13 +50,28 @@ def run_wrk(url: str, body: bytes, connections: int, seconds: int) -> dict:
         (Path(tmp) / "body.json").write_bytes(body)
         script = Path(tmp) / "post.lua"
         script.write_text(WRK_SCRIPT.format(body=Path(tmp) / "body.json"))
-        cmd = ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", "-s", str(script), url]
+        cmd = [
+            "wrk",
+            "-t2",
+            f"-c{connections}",
+            f"-d{seconds}s",
+            "--latency",
+            "-s",
+            str(script),
+            url,
+        ]
         print("  $ " + " ".join(cmd))
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, check=True).stdout
+        out = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=seconds + 60, check=True
+        ).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     p50 = _ms(re.search(r"50%\s+([\d.]+\w+)", out).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
-    return {"throughput_rps": rps, "median_ms": p50, "errors": int(errors.group(1)) if errors else 0}
+    return {
+        "throughput_rps": rps,
+        "median_ms": p50,
+        "errors": int(errors.group(1)) if errors else 0,
+    }
 
 
 def sequential_interleaved(urls: dict, payload: dict, n: int) -> dict:
@@ -72,7 +88,9 @@ def sequential_interleaved(urls: dict, payload: dict, n: int) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sequential", type=int, default=100, help="requests per runtime, interleaved")
+    parser.add_argument(
+        "--sequential", type=int, default=100, help="requests per runtime, interleaved"
+    )
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seconds", type=int, default=15, help="length of each throughput run")
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
@@ -83,7 +101,8 @@ def main() -> int:
     image = sorted(TEST_IMAGES.glob("*.jpg"))[0]
     payload = {"image": food11.encode_file(image)}
     servers = {
-        name: launcher.start(launcher.fastapi_service(launcher.free_port(), name)) for name in ("pytorch", "onnx")
+        name: launcher.start(launcher.fastapi_service(launcher.free_port(), name))
+        for name in ("pytorch", "onnx")
     }
     urls = {name: launcher._url(rec["port"]) for name, rec in servers.items()}
     try:
@@ -98,9 +117,13 @@ def main() -> int:
         n = max(args.concurrency * 4, int(wrk["throughput_rps"] * args.seconds))
         df = loadgen.run(url, payload, n=n, concurrency=args.concurrency, progress=False)
         ours = loadgen.summarize(df)
-        print(f"  wrk: {wrk['throughput_rps']:.1f} req/s, p50 {wrk['median_ms']:.1f} ms, non-2xx {wrk['errors']}")
         print(
-            f"  python loadgen: {ours['throughput_rps']:.1f} req/s, p50 {ours['median_ms']:.1f} ms, "
+            f"  wrk: {wrk['throughput_rps']:.1f} req/s, p50 {wrk['median_ms']:.1f} ms, non-2xx "
+            f"{wrk['errors']}"
+        )
+        print(
+            f"  python loadgen: {ours['throughput_rps']:.1f} req/s, p50 {ours['median_ms']:.1f} "
+            "ms, "
             f"errors {ours['errors']} ({n} requests)"
         )
     finally:

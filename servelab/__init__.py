@@ -9,15 +9,17 @@ says which notebook introduces it.
                  queueing          a queueing model beside the measurements
     notebook 5   model_repository  copies the staged models into Triton's model repository
     notebook 6   perf              perf_analyzer: the command, its run, its parsed row
-                 triton_config     validate, diff, write and reload a model's config.pbtxt
+                 triton_config     edit a model's config.pbtxt and reload it while Triton runs
                  triton_stats      Triton's per-batch-size statistics and utilisation metrics
     (all)        paths             where things live in the repository
-    (issue 26, not in a notebook yet)
-                 ensemble          the preprocess + ONNX ensemble: place, load, classify, per-step statistics
-                 model_analyzer    Triton Model Analyzer in local launch mode, its results parsed
+                 tools             where perf_analyzer is, and the environment it needs
+    notebook 8   ensemble          pre-processing on the server: the preprocess + ONNX ensemble
                  live_metrics      Triton's Prometheus metrics sampled and plotted while a load runs
+                 model_analyzer    Model Analyzer's results read: table, best per objective, Pareto
 
-What the notebooks do not import lives in sub-packages named after what they are:
-servelab.serving (runs inside the services and Triton's models), servelab.stack (runs the lab:
-`make up`, `make artifacts`, `make lab`) and servelab.reliability (`make reliability`).
+servelab.serving runs inside the services and Triton's models (no notebook imports it). What runs
+the lab lives outside this package, in top-level folders named after what they are: labstack/
+(`make up`, `make artifacts`, `make lab`), reliability/ (`make reliability`) and gpu_reference/
+(the maintainers' GPU reference run). Layers import downward only: pyproject.toml's
+[tool.importlinter] contracts say how, and `make test` checks them.
 """

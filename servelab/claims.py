@@ -23,6 +23,7 @@ summary page. With LAB_STRICT_CLAIMS=1 (the tests) a claim that does not hold st
 notebook; inconclusive never does. LAB_PREDICTIONS (JSON {key: value}) answers prediction cells
 left at None, so a headless run has predictions to compare.
 """
+
 from __future__ import annotations
 
 import csv
@@ -36,7 +37,12 @@ import numpy as np
 
 RESULTS: list[dict] = []
 PREDICTIONS: dict[str, dict] = {}
-HOLDS, FAILS, INCONCLUSIVE, NOT_CHECKED = "holds", "does not hold", "inconclusive", "not checked here"
+HOLDS, FAILS, INCONCLUSIVE, NOT_CHECKED = (
+    "holds",
+    "does not hold",
+    "inconclusive",
+    "not checked here",
+)
 
 
 class ClaimFailed(AssertionError):
@@ -46,6 +52,7 @@ class ClaimFailed(AssertionError):
 @dataclass(frozen=True)
 class Measured:
     """A measured number with the interval the measurement supports."""
+
     value: float
     lo: float
     hi: float
@@ -69,21 +76,27 @@ class Measured:
         rng = np.random.default_rng(seed)
         boots = [stat(rng.choice(x, size=len(x), replace=True)) for _ in range(rounds)]
         lo, hi = np.percentile(boots, [2.5, 97.5])
-        return cls(float(stat(x)), float(lo), float(hi), f"95% bootstrap interval, {len(x)} requests")
+        return cls(
+            float(stat(x)), float(lo), float(hi), f"95% bootstrap interval, {len(x)} requests"
+        )
 
     def with_spread_of(self, other: Measured) -> Measured:
         """This number with the relative spread of another from the same run."""
         if not other.value:
             return self
         down, up = (other.value - other.lo) / other.value, (other.hi - other.value) / other.value
-        return Measured(self.value, self.value * (1 - down), self.value * (1 + up), f"spread of {other.how}")
+        return Measured(
+            self.value, self.value * (1 - down), self.value * (1 + up), f"spread of {other.how}"
+        )
 
     def __truediv__(self, other: Measured) -> Measured:
         if not isinstance(other, Measured):
             other = Measured.exact(other)
         lo = self.lo / other.hi if other.hi else math.inf
         hi = self.hi / other.lo if other.lo else math.inf
-        return Measured(self.value / other.value if other.value else math.inf, lo, hi, "ratio of intervals")
+        return Measured(
+            self.value / other.value if other.value else math.inf, lo, hi, "ratio of intervals"
+        )
 
     def __str__(self) -> str:
         if self.lo == self.hi:
@@ -102,8 +115,11 @@ def predict(key: str, value, why: str = ""):
         value = scripted.get(key)
         why = why or ("(scripted answer of a headless run)" if value is not None else "")
     PREDICTIONS[key] = {"prediction": key, "value": value, "why": why}
-    print(f"your prediction for {key}: {'(none yet: type a value, then run the cell)' if value is None else value}"
-          + (f" - because {why}" if why and value is not None else ""))
+    print(
+        f"your prediction for {key}: "
+        f"{'(none yet: type a value, then run the cell)' if value is None else value}"
+        + (f" - because {why}" if why and value is not None else "")
+    )
     return value
 
 
@@ -123,32 +139,59 @@ def compare_prediction(key: str, measured) -> str:
     return line
 
 
-def _record(claim: str, verdict: str, measured: Measured | None, rule: str, numbers: dict | None, note: str):
-    shown = ", ".join(f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}" for k, v in (numbers or {}).items())
-    print(f"[{verdict.upper()}] {claim}"
-          + (f"\n    measured: {measured} ({measured.how}); the claim needs {rule}" if measured else "")
-          + (f"\n    numbers: {shown}" if shown else "") + (f"\n    note: {note}" if note else ""))
-    RESULTS.append({"claim": claim, "verdict": verdict, "value": "" if measured is None else round(measured.value, 4),
-                    "interval": "" if measured is None else f"[{measured.lo:.4g}, {measured.hi:.4g}]",
-                    "rule": rule, "how": "" if measured is None else measured.how, "numbers": shown, "note": note})
+def _record(
+    claim: str, verdict: str, measured: Measured | None, rule: str, numbers: dict | None, note: str
+):
+    shown = ", ".join(
+        f"{k} = {v:.3g}" if isinstance(v, float) else f"{k} = {v}"
+        for k, v in (numbers or {}).items()
+    )
+    print(
+        f"[{verdict.upper()}] {claim}"
+        + (
+            f"\n    measured: {measured} ({measured.how}); the claim needs {rule}"
+            if measured
+            else ""
+        )
+        + (f"\n    numbers: {shown}" if shown else "")
+        + (f"\n    note: {note}" if note else "")
+    )
+    RESULTS.append(
+        {
+            "claim": claim,
+            "verdict": verdict,
+            "value": "" if measured is None else round(measured.value, 4),
+            "interval": "" if measured is None else f"[{measured.lo:.4g}, {measured.hi:.4g}]",
+            "rule": rule,
+            "how": "" if measured is None else measured.how,
+            "numbers": shown,
+            "note": note,
+        }
+    )
     if verdict == FAILS and os.environ.get("LAB_STRICT_CLAIMS") == "1":
         raise ClaimFailed(f"claim does not hold: {claim} (measured {measured}, needs {rule})")
     return verdict
 
 
-def at_least(claim: str, measured, threshold: float, numbers: dict | None = None, note: str = "") -> str:
+def at_least(
+    claim: str, measured, threshold: float, numbers: dict | None = None, note: str = ""
+) -> str:
     m = _as_measured(measured)
     verdict = HOLDS if m.lo >= threshold else FAILS if m.hi < threshold else INCONCLUSIVE
     return _record(claim, verdict, m, f">= {threshold:g}", numbers, note)
 
 
-def at_most(claim: str, measured, threshold: float, numbers: dict | None = None, note: str = "") -> str:
+def at_most(
+    claim: str, measured, threshold: float, numbers: dict | None = None, note: str = ""
+) -> str:
     m = _as_measured(measured)
     verdict = HOLDS if m.hi <= threshold else FAILS if m.lo > threshold else INCONCLUSIVE
     return _record(claim, verdict, m, f"<= {threshold:g}", numbers, note)
 
 
-def between(claim: str, measured, low: float, high: float, numbers: dict | None = None, note: str = "") -> str:
+def between(
+    claim: str, measured, low: float, high: float, numbers: dict | None = None, note: str = ""
+) -> str:
     m = _as_measured(measured)
     inside = low <= m.lo and m.hi <= high
     outside = m.hi < low or m.lo > high
@@ -171,8 +214,10 @@ def save(folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "claims.csv"
     with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=["claim", "verdict", "value", "interval", "rule", "how", "numbers",
-                                               "note"])
+        writer = csv.DictWriter(
+            f,
+            fieldnames=["claim", "verdict", "value", "interval", "rule", "how", "numbers", "note"],
+        )
         writer.writeheader()
         writer.writerows(RESULTS)
     if PREDICTIONS:

@@ -7,6 +7,7 @@ Introduced in notebook 4.
 Importing this needs only numpy and Pillow (torch is imported inside new_model() alone), so the
 Flask app and Triton's Python backend can use it without a deep-learning framework.
 """
+
 from __future__ import annotations
 
 import base64
@@ -24,25 +25,41 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from servelab.paths import ARTIFACTS_JSON
 
 CLASSES = (
-    "Bread", "Dairy product", "Dessert", "Egg", "Fried food", "Meat",
-    "Noodles/Pasta", "Rice", "Seafood", "Soup", "Vegetable/Fruit",
+    "Bread",
+    "Dairy product",
+    "Dessert",
+    "Egg",
+    "Fried food",
+    "Meat",
+    "Noodles/Pasta",
+    "Rice",
+    "Seafood",
+    "Soup",
+    "Vegetable/Fruit",
 )
 INPUT_SIZE = 224
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
 # Limits that keep one odd upload from taking a service down.
-MAX_IMAGE_BYTES = 8 * 1024 * 1024          # encoded file size
-MAX_IMAGE_PIXELS = 40_000_000              # width * height declared in the header (decompression bombs)
-FORMATS = ("JPEG", "PNG", "WEBP")          # what a photo upload is; anything else is refused unread
+MAX_IMAGE_BYTES = 8 * 1024 * 1024  # encoded file size
+MAX_IMAGE_PIXELS = 40_000_000  # width * height declared in the header (decompression bombs)
+FORMATS = ("JPEG", "PNG", "WEBP")  # what a photo upload is; anything else is refused unread
 FORMAT_NAMES = "JPEG, PNG or WebP"
 # A decoded 40 Mpx PNG is 120 MB: at most this many decodes run at once in one process, so a burst
 # of crafted images cannot take memory without bound (JPEGs decode at reduced size: little memory).
 MAX_CONCURRENT_DECODES = max(2, min(4, os.cpu_count() or 2))
 _decodes = threading.BoundedSemaphore(MAX_CONCURRENT_DECODES)
 # Magic numbers of formats people do send, to name them in the refusal
-_OTHER_FORMATS = ((b"GIF8", "GIF"), (b"BM", "BMP"), (b"II*\0", "TIFF"), (b"MM\0*", "TIFF"),
-                  (b"\0\0\1\0", "ICO"), (b"%PDF", "PDF"), (b"\0\0\0\x0cjP", "JPEG 2000"))
+_OTHER_FORMATS = (
+    (b"GIF8", "GIF"),
+    (b"BM", "BMP"),
+    (b"II*\0", "TIFF"),
+    (b"MM\0*", "TIFF"),
+    (b"\0\0\1\0", "ICO"),
+    (b"%PDF", "PDF"),
+    (b"\0\0\0\x0cjP", "JPEG 2000"),
+)
 
 
 class BadInput(ValueError):
@@ -56,15 +73,20 @@ class BadInput(ValueError):
 def decode_base64(text: str) -> bytes:
     """Strict base64 decode (a data-URL prefix is accepted) with messages a student can act on."""
     if not isinstance(text, str):
-        raise BadInput("'image' must be a string holding a base64-encoded JPEG, PNG or WebP file.", 422)
+        raise BadInput(
+            "'image' must be a string holding a base64-encoded JPEG, PNG or WebP file.", 422
+        )
     if text.startswith("data:") and "," in text:
         text = text.split(",", 1)[1]
     text = "".join(text.split())  # line breaks from `base64` CLI output are fine
     if not text:
         raise BadInput("'image' is empty: send the base64 encoding of a JPEG, PNG or WebP file.")
     if len(text) > (MAX_IMAGE_BYTES * 4) // 3 + 4:
-        raise BadInput(f"The base64 text is {len(text):,} characters: the file it encodes must be at most "
-                       f"{MAX_IMAGE_BYTES // (1024 * 1024)} MiB.", 413)
+        raise BadInput(
+            f"The base64 text is {len(text):,} characters: the file it encodes must be at most "
+            f"{MAX_IMAGE_BYTES // (1024 * 1024)} MiB.",
+            413,
+        )
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
@@ -75,15 +97,20 @@ def decode_base64(text: str) -> bytes:
 
 
 def _too_many_pixels(size: str) -> BadInput:
-    return BadInput(f"Image is {size}; at most {MAX_IMAGE_PIXELS:,} pixels are accepted. Resize it first.", 413)
+    return BadInput(
+        f"Image is {size}; at most {MAX_IMAGE_PIXELS:,} pixels are accepted. Resize it first.", 413
+    )
 
 
 def _not_accepted(data: bytes) -> BadInput:
     kind = next((name for magic, name in _OTHER_FORMATS if data.startswith(magic)), None)
     if kind:
         article = "an" if kind[0] in "AEIOU" else "a"
-        return BadInput(f"The file is {article} {kind} file, not a photo format this service reads: "
-                        f"send a {FORMAT_NAMES} file.", 415)
+        return BadInput(
+            f"The file is {article} {kind} file, not a photo format this service reads: "
+            f"send a {FORMAT_NAMES} file.",
+            415,
+        )
     return BadInput(f"The data is not an image we can read: send a {FORMAT_NAMES} file.", 415)
 
 
@@ -104,8 +131,11 @@ def _decode(data: bytes) -> Image.Image:
     if not data:
         raise BadInput(f"The image is empty (0 bytes): send a {FORMAT_NAMES} file.")
     if len(data) > MAX_IMAGE_BYTES:
-        raise BadInput(f"The file is {len(data):,} bytes; at most {MAX_IMAGE_BYTES // (1024 * 1024)} MiB "
-                       "per image are accepted.", 413)
+        raise BadInput(
+            f"The file is {len(data):,} bytes; at most {MAX_IMAGE_BYTES // (1024 * 1024)} MiB "
+            "per image are accepted.",
+            413,
+        )
     try:
         with warnings.catch_warnings():
             # Pillow warns above its own limit (~89 Mpx) and raises above twice that, while reading
@@ -113,10 +143,14 @@ def _decode(data: bytes) -> Image.Image:
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data), formats=FORMATS)
             width, height = img.size
-            if width * height > MAX_IMAGE_PIXELS:  # our cap is lower than Pillow's; checked before decoding
+            if (
+                width * height > MAX_IMAGE_PIXELS
+            ):  # our cap is lower than Pillow's; checked before decoding
                 raise _too_many_pixels(f"{width}x{height} pixels")
             if img.format == "JPEG":
-                img.draft("RGB", (INPUT_SIZE, INPUT_SIZE))  # DCT scaling: >= 224 px, up to 8x less memory
+                img.draft(
+                    "RGB", (INPUT_SIZE, INPUT_SIZE)
+                )  # DCT scaling: >= 224 px, up to 8x less memory
             img.load()
             img = ImageOps.exif_transpose(img)  # a phone photo shot upright is classified upright
             if getattr(img, "is_animated", False):
@@ -125,18 +159,26 @@ def _decode(data: bytes) -> Image.Image:
     except BadInput:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        found = re.search(r"\((\d+) pixels\)", str(exc))  # Pillow: "Image size (N pixels) exceeds limit ..."
-        size = f"{int(found.group(1)):,} pixels" if found else "over Pillow's decompression-bomb limit"
+        found = re.search(
+            r"\((\d+) pixels\)", str(exc)
+        )  # Pillow: "Image size (N pixels) exceeds limit ..."
+        size = (
+            f"{int(found.group(1)):,} pixels" if found else "over Pillow's decompression-bomb limit"
+        )
         raise _too_many_pixels(size) from None
     except UnidentifiedImageError:
         raise _not_accepted(data) from None
     except (OSError, SyntaxError, ValueError):
-        raise BadInput(f"The image file is damaged or truncated: send a complete {FORMAT_NAMES} file.") from None
+        raise BadInput(
+            f"The image file is damaged or truncated: send a complete {FORMAT_NAMES} file."
+        ) from None
 
 
 def preprocess(img: Image.Image) -> np.ndarray:
     """RGB image -> float32 [3, 224, 224], ImageNet-normalised (the model's input)."""
-    resized = (img if img.mode == "RGB" else img.convert("RGB")).resize((INPUT_SIZE, INPUT_SIZE), Image.BILINEAR)
+    resized = (img if img.mode == "RGB" else img.convert("RGB")).resize(
+        (INPUT_SIZE, INPUT_SIZE), Image.BILINEAR
+    )
     pixels = np.asarray(resized, dtype=np.float32) / 255.0
     return ((pixels - MEAN) / STD).transpose(2, 0, 1).copy()
 
@@ -161,6 +203,7 @@ def _return_freed_memory() -> None:
     if _libc is None:
         import ctypes
         import ctypes.util
+
         try:
             _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
             _libc.malloc_trim  # glibc only

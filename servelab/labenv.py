@@ -6,6 +6,7 @@ Notebook cells only read URLs from environment variables. In Docker, compose set
 local mode `make up` writes them to .lab/urls.env and `load()` copies them into os.environ
 (never overriding a variable that is already set).
 """
+
 from __future__ import annotations
 
 import os
@@ -27,17 +28,41 @@ def load() -> dict:
             if sep and key and key not in os.environ:
                 os.environ[key] = value
     os.environ.setdefault("LAB_MODE", "docker")
-    keys = ("LAB_MODE", "FASTAPI_SERVER_URL", "FASTAPI_BACKEND", "FLASK_SERVER_URL", "TRITON_SERVER_URL",
-            "TRITON_GRPC_URL", "TRITON_METRICS_URL", "TRITON_MODEL_REPOSITORY")  # not the secrets it loads
+    keys = (
+        "LAB_MODE",
+        "FASTAPI_SERVER_URL",
+        "FASTAPI_BACKEND",
+        "FLASK_SERVER_URL",
+        "TRITON_SERVER_URL",
+        "TRITON_GRPC_URL",
+        "TRITON_METRICS_URL",
+        "TRITON_MODEL_REPOSITORY",
+    )  # not the secrets it loads
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 
 def url(name: str) -> str:
     value = os.environ.get(name)
     if not value:
-        raise RuntimeError(f"{name} is not set. Local mode: run `make up` in the repository first. "
-                           "Docker: open this notebook from the lab's Jupyter container, which sets it.")
+        raise RuntimeError(
+            f"{name} is not set. Local mode: run `make up` in the repository first. "
+            "Docker: open this notebook from the lab's Jupyter container, which sets it."
+        )
     return value.rstrip("/")
+
+
+# Triton's own default ports, for a library call made where no variable is set (a Triton
+# started by hand on this machine); notebooks use url()/triton_urls(), which ask for the variables.
+TRITON_DEFAULTS = {
+    "TRITON_SERVER_URL": "http://localhost:8000",
+    "TRITON_GRPC_URL": "localhost:8001",
+    "TRITON_METRICS_URL": "http://localhost:8002/metrics",
+}
+
+
+def triton_url(name: str = "TRITON_SERVER_URL") -> str:
+    """The variable's value, else Triton's default for it (TRITON_DEFAULTS)."""
+    return (os.environ.get(name) or TRITON_DEFAULTS[name]).rstrip("/")
 
 
 def triton_urls() -> tuple[str, str, str]:
@@ -72,7 +97,9 @@ def param_list(name: str, default: str) -> list[int]:
     return [int(v) for v in os.environ.get(f"LAB_{name}", default).split(",") if v.strip()]
 
 
-def wait_healthy(health_url: str, timeout: float = 120.0, check=lambda r: True, in_a_row: int = 1) -> dict:
+def wait_healthy(
+    health_url: str, timeout: float = 120.0, check=lambda r: True, in_a_row: int = 1
+) -> dict:
     """Wait until health_url answers 200 and check(response) holds, `in_a_row` times in a row (several
     worker processes answer in turn, and each must have loaded its model)."""
     deadline = time.time() + timeout
@@ -83,7 +110,11 @@ def wait_healthy(health_url: str, timeout: float = 120.0, check=lambda r: True, 
             if resp.status_code == 200 and check(resp):
                 good += 1
                 if good >= in_a_row:
-                    return resp.json() if resp.headers.get("content-type", "").startswith("application/json") else {}
+                    return (
+                        resp.json()
+                        if resp.headers.get("content-type", "").startswith("application/json")
+                        else {}
+                    )
                 continue
             last = f"HTTP {resp.status_code}: {resp.text[:200]}"
         except requests.RequestException as exc:
@@ -107,8 +138,10 @@ def compose_files() -> str:
     """
     files = os.environ.get("LAB_COMPOSE_FILES")
     if not files:
-        raise RuntimeError("LAB_COMPOSE_FILES is not set: this Jupyter container was not started by the "
-                           "lab's compose files (docker/docker-compose-*.yaml)")
+        raise RuntimeError(
+            "LAB_COMPOSE_FILES is not set: this Jupyter container was not started by the "
+            "lab's compose files (docker/docker-compose-*.yaml)"
+        )
     return files
 
 
@@ -117,7 +150,7 @@ def host_path(container_path) -> str:
     path = str(container_path)
     if not path.startswith(WORK_DIR + "/"):
         raise ValueError(f"{path} is not in a folder the host shares with the Jupyter container")
-    return "../" + path[len(WORK_DIR) + 1:]
+    return "../" + path[len(WORK_DIR) + 1 :]
 
 
 def ask_host(command: str) -> None:
@@ -125,8 +158,11 @@ def ask_host(command: str) -> None:
 
     The exact words matter: `make test-docker` reads this line and runs the command as printed.
     """
-    print("Run this on the host, in the repository's docker/ folder (this cell waits for it):\n  "
-          + command, flush=True)
+    print(
+        "Run this on the host, in the repository's docker/ folder (this cell waits for it):\n  "
+        + command,
+        flush=True,
+    )
 
 
 def wait_for_file(path, complete=lambda text: bool(text), timeout: float = 1800.0) -> str:
@@ -137,8 +173,26 @@ def wait_for_file(path, complete=lambda text: bool(text), timeout: float = 1800.
         if path.is_file() and complete(text := path.read_text()):
             return text
         time.sleep(2)
-    raise TimeoutError(f"{path} was not written within {timeout:.0f} s: did the host command run? "
-                       "Run it (above) and then this cell again.")
+    raise TimeoutError(
+        f"{path} was not written within {timeout:.0f} s: did the host command run? "
+        "Run it (above) and then this cell again."
+    )
+
+
+def _restart_local(service: str, settings: dict) -> None:
+    """Local mode: the same as `make restart SERVICE=...` with new settings, typed for you (the
+    launcher is the lab's machinery, so it runs as its own command rather than inside this one)."""
+    import subprocess
+    import sys
+
+    sets = [x for key, value in settings.items() for x in ("--set", f"{key}={value}")]
+    done = subprocess.run(
+        [sys.executable, "-m", "labstack.launcher", "restart", service, *sets],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"restarting {service} failed:\n{(done.stdout + done.stderr)[-2000:]}")
 
 
 def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) -> dict:
@@ -149,17 +203,23 @@ def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) 
     command on the host and this waits for it.
     """
     from servelab.serving.runtimes import FASTAPI_BACKENDS, fastapi_backend
+
     backend = fastapi_backend(backend)
     runtime = FASTAPI_BACKENDS[backend]
     base = url("FASTAPI_SERVER_URL")
-    settings = {"FASTAPI_BACKEND": backend, "WEB_CONCURRENCY": str(int(workers))}  # uvicorn reads WEB_CONCURRENCY
+    settings = {
+        "FASTAPI_BACKEND": backend,
+        "WEB_CONCURRENCY": str(int(workers)),
+    }  # uvicorn reads WEB_CONCURRENCY
     if os.environ.get("LAB_MODE") == "local":
-        from servelab.stack import launcher
-        launcher.restart("fastapi", settings)
+        _restart_local("fastapi", settings)
     else:
-        assignments = f"FASTAPI_BACKEND={shlex.quote(backend)}" + (f" WEB_CONCURRENCY={int(workers)}" if workers != 1
-                                                                  else "")
-        ask_host(f"{assignments} docker compose {compose_files()} up -d --build --wait fastapi_server")
+        assignments = f"FASTAPI_BACKEND={shlex.quote(backend)}" + (
+            f" WEB_CONCURRENCY={int(workers)}" if workers != 1 else ""
+        )
+        ask_host(
+            f"{assignments} docker compose {compose_files()} up -d --build --wait fastapi_server"
+        )
 
     ready = set()  # worker processes seen serving the new way: requests reach any of them
 
@@ -172,8 +232,11 @@ def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) 
 
     health = wait_healthy(f"{base}/health", timeout, check=serving)
     os.environ.update(settings)
-    print(f"FastAPI service now runs {health['backend']} on {health['device']} in {health['workers']} worker "
-          f"process(es), {health['threads']} thread(s) each ({health['weights']} weights)")
+    print(
+        f"FastAPI service now runs {health['backend']} on {health['device']} in "
+        f"{health['workers']} worker "
+        f"process(es), {health['threads']} thread(s) each ({health['weights']} weights)"
+    )
     return health
 
 
@@ -181,12 +244,15 @@ def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
     """Point the Flask UI at a Triton model (food_classifier or food_classifier_onnx) and wait for it."""
     base = url("FLASK_SERVER_URL")
     if os.environ.get("LAB_MODE") == "local":
-        from servelab.stack import launcher
-        launcher.restart("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})
+        _restart_local("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})
     else:
         # --no-deps: recreate only flask (its model setting changed), never the Triton server
-        ask_host(f"FOOD11_MODEL_NAME={shlex.quote(model)} docker compose {compose_files()} "
-                 "up -d --no-deps --wait flask")
-    health = wait_healthy(f"{base}/healthz", timeout, check=lambda r: f"'{model}'" in r.json().get("backend", ""))
+        ask_host(
+            f"FOOD11_MODEL_NAME={shlex.quote(model)} docker compose {compose_files()} "
+            "up -d --no-deps --wait flask"
+        )
+    health = wait_healthy(
+        f"{base}/healthz", timeout, check=lambda r: f"'{model}'" in r.json().get("backend", "")
+    )
     print(f"Flask now uses: {health['backend']}")
     return health

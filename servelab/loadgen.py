@@ -6,6 +6,7 @@ Each request's client-side latency is recorded together with the service's own S
 (decode / queue / infer), so a run shows how much of the latency is the model and how much is
 waiting. `make bench` cross-checks its throughput against wrk on the same endpoint.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,22 +36,40 @@ def _server_timing(header: str | None) -> dict:
 def _one(session: requests.Session, url: str, body: bytes, timeout: float) -> dict:
     start = time.perf_counter()
     try:
-        resp = session.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=timeout)
+        resp = session.post(
+            url, data=body, headers={"Content-Type": "application/json"}, timeout=timeout
+        )
         status, timing = resp.status_code, _server_timing(resp.headers.get("Server-Timing"))
     except requests.RequestException as exc:
         status, timing = f"error: {type(exc).__name__}", {}
-    return {"t_start": start, "latency_ms": (time.perf_counter() - start) * 1e3, "status": status, **timing}
+    return {
+        "t_start": start,
+        "latency_ms": (time.perf_counter() - start) * 1e3,
+        "status": status,
+        **timing,
+    }
 
 
-def run(url: str, payload: dict, n: int, concurrency: int = 1, label: str = "", timeout: float = 60.0,
-        progress: bool = True) -> pd.DataFrame:
+def run(
+    url: str,
+    payload: dict,
+    n: int,
+    concurrency: int = 1,
+    label: str = "",
+    timeout: float = 60.0,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Send n POST requests with `concurrency` senders (1 = sequential); one row per request."""
     body = json.dumps(payload).encode()
     sessions = threading.local()
     counter = iter(range(n))
     lock = threading.Lock()
     records: list[dict] = []
-    bar = tqdm(total=n, desc=label or f"c={concurrency}", leave=False) if (tqdm and progress) else None
+    bar = (
+        tqdm(total=n, desc=label or f"c={concurrency}", leave=False)
+        if (tqdm and progress)
+        else None
+    )
 
     def sender():
         sessions.s = getattr(sessions, "s", None) or requests.Session()
@@ -93,7 +112,9 @@ def summarize(df: pd.DataFrame) -> dict:
     }
     for part in ("decode", "queue", "infer"):
         column = f"server_{part}_ms"
-        row[f"{part}_median_ms"] = float(ok[column].median()) if column in ok and len(ok) else float("nan")
+        row[f"{part}_median_ms"] = (
+            float(ok[column].median()) if column in ok and len(ok) else float("nan")
+        )
     return row
 
 

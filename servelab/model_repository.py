@@ -23,36 +23,55 @@ instance group is rewritten to KIND_CPU.
 Each model folder is replaced as a whole, so changes made earlier (e.g. by servelab.triton_config)
 are reset to the staged version; other folders in the repository are left alone.
 """
+
 from __future__ import annotations
 
 import argparse
 import filecmp
-import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 from servelab import food11
-from servelab.paths import MODEL_ONNX, MODEL_PTH, MODEL_STATE_DICT, REPO_ROOT, STAGING
-
-DEFAULT_DEST = Path(os.environ.get("TRITON_MODEL_REPOSITORY", REPO_ROOT / "model_repository"))
+from servelab.paths import (
+    MODEL_ONNX,
+    MODEL_PTH,
+    MODEL_STATE_DICT,
+    STAGING,
+    model_repository_dir,
+)
 
 # model name -> (staged folder per mode, files placed in version folder 1/)
 MODELS = {
-    "food_classifier": ({"local": "food_classifier", "docker": "food_classifier"}, [MODEL_PTH, MODEL_STATE_DICT]),
-    "food_classifier_onnx": ({"local": "food_classifier_onnx_local", "docker": "food_classifier_onnx"}, [MODEL_ONNX]),
+    "food_classifier": (
+        {"local": "food_classifier", "docker": "food_classifier"},
+        [MODEL_PTH, MODEL_STATE_DICT],
+    ),
+    "food_classifier_onnx": (
+        {"local": "food_classifier_onnx_local", "docker": "food_classifier_onnx"},
+        [MODEL_ONNX],
+    ),
 }
 # Placed only when a notebook asks (add_model), so Triton does not load it at every start.
 ON_DEMAND_MODELS = {
-    "food_classifier_tuned": ({"local": "food_classifier_tuned", "docker": "food_classifier_tuned"},
-                              [MODEL_PTH, MODEL_STATE_DICT]),
+    "food_classifier_tuned": (
+        {"local": "food_classifier_tuned", "docker": "food_classifier_tuned"},
+        [MODEL_PTH, MODEL_STATE_DICT],
+    ),
     # the ensemble (servelab.ensemble): raw image bytes -> preprocess -> food_classifier_onnx
     "preprocess": ({"local": "preprocess", "docker": "preprocess"}, []),
-    "food_classifier_ensemble": ({"local": "food_classifier_ensemble", "docker": "food_classifier_ensemble"}, []),
+    "food_classifier_ensemble": (
+        {"local": "food_classifier_ensemble", "docker": "food_classifier_ensemble"},
+        [],
+    ),
 }
 # what each staged model file is called inside the version folder
-PLACED_NAMES = {MODEL_PTH: "food11.pth", MODEL_STATE_DICT: "food11_state_dict.pth", MODEL_ONNX: "model.onnx"}
+PLACED_NAMES = {
+    MODEL_PTH: "food11.pth",
+    MODEL_STATE_DICT: "food11_state_dict.pth",
+    MODEL_ONNX: "model.onnx",
+}
 
 
 def has_gpu(mode: str = "local") -> bool:
@@ -60,6 +79,7 @@ def has_gpu(mode: str = "local") -> bool:
     if mode == "local":
         try:
             import torch
+
             return bool(torch.cuda.is_available())
         except ImportError:
             pass
@@ -100,20 +120,30 @@ def weights_parameter() -> str:
         weights = food11.read_metadata()["weights"]
     except (FileNotFoundError, KeyError, ValueError):
         weights = "unknown"
-    return ('\n# Added by servelab.model_repository: "untrained" unless a trained checkpoint was built\n'
-            f'parameters {{ key: "weights" value {{ string_value: "{weights}" }} }}\n')
+    return (
+        '\n# Added by servelab.model_repository: "untrained" unless a trained checkpoint was built\n'
+        f'parameters {{ key: "weights" value {{ string_value: "{weights}" }} }}\n'
+    )
 
 
 def _check_weights(models: dict) -> None:
     for model, (sources, weights) in models.items():
         missing = [str(w) for w in weights if not Path(w).is_file()]
         if missing:
-            raise FileNotFoundError(f"{', '.join(missing)} not found: build the artifacts first "
-                                    "(python -m servelab.stack.artifacts)")
+            raise FileNotFoundError(
+                f"{', '.join(missing)} not found: build the artifacts first (make artifacts)"
+            )
 
 
-def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu: bool,
-           keep_config: bool = False) -> str:
+def _place(
+    model: str,
+    sources: dict,
+    weights: list,
+    dest: Path,
+    mode: str,
+    gpu: bool,
+    keep_config: bool = False,
+) -> str:
     """Copy one staged model into dest/model (replacing it); return a line saying what is there.
 
     keep_config: a config.pbtxt already there stays as it is (a student's edits survive a restart);
@@ -141,12 +171,17 @@ def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu:
     if kept_backend and kept_backend != _backend(staged):
         # e.g. a Docker-mode config (backend "onnxruntime") in local mode, which has no such backend
         (target / "config.pbtxt.previous").write_text(kept)
-        note = (f", the config.pbtxt there named backend {kept_backend!r}, which this mode's model does not use: "
-                "staged config placed, the previous one saved as config.pbtxt.previous")
+        note = (
+            f", the config.pbtxt there named backend {kept_backend!r}, which this mode's model "
+            "does not use: "
+            "staged config placed, the previous one saved as config.pbtxt.previous"
+        )
     elif kept is not None and kept != staged:
         config.write_text(kept)
-        note = (f", your edited config.pbtxt KEPT (back to the staged one: "
-                f"python -m servelab.model_repository --mode {mode} --dest {dest})")
+        note = (
+            f", your edited config.pbtxt KEPT (back to the staged one: "
+            f"python -m servelab.model_repository --mode {mode} --dest {dest})"
+        )
     if sources[mode] != model:
         note += f", from {src.name}/ (local stand-in)"
     files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
@@ -155,13 +190,14 @@ def _place(model: str, sources: dict, weights: list, dest: Path, mode: str, gpu:
 
 def _backend(config_text: str) -> str | None:
     """The backend a config.pbtxt names, or None if it does not parse (a config being edited is kept)."""
-    from google.protobuf.text_format import ParseError
-
-    from servelab import triton_config  # Triton's config schema: loaded only when a config is kept
+    from google.protobuf import (
+        text_format,
+    )  # Triton's config schema: loaded only when a config is kept
+    from tritonclient.grpc import model_config_pb2
 
     try:
-        return triton_config.parse_config(config_text).backend or None
-    except ParseError:
+        return text_format.Parse(config_text, model_config_pb2.ModelConfig()).backend or None
+    except text_format.ParseError:
         return None
 
 
@@ -173,32 +209,44 @@ def _uses_gpu(mode: str, kind: str) -> bool:
     return has_gpu(mode) if kind == "auto" else kind == "gpu"
 
 
-def populate(dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "auto",
-             verbose: bool = True, keep_configs: bool = False) -> list[str]:
+def populate(
+    dest: Path | str | None = None,
+    mode: str = "local",
+    kind: str = "auto",
+    verbose: bool = True,
+    keep_configs: bool = False,
+) -> list[str]:
     """Copy every staged model into the repository at dest; return the model names placed there.
 
     keep_configs (what `make up` uses): config.pbtxt files already in dest are kept, so restarting
     the stack after a crash does not undo a student's edits; each kept one is named."""
     gpu = _uses_gpu(mode, kind)
-    dest = Path(dest).resolve()
+    dest = Path(dest or model_repository_dir()).resolve()
     say = print if verbose else (lambda *a, **k: None)
     _check_weights(MODELS)
     dest.mkdir(parents=True, exist_ok=True)
-    say(f"Triton model repository: {dest} (mode {mode}, instances on {'GPU' if gpu else 'CPU'}"
-        f"{'' if kind != 'auto' else ', detected'})")
+    say(
+        f"Triton model repository: {dest} (mode {mode}, instances on {'GPU' if gpu else 'CPU'}"
+        f"{'' if kind != 'auto' else ', detected'})"
+    )
     for model, (sources, weights) in MODELS.items():
         say(_place(model, sources, weights, dest, mode, gpu, keep_config=keep_configs))
     return list(MODELS)
 
 
-def add_model(model: str, dest: Path | str = DEFAULT_DEST, mode: str = "local", kind: str = "auto",
-              verbose: bool = True) -> Path:
+def add_model(
+    model: str,
+    dest: Path | str | None = None,
+    mode: str = "local",
+    kind: str = "auto",
+    verbose: bool = True,
+) -> Path:
     """Copy one on-demand model (ON_DEMAND_MODELS) into the repository; Triton loads it when asked."""
     if model not in ON_DEMAND_MODELS:
         raise ValueError(f"{model!r} is not an on-demand model ({', '.join(ON_DEMAND_MODELS)})")
     gpu = _uses_gpu(mode, kind)
     _check_weights({model: ON_DEMAND_MODELS[model]})
-    dest = Path(dest).resolve()
+    dest = Path(dest or model_repository_dir()).resolve()
     dest.mkdir(parents=True, exist_ok=True)
     line = _place(model, *ON_DEMAND_MODELS[model], dest, mode, gpu)
     if verbose:
@@ -207,14 +255,27 @@ def add_model(model: str, dest: Path | str = DEFAULT_DEST, mode: str = "local", 
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dest", type=Path, default=DEFAULT_DEST,
-                        help=f"repository folder (default {DEFAULT_DEST})")
-    parser.add_argument("--mode", choices=("local", "docker"), default="docker",
-                        help="docker: NVIDIA's Triton image (onnxruntime backend); local: pip-installed Triton")
-    parser.add_argument("--kind", choices=("auto", "gpu", "cpu"), default="auto",
-                        help="instance kind; auto = GPU if one is found")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dest",
+        type=Path,
+        default=None,
+        help=f"repository folder (default {model_repository_dir()})",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=("local", "docker"),
+        default="docker",
+        help="docker: NVIDIA's Triton image (onnxruntime backend); local: pip-installed Triton",
+    )
+    parser.add_argument(
+        "--kind",
+        choices=("auto", "gpu", "cpu"),
+        default="auto",
+        help="instance kind; auto = GPU if one is found",
+    )
     args = parser.parse_args(argv)
     populate(args.dest, mode=args.mode, kind=args.kind)
 

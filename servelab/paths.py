@@ -1,4 +1,5 @@
 """Where things live in the repository (one place, so no module guesses a path)."""
+
 from __future__ import annotations
 
 import os
@@ -18,3 +19,10 @@ TEST_IMAGES = ARTIFACTS / "test_images"
 PERF_INPUT_JSON = ARTIFACTS / "perf_input.json"
 LAB_DIR = Path(os.environ.get("LAB_STATE_DIR", REPO_ROOT / ".lab"))
 RESULTS = Path(os.environ.get("LAB_RESULTS_DIR", REPO_ROOT / "results"))
+
+
+def model_repository_dir() -> Path:
+    """Triton's model repository: TRITON_MODEL_REPOSITORY (the Docker stack's mount, `make lab`'s
+    own folder), else model_repository/ in the repository. Read when asked, since `make lab` and
+    the tests point it elsewhere after import."""
+    return Path(os.environ.get("TRITON_MODEL_REPOSITORY") or REPO_ROOT / "model_repository")

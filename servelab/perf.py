@@ -10,8 +10,7 @@ Introduced in notebook 6.
 run_line() runs the line as typed and adds only what the lab reads back: the CSV file (-f,
 --verbose-csv), -v (each measurement window's numbers) and, when the line does not set them, the
 measurement window length and stability of this run's settings (LAB_PERF_* in `make lab`); it
-says what it added. perf_analyzer_command() builds the same kind of line from arguments, for the
-sweeps that change one setting many times.
+says what it added.
 
 perf_analyzer writes one CSV row per load level (-f FILE); its times are microseconds. Here they
 become milliseconds with these columns:
@@ -19,9 +18,9 @@ become milliseconds with these columns:
     server_queue_ms, server_compute_input_ms, server_compute_infer_ms, server_compute_output_ms,
     client_recv_ms, p50_ms, p90_ms, p95_ms, p99_ms (+ avg_latency_ms ... with --verbose-csv)
 
-Local mode: perf_analyzer comes from the tritonclient wheel and needs libcudart from
-nvidia-cuda-runtime-cu12 on LD_LIBRARY_PATH (run() sets it, see triton_local.perf_analyzer_env).
+Where perf_analyzer is found and the environment it starts with: servelab/tools.py.
 """
+
 from __future__ import annotations
 
 import io
@@ -33,8 +32,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from servelab import tools
 from servelab.paths import RESULTS
-from servelab.stack import triton_local
 
 CSV_COLUMNS = {
     "Concurrency": "concurrency",
@@ -61,86 +60,6 @@ _NOT_US = {"Concurrency", "Request Rate", "Inferences/Second"}
 
 class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed; the message carries the command and the end of its output."""
-
-
-def host_port(url: str | None, protocol: str = "http") -> str:
-    """perf_analyzer's -u wants host:port without a scheme."""
-    if url is None:
-        url = os.environ.get("TRITON_GRPC_URL" if protocol == "grpc" else "TRITON_SERVER_URL") or \
-            ("localhost:8001" if protocol == "grpc" else "localhost:8000")
-    return re.sub(r"^[a-z]+://", "", url).rstrip("/")
-
-
-def _load_tag(concurrency, request_rate, distribution, batch_size) -> str:
-    tag = f"c{concurrency}" if concurrency is not None else f"r{request_rate}{distribution}"
-    tag = str(tag).replace(":", "-")
-    return tag + (f"_b{batch_size}" if batch_size != 1 else "")
-
-
-def perf_analyzer_command(model: str, url: str | None = None, *, concurrency: int | str | None = None,
-                          request_rate: float | str | None = None, distribution: str = "constant",
-                          batch_size: int = 1, input_data: str | Path | None = None,
-                          measurement_interval_ms: int = 5000, protocol: str = "http",
-                          shapes: dict[str, list[int]] | None = None, request_count: int | None = None,
-                          stability_percentage: float | None = None, max_trials: int | None = None,
-                          percentile: int | None = None, async_mode: bool = False,
-                          shared_memory: str | None = None, max_threads: int | None = None,
-                          verbose_csv: bool = True, collect_metrics: bool = False,
-                          metrics_url: str | None = None, csv_path: str | Path | None = None,
-                          extra_args: list[str] | None = None) -> list[str]:
-    """argv of one perf_analyzer run (one load level, or a 'start:end:step' range).
-
-    Exactly one of concurrency (closed loop: N requests always in flight) or request_rate (open
-    loop: requests sent at that rate per second, `distribution` constant or poisson).
-    request_count bounds the run to that many requests instead of stabilising windows.
-    shared_memory "system" (or "cuda"): the input tensors are written once into a shared-memory
-    region that Triton reads; requests then carry only a reference (client and server must share
-    the host's /dev/shm). async_mode: a few threads keep many requests in flight (high concurrency).
-    The CSV goes to csv_path (default results/perf/<model>_<load>.csv).
-    """
-    if shared_memory not in (None, "none", "system", "cuda"):
-        raise ValueError("shared_memory must be None, 'system' or 'cuda'")
-    if (concurrency is None) == (request_rate is None):
-        raise ValueError("give exactly one of concurrency=... or request_rate=...")
-    if distribution not in ("constant", "poisson"):
-        raise ValueError("distribution must be 'constant' or 'poisson'")
-    if csv_path is None:
-        csv_path = RESULTS / "perf" / f"{model}_{_load_tag(concurrency, request_rate, distribution, batch_size)}.csv"
-    cmd = [triton_local.perf_analyzer_path(), "-m", model, "-u", host_port(url, protocol), "-i", protocol]
-    if batch_size != 1:
-        cmd += ["-b", str(int(batch_size))]
-    if concurrency is not None:
-        cmd += ["--concurrency-range", str(concurrency)]
-    else:
-        cmd += ["--request-rate-range", str(request_rate), "--request-distribution", distribution]
-    if input_data is not None:
-        cmd += ["--input-data", str(input_data)]
-    for name, dims in (shapes or {}).items():
-        cmd += ["--shape", f"{name}:{','.join(str(int(d)) for d in dims)}"]
-    cmd += ["--measurement-interval", str(int(measurement_interval_ms))]
-    if request_count is not None:
-        cmd += ["--request-count", str(int(request_count))]
-    if stability_percentage is not None:
-        cmd += ["--stability-percentage", str(stability_percentage)]
-    if max_trials is not None:
-        cmd += ["--max-trials", str(int(max_trials))]
-    if percentile is not None:
-        cmd += ["--percentile", str(int(percentile))]
-    if async_mode:
-        cmd += ["--async"]
-    if max_threads is not None:
-        cmd += ["--max-threads", str(int(max_threads))]
-    if shared_memory not in (None, "none"):
-        cmd += ["--shared-memory", shared_memory]
-    if verbose_csv or collect_metrics:
-        cmd += ["--verbose-csv"]
-    if collect_metrics:
-        cmd += ["--collect-metrics"]
-        if metrics_url or os.environ.get("TRITON_METRICS_URL"):
-            cmd += ["--metrics-url", host_port(metrics_url or os.environ["TRITON_METRICS_URL"])]
-    cmd += ["-f", str(csv_path)]
-    cmd += list(extra_args or [])
-    return cmd
 
 
 def shell_line(cmd: list[str]) -> str:
@@ -177,14 +96,19 @@ def parse_csv(text: str):
 
 _PASS = re.compile(r"Pass \[\d+\] throughput: ([0-9.]+) infer/sec\. Avg latency: (\d+) usec")
 _DELAYED = re.compile(r"([0-9.]+)% of the requests were delayed")
-DELAYED_LIMIT_PCT = 5.0  # an open-loop run whose client fell further behind is not the load it claims
+DELAYED_LIMIT_PCT = (
+    5.0  # an open-loop run whose client fell further behind is not the load it claims
+)
 
 
 def parse_windows(output: str) -> list[dict]:
     """-v output -> the measurement windows of the last load level: throughput and mean latency."""
     headers = r"^Request (?:concurrency: \d+|Rate: [\d.]+ inference requests per seconds?)\s*$"
     last_level = re.split(headers, output, flags=re.M)[-1]
-    return [{"throughput_infer_s": float(t), "avg_latency_ms": int(us) / 1000.0} for t, us in _PASS.findall(last_level)]
+    return [
+        {"throughput_infer_s": float(t), "avg_latency_ms": int(us) / 1000.0}
+        for t, us in _PASS.findall(last_level)
+    ]
 
 
 def parse_delayed_pct(output: str) -> float:
@@ -200,13 +124,13 @@ class PerfResult:
     output: str
     returncode: int
     seconds: float
-    table: object = None                      # pandas DataFrame, one row per load level
-    extra: dict = field(default_factory=dict)  # columns measure() adds to row
-    stats: dict = field(default_factory=dict)  # measure(): triton_stats.stats_delta() of the run
+    table: object = None  # pandas DataFrame, one row per load level
+    extra: dict = field(default_factory=dict)  # columns run_line() adds to row
+    stats: dict = field(default_factory=dict)  # triton_stats.stats_delta() of the run
 
     @property
     def row(self) -> dict:
-        """The (last) load level as a dict, with anything measure() added."""
+        """The (last) load level as a dict, with what run_line() added."""
         return {**self.table.iloc[-1].to_dict(), **self.extra}
 
     @property
@@ -218,6 +142,7 @@ class PerfResult:
         """Inferences per second, with the lowest and highest of the windows perf_analyzer judged
         (its last three: the first ones of a run may still be warming up) as its interval."""
         from servelab.claims import Measured
+
         values = [w["throughput_infer_s"] for w in self.windows][-3:]
         reported = self.row["throughput_infer_s"]
         return Measured.from_windows(values, reported) if values else Measured.exact(reported)
@@ -225,6 +150,7 @@ class PerfResult:
     def measured(self, column: str):
         """Any other column of the row, with the relative spread of the throughput windows."""
         from servelab.claims import Measured
+
         return Measured.exact(self.row[column]).with_spread_of(self.throughput)
 
 
@@ -243,8 +169,9 @@ def _default_timeout(cmd: list[str]) -> float:
     return levels * (interval_s * (trials + 1) + 15) + 30
 
 
-def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, label: str | None = None,
-        shown: str | None = None) -> PerfResult:
+def _run(
+    cmd: list[str], timeout: float | None = None, verbose: bool = True, shown: str | None = None
+) -> PerfResult:
     """Run perf_analyzer exactly as given (it must write -f CSV), print line + raw output, parse the CSV.
 
     `shown` is the line to print instead of the full command (run_line: what the student typed).
@@ -254,7 +181,7 @@ def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, labe
     """
     csv = _arg(cmd, "-f")
     if csv is None:
-        raise ValueError("the command has no -f FILE.csv: build it with perf_analyzer_command()")
+        raise ValueError("the command has no -f FILE.csv")
     if "-v" not in cmd:
         cmd = [*cmd, "-v"]
     csv_path = Path(csv)
@@ -267,11 +194,23 @@ def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, labe
         print(f"$ {shown or line}", flush=True)
     start = time.perf_counter()
     try:
-        proc = subprocess.run(cmd, env=triton_local.perf_analyzer_env(), capture_output=True, text=True,
-                              timeout=limit, stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            cmd,
+            env=tools.perf_analyzer_env(),
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired as exc:
-        out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        raise PerfAnalyzerError(f"perf_analyzer did not finish within {limit:.0f} s: {line}\n{out[-3000:]}") from None
+        out = (
+            (exc.stdout or b"").decode(errors="replace")
+            if isinstance(exc.stdout, bytes)
+            else (exc.stdout or "")
+        )
+        raise PerfAnalyzerError(
+            f"perf_analyzer did not finish within {limit:.0f} s: {line}\n{out[-3000:]}"
+        ) from None
     seconds = time.perf_counter() - start
     output = (proc.stdout or "") + (proc.stderr or "")
     if verbose:
@@ -280,25 +219,41 @@ def run(cmd: list[str], timeout: float | None = None, verbose: bool = True, labe
     if proc.returncode != 0 or not csv_path.is_file():
         hint = ""
         if "stable measurement" in output:
-            hint = ("\nHint: the load did not settle; use a longer measurement_interval_ms, a larger "
-                    "stability_percentage, or request_count=N for a fixed number of requests.")
-        elif "failed to get model metadata" in output or "Connection refused" in output or "Couldn't connect" in output:
+            hint = (
+                "\nHint: the load did not settle; use a longer measurement_interval_ms, a larger "
+                "stability_percentage, or request_count=N for a fixed number of requests."
+            )
+        elif (
+            "failed to get model metadata" in output
+            or "Connection refused" in output
+            or "Couldn't connect" in output
+        ):
             hint = "\nHint: is Triton running at that address and the model READY (GET /v2/models/<m>/ready)?"
-        raise PerfAnalyzerError(f"perf_analyzer exited with code {proc.returncode}: {line}\n"
-                                f"{output.strip()[-3000:]}{hint}")
+        raise PerfAnalyzerError(
+            f"perf_analyzer exited with code {proc.returncode}: {line}\n"
+            f"{output.strip()[-3000:]}{hint}"
+        )
     result.table = parse_csv(csv_path.read_text())
     result.extra["delayed_pct"] = parse_delayed_pct(output)
-    if label is not None:
-        result.table.insert(0, "label", label)
     return result
 
 
-def _with_triton_view(model: str, url: str | None, metrics_url: str | None, verbose: bool, once, again=None):
+def _with_triton_view(
+    model: str, url: str | None, metrics_url: str | None, verbose: bool, once, again=None
+):
     """Run once() (a perf_analyzer run) between two reads of the model's statistics, sampling
     utilisation meanwhile; again() is the retry when the windows did not settle (None: no retry)."""
+    import requests
+
     from servelab import triton_stats
 
-    before = triton_stats.model_stats(model, url)
+    try:
+        before = triton_stats.model_stats(model, url)
+    except (requests.RequestException, RuntimeError) as exc:
+        raise PerfAnalyzerError(
+            f"cannot reach Triton at {url or 'TRITON_SERVER_URL'} or its model "
+            f"{model!r}: is the server running and the model READY? ({exc})"
+        ) from None
     mode = "windows"
     with triton_stats.UtilisationSampler(metrics_url) as sampler:
         try:
@@ -307,67 +262,67 @@ def _with_triton_view(model: str, url: str | None, metrics_url: str | None, verb
             if again is None or "stable measurement" not in str(exc):
                 raise
             if verbose:
-                print("\n-> the measurement windows did not settle; measuring again, accepting any spread "
-                      "between them\n", flush=True)
+                print(
+                    "\n-> the measurement windows did not settle; measuring again, accepting any "
+                    "spread "
+                    "between them\n",
+                    flush=True,
+                )
             result = again()
             mode = "windows, unsettled"
     if _arg(result.command, "--request-count"):
         mode = "count"
     delta = triton_stats.stats_delta(before, triton_stats.model_stats(model, url))
-    result.extra.update({
-        "mode": mode,
-        "avg_batch_size": round(delta["avg_batch_size"], 2),
-        "max_batch_size_seen": delta["max_batch_size_seen"],
-        "batch_executions": delta["batch_executions"],
-        **sampler.summary(),
-    })
+    result.extra.update(
+        {
+            "mode": mode,
+            "avg_batch_size": round(delta["avg_batch_size"], 2),
+            "max_batch_size_seen": delta["max_batch_size_seen"],
+            "batch_executions": delta["batch_executions"],
+            **sampler.summary(),
+        }
+    )
     result.stats = delta
     if verbose:
         util = {k: v for k, v in result.extra.items() if k.endswith("_util_pct")}
         late = result.extra["delayed_pct"]
-        print(f"Triton: model executions by batch size {delta['batch_executions']}; mean utilisation during the "
-              f"run: {', '.join(f'{k[:-9]} {v:.0f}%' for k, v in util.items()) or 'not reported'}"
-              + (f"; {late:.1f}% of the requests were sent late" if late else ""), flush=True)
+        print(
+            f"Triton: model executions by batch size {delta['batch_executions']}; mean utilisation "
+            "during the "
+            f"run: {', '.join(f'{k[:-9]} {v:.0f}%' for k, v in util.items()) or 'not reported'}"
+            + (f"; {late:.1f}% of the requests were sent late" if late else ""),
+            flush=True,
+        )
         if late > DELAYED_LIMIT_PCT:
-            print(f"WARNING: more than {DELAYED_LIMIT_PCT:g}% of the requests left late: this run is not the "
-                  "open-loop load it claims (give perf_analyzer more threads, or a lower rate)", flush=True)
+            print(
+                f"WARNING: more than {DELAYED_LIMIT_PCT:g}% of the requests left late: this run is "
+                "not the "
+                "open-loop load it claims (give perf_analyzer more threads, or a lower rate)",
+                flush=True,
+            )
     return result
-
-
-def measure(model: str, *, label: str | None = None, url: str | None = None, metrics_url: str | None = None,
-            grpc_url: str | None = None, timeout: float | None = None, verbose: bool = True,
-            accept_unsettled: bool = False, **command_args) -> PerfResult:
-    """One perf_analyzer run built from arguments (perf_analyzer_command), with Triton's view around it.
-
-    The parsed row (result.row) gets Triton's statistics of the run (avg_batch_size,
-    max_batch_size_seen, batch_executions), the utilisation per device (gpu0_util_pct, ... or
-    cpu_util_pct), delayed_pct (open-loop runs) and mode: "count" (a fixed number of requests),
-    "windows" (timing windows that agreed) or "windows, unsettled" (accept_unsettled: on a busy
-    machine the windows never agreed, so the run was repeated accepting any spread between them).
-    url is Triton's HTTP address (statistics are read there); with protocol="grpc" perf_analyzer
-    talks to grpc_url (default TRITON_GRPC_URL).
-    """
-    target = grpc_url if command_args.get("protocol") == "grpc" else url
-    once = lambda: run(perf_analyzer_command(model, target, **command_args),  # noqa: E731
-                       timeout=timeout, verbose=verbose, label=label)
-    again = None
-    if accept_unsettled and command_args.get("request_count") is None:
-        relaxed = {**command_args, "stability_percentage": 1000}
-        again = lambda: run(perf_analyzer_command(model, target, **relaxed),  # noqa: E731
-                            timeout=timeout, verbose=verbose, label=label)
-    return _with_triton_view(model, url, metrics_url, verbose, once, again)
 
 
 # What the lab adds to a typed line when the line does not set it: the length of the measurement
 # windows and how much they may disagree (make lab's quick runs shorten them).
 def measurement_settings() -> dict[str, str]:
-    return {"--measurement-interval": os.environ.get("LAB_PERF_INTERVAL_MS", "5000"),
-            "--stability-percentage": os.environ.get("LAB_PERF_STABILITY", "20"),
-            "--max-trials": os.environ.get("LAB_PERF_MAX_TRIALS", "10")}
+    return {
+        "--measurement-interval": os.environ.get("LAB_PERF_INTERVAL_MS", "5000"),
+        "--stability-percentage": os.environ.get("LAB_PERF_STABILITY", "20"),
+        "--max-trials": os.environ.get("LAB_PERF_MAX_TRIALS", "10"),
+    }
 
 
-def run_line(line: str, name: str, *, out: Path | None = None, url: str | None = None,
-             metrics_url: str | None = None, timeout: float | None = None, verbose: bool = True) -> PerfResult:
+def run_line(
+    line: str,
+    name: str,
+    *,
+    out: Path | None = None,
+    url: str | None = None,
+    metrics_url: str | None = None,
+    timeout: float | None = None,
+    verbose: bool = True,
+) -> PerfResult:
     """Run a perf_analyzer command line as typed, e.g.
         perf_analyzer -m food_classifier -u triton_server:8000 --concurrency-range 8
     and read Triton's statistics and utilisation around it. The results are named `name`:
@@ -380,10 +335,17 @@ def run_line(line: str, name: str, *, out: Path | None = None, url: str | None =
     model = _arg(argv, "-m")
     if model is None:
         raise ValueError("the command names no model (-m NAME)")
+    if url is None and _arg(argv, "-u") and (_arg(argv, "-i") or "http").lower() == "http":
+        url = (
+            f"http://{_arg(argv, '-u')}"  # Triton's statistics come from the server the line names
+        )
     tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
     csv_path = (out or RESULTS / "perf") / f"perf_{tag}.csv"
-    settings = {k: v for k, v in measurement_settings().items()
-                if k not in argv and not (k == "--measurement-interval" and "-p" in argv)}
+    settings = {
+        k: v
+        for k, v in measurement_settings().items()
+        if k not in argv and not (k == "--measurement-interval" and "-p" in argv)
+    }
     if _arg(argv, "--request-count"):
         settings.pop("--stability-percentage", None)  # the count decides the length
     elif "--request-rate-range" in argv:
@@ -391,16 +353,25 @@ def run_line(line: str, name: str, *, out: Path | None = None, url: str | None =
         # never settles, and that spread is the finding)
         settings.update({"--stability-percentage": "1000", "--max-trials": "3"})
     plumbing = ["-f", str(csv_path), "--verbose-csv", "-v"]
-    cmd = [triton_local.perf_analyzer_path(), *argv[1:], *[x for kv in settings.items() for x in kv], *plumbing]
+    cmd = [
+        tools.perf_analyzer_path(),
+        *argv[1:],
+        *[x for kv in settings.items() for x in kv],
+        *plumbing,
+    ]
     if verbose and settings:
-        print("(measurement settings of this run, added to the line: "
-              + " ".join(f"{k} {v}" for k, v in settings.items()) + ")", flush=True)
-    once = lambda: run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
+        print(
+            "(measurement settings of this run, added to the line: "
+            + " ".join(f"{k} {v}" for k, v in settings.items())
+            + ")",
+            flush=True,
+        )
+    once = lambda: _run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     again = None
     if settings.get("--stability-percentage", "1000") != "1000":
         relaxed = [*cmd]
         relaxed[relaxed.index("--stability-percentage") + 1] = "1000"
-        again = lambda: run(relaxed, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
+        again = lambda: _run(relaxed, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     result = _with_triton_view(model, url, metrics_url, verbose, once, again)
     result.extra["command"] = line
     result.extra["run"] = name

@@ -2,6 +2,7 @@
 
 Introduced in notebook 4.
 """
+
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -11,9 +12,13 @@ import pandas as pd
 
 def latency_throughput(table: pd.DataFrame, title: str) -> plt.Figure:
     """Grouped median/p95/p99 latency bars and a throughput bar per run."""
-    fig, (ax_lat, ax_thr) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (ax_lat, ax_thr) = plt.subplots(
+        1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 2]}
+    )
     x = np.arange(len(table))
-    for i, (col, name) in enumerate([("median_ms", "median"), ("p95_ms", "p95"), ("p99_ms", "p99")]):
+    for i, (col, name) in enumerate(
+        [("median_ms", "median"), ("p95_ms", "p95"), ("p99_ms", "p99")]
+    ):
         ax_lat.bar(x + (i - 1) * 0.27, table[col], width=0.27, label=name)
     ax_lat.set_xticks(x, table["run"], rotation=20, ha="right")
     ax_lat.set_ylabel("latency (ms)")
@@ -48,6 +53,7 @@ def latency_breakdown(table: pd.DataFrame, title: str) -> plt.Figure:
 
 # ---------------------------------------------------------------- Triton (perf_analyzer rows, ms)
 
+
 def _throughput_lines(lines, x: str, xlabel: str, title: str) -> tuple[plt.Figure, plt.Axes]:
     """One line per (label, rows): inferences/s against column x."""
     fig, ax = plt.subplots(figsize=(7, 4))
@@ -74,16 +80,32 @@ def latency_split_stacked(table: pd.DataFrame, title: str) -> plt.Figure:
     one panel per step (each with its own scale, since steps differ by 100x)."""
     groups = list(table.groupby("step", sort=False)) if "step" in table else [("", table)]
     widths = [max(1.5, len(rows)) for _, rows in groups]
-    fig, axes = plt.subplots(1, len(groups), figsize=(max(8, 1.1 * sum(widths)), 4.8),
-                             gridspec_kw={"width_ratios": widths}, squeeze=False)
+    fig, axes = plt.subplots(
+        1,
+        len(groups),
+        figsize=(max(8, 1.1 * sum(widths)), 4.8),
+        gridspec_kw={"width_ratios": widths},
+        squeeze=False,
+    )
     for ax, (step, rows) in zip(axes[0], groups):
         x = np.arange(len(rows))
         queue = rows["server_queue_ms"].to_numpy()
-        compute = (rows["server_compute_input_ms"] + rows["server_compute_infer_ms"]
-                   + rows["server_compute_output_ms"]).to_numpy()
-        network = (rows["client_send_ms"] + rows["network_server_send_recv_ms"] + rows["client_recv_ms"]).to_numpy()
+        compute = (
+            rows["server_compute_input_ms"]
+            + rows["server_compute_infer_ms"]
+            + rows["server_compute_output_ms"]
+        ).to_numpy()
+        network = (
+            rows["client_send_ms"] + rows["network_server_send_recv_ms"] + rows["client_recv_ms"]
+        ).to_numpy()
         ax.bar(x, queue, label="server queue", color="tab:blue")
-        ax.bar(x, compute, bottom=queue, label="server compute (input + infer + output)", color="tab:orange")
+        ax.bar(
+            x,
+            compute,
+            bottom=queue,
+            label="server compute (input + infer + output)",
+            color="tab:orange",
+        )
         ax.bar(x, network, bottom=queue + compute, label="network + client", color="tab:green")
         labels = [r.split(": ", 1)[-1] for r in rows["run"]]
         ax.set_xticks(x, labels, rotation=35, ha="right", fontsize=7)
@@ -101,7 +123,12 @@ def batch_size_histogram(executions: dict[str, dict[int, int]], title: str) -> p
     sizes = sorted({size for counts in executions.values() for size in counts})
     width = 0.8 / max(1, len(executions))
     for i, (run, counts) in enumerate(executions.items()):
-        ax.bar(np.arange(len(sizes)) + i * width, [counts.get(s, 0) for s in sizes], width=width, label=run)
+        ax.bar(
+            np.arange(len(sizes)) + i * width,
+            [counts.get(s, 0) for s in sizes],
+            width=width,
+            label=run,
+        )
     ax.set_xticks(np.arange(len(sizes)) + 0.4 - width / 2, [str(s) for s in sizes])
     ax.set_xlabel("batch size the model ran with")
     ax.set_ylabel("executions")
@@ -116,14 +143,30 @@ def steps_vs_limit(table: pd.DataFrame, limit: dict, eager_limit: dict, title: s
     fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(table) + 3), 4.8))
     x = np.arange(len(table))
     ax.bar(x, table["throughput_infer_s"], color="tab:blue")
-    ax.axhline(limit["images_per_s"], color="tab:red", linestyle="--",
-               label=f"limit: {limit['path']}, batch {limit['batch']} ({limit['images_per_s']:.0f}/s)")
+    ax.axhline(
+        limit["images_per_s"],
+        color="tab:red",
+        linestyle="--",
+        label=f"limit: {limit['path']}, batch {limit['batch']} ({limit['images_per_s']:.0f}/s)",
+    )
     if eager_limit["path"] != limit["path"]:
-        ax.axhline(eager_limit["images_per_s"], color="tab:gray", linestyle=":",
-                   label=f"{eager_limit['path']}, batch {eager_limit['batch']} ({eager_limit['images_per_s']:.0f}/s)")
-    ax.axhline(0.6 * limit["images_per_s"], color="tab:green", linestyle="-.", linewidth=1, label="60% of the limit")
+        ax.axhline(
+            eager_limit["images_per_s"],
+            color="tab:gray",
+            linestyle=":",
+            label=f"{eager_limit['path']}, batch {eager_limit['batch']} ({eager_limit['images_per_s']:.0f}/s)",
+        )
+    ax.axhline(
+        0.6 * limit["images_per_s"],
+        color="tab:green",
+        linestyle="-.",
+        linewidth=1,
+        label="60% of the limit",
+    )
     for i, value in enumerate(table["throughput_infer_s"]):
-        ax.text(i, value, f"{value / limit['images_per_s']:.0%}", ha="center", va="bottom", fontsize=7)
+        ax.text(
+            i, value, f"{value / limit['images_per_s']:.0%}", ha="center", va="bottom", fontsize=7
+        )
     ax.set_xticks(x, table["run"], rotation=35, ha="right", fontsize=7)
     ax.set_ylabel("inferences / s (one image per request)")
     ax.set_title(title)
@@ -134,15 +177,26 @@ def steps_vs_limit(table: pd.DataFrame, limit: dict, eager_limit: dict, title: s
 
 def sweep_throughput(sweep: pd.DataFrame, title: str) -> plt.Figure:
     """Notebook 7 step 7: inferences/s against instance count, one line per (max batch, delay)."""
-    lines = ((f"max batch {max_batch}, delay {delay} us", rows)
-             for (max_batch, delay), rows in sweep.groupby(["max_batch", "delay_us"]))
+    lines = (
+        (f"max batch {max_batch}, delay {delay} us", rows)
+        for (max_batch, delay), rows in sweep.groupby(["max_batch", "delay_us"])
+    )
     fig, ax = _throughput_lines(lines, "instances", "model instances", title)
     ax.set_xticks(sorted(sweep["instances"].unique()))
     return fig
 
 
-def measured_vs_model(table: pd.DataFrame, x: str, y: str, by: str, model_y: str | None, title: str,
-                      xlabel: str, ylabel: str, logy: bool = False) -> plt.Figure:
+def measured_vs_model(
+    table: pd.DataFrame,
+    x: str,
+    y: str,
+    by: str,
+    model_y: str | None,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    logy: bool = False,
+) -> plt.Figure:
     """One solid curve per configuration (`by`) of measured y against x, and beside it, dashed in
     the same colour, the queueing model's prediction (column model_y), so where they part shows."""
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -152,7 +206,13 @@ def measured_vs_model(table: pd.DataFrame, x: str, y: str, by: str, model_y: str
         ax.plot(rows[x], rows[y], marker="o", color=colour, label=f"{config}: measured")
         if model_y and model_y in rows and rows[model_y].notna().any():
             finite = rows[np.isfinite(rows[model_y])]
-            ax.plot(finite[x], finite[model_y], linestyle="--", color=colour, label=f"{config}: queueing model")
+            ax.plot(
+                finite[x],
+                finite[model_y],
+                linestyle="--",
+                color=colour,
+                label=f"{config}: queueing model",
+            )
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if logy:

@@ -24,6 +24,7 @@ batch size: servers * B / service(B) requests per second at the largest batch B.
 Every function returns milliseconds and requests per second; the model knows nothing about
 the GPU, the cores or Python: where a measurement parts from it, the text of the notebook says why.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ServiceTime:
     """Time of one execution of a batch of b requests: fixed_ms + per_item_ms * b."""
+
     fixed_ms: float
     per_item_ms: float = 0.0
 
@@ -46,23 +48,30 @@ class ServiceTime:
         return cls(fixed_ms=max(0.0, ms1 - per_item * b1), per_item_ms=per_item)
 
 
-def closed_loop(clients: int, service_ms: float, overhead_ms: float = 0.0, servers: int = 1) -> dict:
+def closed_loop(
+    clients: int, service_ms: float, overhead_ms: float = 0.0, servers: int = 1
+) -> dict:
     """Throughput and latency with `clients` requests always in flight, no batching (MVA)."""
-    per_server = service_ms / servers          # Seidmann: m servers as one server m times as fast ...
-    extra = service_ms - per_server            # ... plus the rest of the service time as a delay
+    per_server = service_ms / servers  # Seidmann: m servers as one server m times as fast ...
+    extra = service_ms - per_server  # ... plus the rest of the service time as a delay
     queue_len = 0.0
     throughput = latency = 0.0
     for n in range(1, clients + 1):
         at_station = per_server * (1 + queue_len)
         latency = at_station + extra + overhead_ms
-        throughput = n / latency               # requests per ms
+        throughput = n / latency  # requests per ms
         queue_len = throughput * at_station
-    return {"clients": clients, "throughput_per_s": throughput * 1000, "latency_ms": latency,
-            "queue_ms": max(0.0, latency - service_ms - overhead_ms)}
+    return {
+        "clients": clients,
+        "throughput_per_s": throughput * 1000,
+        "latency_ms": latency,
+        "queue_ms": max(0.0, latency - service_ms - overhead_ms),
+    }
 
 
-def closed_loop_batching(clients: int, service: ServiceTime, max_batch: int, overhead_ms: float = 0.0,
-                         servers: int = 1) -> dict:
+def closed_loop_batching(
+    clients: int, service: ServiceTime, max_batch: int, overhead_ms: float = 0.0, servers: int = 1
+) -> dict:
     """The same with dynamic batching: each instance runs what waits as one batch, up to max_batch.
 
     Fixed point: of the N clients, throughput x overhead are outside the server; the rest wait or
@@ -71,7 +80,7 @@ def closed_loop_batching(clients: int, service: ServiceTime, max_batch: int, ove
     """
     batch = 1.0
     for _ in range(200):
-        throughput = servers * batch / service(batch)      # per ms
+        throughput = servers * batch / service(batch)  # per ms
         waiting = max(1.0, clients - throughput * overhead_ms)
         new_batch = min(float(max_batch), max(1.0, waiting / servers))
         if abs(new_batch - batch) < 1e-6:
@@ -79,8 +88,13 @@ def closed_loop_batching(clients: int, service: ServiceTime, max_batch: int, ove
         batch = 0.5 * batch + 0.5 * new_batch
     throughput = servers * batch / service(batch)
     latency = clients / throughput
-    return {"clients": clients, "throughput_per_s": throughput * 1000, "latency_ms": latency,
-            "batch": batch, "queue_ms": max(0.0, latency - service(batch) - overhead_ms)}
+    return {
+        "clients": clients,
+        "throughput_per_s": throughput * 1000,
+        "latency_ms": latency,
+        "batch": batch,
+        "queue_ms": max(0.0, latency - service(batch) - overhead_ms),
+    }
 
 
 def _erlang_c(servers: int, load: float) -> float:
@@ -95,25 +109,46 @@ def _erlang_c(servers: int, load: float) -> float:
     return last / (total + last)
 
 
-def open_loop(rate_per_s: float, service_ms: float, overhead_ms: float = 0.0, servers: int = 1,
-              poisson: bool = True) -> dict:
+def open_loop(
+    rate_per_s: float,
+    service_ms: float,
+    overhead_ms: float = 0.0,
+    servers: int = 1,
+    poisson: bool = True,
+) -> dict:
     """Mean latency at a fixed arrival rate, no batching (M/D/c; D/D/c for evenly spaced arrivals)."""
-    rate = rate_per_s / 1000.0                 # per ms
-    load = rate * service_ms                   # busy servers, on average
+    rate = rate_per_s / 1000.0  # per ms
+    load = rate * service_ms  # busy servers, on average
     utilisation = load / servers
     if utilisation >= 1.0:
-        return {"rate_per_s": rate_per_s, "utilisation": utilisation, "saturated": True,
-                "latency_ms": math.inf, "queue_ms": math.inf}
+        return {
+            "rate_per_s": rate_per_s,
+            "utilisation": utilisation,
+            "saturated": True,
+            "latency_ms": math.inf,
+            "queue_ms": math.inf,
+        }
     wait = 0.0
     if poisson:
         mmc_wait = _erlang_c(servers, load) * service_ms / (servers - load)
-        wait = mmc_wait / 2.0                  # constant service: half the exponential wait
-    return {"rate_per_s": rate_per_s, "utilisation": utilisation, "saturated": False,
-            "latency_ms": service_ms + wait + overhead_ms, "queue_ms": wait}
+        wait = mmc_wait / 2.0  # constant service: half the exponential wait
+    return {
+        "rate_per_s": rate_per_s,
+        "utilisation": utilisation,
+        "saturated": False,
+        "latency_ms": service_ms + wait + overhead_ms,
+        "queue_ms": wait,
+    }
 
 
-def open_loop_batching(rate_per_s: float, service: ServiceTime, max_batch: int, max_delay_ms: float,
-                       overhead_ms: float = 0.0, servers: int = 1) -> dict:
+def open_loop_batching(
+    rate_per_s: float,
+    service: ServiceTime,
+    max_batch: int,
+    max_delay_ms: float,
+    overhead_ms: float = 0.0,
+    servers: int = 1,
+) -> dict:
     """Mean latency at a fixed Poisson rate with dynamic batching.
 
     At light load batching rarely happens and the station behaves as without it (M/D/c at
@@ -127,15 +162,27 @@ def open_loop_batching(rate_per_s: float, service: ServiceTime, max_batch: int, 
     spare = servers - rate * service.per_item_ms
     busy_batch = rate * service.fixed_ms / spare if spare > 0 else math.inf
     if busy_batch > max_batch:
-        return {"rate_per_s": rate_per_s, "utilisation": math.inf if spare <= 0 else busy_batch / max_batch,
-                "saturated": True, "latency_ms": math.inf, "batch": float(max_batch), "queue_ms": math.inf}
+        return {
+            "rate_per_s": rate_per_s,
+            "utilisation": math.inf if spare <= 0 else busy_batch / max_batch,
+            "saturated": True,
+            "latency_ms": math.inf,
+            "batch": float(max_batch),
+            "queue_ms": math.inf,
+        }
     batch = max(1.0, busy_batch)
     busy = 1.5 * service(batch) + 0.5 * min(max_delay_ms, service(batch)) + overhead_ms
     light = open_loop(rate_per_s, service(1), overhead_ms, servers)
     if light["latency_ms"] <= busy:
         return {**light, "batch": 1.0}
-    return {"rate_per_s": rate_per_s, "utilisation": rate * service(batch) / (servers * batch),
-            "saturated": False, "latency_ms": busy, "batch": batch, "queue_ms": busy - service(batch) - overhead_ms}
+    return {
+        "rate_per_s": rate_per_s,
+        "utilisation": rate * service(batch) / (servers * batch),
+        "saturated": False,
+        "latency_ms": busy,
+        "batch": batch,
+        "queue_ms": busy - service(batch) - overhead_ms,
+    }
 
 
 def saturation_rate(service: ServiceTime, servers: int = 1, max_batch: int = 1) -> float:

@@ -8,31 +8,24 @@ Introduced in notebook 6.
     ''')                                   # your text replaces that field; comments elsewhere stay
 
 edit() is how the notebooks change a config: the text you write replaces the top-level field(s)
-of the same name in the file, exactly as written. update_model() makes the same kind of change
-from keywords, for sweeps that try many settings (it rewrites the file in protobuf's layout):
-
-    triton_config.update_model("food_classifier", instances=2)
-    triton_config.update_model("food_classifier", preferred_batch_sizes=[4, 6, 8], max_queue_delay_us=100)
-    triton_config.update_model("food_classifier", dynamic_batching=False)
-
-Each call reads <repository>/<model>/config.pbtxt into Triton's own ModelConfig protobuf (from
-tritonclient, so a misspelt field fails here, before Triton sees it), applies the change, shows
-the unified diff, writes the file, asks Triton to load the model again through the repository
-API (POST /v2/repository/models/<model>/load), waits for /v2/models/<model>/ready and reports how
-long it took. No image is rebuilt and the server is not restarted: the repository is a plain
-folder (local mode) or a folder mounted into the Triton container (Docker).
+of the same name in the file, exactly as written. The result is parsed as Triton's own
+ModelConfig protobuf (from tritonclient, so a misspelt field fails here, before Triton sees it);
+then edit() shows the unified diff, writes the file, asks Triton to load the model again through
+the repository API (POST /v2/repository/models/<model>/load), waits for
+/v2/models/<model>/ready and reports how long it took. No image is rebuilt and the server is not
+restarted: the repository is a plain folder (local mode) or a folder mounted into the Triton
+container (Docker).
 
 If Triton refuses the new config, its error message is reported, the previous config.pbtxt is
 put back in the repository, and whether the previously loaded model still answers is checked.
 
-Defaults: the repository from TRITON_MODEL_REPOSITORY (else ./model_repository), the server from
-TRITON_SERVER_URL (else http://localhost:8000).
+Defaults: the repository of servelab.paths.model_repository_dir(), the server of
+labenv.triton_url().
 """
+
 from __future__ import annotations
 
-import copy
 import difflib
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -43,28 +36,19 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from servelab import labenv
-from servelab.paths import REPO_ROOT
+from servelab.model_repository import to_cpu
+from servelab.paths import model_repository_dir
 
 ModelConfig = model_config_pb2.ModelConfig
-HEADER = ("# Written by servelab.triton_config (comments of the staged file are not kept;\n"
-          "# models_staging/<model>/config.pbtxt has the commented original).\n")
-
-
-def default_repository() -> Path:
-    return Path(os.environ.get("TRITON_MODEL_REPOSITORY") or REPO_ROOT / "model_repository")
-
-
-def default_url() -> str:
-    return (os.environ.get("TRITON_SERVER_URL") or "http://localhost:8000").rstrip("/")
 
 
 def _http(url: str | None) -> str:
-    url = (url or default_url()).rstrip("/")
+    url = (url or labenv.triton_url()).rstrip("/")
     return url if "://" in url else f"http://{url}"
 
 
 def config_path(model: str, repo: Path | str | None = None) -> Path:
-    return Path(repo or default_repository()) / model / "config.pbtxt"
+    return Path(repo or model_repository_dir()) / model / "config.pbtxt"
 
 
 def parse_config(text: str) -> ModelConfig:
@@ -72,96 +56,15 @@ def parse_config(text: str) -> ModelConfig:
     return text_format.Parse(text, ModelConfig())
 
 
-def config_text(config: ModelConfig) -> str:
-    return text_format.MessageToString(config)
-
-
-def read_config(model: str, repo: Path | str | None = None) -> ModelConfig:
-    path = config_path(model, repo)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: is {model!r} in the model repository "
-                                f"{path.parent.parent}? (TRITON_MODEL_REPOSITORY sets the folder)")
-    return parse_config(path.read_text())
-
-
-def _kind(value: str):
-    name = value.upper()
-    if not name.startswith("KIND_"):
-        name = "KIND_" + name
-    return model_config_pb2.ModelInstanceGroup.Kind.Value(name)
-
-
-def modify(config: ModelConfig, *, instances: int | None = None, kind: str | None = None,
-           gpus: list[int] | None = None, dynamic_batching: bool | None = None,
-           preferred_batch_sizes: list[int] | None = None, max_queue_delay_us: int | None = None,
-           max_batch_size: int | None = None, input_type: str | None = None, input_dims: list[int] | None = None,
-           parameters: dict[str, str] | None = None) -> ModelConfig:
-    """A changed copy of config (the argument is not touched). None = leave as it is.
-
-    instances: count of every instance group (per listed GPU for KIND_GPU: count 2 with gpus
-    [0, 1] is 4 instances); kind: 'gpu' | 'cpu' (KIND_CPU drops the gpu list); gpus: GPU indices;
-    dynamic_batching: True adds it, False removes it; preferred_batch_sizes / max_queue_delay_us
-    set its fields (and so turn it on); input_type ('TYPE_UINT8', ...) / input_dims: the data type
-    and dims of the model's only input; parameters: string parameters to set (model.py reads them).
-    """
-    new = copy.deepcopy(config)
-    if input_type is not None or input_dims is not None:
-        if len(new.input) != 1:
-            raise ValueError(f"input_type/input_dims change a model's only input; {new.name} has {len(new.input)}")
-        if input_type is not None:
-            new.input[0].data_type = model_config_pb2.DataType.Value(input_type.upper())
-        if input_dims is not None:
-            new.input[0].dims[:] = [int(d) for d in input_dims]
-    for key, value in (parameters or {}).items():
-        new.parameters[key].string_value = str(value)
-    if instances is not None or kind is not None or gpus is not None:
-        if not new.instance_group:
-            new.instance_group.add(count=1, kind=_kind("cpu"))
-        for group in new.instance_group:
-            if instances is not None:
-                group.count = int(instances)
-            if kind is not None:
-                group.kind = _kind(kind)
-            if gpus is not None:
-                group.gpus[:] = [int(g) for g in gpus]
-            if group.kind == _kind("cpu"):
-                group.ClearField("gpus")
-    if max_batch_size is not None:
-        new.max_batch_size = int(max_batch_size)
-    if dynamic_batching is False:
-        if preferred_batch_sizes or max_queue_delay_us is not None:
-            raise ValueError("dynamic_batching=False removes dynamic batching; do not give its sizes/delay too")
-        new.ClearField("dynamic_batching")
-    elif dynamic_batching or preferred_batch_sizes is not None or max_queue_delay_us is not None:
-        new.dynamic_batching.SetInParent()
-        if preferred_batch_sizes is not None:
-            new.dynamic_batching.preferred_batch_size[:] = [int(b) for b in preferred_batch_sizes]
-        if max_queue_delay_us is not None:
-            new.dynamic_batching.max_queue_delay_microseconds = int(max_queue_delay_us)
-    return new
-
-
-def diff(old: ModelConfig, new: ModelConfig, model: str = "config") -> str:
-    """Unified diff of the two configs' text (both in protobuf's own layout, so only changes show)."""
-    return "".join(difflib.unified_diff(config_text(old).splitlines(keepends=True),
-                                        config_text(new).splitlines(keepends=True),
-                                        fromfile=f"{model}/config.pbtxt (before)",
-                                        tofile=f"{model}/config.pbtxt (after)"))
-
-
-def write_config(model: str, config: ModelConfig, repo: Path | str | None = None) -> Path:
-    path = config_path(model, repo)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(HEADER + config_text(config))
-    os.replace(tmp, path)
-    return path
-
-
 # ---------------------------------------------------------------- talking to Triton
+
 
 def model_ready(model: str, url: str | None = None, timeout: float = 5.0) -> bool:
     try:
-        return requests.get(f"{_http(url)}/v2/models/{model}/ready", timeout=timeout).status_code == 200
+        return (
+            requests.get(f"{_http(url)}/v2/models/{model}/ready", timeout=timeout).status_code
+            == 200
+        )
     except requests.RequestException:
         return False
 
@@ -173,13 +76,18 @@ def served_config(model: str, url: str | None = None, timeout: float = 10.0) -> 
     return resp.json()
 
 
-def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tuple[bool, float, str]:
+def load_model(
+    model: str, url: str | None = None, timeout: float = 300.0
+) -> tuple[bool, float, str]:
     """POST /v2/repository/models/<model>/load and wait for READY: (ok, seconds, Triton's error or '')."""
     base = _http(url)
     start = time.perf_counter()
     try:
-        resp = requests.post(f"{base}/v2/repository/models/{model}/load", headers=labenv.admin_headers(),
-                             timeout=timeout)
+        resp = requests.post(
+            f"{base}/v2/repository/models/{model}/load",
+            headers=labenv.admin_headers(),
+            timeout=timeout,
+        )
     except requests.ConnectionError as exc:
         return False, time.perf_counter() - start, f"cannot reach Triton at {base}: {exc}"
     except requests.Timeout:
@@ -190,11 +98,17 @@ def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tu
         except ValueError:
             message = resp.text
         if resp.status_code == 403:
-            message += (" (the repository API needs the node's secret in TRITON_ADMIN_KEY: the lab's Jupyter has "
-                        "it; elsewhere take it from docker/.env or .lab/urls.env)")
+            message += (
+                " (the repository API needs the node's secret in TRITON_ADMIN_KEY: the lab's "
+                "Jupyter has "
+                "it; elsewhere take it from docker/.env or .lab/urls.env)"
+            )
         if "failed to poll from model repository" in message:
-            message += (" (Triton found config.pbtxt invalid; its log names the field: "
-                        ".lab/logs/triton.log in local mode, `docker logs` of the Triton container otherwise)")
+            message += (
+                " (Triton found config.pbtxt invalid; its log names the field: "
+                ".lab/logs/triton.log in local mode, `docker logs` of the Triton container "
+                "otherwise)"
+            )
         return False, time.perf_counter() - start, message
     deadline = start + timeout
     while not model_ready(model, base):  # the load call returns once loaded; this is a safety net
@@ -207,8 +121,11 @@ def load_model(model: str, url: str | None = None, timeout: float = 300.0) -> tu
 def unload_model(model: str, url: str | None = None, timeout: float = 120.0) -> str:
     """POST /v2/repository/models/<model>/unload and wait until it is no longer READY: 'unloaded' or the error."""
     base = _http(url)
-    resp = requests.post(f"{base}/v2/repository/models/{model}/unload", headers=labenv.admin_headers(),
-                         timeout=timeout)
+    resp = requests.post(
+        f"{base}/v2/repository/models/{model}/unload",
+        headers=labenv.admin_headers(),
+        timeout=timeout,
+    )
     if resp.status_code != 200:
         return f"HTTP {resp.status_code}: {resp.text[:300]}"
     deadline = time.perf_counter() + timeout
@@ -226,18 +143,22 @@ class ReloadResult:
     seconds: float
     diff: str
     error: str = ""
-    still_serving: bool | None = None      # after a failed reload: does the previous model answer?
+    still_serving: bool | None = None  # after a failed reload: does the previous model answer?
     served: dict = field(default_factory=dict)
 
     def __str__(self) -> str:
         if self.ok:
             return f"{self.model}: new config loaded in {self.seconds:.1f} s"
-        serving = {True: "the previously loaded version is still READY and serving",
-                   False: "the model is NOT ready now", None: ""}[self.still_serving]
+        serving = {
+            True: "the previously loaded version is still READY and serving",
+            False: "the model is NOT ready now",
+            None: "",
+        }[self.still_serving]
         return f"{self.model}: Triton refused the new config after {self.seconds:.1f} s: {self.error}. {serving}"
 
 
 # ---------------------------------------------------------------- editing the text itself
+
 
 def _top_level_fields(text: str) -> list[tuple[str, int, int]]:
     """(name, start, end) of every top-level field of a config.pbtxt text, skipping comments and
@@ -257,7 +178,9 @@ def _top_level_fields(text: str) -> list[tuple[str, int, int]]:
             i += 1
         name = text[start:i]
         if not name:
-            raise ValueError(f"unexpected {text[start]!r} at top level of the config (position {start})")
+            raise ValueError(
+                f"unexpected {text[start]!r} at top level of the config (position {start})"
+            )
         depth, in_string = 0, False
         while i < n:
             c = text[i]
@@ -299,7 +222,10 @@ def replace_fields(text: str, fragment: str, remove: tuple[str, ...] = ()) -> st
     """text with each top-level field of `fragment` put in place of the field of that name (added at
     the end if there is none; `parameters` entries are matched by their key), and the fields named
     in `remove` taken out; everything else untouched."""
-    new_fields = {_identity(fragment, n, a, b): fragment[a:b].strip() for n, a, b in _top_level_fields(fragment)}
+    new_fields = {
+        _identity(fragment, n, a, b): fragment[a:b].strip()
+        for n, a, b in _top_level_fields(fragment)
+    }
     out, last, done = [], 0, set()
     for name, a, b in _top_level_fields(text):
         ident = _identity(text, name, a, b)
@@ -317,8 +243,16 @@ def replace_fields(text: str, fragment: str, remove: tuple[str, ...] = ()) -> st
     return result
 
 
-def edit(model: str, fragment: str = "", *, remove: tuple[str, ...] = (), repo: Path | str | None = None,
-         url: str | None = None, timeout: float = 300.0, verbose: bool = True) -> ReloadResult:
+def edit(
+    model: str,
+    fragment: str = "",
+    *,
+    remove: tuple[str, ...] = (),
+    repo: Path | str | None = None,
+    url: str | None = None,
+    timeout: float = 300.0,
+    verbose: bool = True,
+) -> ReloadResult:
     """Apply your edit of the model's config.pbtxt and reload the model in Triton.
 
     fragment holds top-level fields as you would write them in config.pbtxt; each replaces the
@@ -328,22 +262,28 @@ def edit(model: str, fragment: str = "", *, remove: tuple[str, ...] = (), repo: 
     API; if Triton refuses the config, the old file is put back. On a server whose model runs on
     the CPU (no GPU), KIND_GPU in the fragment is written as KIND_CPU, and said so.
     """
-    from servelab.model_repository import to_cpu
-
     say = print if verbose else (lambda *a, **k: None)
     path = config_path(model, repo)
     old_text = path.read_text()
     if "KIND_GPU" in fragment and "KIND_CPU" in old_text and "KIND_GPU" not in old_text:
         fragment = to_cpu(fragment)
-        say("(this model runs on the CPU here, no GPU: KIND_GPU written as KIND_CPU, without a gpus list)")
+        say(
+            "(this model runs on the CPU here, no GPU: KIND_GPU written as KIND_CPU, without a "
+            "gpus list)"
+        )
     new_text = replace_fields(old_text, fragment, remove)
     try:
         parse_config(new_text)
     except text_format.ParseError as exc:
         raise ValueError(f"not a valid config.pbtxt for Triton: {exc}") from None
-    changes = "".join(difflib.unified_diff(old_text.splitlines(keepends=True), new_text.splitlines(keepends=True),
-                                           fromfile=f"{model}/config.pbtxt (before)",
-                                           tofile=f"{model}/config.pbtxt (after)"))
+    changes = "".join(
+        difflib.unified_diff(
+            old_text.splitlines(keepends=True),
+            new_text.splitlines(keepends=True),
+            fromfile=f"{model}/config.pbtxt (before)",
+            tofile=f"{model}/config.pbtxt (after)",
+        )
+    )
     say(changes if changes else f"{model}: config unchanged; reloading it anyway")
     path.write_text(new_text)
     return _reload(model, path, old_text, changes, url, timeout, say)
@@ -353,20 +293,37 @@ def _instances_changed(old_text: str | None, new_text: str) -> bool:
     if old_text is None:
         return False
     try:
-        return list(parse_config(old_text).instance_group) != list(parse_config(new_text).instance_group)
+        return list(parse_config(old_text).instance_group) != list(
+            parse_config(new_text).instance_group
+        )
     except text_format.ParseError:
         return True
 
 
-def _reload(model: str, path: Path, old_text: str | None, changes: str, url, timeout, say,
-            restore_on_error: bool = True) -> ReloadResult:
+def _reload(
+    model: str,
+    path: Path,
+    old_text: str | None,
+    changes: str,
+    url,
+    timeout,
+    say,
+    restore_on_error: bool = True,
+) -> ReloadResult:
     """Load the model again from `path`. When its instances changed, unload it first: Triton would
     otherwise only add or remove instances, and the instances it keeps (and even the ones it adds)
     see the old instance count, so each would keep its old share of the CPU's cores."""
     fresh = _instances_changed(old_text, path.read_text())
-    say(f"wrote {path}; asking Triton at {_http(url)} to load {model} again"
-        + (" (instances changed: unloaded first, so every instance starts with the new config)" if fresh else "")
-        + " ...", flush=True)
+    say(
+        f"wrote {path}; asking Triton at {_http(url)} to load {model} again"
+        + (
+            " (instances changed: unloaded first, so every instance starts with the new config)"
+            if fresh
+            else ""
+        )
+        + " ...",
+        flush=True,
+    )
     start = time.perf_counter()
     if fresh:
         unload_model(model, url, timeout)
@@ -378,29 +335,26 @@ def _reload(model: str, path: Path, old_text: str | None, changes: str, url, tim
         except requests.RequestException:
             pass
         groups = result.served.get("instance_group", [])
-        where = ", ".join(f"{g.get('count')} x {g.get('kind')}" + (f" on GPUs {g['gpus']}" if g.get("gpus") else "")
-                          for g in groups)
+        where = ", ".join(
+            f"{g.get('count')} x {g.get('kind')}"
+            + (f" on GPUs {g['gpus']}" if g.get("gpus") else "")
+            for g in groups
+        )
         say(f"{result}" + (f" (instances: {where})" if where else ""))
     else:
         if restore_on_error and old_text is not None:
             path.write_text(old_text)
-            if not model_ready(model, url):  # unloaded for the change: bring the previous config back
+            if not model_ready(
+                model, url
+            ):  # unloaded for the change: bring the previous config back
                 load_model(model, url, timeout)
         result.still_serving = model_ready(model, url)
-        say(f"{result}" + ("\nThe previous config.pbtxt was put back in the repository." if restore_on_error else ""))
+        say(
+            f"{result}"
+            + (
+                "\nThe previous config.pbtxt was put back in the repository."
+                if restore_on_error
+                else ""
+            )
+        )
     return result
-
-
-def update_model(model: str, *, repo: Path | str | None = None, url: str | None = None,
-                 timeout: float = 300.0, restore_on_error: bool = True, verbose: bool = True,
-                 **change) -> ReloadResult:
-    """Apply `change` (the keywords of modify()) to the model's config.pbtxt and reload it in Triton."""
-    say = print if verbose else (lambda *a, **k: None)
-    path = config_path(model, repo)
-    old_text = path.read_text() if path.is_file() else None
-    old = read_config(model, repo)
-    new = modify(old, **change)
-    changes = diff(old, new, model)
-    say(changes if changes else f"{model}: config unchanged; reloading it anyway")
-    write_config(model, new, repo)
-    return _reload(model, path, old_text, changes, url, timeout, say, restore_on_error)

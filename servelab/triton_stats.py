@@ -11,9 +11,9 @@ Introduced in notebook 6.
 
 The parsing functions take plain dicts/strings, so they are tested without a server.
 """
+
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import threading
@@ -21,25 +21,26 @@ import time
 
 import requests
 
-
-def default_url() -> str:
-    return (os.environ.get("TRITON_SERVER_URL") or "http://localhost:8000").rstrip("/")
-
-
-def default_metrics_url() -> str:
-    return os.environ.get("TRITON_METRICS_URL") or "http://localhost:8002/metrics"
+from servelab import labenv
 
 
 def _http(url: str | None) -> str:
-    url = (url or default_url()).rstrip("/")
+    url = (url or labenv.triton_url()).rstrip("/")
     return url if "://" in url else f"http://{url}"
 
 
 # ---------------------------------------------------------------- model statistics
 
-def model_stats(model: str, url: str | None = None, version: str | int = 1, timeout: float = 10.0) -> dict:
+
+def model_stats(
+    model: str, url: str | None = None, version: str | int = 1, timeout: float = 10.0
+) -> dict:
     """The model_stats entry of one model version (cumulative since that version was loaded)."""
-    path = f"{_http(url)}/v2/models/{model}" + (f"/versions/{version}" if version not in (None, "") else "") + "/stats"
+    path = (
+        f"{_http(url)}/v2/models/{model}"
+        + (f"/versions/{version}" if version not in (None, "") else "")
+        + "/stats"
+    )
     resp = requests.get(path, timeout=timeout)
     if resp.status_code != 200:
         raise RuntimeError(f"{path}: HTTP {resp.status_code}: {resp.text}")
@@ -51,8 +52,10 @@ def model_stats(model: str, url: str | None = None, version: str | int = 1, time
 
 def batch_executions(stats: dict) -> dict[int, int]:
     """{batch size: number of model executions with that batch size} from one stats entry."""
-    return {int(b["batch_size"]): int(b.get("compute_infer", {}).get("count", 0))
-            for b in stats.get("batch_stats", [])}
+    return {
+        int(b["batch_size"]): int(b.get("compute_infer", {}).get("count", 0))
+        for b in stats.get("batch_stats", [])
+    }
 
 
 def _count_ns(stats: dict, key: str) -> tuple[int, int]:
@@ -72,12 +75,16 @@ def stats_delta(before: dict, after: dict) -> dict:
     batches = {size: n - execs_before.get(size, 0) for size, n in sorted(execs_after.items())}
     batches = {size: n for size, n in batches.items() if n > 0}
     out = {
-        "inference_count": int(after.get("inference_count", 0)) - int(base.get("inference_count", 0)),
-        "execution_count": int(after.get("execution_count", 0)) - int(base.get("execution_count", 0)),
+        "inference_count": int(after.get("inference_count", 0))
+        - int(base.get("inference_count", 0)),
+        "execution_count": int(after.get("execution_count", 0))
+        - int(base.get("execution_count", 0)),
         "batch_executions": batches,
         "counters_restarted": reloaded,
     }
-    out["avg_batch_size"] = (out["inference_count"] / out["execution_count"]) if out["execution_count"] else 0.0
+    out["avg_batch_size"] = (
+        (out["inference_count"] / out["execution_count"]) if out["execution_count"] else 0.0
+    )
     out["max_batch_size_seen"] = max(batches) if batches else 0
     requests_done = _count_ns(after, "success")[0] - _count_ns(base, "success")[0]
     out["requests"] = requests_done
@@ -92,13 +99,17 @@ def stats_delta(before: dict, after: dict) -> dict:
 def batch_table(delta: dict):
     """The batch_executions of a stats_delta() as a small pandas table (batch size, executions, images)."""
     import pandas as pd
-    rows = [{"batch_size": size, "executions": n, "images": size * n} for size, n in delta["batch_executions"].items()]
+
+    rows = [
+        {"batch_size": size, "executions": n, "images": size * n}
+        for size, n in delta["batch_executions"].items()
+    ]
     return pd.DataFrame(rows, columns=["batch_size", "executions", "images"])
 
 
 # ---------------------------------------------------------------- metrics endpoint
 
-_METRIC_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)')
+_METRIC_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 
 
@@ -128,12 +139,16 @@ def utilisation(text: str) -> dict:
     return {"gpus": gpus, "cpu": cpu[0] if cpu else None}
 
 
-def gpu_count(url: str | None = None, metrics_url: str | None = None, model: str = "food_classifier") -> int:
+def gpu_count(
+    url: str | None = None, metrics_url: str | None = None, model: str = "food_classifier"
+) -> int:
     """How many GPUs the server's model instances can use: the GPUs in Triton's metrics, else (a
     server built without GPU metrics, e.g. local mode's) the driver's list when `model` runs KIND_GPU."""
     from servelab.triton_config import served_config
 
-    metrics = parse_metrics(requests.get(metrics_url or default_metrics_url(), timeout=10).text)
+    metrics = parse_metrics(
+        requests.get(metrics_url or labenv.triton_url("TRITON_METRICS_URL"), timeout=10).text
+    )
     gpus = {labels.get("gpu_uuid") for name, labels, _ in metrics if name == "nv_gpu_utilization"}
     if gpus:
         return len(gpus)
@@ -154,7 +169,7 @@ class UtilisationSampler:
     """
 
     def __init__(self, metrics_url: str | None = None, interval_s: float = 0.5):
-        self.metrics_url = metrics_url or default_metrics_url()
+        self.metrics_url = metrics_url or labenv.triton_url("TRITON_METRICS_URL")
         if "://" not in self.metrics_url:
             self.metrics_url = "http://" + self.metrics_url
         self.interval_s = interval_s
@@ -209,5 +224,30 @@ class UtilisationSampler:
 
 def busiest_gpu_pct(row: dict) -> float | None:
     """The highest per-GPU utilisation of a run's row (None without GPU readings)."""
-    values = [v for k, v in row.items() if k.startswith("gpu") and k.endswith("_util_pct") and v == v]
+    values = [
+        v for k, v in row.items() if k.startswith("gpu") and k.endswith("_util_pct") and v == v
+    ]
     return max(values) if values else None
+
+
+def onnx_provider(
+    model: str = "food_classifier_onnx", url: str | None = None, metrics_url: str | None = None
+) -> str:
+    """Where the server runs an ONNX model, as the server says: "CUDAExecutionProvider" or
+    "CPUExecutionProvider". Local mode's stand-in publishes its session's provider in Triton's
+    metrics (lab_onnx_execution_provider); Triton's own onnxruntime backend runs KIND_GPU
+    instances with CUDA and KIND_CPU ones on the CPU, so its served config says it."""
+    from servelab.triton_config import served_config
+
+    metrics = parse_metrics(
+        requests.get(metrics_url or labenv.triton_url("TRITON_METRICS_URL"), timeout=10).text
+    )
+    used = {
+        labels.get("provider")
+        for name, labels, value in metrics
+        if name == "lab_onnx_execution_provider" and labels.get("model") == model and value > 0
+    }
+    if used:
+        return "CUDAExecutionProvider" if "CUDAExecutionProvider" in used else used.pop()
+    kinds = {g.get("kind") for g in served_config(model, url).get("instance_group", [])}
+    return "CUDAExecutionProvider" if "KIND_GPU" in kinds else "CPUExecutionProvider"

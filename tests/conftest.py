@@ -1,4 +1,5 @@
 """Shared fixtures: real service processes on free loopback ports, stopped after use."""
+
 from __future__ import annotations
 
 import base64
@@ -7,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from labstack import artifacts, launcher
 from servelab.paths import TEST_IMAGES
-from servelab.stack import artifacts, launcher
 
 PY = sys.executable
 
@@ -58,7 +59,10 @@ def start_service():
 @pytest.fixture(scope="module")
 def fastapi_servers(built_artifacts):
     """Both FastAPI services (PyTorch and ONNX) running side by side for a test module."""
-    servers = {name: Running(launcher.fastapi_service(launcher.free_port(), name)) for name in ("pytorch", "onnx")}
+    servers = {
+        name: Running(launcher.fastapi_service(launcher.free_port(), name))
+        for name in ("pytorch", "onnx")
+    }
     yield {name: s.url for name, s in servers.items()}
     for s in servers.values():
         s.stop()

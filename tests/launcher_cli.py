@@ -3,6 +3,7 @@
 (A helper module, not conftest.py: tests/docker/ has a conftest.py of its own, so `from conftest
 import ...` would be ambiguous.)
 """
+
 from __future__ import annotations
 
 import os
@@ -18,5 +19,11 @@ PY = sys.executable
 def run_launcher(state_dir: Path, *args: str, timeout: float = 600, extra_env: dict | None = None):
     """The launcher CLI in a subprocess with its own state folder (never touches the user's .lab/)."""
     env = {**os.environ, "LAB_STATE_DIR": str(state_dir), **(extra_env or {})}
-    return subprocess.run([PY, "-m", "servelab.stack.launcher", *args], cwd=REPO_ROOT, env=env, timeout=timeout,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [PY, "-m", "labstack.launcher", *args],
+        cwd=REPO_ROOT,
+        env=env,
+        timeout=timeout,
+        capture_output=True,
+        text=True,
+    )

@@ -1,5 +1,6 @@
 """The model artifacts: ONNX I/O contract, runtimes agree, untrained weights are non-degenerate,
 and a trained checkpoint given by path or URL goes through the same loading code."""
+
 import functools
 import http.server
 import json
@@ -10,10 +11,10 @@ import onnx
 import pytest
 import torch
 
+from labstack import artifacts
 from servelab import food11
 from servelab.paths import MODEL_ONNX, MODEL_PTH
 from servelab.serving.runtimes import OnnxClassifier, TorchClassifier
-from servelab.stack import artifacts
 
 
 def test_onnx_io_contract(built_artifacts):
@@ -38,7 +39,9 @@ def test_runtimes_agree_on_the_test_images(test_images, built_artifacts):
 
 
 def test_untrained_weights_are_labelled_and_not_degenerate(test_images, built_artifacts):
-    assert built_artifacts["weights"] == "untrained" and "UNTRAINED" in built_artifacts["weights_note"]
+    assert (
+        built_artifacts["weights"] == "untrained" and "UNTRAINED" in built_artifacts["weights_note"]
+    )
     batch = np.stack([food11.tensor_from_bytes(p.read_bytes()) for p in test_images])
     probs = food11.softmax(TorchClassifier(device="cpu")(batch))
     assert len(set(probs.argmax(1).tolist())) >= 3, "different images should get different classes"
@@ -88,6 +91,7 @@ def test_torch_runtime_falls_back_to_the_state_dict(tmp_path, built_artifacts):
     """A whole-model pickle an older torch cannot read (simulated: not a pickle at all) is rebuilt
     from food11_state_dict.pth, and gives the same logits as the real model."""
     from servelab.paths import MODEL_STATE_DICT
+
     (tmp_path / "food11.pth").write_bytes(b"written by a newer torch")
     (tmp_path / "food11_state_dict.pth").write_bytes(MODEL_STATE_DICT.read_bytes())
     x = np.random.default_rng(0).standard_normal((2, 3, 224, 224)).astype(np.float32)

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 import yaml
 
-from servelab.reliability.safe_defaults import merge_extends
+from reliability.safe_defaults import merge_extends
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker"

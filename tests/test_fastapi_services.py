@@ -1,4 +1,5 @@
 """Both FastAPI services as real uvicorn processes: the API contract, bad input, and that they keep serving."""
+
 import base64
 
 import numpy as np
@@ -14,20 +15,30 @@ BACKENDS = ["pytorch", "onnx"]
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_health_says_ready_runtime_and_weights(fastapi_servers, backend):
     body = requests.get(f"{fastapi_servers[backend]}/health", timeout=5).json()
-    assert body["status"] == "ready" and body["backend"] == backend and body["weights"] == "untrained"
+    assert (
+        body["status"] == "ready" and body["backend"] == backend and body["weights"] == "untrained"
+    )
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_predict_returns_a_class_and_the_softmax_probability(fastapi_servers, backend, test_images):
     runtime = {"pytorch": TorchClassifier, "onnx": OnnxClassifier}[backend](device="cpu")
     for path in test_images:
-        resp = requests.post(f"{fastapi_servers[backend]}/predict",
-                             json={"image": base64.b64encode(path.read_bytes()).decode()}, timeout=60)
+        resp = requests.post(
+            f"{fastapi_servers[backend]}/predict",
+            json={"image": base64.b64encode(path.read_bytes()).decode()},
+            timeout=60,
+        )
         assert resp.status_code == 200, resp.text
         body = resp.json()
-        expected_label, expected_prob = food11.top_class(runtime(food11.tensor_from_bytes(path.read_bytes())[None])[0])
+        expected_label, expected_prob = food11.top_class(
+            runtime(food11.tensor_from_bytes(path.read_bytes())[None])[0]
+        )
         assert body["prediction"] == expected_label and body["prediction"] in food11.CLASSES
-        assert body["probability"] == pytest.approx(expected_prob, abs=1e-4) and 0 < body["probability"] <= 1
+        assert (
+            body["probability"] == pytest.approx(expected_prob, abs=1e-4)
+            and 0 < body["probability"] <= 1
+        )
         timing = resp.headers["Server-Timing"]
         assert "infer;dur=" in timing and "queue;dur=" in timing
 
@@ -35,7 +46,10 @@ def test_predict_returns_a_class_and_the_softmax_probability(fastapi_servers, ba
 def test_both_runtimes_give_the_same_answer(fastapi_servers, test_images):
     for path in test_images:
         body = {"image": base64.b64encode(path.read_bytes()).decode()}
-        answers = [requests.post(f"{fastapi_servers[b]}/predict", json=body, timeout=60).json() for b in BACKENDS]
+        answers = [
+            requests.post(f"{fastapi_servers[b]}/predict", json=body, timeout=60).json()
+            for b in BACKENDS
+        ]
         assert answers[0]["prediction"] == answers[1]["prediction"]
         assert answers[0]["probability"] == pytest.approx(answers[1]["probability"], abs=1e-3)
 
@@ -52,8 +66,9 @@ BAD_BODIES = [
 
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name, body, status, words", BAD_BODIES, ids=[b[0] for b in BAD_BODIES])
-def test_bad_input_gets_a_clear_4xx_and_the_service_keeps_serving(fastapi_servers, backend, name, body, status,
-                                                                  words, image_b64):
+def test_bad_input_gets_a_clear_4xx_and_the_service_keeps_serving(
+    fastapi_servers, backend, name, body, status, words, image_b64
+):
     url = fastapi_servers[backend]
     resp = requests.post(f"{url}/predict", json=body, timeout=60)
     assert resp.status_code == status, resp.text
@@ -66,20 +81,29 @@ def test_non_json_body_and_huge_pixel_count(fastapi_servers, backend):
     import io
 
     from PIL import Image
+
     url = fastapi_servers[backend]
-    resp = requests.post(f"{url}/predict", data=b"\x00\x01 not json", headers={"Content-Type": "application/json"},
-                         timeout=30)
+    resp = requests.post(
+        f"{url}/predict",
+        data=b"\x00\x01 not json",
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
     assert resp.status_code == 422 and "JSON body" in resp.json()["detail"]
     buf = io.BytesIO()
     Image.new("L", (10000, 5000)).save(buf, "PNG")  # 50 Mpx decompression bomb, tiny file
-    resp = requests.post(f"{url}/predict", json={"image": base64.b64encode(buf.getvalue()).decode()}, timeout=30)
+    resp = requests.post(
+        f"{url}/predict", json={"image": base64.b64encode(buf.getvalue()).decode()}, timeout=30
+    )
     assert resp.status_code == 413 and "pixels" in resp.json()["detail"]
 
 
 def test_swagger_docs_with_a_working_example(fastapi_servers):
     url = fastapi_servers["onnx"]
     assert "swagger" in requests.get(f"{url}/docs", timeout=10).text.lower()
-    schema = requests.get(f"{url}/openapi.json", timeout=10).json()["components"]["schemas"]["PredictRequest"]
+    schema = requests.get(f"{url}/openapi.json", timeout=10).json()["components"]["schemas"][
+        "PredictRequest"
+    ]
     example = schema["properties"]["image"]["examples"][0]
     resp = requests.post(f"{url}/predict", json={"image": example}, timeout=30)
     assert resp.status_code == 200 and resp.json()["prediction"] in food11.CLASSES
@@ -88,8 +112,16 @@ def test_swagger_docs_with_a_working_example(fastapi_servers):
 def test_concurrent_requests_queue_behind_one_model(fastapi_servers, image_b64):
     """The service runs one request at a time: under 8 concurrent senders most time is queue, not infer."""
     from servelab import loadgen
-    row = loadgen.summarize(loadgen.run(f"{fastapi_servers['onnx']}/predict", {"image": image_b64}, n=48,
-                                        concurrency=8, progress=False))
+
+    row = loadgen.summarize(
+        loadgen.run(
+            f"{fastapi_servers['onnx']}/predict",
+            {"image": image_b64},
+            n=48,
+            concurrency=8,
+            progress=False,
+        )
+    )
     assert row["errors"] == 0
     assert row["queue_median_ms"] > row["infer_median_ms"]
     assert np.isfinite(row["throughput_rps"]) and row["throughput_rps"] > 0

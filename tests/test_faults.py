@@ -3,9 +3,10 @@ killed mid-benchmark, `up` after a crash then `down` twice, and stale state with
 (Triton's faults: tests/test_fuzz_triton.py. The report runs the launcher sequence with the full
 `make up` stack; here with --no-triton, to stay short.)
 """
+
 import pytest
 
-from servelab.reliability import faults
+from reliability import faults
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -42,5 +43,6 @@ def test_launcher_down_with_a_stale_pid_leaves_other_programs_alone(tmp_path):
 def test_a_failing_scenario_is_reported_as_failed():
     def broken():
         raise RuntimeError("port already in use")
+
     row = faults.scenario("broken", "anything", broken)
     assert not row["passed"] and "RuntimeError: port already in use" in row["observed"]

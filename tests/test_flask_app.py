@@ -1,4 +1,5 @@
 """The Flask UI under waitress, against a real FastAPI backend: upload, limits, backend down and back."""
+
 import io
 import re
 
@@ -6,8 +7,8 @@ import pytest
 import requests
 from PIL import Image
 
+from labstack import launcher
 from servelab import food11
-from servelab.stack import launcher
 
 
 def _label(page: str):
@@ -31,11 +32,14 @@ def _upload(url, name, data, mime="image/jpeg"):
 
 
 def test_backend_down_gives_a_readable_page_then_recovers_without_restarting_flask(
-        flask_url, backend_port, start_service, test_images, built_artifacts):
+    flask_url, backend_port, start_service, test_images, built_artifacts
+):
     image = test_images[0].read_bytes()
     down = _upload(flask_url, test_images[0].name, image)
     assert down.status_code == 502
-    assert "not reachable" in down.text and "try again" in down.text and "Traceback" not in down.text
+    assert (
+        "not reachable" in down.text and "try again" in down.text and "Traceback" not in down.text
+    )
 
     start_service(launcher.fastapi_service(backend_port, "onnx"))
     up = _upload(flask_url, test_images[0].name, image)
@@ -50,15 +54,20 @@ def test_upload_page_and_health(flask_url):
     assert requests.get(f"{flask_url}/healthz", timeout=10).json()["status"] == "ok"
 
 
-@pytest.mark.parametrize("name, data, status, words", [
-    ("notes.txt", b"hello", 415, "not a JPEG, PNG or WebP"),
-    ("empty.jpg", b"", 400, "empty"),
-    ("fake.png", b"this is not a png at all", 415, "not an image"),
-    ("huge.jpg", b"\xff" * (food11.MAX_IMAGE_BYTES + 200_000), 413, "a photo of at most"),
-])
+@pytest.mark.parametrize(
+    "name, data, status, words",
+    [
+        ("notes.txt", b"hello", 415, "not a JPEG, PNG or WebP"),
+        ("empty.jpg", b"", 400, "empty"),
+        ("fake.png", b"this is not a png at all", 415, "not an image"),
+        ("huge.jpg", b"\xff" * (food11.MAX_IMAGE_BYTES + 200_000), 413, "a photo of at most"),
+    ],
+)
 def test_bad_uploads_get_a_readable_error_page(flask_url, name, data, status, words):
     resp = _upload(flask_url, name, data)
-    assert resp.status_code == status and words in resp.text and "Back to the upload page" in resp.text
+    assert (
+        resp.status_code == status and words in resp.text and "Back to the upload page" in resp.text
+    )
 
 
 def test_no_file_chosen(flask_url):
@@ -78,6 +87,10 @@ def test_a_413_for_too_many_form_parts_does_not_blame_the_photo_size(flask_url, 
     """Werkzeug answers 413 for more than 1000 form parts too: a 69 KB photo is not 'too large'."""
     fields = {f"field{i}": "x" for i in range(1100)}
     with open(test_images[0], "rb") as f:
-        resp = requests.post(f"{flask_url}/predict", data=fields, files={"file": ("a.jpg", f, "image/jpeg")},
-                             timeout=60)
+        resp = requests.post(
+            f"{flask_url}/predict",
+            data=fields,
+            files={"file": ("a.jpg", f, "image/jpeg")},
+            timeout=60,
+        )
     assert resp.status_code == 413 and "too many parts" in resp.text and "MiB" not in resp.text

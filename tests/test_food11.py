@@ -1,4 +1,5 @@
 """The shared pre/post-processing: shapes, normalisation, and a clear BadInput for every bad case."""
+
 import base64
 import io
 
@@ -22,14 +23,22 @@ def _png(size=(50, 40), mode="RGB") -> bytes:
 
 
 def test_eleven_classes_in_the_lab_order():
-    assert food11.CLASSES[0] == "Bread" and food11.CLASSES[-1] == "Vegetable/Fruit" and len(food11.CLASSES) == 11
+    assert (
+        food11.CLASSES[0] == "Bread"
+        and food11.CLASSES[-1] == "Vegetable/Fruit"
+        and len(food11.CLASSES) == 11
+    )
 
 
 @pytest.mark.parametrize("mode", ["RGB", "RGBA", "L", "P"])
 def test_any_mode_becomes_normalised_3x224x224(mode):
     x = food11.tensor_from_bytes(_png(mode=mode))
     assert x.shape == (3, 224, 224) and x.dtype == np.float32
-    red = (200 / 255 - food11.MEAN[0]) / food11.STD[0] if mode in ("RGB", "RGBA", "P") else (128 / 255 - 0.485) / 0.229
+    red = (
+        (200 / 255 - food11.MEAN[0]) / food11.STD[0]
+        if mode in ("RGB", "RGBA", "P")
+        else (128 / 255 - 0.485) / 0.229
+    )
     assert abs(float(x[0, 100, 100]) - red) < 0.02
 
 
@@ -38,12 +47,15 @@ def test_base64_with_data_url_prefix_and_newlines():
     assert food11.tensor_from_base64("data:image/png;base64," + text).shape == (3, 224, 224)
 
 
-@pytest.mark.parametrize("text, status, words", [
-    ("", 400, "empty"),
-    ("not*base64!", 400, "not valid base64"),
-    (base64.b64encode(b"hello world").decode(), 415, "not an image"),
-    (base64.b64encode(_jpeg_cut_in_half()).decode(), 400, "damaged or truncated"),
-])
+@pytest.mark.parametrize(
+    "text, status, words",
+    [
+        ("", 400, "empty"),
+        ("not*base64!", 400, "not valid base64"),
+        (base64.b64encode(b"hello world").decode(), 415, "not an image"),
+        (base64.b64encode(_jpeg_cut_in_half()).decode(), 400, "damaged or truncated"),
+    ],
+)
 def test_bad_input_says_what_to_fix(text, status, words):
     with pytest.raises(food11.BadInput) as err:
         food11.tensor_from_base64(text)
@@ -85,6 +97,7 @@ def _encoded(img, fmt, **kw) -> bytes:
 def test_exif_orientation_is_applied():
     """A phone photo taken upright is stored sideways with an EXIF orientation tag: decoded upright."""
     from PIL import Image
+
     exif = Image.Exif()
     exif[0x0112] = 6  # rotate 90 degrees
     img = food11.load_image(_encoded(Image.new("RGB", (64, 48)), "JPEG", exif=exif))
@@ -93,6 +106,7 @@ def test_exif_orientation_is_applied():
 
 def test_a_large_jpeg_is_decoded_at_reduced_size_but_never_below_224():
     from PIL import Image
+
     img = food11.load_image(_encoded(Image.new("RGB", (4000, 3000), (90, 30, 200)), "JPEG"))
     assert 224 <= min(img.size) and max(img.size) <= 1000, img.size  # 1/8 scale: 500x375
 
@@ -100,6 +114,11 @@ def test_a_large_jpeg_is_decoded_at_reduced_size_but_never_below_224():
 @pytest.mark.parametrize("fmt", ["GIF", "BMP", "TIFF", "ICO"])
 def test_only_photo_formats_are_opened(fmt):
     from PIL import Image
+
     with pytest.raises(food11.BadInput) as err:
         food11.load_image(_encoded(Image.new("RGB", (64, 64)), fmt))
-    assert err.value.status == 415 and f"{fmt} file" in str(err.value) and "JPEG, PNG or WebP" in str(err.value)
+    assert (
+        err.value.status == 415
+        and f"{fmt} file" in str(err.value)
+        and "JPEG, PNG or WebP" in str(err.value)
+    )

@@ -4,6 +4,7 @@ Every input either decodes to a finite float32 [3, 224, 224] tensor or raises fo
 4xx status and a message; any other exception would be a 500 in FastAPI, Flask and Triton alike.
 The verdict functions the report uses are checked here too: each can say "server error"/"unclear".
 """
+
 import base64
 
 import numpy as np
@@ -11,12 +12,17 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 
+from reliability import common, corpus, fuzz_decoding, fuzz_fastapi, fuzz_flask, fuzz_triton
 from servelab import food11
-from servelab.reliability import common, corpus, fuzz_decoding, fuzz_fastapi, fuzz_flask, fuzz_triton
 
 pytestmark = pytest.mark.timeout(180)
-FUZZ = settings(max_examples=300, deadline=None, database=None, derandomize=True,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=300,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+)
 CORPUS = corpus.image_corpus()
 
 
@@ -68,7 +74,9 @@ def test_bombs_and_lying_headers_say_too_many_pixels(name):
     data = next(c[1] for c in CORPUS if c[0] == name)
     with pytest.raises(food11.BadInput) as err:
         food11.tensor_from_bytes(data)
-    assert err.value.status == 413 and f"at most {food11.MAX_IMAGE_PIXELS:,} pixels" in str(err.value)
+    assert err.value.status == 413 and f"at most {food11.MAX_IMAGE_PIXELS:,} pixels" in str(
+        err.value
+    )
 
 
 def test_decoding_fuzz_run_is_clean():
@@ -79,6 +87,7 @@ def test_decoding_fuzz_run_is_clean():
 
 
 # ---- the judges can fail: a wrong answer is flagged, not counted as fine
+
 
 def _response(status: int, body: str, content_type: str = "application/json") -> requests.Response:
     resp = requests.Response()
@@ -91,29 +100,55 @@ def test_decoding_judge_flags_exceptions_and_wrong_messages():
     tally = common.Tally("judge")
     fuzz_decoding.judge(tally, "boom", lambda: 1 / 0)
     fuzz_decoding.judge(tally, "wrong words", lambda: food11.tensor_from_bytes(b""), 400, "pixels")
-    fuzz_decoding.judge(tally, "accepted, 413 expected", lambda: food11.tensor_from_bytes(corpus.seed_images()[0]), 413)
+    fuzz_decoding.judge(
+        tally,
+        "accepted, 413 expected",
+        lambda: food11.tensor_from_bytes(corpus.seed_images()[0]),
+        413,
+    )
     assert tally.counts == {"server error": 1, "unclear": 2}
 
 
 def test_service_judges_flag_5xx_missing_messages_and_tracebacks():
-    assert fuzz_fastapi.verdict(_response(500, "Internal Server Error", "text/plain"))[0] == "server error"
-    assert fuzz_fastapi.verdict(_response(422, "{}"))[0] == "unclear"
-    assert fuzz_fastapi.verdict(_response(415, '{"detail": "not an image"}'), 413, "pixels")[0] == "unclear"
     assert (
-        fuzz_fastapi.verdict(_response(413, '{"detail": "at most 40,000,000 pixels"}'), 413, "pixels")[0] == "rejected"
+        fuzz_fastapi.verdict(_response(500, "Internal Server Error", "text/plain"))[0]
+        == "server error"
+    )
+    assert fuzz_fastapi.verdict(_response(422, "{}"))[0] == "unclear"
+    assert (
+        fuzz_fastapi.verdict(_response(415, '{"detail": "not an image"}'), 413, "pixels")[0]
+        == "unclear"
     )
     assert (
-        fuzz_flask.verdict(_response(400, "<pre>Traceback (most recent call last):</pre>", "text/html"))[0] == "unclear"
+        fuzz_fastapi.verdict(
+            _response(413, '{"detail": "at most 40,000,000 pixels"}'), 413, "pixels"
+        )[0]
+        == "rejected"
+    )
+    assert (
+        fuzz_flask.verdict(
+            _response(400, "<pre>Traceback (most recent call last):</pre>", "text/html")
+        )[0]
+        == "unclear"
     )
     assert fuzz_flask.verdict(_response(502, "bad gateway", "text/html"))[0] == "server error"
 
 
 def test_triton_judge_separates_its_json_parser_500_from_other_500s():
-    parse = _response(500, "{\"error\": \"Unable to parse 'data': Shape does not match true shape of 'data' field\"}")
+    parse = _response(
+        500,
+        "{\"error\": \"Unable to parse 'data': Shape does not match true shape of 'data' field\"}",
+    )
     assert fuzz_triton.verdict(parse)[0] == common.TRITON_CORE_500
-    assert fuzz_triton.verdict(_response(500, '{"error": "Stub process is not healthy."}'))[0] == "server error"
+    assert (
+        fuzz_triton.verdict(_response(500, '{"error": "Stub process is not healthy."}'))[0]
+        == "server error"
+    )
     assert fuzz_triton.verdict(_response(500, ""))[0] == "server error"
-    assert fuzz_triton.verdict(_response(400, '{"error": "batch-size must be <= 16"}'))[0] == "rejected"
+    assert (
+        fuzz_triton.verdict(_response(400, '{"error": "batch-size must be <= 16"}'))[0]
+        == "rejected"
+    )
     tally = common.Tally("t")
     tally.add("x", common.TRITON_CORE_500, 500)
     assert tally.problems == 0  # Triton's own parser: listed apart, not a crash of our services

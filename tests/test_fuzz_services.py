@@ -3,16 +3,17 @@
 schemathesis reads each service's own /openapi.json and sends positive and negative bodies; then the
 image corpus, raw bodies the schema cannot express and Hypothesis-mutated images. Expected: no 5xx,
 no crash, no hang, every 4xx with a message that says what is wrong, and a good request still
-answered afterwards. The same functions write docs/reliability.md (python -m servelab.reliability).
+answered afterwards. The same functions write docs/reliability.md (python -m reliability).
 """
+
 import base64
 
 import pytest
 import requests
 
+from labstack import launcher
+from reliability import corpus, fuzz_fastapi, fuzz_flask, procs
 from servelab import food11
-from servelab.reliability import corpus, fuzz_fastapi, fuzz_flask, procs
-from servelab.stack import launcher
 
 pytestmark = pytest.mark.timeout(300)
 BOMB = corpus.corpus_file("PNG 20000x20000")
@@ -52,11 +53,16 @@ def test_decompression_bomb_is_413_with_the_pixel_limit_everywhere(services):
     """A 50 KiB PNG claiming 400 Mpx: FastAPI and Flask both say how many pixels are allowed."""
     limit = f"{food11.MAX_IMAGE_PIXELS:,} pixels"
     for backend in ("pt", "onnx"):
-        resp = requests.post(f"{services[backend].url}/predict", timeout=30,
-                             json={"image": base64.b64encode(BOMB).decode()})
+        resp = requests.post(
+            f"{services[backend].url}/predict",
+            timeout=30,
+            json={"image": base64.b64encode(BOMB).decode()},
+        )
         assert resp.status_code == 413 and limit in resp.json()["detail"], resp.text
     page = requests.post(
-        f"{services['flask'].url}/predict", timeout=30, files={"file": ("bomb.png", BOMB, "image/png")}
+        f"{services['flask'].url}/predict",
+        timeout=30,
+        files={"file": ("bomb.png", BOMB, "image/png")},
     )
     assert page.status_code == 413 and limit in page.text and "Traceback" not in page.text
 
@@ -67,7 +73,11 @@ def test_flask_escapes_a_hostile_filename(services):
         timeout=30,
         files={"file": ("<script>alert(1)</script>.txt", b"x", "text/plain")},
     )
-    assert resp.status_code == 415 and "<script>alert" not in resp.text and "&lt;script&gt;" in resp.text
+    assert (
+        resp.status_code == 415
+        and "<script>alert" not in resp.text
+        and "&lt;script&gt;" in resp.text
+    )
 
 
 def test_services_listen_on_loopback_only(services):

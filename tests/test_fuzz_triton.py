@@ -9,12 +9,13 @@ Faults: configs Triton refuses (reload helper, broken config.pbtxt, repository A
 loaded version keeps serving; killing tritonserver mid-perf_analyzer ends in PerfAnalyzerError.
 The kill runs last (it ends the server).
 """
+
 import os
 
 import pytest
 
-from servelab.reliability import common, faults_triton, fuzz_triton, procs, soak
-from servelab.stack import launcher
+from labstack import launcher
+from reliability import common, faults_triton, fuzz_triton, procs, soak
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", 8))
 pytestmark = pytest.mark.timeout(300 + 4 * SECONDS)
@@ -42,16 +43,26 @@ def test_bad_requests_get_triton_errors_and_both_models_keep_serving(triton, ima
     for model in MODELS:
         tally = tallies[model]
         print(tally.target, tally.cases, dict(tally.counts), dict(tally.statuses))
-        assert tally.cases >= 12 + 25 and tally.counts["accepted"] >= 1 and tally.counts["rejected"] >= 10
+        assert (
+            tally.cases >= 12 + 25
+            and tally.counts["accepted"] >= 1
+            and tally.counts["rejected"] >= 10
+        )
         assert tally.problems == 0 and tally.counts["unclear"] == 0, tally.examples
         assert tally.still_serving
         # every 500 seen (all of them, not only the examples kept) is Triton's JSON parser, with its message
-        assert all(d.startswith("HTTP 500: Unable to parse") for v, d in tally.reasons if v == common.TRITON_CORE_500)
+        assert all(
+            d.startswith("HTTP 500: Unable to parse")
+            for v, d in tally.reasons
+            if v == common.TRITON_CORE_500
+        )
     img, onnx = (tallies[m].messages for m in MODELS)
     assert "batch-size must be <= 16" in img["batch 17 > max_batch_size 16"]
     assert "expects 'BYTES'" in img["wrong datatype (FP32 for BYTES)"]
     assert img["empty string"].startswith("HTTP 400") and "empty" in img["empty string"]
-    bomb = img["decompression bomb (400 Mpx PNG)"]  # our decoding's 413 message, through the Python backend
+    bomb = img[
+        "decompression bomb (400 Mpx PNG)"
+    ]  # our decoding's 413 message, through the Python backend
     assert bomb.startswith("HTTP 400") and "at most 40,000,000 pixels" in bomb
     assert "expects 'FP32'" in onnx["wrong datatype FP64"]
     # the check above is not vacuous: a body Triton cannot parse does reach that verdict
@@ -61,7 +72,9 @@ def test_bad_requests_get_triton_errors_and_both_models_keep_serving(triton, ima
 
 @pytest.mark.parametrize("model", MODELS)
 def test_triton_soak(triton, image_b64, model):
-    row = soak.soak(f"Triton {model}", soak.triton_sender(triton.url, model, image_b64), SECONDS, 4, triton.pid)
+    row = soak.soak(
+        f"Triton {model}", soak.triton_sender(triton.url, model, image_b64), SECONDS, 4, triton.pid
+    )
     print(row)
     assert row["processes"] >= 3  # tritonserver + one Python-backend stub per model
     # throughput depends on what else the shared CPU runs; the soak's contract is zero failures
@@ -75,7 +88,9 @@ def test_refused_configs_are_reported_and_the_loaded_version_keeps_serving(trito
         print(row)
         assert row["passed"], row
     # Triton's own reason (its HTTP answer only says "failed to poll"; the log names the rule broken)
-    assert len(rows) == 3 and "preferred size must be <= max batch size" in rows[0]["observed"], rows[0]
+    assert len(rows) == 3 and "preferred size must be <= max batch size" in rows[0]["observed"], (
+        rows[0]
+    )
     assert "no_such_backend" in rows[2]["observed"]
 
 

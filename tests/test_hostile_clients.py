@@ -1,4 +1,4 @@
-"""Hostile clients against real services (servelab/reliability/hostile.py, the same code as `make
+"""Hostile clients against real services (reliability/hostile.py, the same code as `make
 reliability`): each finding of the hardening issue, reproduced and bounded.
 
 - Flask keeps answering /healthz within 1 s while 64 connections hold unfinished requests
@@ -7,6 +7,7 @@ reliability`): each finding of the hardening issue, reproduced and bounded.
 - 16 concurrent small PNGs declaring a 36 Mpx canvas: memory returns within 200 MB of the start;
 - Triton's model-repository API (it can load a model.py) refuses requests without the node's secret.
 """
+
 from __future__ import annotations
 
 import os
@@ -14,9 +15,9 @@ import os
 import pytest
 from triton_helpers import start_local_triton
 
+from labstack import launcher
+from reliability import hostile
 from servelab import labenv
-from servelab.reliability import hostile
-from servelab.stack import launcher
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -31,7 +32,9 @@ def _explain(row: dict) -> str:
 
 
 def test_slow_clients_do_not_starve_flask(start_service):
-    flask = start_service(launcher.flask_service(launcher.free_port(), {"FASTAPI_SERVER_URL": "http://127.0.0.1:9"}))
+    flask = start_service(
+        launcher.flask_service(launcher.free_port(), {"FASTAPI_SERVER_URL": "http://127.0.0.1:9"})
+    )
     row = hostile.slow_clients(flask.url, n=64)
     assert row["ok"], _explain(row)
 
@@ -50,7 +53,9 @@ def test_memory_comes_back_after_a_burst_of_crafted_canvases(fastapi_onnx):
 def test_the_repository_api_needs_the_node_secret(tmp_path, built_artifacts):
     server = start_local_triton(tmp_path)
     try:
-        rows = hostile.repository_api(server.url, labenv.ADMIN_HEADER, os.environ["TRITON_ADMIN_KEY"])
+        rows = hostile.repository_api(
+            server.url, labenv.ADMIN_HEADER, os.environ["TRITON_ADMIN_KEY"]
+        )
     finally:
         server.stop()
     assert all(r["ok"] for r in rows), "\n".join(_explain(r) for r in rows)

@@ -1,4 +1,5 @@
 """labenv: the Triton addresses a notebook needs, and the host steps it prints in Docker."""
+
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,25 +13,41 @@ def test_triton_urls_default_to_triton_ports_on_the_http_host(monkeypatch):
     monkeypatch.setenv("TRITON_SERVER_URL", "http://triton_server:8000/")
     monkeypatch.delenv("TRITON_GRPC_URL", raising=False)
     monkeypatch.delenv("TRITON_METRICS_URL", raising=False)
-    assert labenv.triton_urls() == ("http://triton_server:8000", "triton_server:8001",
-                                    "http://triton_server:8002/metrics")
+    assert labenv.triton_urls() == (
+        "http://triton_server:8000",
+        "triton_server:8001",
+        "http://triton_server:8002/metrics",
+    )
 
 
 def test_triton_urls_from_the_environment(monkeypatch):
     monkeypatch.setenv("TRITON_SERVER_URL", "http://127.0.0.1:41000")
     monkeypatch.setenv("TRITON_GRPC_URL", "127.0.0.1:41001")
     monkeypatch.setenv("TRITON_METRICS_URL", "http://127.0.0.1:41002/metrics")
-    assert labenv.triton_urls() == ("http://127.0.0.1:41000", "127.0.0.1:41001", "http://127.0.0.1:41002/metrics")
+    assert labenv.triton_urls() == (
+        "http://127.0.0.1:41000",
+        "127.0.0.1:41001",
+        "http://127.0.0.1:41002/metrics",
+    )
 
 
 # --- Docker: the host steps a notebook prints (make test-docker runs them as printed)
 
+
 @pytest.fixture
 def health_server():
     """A real HTTP server answering the two health URLs as the switched services do."""
-    answers = {"/healthz": {"backend": "Triton model 'food_classifier_onnx'"},
-               "/health": {"status": "ready", "backend": "onnx", "device": "cpu", "threads": 2, "workers": 1,
-                           "weights": "untrained"}}
+    answers = {
+        "/healthz": {"backend": "Triton model 'food_classifier_onnx'"},
+        "/health": {
+            "status": "ready",
+            "backend": "onnx",
+            "device": "cpu",
+            "threads": 2,
+            "workers": 1,
+            "weights": "untrained",
+        },
+    }
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -49,14 +66,21 @@ def health_server():
     server.shutdown()
 
 
-def test_host_commands_keep_the_compose_files_the_stack_runs_with(monkeypatch, capsys, health_server):
+def test_host_commands_keep_the_compose_files_the_stack_runs_with(
+    monkeypatch, capsys, health_server
+):
     """With the CPU override the printed command must name it too, or Compose would recreate the
     containers with a GPU reservation; on a GPU host only the stack's own file."""
     monkeypatch.setenv("LAB_MODE", "docker")
-    monkeypatch.setenv("FASTAPI_BACKEND", "pt")  # use_fastapi_backend sets it; monkeypatch restores it
+    monkeypatch.setenv(
+        "FASTAPI_BACKEND", "pt"
+    )  # use_fastapi_backend sets it; monkeypatch restores it
     monkeypatch.setenv("FLASK_SERVER_URL", health_server)
     monkeypatch.setenv("FASTAPI_SERVER_URL", health_server)
-    for files in ("-f docker-compose-triton.yaml", "-f docker-compose-triton.yaml -f docker-compose-triton-cpu.yaml"):
+    for files in (
+        "-f docker-compose-triton.yaml",
+        "-f docker-compose-triton.yaml -f docker-compose-triton-cpu.yaml",
+    ):
         monkeypatch.setenv("LAB_COMPOSE_FILES", files)
         labenv.use_flask_triton_model("food_classifier_onnx", timeout=5)
         printed = capsys.readouterr().out.splitlines()
@@ -65,10 +89,13 @@ def test_host_commands_keep_the_compose_files_the_stack_runs_with(monkeypatch, c
             printed[1]
             == f"  FOOD11_MODEL_NAME=food_classifier_onnx docker compose {files} up -d --no-deps --wait flask"
         )
-    monkeypatch.setenv("LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml")
+    monkeypatch.setenv(
+        "LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml"
+    )
     labenv.use_fastapi_backend("onnx", timeout=5)
     assert capsys.readouterr().out.splitlines()[1] == (
-        "  FASTAPI_BACKEND=onnx docker compose -f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml "
+        "  FASTAPI_BACKEND=onnx docker compose -f docker-compose-fastapi.yaml -f "
+        "docker-compose-cpu.yaml "
         "up -d --build --wait fastapi_server"
     )
 
@@ -80,7 +107,10 @@ def test_no_host_command_without_the_compose_files(monkeypatch):
 
 
 def test_host_path_maps_the_jupyter_mounts(tmp_path):
-    assert labenv.host_path("/home/jovyan/work/results/hardware/raw_limit.json") == "../results/hardware/raw_limit.json"
+    assert (
+        labenv.host_path("/home/jovyan/work/results/hardware/raw_limit.json")
+        == "../results/hardware/raw_limit.json"
+    )
     with pytest.raises(ValueError):
         labenv.host_path("/tmp/elsewhere.json")
 
@@ -104,8 +134,15 @@ def test_a_switch_to_two_workers_waits_until_both_serve(monkeypatch):
         def do_GET(self):
             pid, status = next(answers)
             seen.append((pid, status))
-            body = {"status": "ready" if status == 200 else "loading", "backend": "onnx", "device": "cpu",
-                    "threads": 1, "workers": 2, "weights": "untrained", "pid": pid}
+            body = {
+                "status": "ready" if status == 200 else "loading",
+                "backend": "onnx",
+                "device": "cpu",
+                "threads": 1,
+                "workers": 2,
+                "weights": "untrained",
+                "pid": pid,
+            }
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.end_headers()

@@ -1,4 +1,5 @@
 """Local mode's launcher as a student uses it: up, switch runtime, crash, up again, down, down."""
+
 import json
 import os
 import signal
@@ -14,7 +15,10 @@ def _env(state_dir: Path) -> dict:
 
 
 def _pids(state_dir: Path) -> dict:
-    return {n: r["pid"] for n, r in json.loads((state_dir / "state.json").read_text())["services"].items()}
+    return {
+        n: r["pid"]
+        for n, r in json.loads((state_dir / "state.json").read_text())["services"].items()
+    }
 
 
 def _gone(pid: int) -> bool:

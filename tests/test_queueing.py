@@ -1,4 +1,5 @@
 """The queueing model against results known in closed form (servelab/queueing.py)."""
+
 import math
 
 import pytest
@@ -31,7 +32,9 @@ def test_batching_in_closed_loop_raises_throughput_to_the_batch_curve():
     assert r["batch"] == pytest.approx(16)
     assert r["throughput_per_s"] == pytest.approx(16 / 24 * 1000)
     capped = queueing.closed_loop_batching(64, s, max_batch=16)
-    assert capped["batch"] == pytest.approx(16) and capped["latency_ms"] == pytest.approx(64 / (16 / 24))
+    assert capped["batch"] == pytest.approx(16) and capped["latency_ms"] == pytest.approx(
+        64 / (16 / 24)
+    )
 
 
 def test_open_loop_md1_wait_and_saturation():
@@ -47,8 +50,8 @@ def test_open_loop_md1_wait_and_saturation():
 def test_batching_moves_the_saturation_point():
     s = ServiceTime.from_two_batches(1, 9.0, 16, 24.0)
     assert (s.fixed_ms, s.per_item_ms) == pytest.approx((8.0, 1.0))
-    no_batch = queueing.saturation_rate(s)                   # 1 / 9 ms = 111 req/s
-    batched = queueing.saturation_rate(s, max_batch=16)      # 16 / 24 ms = 667 req/s
+    no_batch = queueing.saturation_rate(s)  # 1 / 9 ms = 111 req/s
+    batched = queueing.saturation_rate(s, max_batch=16)  # 16 / 24 ms = 667 req/s
     assert no_batch == pytest.approx(1000 / 9) and batched == pytest.approx(16000 / 24)
     at = 300.0  # beyond one instance without batching, well within it with batching
     assert queueing.open_loop(at, s(1))["saturated"]

@@ -1,15 +1,16 @@
 """Safe defaults: loopback binding in local mode, Jupyter tokens, non-root containers, upload caps, no secrets.
 
-The checks are servelab.reliability.safe_defaults.checks() (section 4 of docs/reliability.md); every
+The checks are reliability.safe_defaults.checks() (section 4 of docs/reliability.md); every
 one must pass. The listening addresses of running services: test_fuzz_services.py, test_fuzz_triton.py.
 """
+
 import os
 import subprocess
 
 import pytest
 
+from reliability import safe_defaults
 from servelab.paths import REPO_ROOT
-from servelab.reliability import safe_defaults
 
 pytestmark = pytest.mark.timeout(120)
 CHECKS = safe_defaults.checks()
@@ -23,12 +24,24 @@ def test_safe_default(check, ok, detail):
 def test_every_dockerfile_is_checked_for_its_user():
     """Every Dockerfile git knows of, at any depth (not the checks' own glob), has its user check."""
     checked = {c for c, _, _ in CHECKS if c.endswith("runs as a non-root user")}
-    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "*Dockerfile*"],
-                            cwd=REPO_ROOT, capture_output=True, text=True, timeout=60, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "*Dockerfile*"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.split()
     # the stand-ins of registry base images (tests only) run as their originals do
-    in_git = {name for name in listed if not name.endswith(".dockerignore") and not name.startswith("docker/standins/")}
+    in_git = {
+        name
+        for name in listed
+        if not name.endswith(".dockerignore") and not name.startswith("docker/standins/")
+    }
     assert len(safe_defaults.dockerfiles()) == 4 and len(in_git) == 4, in_git
-    assert {f"{d.relative_to(REPO_ROOT)}: runs as a non-root user" for d in safe_defaults.dockerfiles()} <= checked
+    assert {
+        f"{d.relative_to(REPO_ROOT)}: runs as a non-root user" for d in safe_defaults.dockerfiles()
+    } <= checked
     assert {f"{name}: runs as a non-root user" for name in in_git} <= checked
 
 
@@ -54,9 +67,14 @@ def test_lab_bind_host_is_honoured_when_asked():
 
 def test_secret_scanner_finds_a_planted_key(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=30)
-    dashes = "-" * 5  # planted secrets built at run time, so this file itself stays clean for the scan
+    dashes = (
+        "-" * 5
+    )  # planted secrets built at run time, so this file itself stays clean for the scan
     (tmp_path / "id_rsa").write_text(f"{dashes}BEGIN OPENSSH PRIVATE KEY{dashes}\nabc\n")
     (tmp_path / "openrc.sh").write_text("export OS_" + "PASSWORD=hunter22\n")
     (tmp_path / "ok.md").write_text("JUPYTER_TOKEN=${JUPYTER_TOKEN:?set it}\n")
     scanned, findings = safe_defaults.scan_secrets(tmp_path)
-    assert scanned == 3 and sorted(f.split(": ", 1)[1] for f in findings) == ["OpenStack password", "private key"]
+    assert scanned == 3 and sorted(f.split(": ", 1)[1] for f in findings) == [
+        "OpenStack password",
+        "private key",
+    ]

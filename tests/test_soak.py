@@ -1,15 +1,16 @@
 """Bounded soak of FastAPI (PyTorch, ONNX) and Flask -> FastAPI: sustained concurrent load for a set time.
 
 Short in `make test` (SOAK_SECONDS, default 10 s per service); `make soak SOAK_SECONDS=300` runs the
-long form through python -m servelab.reliability --only soak. Expected: zero failed requests and
+long form through python -m reliability --only soak. Expected: zero failed requests and
 bounded growth of the server's resident memory (RSS summed over its process tree).
 Triton's soak: test_fuzz_triton.py.
 """
+
 import os
 
 import pytest
 
-from servelab.reliability import common, procs, soak
+from reliability import common, procs, soak
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", 10))
 pytestmark = pytest.mark.timeout(120 + 4 * SECONDS)
@@ -33,7 +34,9 @@ def services(built_artifacts):
 @pytest.mark.parametrize("backend", ["pt", "onnx"])
 def test_fastapi_soak(services, image_b64, backend):
     api = services[backend]
-    row = soak.soak(f"FastAPI {backend}", soak.fastapi_sender(api.url, image_b64), SECONDS, 4, api.pid)
+    row = soak.soak(
+        f"FastAPI {backend}", soak.fastapi_sender(api.url, image_b64), SECONDS, 4, api.pid
+    )
     assert row["processes"] == 1  # uvicorn, one process
     _assert_soak(row)
 
@@ -41,7 +44,11 @@ def test_fastapi_soak(services, image_b64, backend):
 def test_flask_soak(services, test_images):
     flask = services["flask"]
     row = soak.soak(
-        "Flask -> FastAPI", soak.flask_sender(flask.url, test_images[0].read_bytes()), SECONDS, 4, flask.pid
+        "Flask -> FastAPI",
+        soak.flask_sender(flask.url, test_images[0].read_bytes()),
+        SECONDS,
+        4,
+        flask.pid,
     )
     assert row["processes"] == 1  # waitress: one process, threads
     _assert_soak(row)
@@ -50,7 +57,12 @@ def test_flask_soak(services, test_images):
 def test_a_failing_service_is_counted_not_hidden():
     """The soak counts failures: against a port where nothing listens every request fails, none hangs."""
     row = soak.soak(
-        "nothing there", soak.fastapi_sender("http://127.0.0.1:9", "AAAA"), 1.0, 2, os.getpid(), warmup_s=0.1
+        "nothing there",
+        soak.fastapi_sender("http://127.0.0.1:9", "AAAA"),
+        1.0,
+        2,
+        os.getpid(),
+        warmup_s=0.1,
     )
     assert row["requests"] > 0 and row["errors"] == row["requests"], row
     assert "ConnectionError" in row["error_examples"][0][0] and row["seconds"] < 5

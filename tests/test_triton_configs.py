@@ -4,8 +4,10 @@
 - the onnxruntime config matches the exported model.onnx (names, types, dims);
 - the local stand-in has exactly the interface of the real ONNX model;
 - model_repository.populate() lays out a repository Triton can read (CPU and GPU kinds);
-- triton_config's change/diff, triton_stats' parsing and perf's CSV parsing on real outputs.
+- triton_config's text edits, triton_stats' parsing and perf's CSV parsing on real outputs
+  (edit() and run_line() against a running server: tests/test_triton_server.py).
 """
+
 from __future__ import annotations
 
 import pytest
@@ -27,6 +29,10 @@ def load(path) -> model_config_pb2.ModelConfig:
     return text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
 
 
+def read_config(model: str, repo) -> model_config_pb2.ModelConfig:
+    return triton_config.parse_config(triton_config.config_path(model, repo).read_text())
+
+
 def io_signature(cfg, which: str) -> list[tuple[str, str, list[int]]]:
     return [(t.name, TYPE.Name(t.data_type), list(t.dims)) for t in getattr(cfg, which)]
 
@@ -39,7 +45,11 @@ def test_staged_models_are_there():
 @pytest.mark.parametrize("path", CLASSIFIERS, ids=[p.parent.name for p in CLASSIFIERS])
 def test_config_parses_into_model_config(path):
     cfg = load(path)
-    expected_name = "food_classifier_onnx" if path.parent.name == "food_classifier_onnx_local" else path.parent.name
+    expected_name = (
+        "food_classifier_onnx"
+        if path.parent.name == "food_classifier_onnx_local"
+        else path.parent.name
+    )
     assert cfg.name == expected_name
     assert cfg.max_batch_size == 16
     assert cfg.backend in ("python", "onnxruntime")
@@ -63,7 +73,10 @@ def test_food_classifier_interface():
     cfg = load(STAGING / "food_classifier" / "config.pbtxt")
     assert cfg.backend == "python"
     assert io_signature(cfg, "input") == [("INPUT_IMAGE", "TYPE_STRING", [1])]
-    assert io_signature(cfg, "output") == [("FOOD_LABEL", "TYPE_STRING", [1]), ("PROBABILITY", "TYPE_FP32", [1])]
+    assert io_signature(cfg, "output") == [
+        ("FOOD_LABEL", "TYPE_STRING", [1]),
+        ("PROBABILITY", "TYPE_FP32", [1]),
+    ]
 
 
 def test_onnx_config_matches_onnx_file(built_artifacts):
@@ -71,13 +84,19 @@ def test_onnx_config_matches_onnx_file(built_artifacts):
     cfg = load(STAGING / "food_classifier_onnx" / "config.pbtxt")
     assert cfg.backend == "onnxruntime"
     graph = onnx.load(str(MODEL_ONNX)).graph
-    onnx_to_triton = {onnx.TensorProto.FLOAT: "TYPE_FP32", onnx.TensorProto.FLOAT16: "TYPE_FP16",
-                      onnx.TensorProto.INT64: "TYPE_INT64", onnx.TensorProto.INT32: "TYPE_INT32"}
+    onnx_to_triton = {
+        onnx.TensorProto.FLOAT: "TYPE_FP32",
+        onnx.TensorProto.FLOAT16: "TYPE_FP16",
+        onnx.TensorProto.INT64: "TYPE_INT64",
+        onnx.TensorProto.INT32: "TYPE_INT32",
+    }
 
     def signature(values):
         out = []
         for v in values:
-            dims = [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
+            dims = [
+                d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim
+            ]
             out.append((v.name, onnx_to_triton[v.type.tensor_type.elem_type], dims))
         return out
 
@@ -120,35 +139,44 @@ def test_populate_layout(tmp_path, built_artifacts, mode, kind, capsys):
     onnx_files = {p.name for p in (repo / "food_classifier_onnx" / "1").iterdir()}
     assert onnx_files == ({"model.py", "model.onnx"} if mode == "local" else {"model.onnx"})
     for name in names:
-        cfg = triton_config.read_config(name, repo)
+        cfg = read_config(name, repo)
         assert cfg.name == name
         groups = [(KIND.Name(g.kind), list(g.gpus)) for g in cfg.instance_group]
         assert groups == ([("KIND_CPU", [])] if kind == "cpu" else [("KIND_GPU", [0])])
-    onnx_cfg = triton_config.read_config("food_classifier_onnx", repo)
+    onnx_cfg = read_config("food_classifier_onnx", repo)
     assert onnx_cfg.backend == ("python" if mode == "local" else "onnxruntime")
     out = capsys.readouterr().out
     assert str(repo.resolve()) in out and "food_classifier_onnx/" in out
     # populate again: the staged version comes back (e.g. after triton_config changes)
-    triton_config.write_config(
-        "food_classifier", triton_config.modify(triton_config.read_config("food_classifier", repo), instances=3), repo
+    path = triton_config.config_path("food_classifier", repo)
+    path.write_text(
+        triton_config.replace_fields(path.read_text(), "instance_group [ { count: 3 } ]")
     )
+    assert [g.count for g in read_config("food_classifier", repo).instance_group] == [3]
     model_repository.populate(repo, mode=mode, kind=kind, verbose=False)
-    assert [g.count for g in triton_config.read_config("food_classifier", repo).instance_group] == [1]
+    assert [g.count for g in read_config("food_classifier", repo).instance_group] == [1]
 
 
 def test_tuned_model_is_placed_on_demand_only(tmp_path, built_artifacts):
     repo = tmp_path / "model_repository"
     model_repository.populate(repo, mode="local", kind="cpu", verbose=False)
     assert not (repo / "food_classifier_tuned").exists(), "Triton would load it at every start"
-    folder = model_repository.add_model("food_classifier_tuned", repo, mode="local", kind="cpu", verbose=False)
-    assert {p.name for p in (folder / "1").iterdir()} == {"model.py", "food11.pth", "food11_state_dict.pth"}
-    cfg = triton_config.read_config("food_classifier_tuned", repo)
+    folder = model_repository.add_model(
+        "food_classifier_tuned", repo, mode="local", kind="cpu", verbose=False
+    )
+    assert {p.name for p in (folder / "1").iterdir()} == {
+        "model.py",
+        "food11.pth",
+        "food11_state_dict.pth",
+    }
+    cfg = read_config("food_classifier_tuned", repo)
     assert io_signature(cfg, "input") == [("input", "TYPE_FP32", [3, 224, 224])]
     assert io_signature(cfg, "output") == [("output", "TYPE_FP32", [11])]
     assert [KIND.Name(g.kind) for g in cfg.instance_group] == ["KIND_CPU"]
     assert {k: v.string_value for k, v in cfg.parameters.items()} == {
         "precision": "fp32",
         "cuda_graphs": "off",
+        "compile": "off",
         "cpu_threads": "auto",
         "weights": built_artifacts["weights"],
     }
@@ -163,7 +191,15 @@ def test_model_repository_cli(tmp_path, built_artifacts):
     from servelab.paths import REPO_ROOT
 
     out = subprocess.run(
-        [sys.executable, "-m", "servelab.model_repository", "--dest", str(tmp_path / "r"), "--kind", "cpu"],
+        [
+            sys.executable,
+            "-m",
+            "servelab.model_repository",
+            "--dest",
+            str(tmp_path / "r"),
+            "--kind",
+            "cpu",
+        ],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -171,7 +207,7 @@ def test_model_repository_cli(tmp_path, built_artifacts):
     )
     assert out.returncode == 0, out.stderr
     assert "mode docker" in out.stdout
-    assert triton_config.read_config("food_classifier_onnx", tmp_path / "r").backend == "onnxruntime"
+    assert read_config("food_classifier_onnx", tmp_path / "r").backend == "onnxruntime"
 
 
 def test_to_cpu_rewrite_keeps_the_rest():
@@ -188,60 +224,14 @@ def load_text(text: str):
     return text_format.Parse(text, model_config_pb2.ModelConfig())
 
 
-# ---------------------------------------------------------------- triton_config: change + diff
-
-
-def test_modify_instances_and_dynamic_batching():
-    cfg = load(STAGING / "food_classifier" / "config.pbtxt")
-    new = triton_config.modify(cfg, instances=2, gpus=[0, 1], preferred_batch_sizes=[4, 6, 8], max_queue_delay_us=100)
-    assert cfg.instance_group[0].count == 1 and not cfg.HasField("dynamic_batching"), "input untouched"
-    assert [(g.count, list(g.gpus)) for g in new.instance_group] == [(2, [0, 1])]
-    assert list(new.dynamic_batching.preferred_batch_size) == [4, 6, 8]
-    assert new.dynamic_batching.max_queue_delay_microseconds == 100
-    text = triton_config.diff(cfg, new, "food_classifier")
-    assert "-  count: 1" in text and "+  count: 2" in text and "+  preferred_batch_size: 6" in text
-    assert "+  max_queue_delay_microseconds: 100" in text
-    cpu = triton_config.modify(new, kind="cpu")
-    assert [(KIND.Name(g.kind), list(g.gpus)) for g in cpu.instance_group] == [("KIND_CPU", [])]
-    plain = triton_config.modify(new, dynamic_batching=False)
-    assert not plain.HasField("dynamic_batching")
-    empty = triton_config.modify(cfg, dynamic_batching=True)
-    assert empty.HasField("dynamic_batching") and "dynamic_batching {" in triton_config.config_text(empty)
-    assert triton_config.diff(cfg, cfg) == ""
-
-
-def test_modify_input_and_parameters():
-    cfg = load(STAGING / "food_classifier_tuned" / "config.pbtxt")
-    new = triton_config.modify(
-        cfg, input_type="TYPE_UINT8", input_dims=[224, 224, 3], parameters={"precision": "fp16", "cuda_graphs": "on"}
-    )
-    assert io_signature(new, "input") == [("input", "TYPE_UINT8", [224, 224, 3])]
-    assert io_signature(cfg, "input") == [("input", "TYPE_FP32", [3, 224, 224])], "input untouched"
-    assert {k: v.string_value for k, v in new.parameters.items()} == {"precision": "fp16", "cuda_graphs": "on",
-                                                                 "cpu_threads": "auto"}
-    text = triton_config.diff(cfg, new, "food_classifier_tuned")
-    assert "-  data_type: TYPE_FP32" in text and "+  data_type: TYPE_UINT8" in text
-    assert '+    string_value: "fp16"' in text
-    with pytest.raises(ValueError, match="only input"):
-        triton_config.modify(model_config_pb2.ModelConfig(), input_type="TYPE_UINT8")
-    with pytest.raises(ValueError):
-        triton_config.modify(cfg, input_type="TYPE_NOT_A_TYPE")
-
-
-def test_write_config_round_trip(tmp_path):
-    (tmp_path / "m").mkdir()
-    cfg = triton_config.modify(load(STAGING / "food_classifier_onnx" / "config.pbtxt"), instances=4)
-    path = triton_config.write_config("m", cfg, tmp_path)
-    assert path.read_text().startswith("# Written by servelab.triton_config")
-    assert triton_config.read_config("m", tmp_path) == cfg
-
-
 # ---------------------------------------------------------------- parsing Triton's and perf_analyzer's output
 
 # as written by perf_analyzer 2.51 (`-f` with --verbose-csv) against the local server
 PERF_CSV = (
-    "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server Compute Input,"
-    "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 latency,p99 latency,"
+    "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server "
+    "Compute Input,"
+    "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 "
+    "latency,p99 latency,"
     "Avg latency,request/response,response wait\n"
     "20,17.746,676,1462,1330,116,10337,214,0,12397,22081,25436,31230,14139,676,13434\n"
 )
@@ -251,7 +241,9 @@ def test_parse_perf_csv():
     table = perf.parse_csv(PERF_CSV)
     row = table.iloc[0].to_dict()
     assert row["request_rate"] == 20 and row["throughput_infer_s"] == pytest.approx(17.746)
-    assert row["server_queue_ms"] == pytest.approx(1.330) and row["server_compute_infer_ms"] == pytest.approx(10.337)
+    assert row["server_queue_ms"] == pytest.approx(1.330) and row[
+        "server_compute_infer_ms"
+    ] == pytest.approx(10.337)
     assert row["p99_ms"] == pytest.approx(31.230) and row["avg_latency_ms"] == pytest.approx(14.139)
     conc = perf.parse_csv(
         "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
@@ -261,28 +253,6 @@ def test_parse_perf_csv():
     )
     assert list(conc.columns)[:3] == ["concurrency", "throughput_infer_s", "client_send_ms"]
     assert conc.iloc[0]["p50_ms"] == pytest.approx(66.901)
-
-
-def test_perf_command_shapes():
-    cmd = perf.perf_analyzer_command(
-        "food_classifier",
-        "http://127.0.0.1:8000",
-        request_rate=120,
-        distribution="poisson",
-        input_data="in.json",
-        measurement_interval_ms=1500,
-        csv_path="out.csv",
-    )
-    line = perf.shell_line(cmd)
-    assert line.startswith("perf_analyzer -m food_classifier -u 127.0.0.1:8000 -i http ")
-    assert "--request-rate-range 120 --request-distribution poisson" in line and line.endswith("-f out.csv")
-    cmd = perf.perf_analyzer_command(
-        "food_classifier_onnx", concurrency=1, batch_size=16, shapes={"input": [3, 224, 224]}, request_count=200
-    )
-    assert perf._arg(cmd, "-b") == "16" and perf._arg(cmd, "--shape") == "input:3,224,224"
-    assert perf._arg(cmd, "-f").endswith("food_classifier_onnx_c1_b16.csv")
-    with pytest.raises(ValueError):
-        perf.perf_analyzer_command("m", concurrency=1, request_rate=2)
 
 
 STATS_BEFORE = {
@@ -325,13 +295,19 @@ def test_stats_delta():
 
 def test_parse_metrics():
     text = (
-        "# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]\n# TYPE nv_cpu_utilization gauge\n"
+        "# HELP nv_cpu_utilization CPU utilization rate [0.0 - 1.0]\n# TYPE nv_cpu_utilization "
+        "gauge\n"
         "nv_cpu_utilization 0.7254901960784313\n"
         'nv_inference_count{model="food_classifier",version="1"} 795\n'
     )
     assert triton_stats.utilisation(text) == {"gpus": [], "cpu": pytest.approx(0.72549)}
-    gpu = text + ('nv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\nnv_gpu_utilization{gpu_uuid="GPU-b"} 1\n')
-    assert triton_stats.utilisation(gpu)["gpus"] == [0.5, 1.0]  # each GPU on its own, never averaged
+    gpu = text + (
+        'nv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\nnv_gpu_utilization{gpu_uuid="GPU-b"} 1\n'
+    )
+    assert triton_stats.utilisation(gpu)["gpus"] == [
+        0.5,
+        1.0,
+    ]  # each GPU on its own, never averaged
     parsed = triton_stats.parse_metrics(text)
     assert ("nv_inference_count", {"model": "food_classifier", "version": "1"}, 795.0) in parsed
 
@@ -343,11 +319,15 @@ def test_make_up_keeps_an_edited_config_and_says_so(tmp_path, built_artifacts, c
     config = tmp_path / "food_classifier" / "config.pbtxt"
     edited = config.read_text().replace("count: 1", "count: 3")
     config.write_text(edited)
-    (tmp_path / "food_classifier" / "1" / "model.py").write_text("# stale code from an older checkout\n")
+    (tmp_path / "food_classifier" / "1" / "model.py").write_text(
+        "# stale code from an older checkout\n"
+    )
     model_repository.populate(tmp_path, mode="local", kind="cpu", keep_configs=True)
     assert config.read_text() == edited
     assert "your edited config.pbtxt KEPT" in capsys.readouterr().out
-    assert "stale code" not in (tmp_path / "food_classifier" / "1" / "model.py").read_text()  # code refreshed
+    assert (
+        "stale code" not in (tmp_path / "food_classifier" / "1" / "model.py").read_text()
+    )  # code refreshed
     model_repository.populate(tmp_path, mode="local", kind="cpu", verbose=False)
     assert "count: 1" in config.read_text()
 
@@ -365,21 +345,29 @@ def test_a_utilisation_summary_says_what_it_measured():
 
 def test_edit_replaces_fields_as_written_and_keeps_comments():
     text = (STAGING / "food_classifier" / "config.pbtxt").read_text()
-    fragment = "instance_group [ { count: 2, kind: KIND_GPU } ]  # two per GPU\n" \
-               "dynamic_batching { max_queue_delay_microseconds: 100 }\n" \
-               'parameters { key: "cpu_threads" value { string_value: "1" } }\n'
+    fragment = (
+        "instance_group [ { count: 2, kind: KIND_GPU } ]  # two per GPU\n"
+        "dynamic_batching { max_queue_delay_microseconds: 100 }\n"
+        'parameters { key: "cpu_threads" value { string_value: "1" } }\n'
+    )
     new = triton_config.replace_fields(text, fragment)
     cfg = triton_config.parse_config(new)
     assert [(g.count, KIND.Name(g.kind)) for g in cfg.instance_group] == [(2, "KIND_GPU")]
     assert cfg.dynamic_batching.max_queue_delay_microseconds == 100
     assert cfg.parameters["cpu_threads"].string_value == "1"
-    assert "# two per GPU" in new and "# Triton may hand model.py up to 16 images" in new  # comments kept
+    assert (
+        "# two per GPU" in new and "# Triton may hand model.py up to 16 images" in new
+    )  # comments kept
     assert new.count("parameters {") == text.count("parameters {")  # replaced by key, not added
-    removed = triton_config.parse_config(triton_config.replace_fields(new, "", remove=("dynamic_batching",)))
+    removed = triton_config.parse_config(
+        triton_config.replace_fields(new, "", remove=("dynamic_batching",))
+    )
     assert not removed.HasField("dynamic_batching")
 
 
-def test_make_up_replaces_a_config_for_a_backend_this_mode_does_not_have(tmp_path, built_artifacts, capsys):
+def test_make_up_replaces_a_config_for_a_backend_this_mode_does_not_have(
+    tmp_path, built_artifacts, capsys
+):
     """A Docker-mode config (backend onnxruntime) left in local mode's repository would make Triton
     refuse the model ("unable to find backend library"): the staged config goes in, the old one is
     saved beside it."""

@@ -3,10 +3,11 @@
 (Seen on the CPU machine with a Python 3.12 venv and on the H100: with numpy 2.x the pytriton 0.7.0
 stubs load, then corrupt every BYTES input and the stub process dies on the first request.)
 """
+
 import pytest
 
+from labstack import triton_local
 from servelab import labenv
-from servelab.stack import triton_local
 
 
 def test_the_lab_environment_gives_the_stubs_numpy_1(built_artifacts):
@@ -22,7 +23,9 @@ def test_numpy_2_for_the_stubs_is_refused_with_the_fix(tmp_path, monkeypatch):
     env = triton_local.server_env(stub_root=tmp_path / "triton")
     # the stubs' own venv first on the server's PATH, the lab's PATH otherwise unchanged
     assert env["PATH"].split(":")[0] == str(tmp_path / "triton" / "stub_python" / "bin")
-    with pytest.raises(triton_local.TritonNotInstalled, match=r"numpy 2\.3\.5.*numpy < 2.*LAB_TRITON_PYTHONPATH"):
+    with pytest.raises(
+        triton_local.TritonNotInstalled, match=r"numpy 2\.3\.5.*numpy < 2.*LAB_TRITON_PYTHONPATH"
+    ):
         triton_local.check_stub_numpy(env)
 
 
@@ -33,7 +36,7 @@ input [ { name: "IN", data_type: TYPE_STRING, dims: [ 1 ] } ]
 output [ { name: "OUT", data_type: TYPE_STRING, dims: [ 1 ] } ]
 instance_group [ { kind: KIND_CPU, count: 1 } ]
 """
-PROBE_MODEL = '''import numpy as np
+PROBE_MODEL = """import numpy as np
 import triton_python_backend_utils as pb_utils
 import lab_stub_probe  # only in the LAB_TRITON_PYTHONPATH folder
 
@@ -46,10 +49,12 @@ class TritonPythonModel:
             answer = f"{lab_stub_probe.VALUE}:{np.__version__}:{len(text)}".encode()
             out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([[answer]], dtype=object))]))
         return out
-'''
+"""
 
 
-def test_lab_triton_pythonpath_reaches_the_real_stub(tmp_path, monkeypatch, start_service, built_artifacts):
+def test_lab_triton_pythonpath_reaches_the_real_stub(
+    tmp_path, monkeypatch, start_service, built_artifacts
+):
     """The real tritonserver's stub imports a module that exists only in LAB_TRITON_PYTHONPATH.
 
     (PYTHONPATH alone does not reach the stubs: that is why the GPU machine's first runs still
@@ -57,7 +62,7 @@ def test_lab_triton_pythonpath_reaches_the_real_stub(tmp_path, monkeypatch, star
     """
     import requests
 
-    from servelab.stack import launcher
+    from labstack import launcher
 
     extra = tmp_path / "extra"
     extra.mkdir()
@@ -68,11 +73,24 @@ def test_lab_triton_pythonpath_reaches_the_real_stub(tmp_path, monkeypatch, star
     (repo / "path_probe" / "1" / "model.py").write_text(PROBE_MODEL)
     monkeypatch.setenv("LAB_TRITON_PYTHONPATH", str(extra))
     http, grpc, metrics = (launcher.free_port() for _ in range(3))
-    argv, env = triton_local.server_command(repo, http, grpc, metrics, backends=tmp_path / "triton" / "backends")
+    argv, env = triton_local.server_command(
+        repo, http, grpc, metrics, backends=tmp_path / "triton" / "backends"
+    )
     assert env["PATH"].split(":")[0] == str(tmp_path / "triton" / "stub_python" / "bin")
-    server = start_service(launcher.Service("triton", argv, health=f"http://127.0.0.1:{http}/v2/health/ready",
-                                            marker=str(repo), env=env, timeout=180, ports={"port": http}))
-    body = {"inputs": [{"name": "IN", "datatype": "BYTES", "shape": [1, 1], "data": ["hello stub"]}]}
+    server = start_service(
+        launcher.Service(
+            "triton",
+            argv,
+            health=f"http://127.0.0.1:{http}/v2/health/ready",
+            marker=str(repo),
+            env=env,
+            timeout=180,
+            ports={"port": http},
+        )
+    )
+    body = {
+        "inputs": [{"name": "IN", "datatype": "BYTES", "shape": [1, 1], "data": ["hello stub"]}]
+    }
     answer = requests.post(f"{server.url}/v2/models/path_probe/infer", json=body, timeout=30)
     assert answer.status_code == 200, answer.text
     value, numpy_version, length = answer.json()["outputs"][0]["data"][0].split(":")
@@ -81,28 +99,52 @@ def test_lab_triton_pythonpath_reaches_the_real_stub(tmp_path, monkeypatch, star
     assert length == "10"
 
 
-def test_a_model_that_fails_to_load_leaves_the_server_serving(tmp_path, start_service, built_artifacts):
+def test_a_model_that_fails_to_load_leaves_the_server_serving(
+    tmp_path, start_service, built_artifacts
+):
     """Local mode starts Triton as the Docker stack does: one broken model is UNAVAILABLE with its
     reason, the server is up and serves the other model."""
     import requests
 
-    from servelab.stack import launcher
+    from labstack import launcher
 
     repo = tmp_path / "repo"
-    echo = PROBE_MODEL.replace("import lab_stub_probe  # only in the LAB_TRITON_PYTHONPATH folder\n", "")
+    echo = PROBE_MODEL.replace(
+        "import lab_stub_probe  # only in the LAB_TRITON_PYTHONPATH folder\n", ""
+    )
     echo = echo.replace("{lab_stub_probe.VALUE}", "echo")
-    for name, model_py in (("path_probe", echo), ("broken_probe", "raise RuntimeError('broken on purpose')\n")):
+    for name, model_py in (
+        ("path_probe", echo),
+        ("broken_probe", "raise RuntimeError('broken on purpose')\n"),
+    ):
         (repo / name / "1").mkdir(parents=True)
         (repo / name / "config.pbtxt").write_text(PROBE_CONFIG.replace('"path_probe"', f'"{name}"'))
         (repo / name / "1" / "model.py").write_text(model_py)
     http, grpc, metrics = (launcher.free_port() for _ in range(3))
-    argv, env = triton_local.server_command(repo, http, grpc, metrics, backends=tmp_path / "triton" / "backends")
-    server = start_service(launcher.Service("triton", argv, health=f"http://127.0.0.1:{http}/v2/health/ready",
-                                            marker=str(repo), env=env, timeout=180, ports={"port": http}))
-    index = requests.post(f"{server.url}/v2/repository/index", json={}, headers=labenv.admin_headers(), timeout=10)
+    argv, env = triton_local.server_command(
+        repo, http, grpc, metrics, backends=tmp_path / "triton" / "backends"
+    )
+    server = start_service(
+        launcher.Service(
+            "triton",
+            argv,
+            health=f"http://127.0.0.1:{http}/v2/health/ready",
+            marker=str(repo),
+            env=env,
+            timeout=180,
+            ports={"port": http},
+        )
+    )
+    index = requests.post(
+        f"{server.url}/v2/repository/index", json={}, headers=labenv.admin_headers(), timeout=10
+    )
     index = {m["name"]: m for m in index.json()}
-    assert index["broken_probe"]["state"] == "UNAVAILABLE" and "broken on purpose" in index["broken_probe"]["reason"]
+    assert (
+        index["broken_probe"]["state"] == "UNAVAILABLE"
+        and "broken on purpose" in index["broken_probe"]["reason"]
+    )
     assert index["path_probe"]["state"] == "READY"
     assert (
-        server.record["pid"] and requests.get(f"{server.url}/v2/models/path_probe/ready", timeout=5).status_code == 200
+        server.record["pid"]
+        and requests.get(f"{server.url}/v2/models/path_probe/ready", timeout=5).status_code == 200
     )

@@ -1,8 +1,9 @@
 """servelab.serving.tuned_runtime on the CPU: both input formats give the lab's model answers.
 
-(fp16 and CUDA graphs need a GPU: they are checked on the GPU machine by scripts/gpu_reference.py,
+(fp16 and CUDA graphs need a GPU: they are checked on the GPU machine by gpu_reference/run_reference.py,
 whose notebook 7 compares the tuned model with the fp32 one on the same images.)
 """
+
 import numpy as np
 import pytest
 from PIL import Image
@@ -14,7 +15,9 @@ from servelab.serving.runtimes import TorchClassifier
 
 
 def pixels(path) -> np.ndarray:
-    img = food11.load_image(path.read_bytes()).resize((food11.INPUT_SIZE, food11.INPUT_SIZE), Image.BILINEAR)
+    img = food11.load_image(path.read_bytes()).resize(
+        (food11.INPUT_SIZE, food11.INPUT_SIZE), Image.BILINEAR
+    )
     return np.asarray(img, dtype=np.uint8)
 
 
@@ -39,7 +42,9 @@ def test_fp32_input_matches_the_pytorch_runtime(reference):
 
 def test_uint8_pixels_normalised_by_the_runtime_match(reference, test_images):
     _, expected = reference
-    runtime = tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", input_format="uint8_nhwc", max_batch=8)
+    runtime = tuned_runtime.TunedClassifier(
+        MODEL_PTH, device="cpu", input_format="uint8_nhwc", max_batch=8
+    )
     got = runtime(np.stack([pixels(p) for p in test_images]))
     assert close(got, expected, expected)
 
@@ -50,14 +55,36 @@ def test_batch_larger_than_max_is_refused(reference):
         runtime(reference[0][:3])
 
 
-def test_gpu_only_options_are_refused_on_cpu():
+@pytest.mark.parametrize(
+    "option", [{"precision": "fp16"}, {"cuda_graphs": True}, {"compiled": True}]
+)
+def test_gpu_only_options_are_refused_on_cpu(option):
     with pytest.raises(ValueError, match="GPU"):
-        tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", precision="fp16")
+        tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", **option)
+
+
+def test_tensors_already_on_the_device_give_the_same_logits(reference):
+    """run_on_device() (inputs handed over through DLPack) stacks the requests on the device
+    itself; on a CPU instance that is the same arithmetic as run()."""
+    import torch
+
+    x, expected = reference
+    runtime = tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=16)
+    parts = [torch.from_numpy(x[:1]), torch.from_numpy(x[1:3]), torch.from_numpy(x[3:])]
+    assert close(runtime.run_on_device(parts), expected, expected)
+    with pytest.raises(ValueError, match="max_batch"):
+        tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=2).run_on_device(parts)
 
 
 def test_graph_buckets_pad_at_most_twice():
     sizes = tuned_runtime.buckets(256)
     assert sizes[0] == 1 and sizes[-1] == 256
     assert all(b / a <= 2 for a, b in zip(sizes, sizes[1:]))
-    assert tuned_runtime.buckets(16) == [1, 2, 4, 8, 16] and tuned_runtime.buckets(10) == [1, 2, 4, 8, 10]
+    assert tuned_runtime.buckets(16) == [1, 2, 4, 8, 16] and tuned_runtime.buckets(10) == [
+        1,
+        2,
+        4,
+        8,
+        10,
+    ]
     assert tuned_runtime.buckets(1) == [1]

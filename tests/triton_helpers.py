@@ -1,4 +1,5 @@
 """Helper for tests: a real local tritonserver on free ports, stopped for sure afterwards."""
+
 from __future__ import annotations
 
 import os
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import requests
 
+from labstack import launcher, triton_local
 from servelab import model_repository
-from servelab.stack import launcher, triton_local
 
 
 @dataclass
@@ -61,24 +62,36 @@ def start_local_triton(workdir: Path, timeout: float = 90.0) -> LocalTriton:
     ports = [launcher.free_port() for _ in range(3)]
     while len(set(ports)) < 3:
         ports = [launcher.free_port() for _ in range(3)]
-    argv, env = triton_local.server_command(repo, *ports, backends=workdir / "backends", address="127.0.0.1")
+    argv, env = triton_local.server_command(
+        repo, *ports, backends=workdir / "backends", address="127.0.0.1"
+    )
     log = workdir / "tritonserver.log"
     with open(log, "wb") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            argv,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     server = LocalTriton(proc, repo, log, *ports)
     start = time.monotonic()
     try:
         while True:
             if proc.poll() is not None:
-                raise RuntimeError(f"tritonserver exited with code {proc.returncode}:\n{server.log_tail()}")
+                raise RuntimeError(
+                    f"tritonserver exited with code {proc.returncode}:\n{server.log_tail()}"
+                )
             try:
                 if requests.get(f"{server.url}/v2/health/ready", timeout=2).status_code == 200:
                     break
             except requests.RequestException:
                 pass
             if time.monotonic() - start > timeout:
-                raise RuntimeError(f"tritonserver not READY after {timeout:.0f} s:\n{server.log_tail()}")
+                raise RuntimeError(
+                    f"tritonserver not READY after {timeout:.0f} s:\n{server.log_tail()}"
+                )
             time.sleep(0.3)
     except BaseException:
         server.stop()
@@ -98,9 +111,14 @@ def infer(url: str, model: str, inputs: dict, outputs: list[str]) -> dict:
     tensors = []
     for name, value in inputs.items():
         value = np.asarray(value)
-        tensor = httpclient.InferInput(name, list(value.shape), "BYTES" if value.dtype == object
-                                       else np_to_triton_dtype(value.dtype))
+        tensor = httpclient.InferInput(
+            name,
+            list(value.shape),
+            "BYTES" if value.dtype == object else np_to_triton_dtype(value.dtype),
+        )
         tensor.set_data_from_numpy(value)
         tensors.append(tensor)
-    result = client.infer(model, tensors, outputs=[httpclient.InferRequestedOutput(o) for o in outputs])
+    result = client.infer(
+        model, tensors, outputs=[httpclient.InferRequestedOutput(o) for o in outputs]
+    )
     return {o: result.as_numpy(o) for o in outputs}

@@ -7,6 +7,7 @@ The tags are read from the compose files (docker/services.yaml, with docker/.env
 stand-ins always replace exactly the images the lab's Dockerfiles name. An image that is already
 here and is not a stand-in is kept; a stand-in found here is replaced whenever a pull succeeds.
 """
+
 from __future__ import annotations
 
 import json
@@ -34,20 +35,41 @@ def say(message: str) -> None:
     print(f"[base images] {message}", flush=True)
 
 
-def docker(*args: str, check: bool = True, capture: bool = True, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(["docker", *args], check=check, text=True,
-                          capture_output=capture, **kw)
+def docker(
+    *args: str, check: bool = True, capture: bool = True, **kw
+) -> subprocess.CompletedProcess:
+    return subprocess.run(["docker", *args], check=check, text=True, capture_output=capture, **kw)
 
 
 def base_image_tags() -> dict[str, str]:
     """build arg -> image tag, as the compose files resolve them (docker/.env applied)."""
     # the secrets docker/init_env.sh writes are required (`:?`) but play no part in a build:
     # placeholders let this run on a clean checkout, before docker/.env exists
-    env = {**os.environ, **{key: os.environ.get(key) or "unused-for-config"
-                            for key in ("JUPYTER_TOKEN", "TRITON_ADMIN_KEY")}}
-    out = subprocess.run(["docker", "compose", "-f", "docker-compose-fastapi.yaml", "-f",
-                          "docker-compose-triton.yaml", "config", "--format", "json"],
-                         cwd=DOCKER_DIR, env=env, check=True, text=True, capture_output=True).stdout
+    env = {
+        **os.environ,
+        **{
+            key: os.environ.get(key) or "unused-for-config"
+            for key in ("JUPYTER_TOKEN", "TRITON_ADMIN_KEY")
+        },
+    }
+    out = subprocess.run(
+        [
+            "docker",
+            "compose",
+            "-f",
+            "docker-compose-fastapi.yaml",
+            "-f",
+            "docker-compose-triton.yaml",
+            "config",
+            "--format",
+            "json",
+        ],
+        cwd=DOCKER_DIR,
+        env=env,
+        check=True,
+        text=True,
+        capture_output=True,
+    ).stdout
     tags = {}
     for service in json.loads(out)["services"].values():
         for arg, value in ((service.get("build") or {}).get("args") or {}).items():
@@ -55,8 +77,10 @@ def base_image_tags() -> dict[str, str]:
                 tags[arg] = value
     missing = set(ROLES) - set(tags)
     if missing:
-        raise SystemExit(f"the compose files name no {', '.join(sorted(missing))}: "
-                         "docker/services.yaml and this script disagree")
+        raise SystemExit(
+            f"the compose files name no {', '.join(sorted(missing))}: "
+            "docker/services.yaml and this script disagree"
+        )
     return tags
 
 
@@ -78,10 +102,16 @@ def standin_of(tag: str) -> str | None:
 
 def debian_mirror() -> str:
     """The Debian mirror this host's apt uses (CI machines have their own)."""
-    for source in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
+    for source in [
+        Path("/etc/apt/sources.list"),
+        *sorted(Path("/etc/apt/sources.list.d").glob("*")),
+    ]:
         if source.is_file():
-            match = re.search(r"(?:^URIs:\s*|^deb\s+(?:\[[^]]*\]\s+)?)(https?://\S+/debian)\b",
-                              source.read_text(), flags=re.M)
+            match = re.search(
+                r"(?:^URIs:\s*|^deb\s+(?:\[[^]]*\]\s+)?)(https?://\S+/debian)\b",
+                source.read_text(),
+                flags=re.M,
+            )
             if match:
                 return match.group(1)
     return "http://deb.debian.org/debian"
@@ -93,36 +123,62 @@ def build_rootfs() -> None:
     if standin_of(ROOTFS_TAG) is not None:
         return
     if not shutil.which("debootstrap"):
-        raise SystemExit("debootstrap is missing: bash scripts/install_docker_engine.sh installs it")
+        raise SystemExit(
+            "debootstrap is missing: bash scripts/install_docker_engine.sh installs it"
+        )
     with tempfile.TemporaryDirectory(prefix="standin-rootfs-") as tmp:
         root = Path(tmp) / "rootfs"
         mirror = debian_mirror()
         say(f"debootstrap bookworm from {mirror} (about 30 s)")
-        subprocess.run(["debootstrap", "--variant=minbase", "--include=ca-certificates", "bookworm",
-                        str(root), mirror], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                "--include=ca-certificates",
+                "bookworm",
+                str(root),
+                mirror,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         extra = sorted(HOST_CA_DIR.glob("*.crt")) if HOST_CA_DIR.is_dir() else []
         for cert in extra:
             shutil.copy(cert, root / "usr/local/share/ca-certificates" / cert.name)
         if extra:
-            subprocess.run(["chroot", str(root), "update-ca-certificates"], check=True,
-                           stdout=subprocess.DEVNULL)
+            subprocess.run(
+                ["chroot", str(root), "update-ca-certificates"],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
         # pip uses its own CA bundle unless told to use the system one (which has the host's CAs)
         (root / "etc/pip.conf").write_text("[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n")
         shutil.rmtree(root / "var/cache/apt/archives", ignore_errors=True)
         tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "import", "--change", f"LABEL {LABEL}=debian:bookworm",
-                        "-", ROOTFS_TAG], stdin=tar.stdout, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            ["docker", "import", "--change", f"LABEL {LABEL}=debian:bookworm", "-", ROOTFS_TAG],
+            stdin=tar.stdout,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         tar.wait()
     say(f"built {ROOTFS_TAG} (extra CA certificates from the host: {len(extra)})")
 
 
 def build_standin(role: str, tags: dict[str, str]) -> None:
     """docker compose build of one service of compose.yaml (here), tagged as the image it replaces."""
-    env = {**os.environ, **tags, "DEBIAN_ROOTFS": ROOTFS_TAG, "PYTRITON_VERSION": pinned("nvidia-pytriton"),
-           "JUPYTERLAB_VERSION": pinned("jupyterlab"), "IPYKERNEL_VERSION": pinned("ipykernel")}
+    env = {
+        **os.environ,
+        **tags,
+        "DEBIAN_ROOTFS": ROOTFS_TAG,
+        "PYTRITON_VERSION": pinned("nvidia-pytriton"),
+        "JUPYTERLAB_VERSION": pinned("jupyterlab"),
+        "IPYKERNEL_VERSION": pinned("ipykernel"),
+    }
     say(f"building the STAND-IN for {tags[ARG_OF[role]]} from docker/standins/{role}/")
-    subprocess.run(["docker", "compose", "-f", str(HERE / "compose.yaml"), "build", role],
-                   env=env, check=True)
+    subprocess.run(
+        ["docker", "compose", "-f", str(HERE / "compose.yaml"), "build", role], env=env, check=True
+    )
 
 
 def ensure(tags: dict[str, str]) -> dict[str, str]:
@@ -155,8 +211,11 @@ def main() -> None:
     for tag, kind in kinds.items():
         say(f"{kind:8s} {tag}")
     if "STAND-IN" in kinds.values():
-        say("stand-ins cannot show: CUDA/GPUs, Triton's C++ onnxruntime backend (a Python-based one "
-            "runs model.onnx on the CPU instead); see docker/standins/README.md")
+        say(
+            "stand-ins cannot show: CUDA/GPUs, Triton's C++ onnxruntime backend (a Python-based "
+            "one "
+            "runs model.onnx on the CPU instead); see docker/standins/README.md"
+        )
 
 
 if __name__ == "__main__":

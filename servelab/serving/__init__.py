@@ -1,3 +1,3 @@
 """What runs inside the services and Triton's models: the two model runtimes (PyTorch, ONNX
-Runtime), the tuned PyTorch runtime of notebook 7, the raw-model limit, and the FastAPI app both
-FastAPI services serve."""
+Runtime), the tuned PyTorch runtime of notebook 7, the raw-model limit, the FastAPI app both
+FastAPI services serve, and the Flask UI's tritonclient per thread."""

@@ -6,6 +6,7 @@ middleware counts the bytes as they arrive and answers 413 at the first byte ove
 the application then sees a disconnected client and reads nothing more, so memory stays bounded
 by the limit.
 """
+
 from __future__ import annotations
 
 import json
@@ -60,7 +61,15 @@ class BodySizeLimit:
 
     async def _refuse(self, send, size: int, more: bool = False) -> None:
         body = json.dumps({"detail": self.message(size, more)}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"connection", b"close"),
-                                (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"connection", b"close"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})

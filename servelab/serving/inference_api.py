@@ -8,6 +8,7 @@ Each response carries a Server-Timing header (decode, queue, infer in ms): the m
 request at a time, so under concurrent load `queue` grows while `infer` stays flat — the lesson
 of notebook 4, visible from the client side.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,13 +36,19 @@ EXAMPLE_IMAGE = (  # an 8x8 orange PNG, so "Try it out" in Swagger works without
 
 
 class PredictRequest(BaseModel):
-    image: str = Field(..., description="base64-encoded JPEG, PNG or WebP file (at most 8 MiB)",
-                       json_schema_extra={"examples": [EXAMPLE_IMAGE]})
+    image: str = Field(
+        ...,
+        description="base64-encoded JPEG, PNG or WebP file (at most 8 MiB)",
+        json_schema_extra={"examples": [EXAMPLE_IMAGE]},
+    )
 
 
 class Prediction(BaseModel):
-    prediction: str = Field(..., description="one of the 11 Food-11 classes",
-                            json_schema_extra={"examples": ["Dessert"]})
+    prediction: str = Field(
+        ...,
+        description="one of the 11 Food-11 classes",
+        json_schema_extra={"examples": ["Dessert"]},
+    )
     probability: float = Field(..., ge=0, le=1, description="softmax probability of that class")
 
 
@@ -63,12 +70,20 @@ class ModelHolder:
                 self.weights = "unknown"
             start = time.time()
             # uvicorn --workers N (WEB_CONCURRENCY) runs N processes: each gets its share of the cores
-            threads = thread_budget(int(os.environ.get("WEB_CONCURRENCY") or 1), os.environ.get("FOOD11_THREADS"))
+            threads = thread_budget(
+                int(os.environ.get("WEB_CONCURRENCY") or 1), os.environ.get("FOOD11_THREADS")
+            )
             model = RUNTIMES[self.runtime](threads=threads)
             model(np.zeros((1, 3, food11.INPUT_SIZE, food11.INPUT_SIZE), np.float32))  # warm-up
             self.model = model
-            log.info("%s model ready on %s, %d thread(s), in %.1f s (%s weights)", self.runtime, model.device,
-                     model.threads, time.time() - start, self.weights)
+            log.info(
+                "%s model ready on %s, %d thread(s), in %.1f s (%s weights)",
+                self.runtime,
+                model.device,
+                model.threads,
+                time.time() - start,
+                self.weights,
+            )
         except Exception as exc:  # reported by /health, never a crash loop
             self.error = f"{type(exc).__name__}: {exc}"
             log.exception("model failed to load")
@@ -88,43 +103,66 @@ def create_app(runtime: str) -> BodySizeLimit:
 
     app = FastAPI(
         title=f"Food-11 classifier ({runtime})",
-        description=("Classifies a food photo into one of 11 classes. With the lab's generated "
-                     "weights the model is UNTRAINED: predictions are arbitrary but latency is real."),
+        description=(
+            "Classifies a food photo into one of 11 classes. With the lab's generated "
+            "weights the model is UNTRAINED: predictions are arbitrary but latency is real."
+        ),
         lifespan=lifespan,
     )
     app.state.holder = holder
 
     body_hint = (
-        'Send a JSON body of the form {"image": "<base64 JPEG, PNG or WebP>"} with Content-Type: application/json.'
+        'Send a JSON body of the form {"image": "<base64 JPEG, PNG or WebP>"} '
+        "with Content-Type: application/json."
     )
 
     @app.exception_handler(RequestValidationError)
     async def explain_bad_body(request: Request, exc: RequestValidationError):
-        problems = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}"
-                             for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg')}" for e in exc.errors()
+        )
         return _error(422, f"{body_hint} Problem: {problems}")
 
     @app.exception_handler(StarletteHTTPException)
     async def explain_unparsable_body(request: Request, exc: StarletteHTTPException):
-        if exc.status_code == 400 and "parsing the body" in str(exc.detail):  # bytes that are not JSON text
+        if exc.status_code == 400 and "parsing the body" in str(
+            exc.detail
+        ):  # bytes that are not JSON text
             return _error(422, f"{body_hint} Problem: the body could not be parsed as JSON.")
         return _error(exc.status_code, str(exc.detail))
 
     @app.get("/health")
     def health():
-        body = {"backend": runtime, "weights": holder.weights, "workers": int(os.environ.get("WEB_CONCURRENCY") or 1),
-                "pid": os.getpid()}  # which worker process answered: a switch waits until every one is ready
+        body = {
+            "backend": runtime,
+            "weights": holder.weights,
+            "workers": int(os.environ.get("WEB_CONCURRENCY") or 1),
+            "pid": os.getpid(),
+        }  # which worker process answered: a switch waits until every one is ready
         if holder.model is not None:
-            return {"status": "ready", "device": str(holder.model.device), "threads": holder.model.threads, **body}
+            return {
+                "status": "ready",
+                "device": str(holder.model.device),
+                "threads": holder.model.threads,
+                **body,
+            }
         if holder.error:
-            return JSONResponse(status_code=503, content={"status": "error", "detail": holder.error, **body})
+            return JSONResponse(
+                status_code=503, content={"status": "error", "detail": holder.error, **body}
+            )
         return JSONResponse(status_code=503, content={"status": "loading", **body})
 
-    @app.post("/predict", response_model=Prediction,
-              responses={400: {"description": "not base64 / not an image / empty"},
-                         413: {"description": "image too large"}, 415: {"description": "not an image"},
-                         422: {"description": "body is not {\"image\": \"...\"}"},
-                         503: {"description": "model still loading"}})
+    @app.post(
+        "/predict",
+        response_model=Prediction,
+        responses={
+            400: {"description": "not base64 / not an image / empty"},
+            413: {"description": "image too large"},
+            415: {"description": "not an image"},
+            422: {"description": 'body is not {"image": "..."}'},
+            503: {"description": "model still loading"},
+        },
+    )
     def predict(req: PredictRequest):
         if holder.model is None:
             return _error(503, "The model is still loading (or failed to load): see GET /health.")
@@ -140,7 +178,9 @@ def create_app(runtime: str) -> BodySizeLimit:
             t3 = time.perf_counter()
         label, prob = food11.top_class(logits)
         timing = f"decode;dur={(t1 - t0) * 1e3:.3f}, queue;dur={(t2 - t1) * 1e3:.3f}, infer;dur={(t3 - t2) * 1e3:.3f}"
-        return JSONResponse({"prediction": label, "probability": prob}, headers={"Server-Timing": timing})
+        return JSONResponse(
+            {"prediction": label, "probability": prob}, headers={"Server-Timing": timing}
+        )
 
     # The body limit holds while the body is read (a chunked body has no Content-Length to check)
     return BodySizeLimit(app, MAX_BODY_BYTES, _too_large)
@@ -148,5 +188,8 @@ def create_app(runtime: str) -> BodySizeLimit:
 
 def _too_large(size: int, more: bool) -> str:
     sent = f"{size:,} bytes and more" if more else f"{size:,} bytes"
-    return (f"The request body is {sent}; at most {MAX_BODY_BYTES:,} bytes are accepted (an image of at most "
-            f"{food11.MAX_IMAGE_BYTES // 2**20} MiB, base64-encoded, in JSON).")
+    return (
+        f"The request body is {sent}; at most {MAX_BODY_BYTES:,} bytes are accepted (an image of "
+        "at most "
+        f"{food11.MAX_IMAGE_BYTES // 2**20} MiB, base64-encoded, in JSON)."
+    )

@@ -1,7 +1,7 @@
 """The limit: how many images per second the model itself does on this machine, with no serving.
 
     python -m servelab.serving.raw_limit [--device cuda:0|cpu] [--batches 1,16,64,256] [--seconds 2]
-                                         [--compile] [--json F]
+                                         [--no-compile] [--json F]
 
 The batch is already on the device (no decoding, no transfer, no server): what is left is the
 model's own arithmetic, so this is the ceiling a served configuration is compared with. Paths:
@@ -9,12 +9,18 @@ model's own arithmetic, so this is the ceiling a served configuration is compare
 - "fp16 channels_last + CUDA graph" (GPU): half precision, tensor-core layout, the whole forward
   pass replayed as one graph: the fastest path this project has, and the one
   food_classifier_tuned serves at its last step (the same servelab.serving.tuned_runtime code);
-- "torch.compile fp16" (GPU, --compile): inductor's fused kernels with its own CUDA graphs; slow
-  to build (minutes), so only at the largest batch, and skipped with the reason if it fails;
+- "torch.compile fp16 + CUDA graph" (GPU): BatchNorm folded, inductor's fused kernels compiled
+  once for every batch size, a CUDA graph per batch size: the same TunedClassifier path
+  food_classifier_tuned serves with `compile: on`. About a minute to build; --no-compile skips it
+  (it is skipped with the reason if it fails). On an H100 it is the fastest path (docs/results/
+  h100_levers/), so without it the limit would not be the device's;
 - "onnxruntime fp32": the ONNX export of the same model (FOOD11_ONNX_PATH) in ONNX Runtime, on
   the CPU with all its cores, or with the CUDA provider when onnxruntime has it; on a CPU it is
   the fastest path, so the limit there is what the served path could at best reach.
 Random normal input (never zeros), warm-up first, then whole seconds of back-to-back passes.
+Every faster path must give the top class eager fp32 gives on 256 seeded random inputs where
+fp32's two best logits are clearly apart; a path that does not is reported and left out of the
+limit (a limit reached by giving other answers is no limit).
 """
 
 from __future__ import annotations
@@ -46,53 +52,89 @@ def measure(
     device: str = "cpu",
     batches=(1, 16, 64, 256),
     seconds: float = 2.0,
-    compile_: bool = False,
+    compile_: bool = True,
     weights: Path = MODEL_PTH,
     say=print,
     onnx: Path | None = MODEL_ONNX,
+    checks: dict | None = None,
 ) -> list[dict]:
-    """Rows {path, batch, images_per_s} for every path this device has, at every batch size."""
+    """Rows {path, batch, images_per_s} for every path this device has, at every batch size.
+    `checks` (if given) receives each faster path's top-class agreement with eager fp32."""
     import torch
 
     on_gpu = device.startswith("cuda")
     sync = (lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None)
-    rows = []
+    rows, checks = [], {} if checks is None else checks
 
     def add(path: str, batch: int, rate: float) -> None:
         rows.append({"path": path, "batch": batch, "images_per_s": round(rate, 1)})
-        say(f"  {path:34s} batch {batch:4d}: {rate:10.1f} images/s")
+        say(f"  {path:38s} batch {batch:4d}: {rate:10.1f} images/s")
 
     eager = TunedClassifier(weights, device=device, max_batch=max(batches))
+    if on_gpu:  # what the faster paths must agree with
+        probe = torch.randn(256, 3, 224, 224, generator=torch.Generator().manual_seed(0))
+        probe = probe.to(device)
+        with torch.inference_mode():
+            reference = eager.forward(probe)
     with torch.inference_mode():
         for batch in batches:
             x = torch.randn(batch, 3, 224, 224, device=device)
             add("eager fp32", batch, _rate(lambda: eager.forward(x), batch, seconds, sync))
-    eager = None  # free the model before the fast path loads its own copy
+    eager = None  # free the model before the fast paths load their own copies
     if onnx is not None:
         _onnx_paths(onnx, device, batches, seconds, add)
     if not on_gpu:
         return rows
-    fast = TunedClassifier(
-        weights, device=device, precision="fp16", cuda_graphs=True, max_batch=max(batches), graph_sizes=list(batches)
-    )
-    for batch in batches:
-        with torch.inference_mode():  # the graph's input buffer is an inference tensor
-            fast.graph_input(batch).copy_(torch.randn(batch, 3, 224, 224, device=device))
-        add("fp16 channels_last + CUDA graph", batch, _rate(lambda: fast.replay(batch), batch, seconds, sync))
+    paths = {"fp16 channels_last + CUDA graph": {}}
     if compile_:
-        batch = max(batches)
+        paths["torch.compile fp16 + CUDA graph"] = {"compiled": True}
+    for path, options in paths.items():
+        start = time.perf_counter()
         try:
-            start = time.perf_counter()
-            compiled = torch.compile(fast.model, mode="reduce-overhead", dynamic=False)
-            x = torch.randn(batch, 3, 224, 224, device=device).half().contiguous(memory_format=torch.channels_last)
-            with torch.inference_mode():
-                for _ in range(3):
-                    compiled(x)
-                say(f"  (torch.compile built in {time.perf_counter() - start:.0f} s)")
-                add("torch.compile fp16 (inductor)", batch, _rate(lambda: compiled(x), batch, seconds, sync))
+            fast = TunedClassifier(
+                weights,
+                device=device,
+                precision="fp16",
+                cuda_graphs=True,
+                max_batch=max(batches),
+                graph_sizes=list(batches),
+                **options,
+            )
         except Exception as exc:  # noqa: BLE001 - report why the path is missing, keep the others
-            say(f"  torch.compile: not available here ({type(exc).__name__}: {str(exc)[:200]})")
+            say(f"  {path}: not available here ({type(exc).__name__}: {str(exc)[:200]})")
+            continue
+        say(f"  ({path}: built in {time.perf_counter() - start:.0f} s)")
+        with torch.inference_mode():
+            checks[path] = agreement(reference, fast.forward(probe))
+        say(f"  ({path}: {checks[path]['summary']})")
+        if not checks[path]["keeps_classes"]:
+            continue  # measured answers that differ: not a limit
+        for batch in batches:
+            with torch.inference_mode():  # the graph's input buffer is an inference tensor
+                fast.graph_input(batch).copy_(torch.randn(batch, 3, 224, 224, device=device))
+            add(path, batch, _rate(lambda: fast.replay(batch), batch, seconds, sync))
+        fast = None
     return rows
+
+
+def agreement(reference, logits) -> dict:
+    """Does a faster path give eager fp32's top class on the probe inputs fp32 decides clearly
+    (its two best logits further apart than twice the largest difference between the paths)?"""
+    reference, logits = reference.float(), logits.float()
+    diff = float((reference - logits).abs().max())
+    best2 = reference.topk(2, dim=1).values
+    clear = (best2[:, 0] - best2[:, 1]) > 2 * diff
+    same = reference.argmax(1) == logits.argmax(1)
+    kept = bool(same[clear].all())
+    return {
+        "inputs": len(same),
+        "same_top_class": int(same.sum()),
+        "decided_clearly": int(clear.sum()),
+        "max_abs_diff": round(diff, 4),
+        "keeps_classes": kept,
+        "summary": f"top class as eager fp32 on {int(same.sum())}/{len(same)} inputs, "
+        f"{'every' if kept else 'NOT every'} one fp32 decides clearly",
+    }
 
 
 def _onnx_paths(onnx: Path, device: str, batches, seconds: float, add) -> None:
@@ -110,19 +152,31 @@ def _onnx_paths(onnx: Path, device: str, batches, seconds: float, add) -> None:
         return  # no CUDA provider here: a CPU number is no limit for a GPU
     for batch in batches:
         x = np.random.default_rng(0).standard_normal((batch, 3, 224, 224)).astype(np.float32)
-        add(f"onnxruntime fp32 ({session.device})", batch, _rate(lambda: session(x), batch, seconds, lambda: None))
+        add(
+            f"onnxruntime fp32 ({session.device})",
+            batch,
+            _rate(lambda: session(x), batch, seconds, lambda: None),
+        )
 
 
 def best(rows: list[dict], path: str | None = None) -> dict:
-    return max((r for r in rows if path is None or r["path"] == path), key=lambda r: r["images_per_s"])
+    return max(
+        (r for r in rows if path is None or r["path"] == path), key=lambda r: r["images_per_s"]
+    )
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", default=None, help="cuda:0, cpu (default: the first GPU if there is one)")
+    parser.add_argument(
+        "--device", default=None, help="cuda:0, cpu (default: the first GPU if there is one)"
+    )
     parser.add_argument("--batches", default="1,16,64,256", help="comma-separated batch sizes")
-    parser.add_argument("--seconds", type=float, default=2.0, help="timed seconds per path and batch")
-    parser.add_argument("--compile", action="store_true", help="also try torch.compile at the largest batch")
+    parser.add_argument(
+        "--seconds", type=float, default=2.0, help="timed seconds per path and batch"
+    )
+    parser.add_argument(
+        "--no-compile", action="store_true", help="skip the torch.compile path (a minute to build)"
+    )
     parser.add_argument(
         "--json",
         help="write the rows and the best path to this file ('-': stdout, the progress lines then go to stderr)",
@@ -133,8 +187,19 @@ def main(argv=None) -> None:
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json == "-" else print
     device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
     name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU"
-    say(f"raw model on {device} ({name}), torch {torch.__version__}, {torch.get_num_threads()} CPU threads")
-    rows = measure(device, [int(b) for b in args.batches.split(",")], args.seconds, args.compile, say=say)
+    say(
+        f"raw model on {device} ({name}), torch {torch.__version__}, {torch.get_num_threads()} CPU "
+        "threads"
+    )
+    checks: dict = {}
+    rows = measure(
+        device,
+        [int(b) for b in args.batches.split(",")],
+        args.seconds,
+        not args.no_compile,
+        say=say,
+        checks=checks,
+    )
     top = best(rows)
     say(f"limit: {top['images_per_s']:.0f} images/s ({top['path']}, batch {top['batch']})")
     text = (
@@ -144,6 +209,8 @@ def main(argv=None) -> None:
                 "device_name": name,
                 "torch": torch.__version__,
                 "rows": rows,
+                "per_runtime": {r["path"]: best(rows, r["path"]) for r in rows},
+                "same_classes": checks,
                 "limit": top,
                 "eager_limit": best(rows, "eager fp32"),
             },

@@ -3,6 +3,7 @@
 Both take a float32 batch [N, 3, 224, 224] and return logits [N, 11], so the FastAPI services and
 the Triton Python-backend models share everything but this class.
 """
+
 from __future__ import annotations
 
 import os
@@ -40,17 +41,23 @@ def triton_thread_budget(args: dict) -> tuple[int, str]:
     setting = config.get("parameters", {}).get("cpu_threads", {}).get("string_value")
     instances = 0
     for group in config.get("instance_group") or [{"count": 1}]:
-        per_device = len(group.get("gpus") or []) or (_visible_gpus() if group.get("kind") == "KIND_GPU" else 1)
+        per_device = len(group.get("gpus") or []) or (
+            _visible_gpus() if group.get("kind") == "KIND_GPU" else 1
+        )
         instances += int(group.get("count", 1)) * max(1, per_device)
     threads = thread_budget(instances, setting)
-    why = (f"cpu_threads: {setting}" if setting not in (None, "", "auto")
-           else f"{cpu_cores()} cores / {instances} instance(s)")
+    why = (
+        f"cpu_threads: {setting}"
+        if setting not in (None, "", "auto")
+        else f"{cpu_cores()} cores / {instances} instance(s)"
+    )
     return threads, why
 
 
 def _visible_gpus() -> int:
     try:
         import torch
+
         return torch.cuda.device_count()
     except ImportError:
         return 1
@@ -70,16 +77,20 @@ def _gpu_index(device: str | None) -> int | None:
 def _cuda_available() -> bool:
     try:
         import torch
+
         return torch.cuda.is_available()
     except ImportError:
         import onnxruntime as ort
+
         return "CUDAExecutionProvider" in ort.get_available_providers()
 
 
 class TorchClassifier:
     name = "pytorch"
 
-    def __init__(self, path: Path | str = MODEL_PTH, device: str | None = None, threads: int | None = None):
+    def __init__(
+        self, path: Path | str = MODEL_PTH, device: str | None = None, threads: int | None = None
+    ):
         import torch
 
         if threads:  # this process's share of the cores (thread_budget)
@@ -101,6 +112,7 @@ class TorchClassifier:
             if not state.is_file():
                 raise
             from servelab.food11 import new_model
+
             model = new_model()
             model.load_state_dict(torch.load(state, map_location=self.device, weights_only=True))
         self.model = model.to(self.device).eval()
@@ -116,7 +128,9 @@ class TorchClassifier:
 class OnnxClassifier:
     name = "onnx"
 
-    def __init__(self, path: Path | str = MODEL_ONNX, device: str | None = None, threads: int | None = None):
+    def __init__(
+        self, path: Path | str = MODEL_ONNX, device: str | None = None, threads: int | None = None
+    ):
         import onnxruntime as ort
 
         options = ort.SessionOptions()

@@ -10,6 +10,7 @@ The only differences are settings a student could also put in docker/.env: every
 published on 127.0.0.1 (PUBLISH_ADDRESS) at a free port, and where download.pytorch.org cannot be
 resolved, PyTorch comes from PyPI (the pair local mode pins). Both are printed at the start.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,10 +28,11 @@ import requests
 from servelab.paths import REPO_ROOT
 
 DOCKER_DIR = REPO_ROOT / "docker"
-RESULTS_SUBDIR = "docker-test"                    # results/docker-test/ on the host
+RUNNER = REPO_ROOT / "labstack" / "notebook_runner.py"  # executes a notebook headless
+RESULTS_SUBDIR = "docker-test"  # results/docker-test/ on the host
 RESULTS_IN_JUPYTER = f"/home/jovyan/work/results/{RESULTS_SUBDIR}"
 HOST_RESULTS = REPO_ROOT / "results" / RESULTS_SUBDIR
-HOST_PROMPT = "Run this on the host"             # labenv.ask_host's first words
+HOST_PROMPT = "Run this on the host"  # labenv.ask_host's first words
 KEEP_IMAGES = os.environ.get("LAB_DOCKER_KEEP_IMAGES") == "1"
 
 
@@ -49,7 +51,9 @@ def host_has_gpu_runtime() -> bool:
     smi = shutil.which("nvidia-smi")
     if not smi or subprocess.run([smi, "-L"], capture_output=True).returncode != 0:
         return False
-    runtimes = subprocess.run(["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True)
+    runtimes = subprocess.run(
+        ["docker", "info", "--format", "{{json .Runtimes}}"], capture_output=True, text=True
+    )
     return "nvidia" in runtimes.stdout
 
 
@@ -81,19 +85,31 @@ class Settings:
     def __init__(self):
         self.gpu = host_has_gpu_runtime()
         self.env: dict[str, str] = {"PUBLISH_ADDRESS": "127.0.0.1"}
-        for name in ("FLASK_PORT", "JUPYTER_PORT", "FASTAPI_PORT", "TRITON_HTTP_PORT", "TRITON_GRPC_PORT",
-                     "TRITON_METRICS_PORT"):
+        for name in (
+            "FLASK_PORT",
+            "JUPYTER_PORT",
+            "FASTAPI_PORT",
+            "TRITON_HTTP_PORT",
+            "TRITON_GRPC_PORT",
+            "TRITON_METRICS_PORT",
+        ):
             self.env[name] = str(free_port())
         if not self.gpu and not resolves("download.pytorch.org"):
-            self.env.update(CPU_TORCH_INDEX_URL="https://pypi.org/simple", TORCH_VERSION=pinned("torch"),
-                            TORCHVISION_VERSION=pinned("torchvision"))
+            self.env.update(
+                CPU_TORCH_INDEX_URL="https://pypi.org/simple",
+                TORCH_VERSION=pinned("torch"),
+                TORCHVISION_VERSION=pinned("torchvision"),
+            )
         # a setting given to `make test-docker` wins (e.g. TORCH_VERSION for a newer GPU)
         self.env.update({k: os.environ[k] for k in self.env if k in os.environ})
         self.process_env = {**os.environ, **self.env}
 
     def files(self, stack: str) -> list[str]:
         base = f"docker-compose-{stack}.yaml"
-        override = {"fastapi": "docker-compose-cpu.yaml", "triton": "docker-compose-triton-cpu.yaml"}[stack]
+        override = {
+            "fastapi": "docker-compose-cpu.yaml",
+            "triton": "docker-compose-triton-cpu.yaml",
+        }[stack]
         return [base] if self.gpu else [base, override]
 
     def url(self, port_setting: str, path: str = "") -> str:
@@ -114,12 +130,22 @@ class Stack:
     def argv(self, *args: str) -> list[str]:
         return ["docker", "compose", *[x for f in self.files for x in ("-f", f)], *args]
 
-    def compose(self, *args: str, timeout: float = 1800, check: bool = True) -> subprocess.CompletedProcess:
-        result = subprocess.run(self.argv(*args), cwd=DOCKER_DIR, env=self.settings.process_env, text=True,
-                                capture_output=True, timeout=timeout)
+    def compose(
+        self, *args: str, timeout: float = 1800, check: bool = True
+    ) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            self.argv(*args),
+            cwd=DOCKER_DIR,
+            env=self.settings.process_env,
+            text=True,
+            capture_output=True,
+            timeout=timeout,
+        )
         if check and result.returncode != 0:
-            raise AssertionError(f"docker compose {' '.join(args)} failed ({result.returncode}):\n"
-                                 f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+            raise AssertionError(
+                f"docker compose {' '.join(args)} failed ({result.returncode}):\n"
+                f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+            )
         return result
 
     def up(self) -> float:
@@ -130,36 +156,70 @@ class Stack:
     def down(self) -> None:
         self.compose("down", "-v", "--remove-orphans", check=False, timeout=300)
 
-    def exec(self, service: str, *cmd: str, user: str | None = None, timeout: float = 600,
-             check: bool = True) -> subprocess.CompletedProcess:
+    def exec(
+        self,
+        service: str,
+        *cmd: str,
+        user: str | None = None,
+        timeout: float = 600,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess:
         args = ["exec", "-T", *(["-u", user] if user else []), service, *cmd]
         return self.compose(*args, timeout=timeout, check=check)
 
     def container(self, service: str) -> dict:
-        out = subprocess.run(["docker", "inspect", self.compose("ps", "-q", service).stdout.strip()],
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            ["docker", "inspect", self.compose("ps", "-q", service).stdout.strip()],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         return json.loads(out)[0]
 
     def logs(self, service: str) -> str:
         return self.compose("logs", "--no-color", service, check=False).stdout
 
-    def run_notebook(self, name: str, params: dict, timeout: float = 1800,
-                     predictions: bool = False) -> tuple[int, list[str], str]:
+    def run_notebook(
+        self, name: str, params: dict, timeout: float = 1800, predictions: bool = False
+    ) -> tuple[int, list[str], str]:
         """Execute notebooks/<name>.ipynb inside the Jupyter container, as the Jupyter user.
 
         Whenever the notebook prints a host step ("Run this on the host ...: <command>"), the
         command is run here exactly as printed, from docker/, while the notebook waits for it.
         Returns (exit code, host commands run, the run's log).
         """
-        if predictions:  # the prediction cells answered as a student would (servelab.stack.lab)
-            from servelab.stack.lab import SCRIPTED_PREDICTIONS
+        if predictions:  # the prediction cells answered as a student would (labstack.lab)
+            from labstack.lab import SCRIPTED_PREDICTIONS
+
             params = {**params, "PREDICTIONS": json.dumps(SCRIPTED_PREDICTIONS)}
-        argv = self.argv("exec", "-T", "-u", "jovyan", "-e", f"LAB_RESULTS_DIR={RESULTS_IN_JUPYTER}",
-                         *[x for k, v in params.items() for x in ("-e", f"LAB_{k}={v}")],
-                         "jupyter", "python", "-m", "servelab.stack.notebook_runner", f"notebooks/{name}.ipynb",
-                         f"results/{RESULTS_SUBDIR}/notebooks/{name}.ipynb", "--echo")
-        proc = subprocess.Popen(argv, cwd=DOCKER_DIR, env=self.settings.process_env, text=True,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        argv = self.argv(
+            "exec",
+            "-T",
+            "-u",
+            "jovyan",
+            "-e",
+            f"LAB_RESULTS_DIR={RESULTS_IN_JUPYTER}",
+            *[x for k, v in params.items() for x in ("-e", f"LAB_{k}={v}")],
+            "jupyter",
+            "python",
+            "-",
+            f"notebooks/{name}.ipynb",
+            f"results/{RESULTS_SUBDIR}/notebooks/{name}.ipynb",
+            "--echo",
+        )
+        # the runner is the lab's machinery, not part of the students' container: its source goes
+        # in on stdin (`python -`), so nothing beyond servelab/ has to be mounted there
+        proc = subprocess.Popen(
+            argv,
+            cwd=DOCKER_DIR,
+            env=self.settings.process_env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        proc.stdin.write(RUNNER.read_text())
+        proc.stdin.close()
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         log, commands, prompt_seen = [], [], False
@@ -170,8 +230,14 @@ class Stack:
                     command = line.strip()
                     commands.append(command)
                     say(f"host step printed by {name}: {command}")
-                    done = subprocess.run(["bash", "-c", command], cwd=DOCKER_DIR, env=self.settings.process_env,
-                                          text=True, capture_output=True, timeout=1800)
+                    done = subprocess.run(
+                        ["bash", "-c", command],
+                        cwd=DOCKER_DIR,
+                        env=self.settings.process_env,
+                        text=True,
+                        capture_output=True,
+                        timeout=1800,
+                    )
                     log.append(f"[host step exit {done.returncode}]\n{done.stderr[-2000:]}\n")
                     if done.returncode != 0:
                         proc.kill()

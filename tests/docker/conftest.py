@@ -1,4 +1,5 @@
 """Fixtures of the Docker tests (make test-docker); the helpers are in compose_stack.py."""
+
 from __future__ import annotations
 
 import os
@@ -31,16 +32,24 @@ def settings() -> Settings:
     say("disk used by Docker at the end of the run:\n" + usage)
     if not KEEP_IMAGES:
         # the lab's images and the stand-ins built here (labelled); real pulled base images stay
-        lab = subprocess.run(["docker", "images", "-q", "--filter", "reference=servelab/*"],
-                             capture_output=True, text=True).stdout.split()
-        standins = subprocess.run(["docker", "images", "-q", "--filter", "label=org.servelab.standin"],
-                                  capture_output=True, text=True).stdout.split()
+        lab = subprocess.run(
+            ["docker", "images", "-q", "--filter", "reference=servelab/*"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
+        standins = subprocess.run(
+            ["docker", "images", "-q", "--filter", "label=org.servelab.standin"],
+            capture_output=True,
+            text=True,
+        ).stdout.split()
         images = sorted(set(lab + standins))
         if images:
             subprocess.run(["docker", "rmi", "-f", *images], capture_output=True)
         subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True)
-        say(f"removed {len(lab)} lab images, {len(standins)} stand-ins and the build cache "
-            "(LAB_DOCKER_KEEP_IMAGES=1 keeps them)")
+        say(
+            f"removed {len(lab)} lab images, {len(standins)} stand-ins and the build cache "
+            "(LAB_DOCKER_KEEP_IMAGES=1 keeps them)"
+        )
 
 
 @pytest.fixture(scope="session")

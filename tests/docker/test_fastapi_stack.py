@@ -1,5 +1,6 @@
 """The FastAPI stack (notebooks 3-4) as a class runs it: built, started, used from the host, from
 inside the containers, and by notebooks 3 and 4 executed in its Jupyter container."""
+
 from __future__ import annotations
 
 import base64
@@ -10,9 +11,9 @@ import pytest
 import requests
 from compose_stack import HOST_RESULTS, Stack, say
 
+from labstack.lab import QUICK_PARAMS
 from servelab import food11
 from servelab.paths import TEST_IMAGES
-from servelab.stack.lab import QUICK_PARAMS
 
 JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 
@@ -29,7 +30,9 @@ def stack(settings):
 
 
 def predict(base_url: str, image: bytes) -> requests.Response:
-    return requests.post(f"{base_url}/predict", json={"image": base64.b64encode(image).decode()}, timeout=60)
+    return requests.post(
+        f"{base_url}/predict", json={"image": base64.b64encode(image).decode()}, timeout=60
+    )
 
 
 def test_every_service_healthy_and_published_on_loopback_only(stack):
@@ -37,8 +40,11 @@ def test_every_service_healthy_and_published_on_loopback_only(stack):
     for service in ("fastapi_server", "flask", "jupyter"):
         info = stack.container(service)
         assert info["State"]["Health"]["Status"] == "healthy", service
-        published[service] = {b["HostIp"] for bindings in info["NetworkSettings"]["Ports"].values()
-                               for b in bindings or []}
+        published[service] = {
+            b["HostIp"]
+            for bindings in info["NetworkSettings"]["Ports"].values()
+            for b in bindings or []
+        }
     assert published == {s: {"127.0.0.1"} for s in published}, published
 
 
@@ -51,9 +57,15 @@ def test_fastapi_predicts_a_jpeg_from_the_host(stack, settings):
     assert resp.json()["prediction"] in food11.CLASSES
 
 
-@pytest.mark.parametrize("body, status", [({"image": "%%%"}, 400), ({"image": ""}, 400),
-                                          ({"image": base64.b64encode(b"not an image").decode()}, 415),
-                                          ({"img": "x"}, 422)])
+@pytest.mark.parametrize(
+    "body, status",
+    [
+        ({"image": "%%%"}, 400),
+        ({"image": ""}, 400),
+        ({"image": base64.b64encode(b"not an image").decode()}, 415),
+        ({"img": "x"}, 422),
+    ],
+)
 def test_bad_input_is_a_clear_4xx_and_the_service_keeps_serving(stack, settings, body, status):
     resp = requests.post(settings.url("FASTAPI_PORT", "/predict"), json=body, timeout=30)
     assert resp.status_code == status and len(resp.json()["detail"]) > 20
@@ -61,32 +73,46 @@ def test_bad_input_is_a_clear_4xx_and_the_service_keeps_serving(stack, settings,
 
 
 def test_flask_upload_reaches_fastapi_by_service_name(stack, settings):
-    env = {e.split("=", 1)[0]: e.split("=", 1)[1] for e in stack.container("flask")["Config"]["Env"]}
+    env = {
+        e.split("=", 1)[0]: e.split("=", 1)[1] for e in stack.container("flask")["Config"]["Env"]
+    }
     assert env["FASTAPI_SERVER_URL"] == "http://fastapi_server:8000"
     with open(JPEG, "rb") as f:
-        page = requests.post(settings.url("FLASK_PORT", "/predict"), files={"file": (JPEG.name, f, "image/jpeg")},
-                             timeout=60)
+        page = requests.post(
+            settings.url("FLASK_PORT", "/predict"),
+            files={"file": (JPEG.name, f, "image/jpeg")},
+            timeout=60,
+        )
     label = re.search(r'class="label">([^<]+)<', page.text)
     assert page.status_code == 200 and label and label.group(1) in food11.CLASSES, page.text[:500]
 
 
 def test_jupyter_reaches_both_services_by_name(stack):
-    script = ("import requests; "
-              "print(requests.get('http://fastapi_server:8000/health', timeout=10).json()['status'], "
-              "requests.get('http://flask:5000/healthz', timeout=10).json()['status'])")
+    script = (
+        "import requests; "
+        "print(requests.get('http://fastapi_server:8000/health', timeout=10).json()['status'], "
+        "requests.get('http://flask:5000/healthz', timeout=10).json()['status'])"
+    )
     out = stack.exec("jupyter", "python", "-c", script, user="jovyan").stdout.split()
     assert out == ["ready", "ok"]
 
 
 def test_jupyter_needs_its_token(stack, settings, jupyter_token):
-    assert requests.get(settings.url("JUPYTER_PORT", "/api/contents"), timeout=10).status_code == 403
-    ok = requests.get(settings.url("JUPYTER_PORT", "/api/contents"), timeout=10,
-                      headers={"Authorization": f"token {jupyter_token}"})
+    assert (
+        requests.get(settings.url("JUPYTER_PORT", "/api/contents"), timeout=10).status_code == 403
+    )
+    ok = requests.get(
+        settings.url("JUPYTER_PORT", "/api/contents"),
+        timeout=10,
+        headers={"Authorization": f"token {jupyter_token}"},
+    )
     assert ok.status_code == 200
 
 
 def test_the_jupyter_user_can_save_notebooks_and_perf_analyzer_runs(stack):
-    stack.exec("jupyter", "bash", "-c", "touch notebooks/.saved && rm notebooks/.saved", user="jovyan")
+    stack.exec(
+        "jupyter", "bash", "-c", "touch notebooks/.saved && rm notebooks/.saved", user="jovyan"
+    )
     version = stack.exec("jupyter", "perf_analyzer", "--version", user="jovyan")
     assert "Perf Analyzer Version 2.51.0" in version.stdout + version.stderr  # it prints to stderr
 
@@ -95,15 +121,28 @@ def test_notebooks_3_and_4_run_in_the_jupyter_container(stack):
     code, commands, log = stack.run_notebook("03_fastapi_setup", {})
     assert code == 0, log[-3000:]
     assert "FASTAPI_SERVER_URL" in log and "HTTP 200" in log
-    code, commands, log = stack.run_notebook("04_fastapi_benchmarks", QUICK_PARAMS, predictions=True)
+    code, commands, log = stack.run_notebook(
+        "04_fastapi_benchmarks", QUICK_PARAMS, predictions=True
+    )
     assert code == 0, log[-5000:]
     # the switches the notebook asks for, printed with the compose files the stack runs with
-    switches = ("FASTAPI_BACKEND=onnx", "FASTAPI_BACKEND=pt", "FASTAPI_BACKEND=onnx WEB_CONCURRENCY=2",
-                "FASTAPI_BACKEND=pt")
-    assert commands == [f"{a} docker compose {stack.file_options} up -d --build --wait fastapi_server"
-                        for a in switches]
+    switches = (
+        "FASTAPI_BACKEND=onnx",
+        "FASTAPI_BACKEND=pt",
+        "FASTAPI_BACKEND=onnx WEB_CONCURRENCY=2",
+        "FASTAPI_BACKEND=pt",
+    )
+    assert commands == [
+        f"{a} docker compose {stack.file_options} up -d --build --wait fastapi_server"
+        for a in switches
+    ]
     summary = pd.read_csv(HOST_RESULTS / "fastapi" / "summary.csv")
-    assert list(summary["run"]) == ["pytorch_sequential", "onnx_sequential", "onnx_concurrent_16",
-                                    "pytorch_concurrent_16", "onnx_concurrent_16_2_workers"]
+    assert list(summary["run"]) == [
+        "pytorch_sequential",
+        "onnx_sequential",
+        "onnx_concurrent_16",
+        "pytorch_concurrent_16",
+        "onnx_concurrent_16_2_workers",
+    ]
     assert (summary["errors"] == 0).all()
     assert (HOST_RESULTS / "fastapi" / "fastapi_runs.png").stat().st_size > 10_000

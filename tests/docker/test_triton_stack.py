@@ -2,6 +2,7 @@
 built and started, both models served, a config edited and reloaded from Jupyter, perf_analyzer
 from Jupyter, notebooks 5, 6 and 7 executed in the Jupyter container, and a broken model that
 does not take the server down."""
+
 from __future__ import annotations
 
 import re
@@ -17,9 +18,9 @@ import requests
 import tritonclient.http as httpclient
 from compose_stack import DOCKER_DIR, HOST_RESULTS, Stack, read_env_file, say, wait_for
 
+from labstack.lab import QUICK_PARAMS
 from servelab import food11
 from servelab.paths import REPO_ROOT, TEST_IMAGES
-from servelab.stack.lab import QUICK_PARAMS
 
 REPOSITORY = REPO_ROOT / "model_repository"
 JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
@@ -27,10 +28,16 @@ JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 
 @pytest.fixture(scope="module")
 def stack(settings):
-    Stack("fastapi", settings).down()  # notebook 5: stop the FastAPI stack first (same names, ports)
+    Stack(
+        "fastapi", settings
+    ).down()  # notebook 5: stop the FastAPI stack first (same names, ports)
     # notebook 5's host step, as printed there: models_staging -> model_repository
-    fill = subprocess.run([sys.executable, "-m", "servelab.model_repository", "--mode", "docker"],
-                          cwd=REPO_ROOT, capture_output=True, text=True)
+    fill = subprocess.run(
+        [sys.executable, "-m", "servelab.model_repository", "--mode", "docker"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert fill.returncode == 0, fill.stderr
     say(fill.stdout.strip())
     stack = Stack("triton", settings)
@@ -52,8 +59,12 @@ def admin_headers() -> dict:
 
 
 def repository_index(settings) -> dict:
-    rows = requests.post(settings.url("TRITON_HTTP_PORT", "/v2/repository/index"), json={},
-                         headers=admin_headers(), timeout=10).json()
+    rows = requests.post(
+        settings.url("TRITON_HTTP_PORT", "/v2/repository/index"),
+        json={},
+        headers=admin_headers(),
+        timeout=10,
+    ).json()
     return {row["name"]: row for row in rows}
 
 
@@ -83,11 +94,17 @@ def test_both_models_answer_with_the_same_class(client):
 
 def test_flask_upload_reaches_triton_by_service_name(stack, settings):
     with open(JPEG, "rb") as f:
-        page = requests.post(settings.url("FLASK_PORT", "/predict"), files={"file": (JPEG.name, f, "image/jpeg")},
-                             timeout=120)
+        page = requests.post(
+            settings.url("FLASK_PORT", "/predict"),
+            files={"file": (JPEG.name, f, "image/jpeg")},
+            timeout=120,
+        )
     label = re.search(r'class="label">([^<]+)<', page.text)
     assert page.status_code == 200 and label and label.group(1) in food11.CLASSES, page.text[:500]
-    assert "triton_server:8000" in requests.get(settings.url("FLASK_PORT", "/healthz"), timeout=10).json()["backend"]
+    assert (
+        "triton_server:8000"
+        in requests.get(settings.url("FLASK_PORT", "/healthz"), timeout=10).json()["backend"]
+    )
 
 
 def test_config_edit_in_jupyter_is_reloaded_through_the_repository_api(stack, client):
@@ -109,8 +126,14 @@ def test_config_edit_in_jupyter_is_reloaded_through_the_repository_api(stack, cl
     assert out.startswith("200"), out
     assert client.get_model_config("food_classifier")["instance_group"][0]["count"] == 2
     # back to the staged config, loaded the same way
-    stack.exec("jupyter", "bash", "-c", 'curl -sf -X POST -H "lab-admin-key: $TRITON_ADMIN_KEY" '
-               "http://triton_server:8000/v2/repository/models/food_classifier/load", user="jovyan")
+    stack.exec(
+        "jupyter",
+        "bash",
+        "-c",
+        'curl -sf -X POST -H "lab-admin-key: $TRITON_ADMIN_KEY" '
+        "http://triton_server:8000/v2/repository/models/food_classifier/load",
+        user="jovyan",
+    )
     assert client.get_model_config("food_classifier")["instance_group"][0]["count"] == 1
     assert stack.container("triton_server")["State"]["StartedAt"] == started
 
@@ -121,19 +144,51 @@ def test_the_repository_api_refuses_requests_without_the_node_secret(stack, sett
     load = settings.url("TRITON_HTTP_PORT", "/v2/repository/models/pwned/load")
     body = {"parameters": {"config": '{"backend": "python"}', "file:1/model.py": "cHJpbnQoMSk="}}
     assert requests.post(load, json=body, timeout=30).status_code == 403
-    assert requests.post(load, json=body, headers={"lab-admin-key": "guess"}, timeout=30).status_code == 403
-    inside = stack.exec("jupyter", "curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
-                        "http://triton_server:8000/v2/repository/index", user="jovyan").stdout
+    assert (
+        requests.post(load, json=body, headers={"lab-admin-key": "guess"}, timeout=30).status_code
+        == 403
+    )
+    inside = stack.exec(
+        "jupyter",
+        "curl",
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-X",
+        "POST",
+        "http://triton_server:8000/v2/repository/index",
+        user="jovyan",
+    ).stdout
     assert inside == "403"
     assert "pwned" not in repository_index(settings)
-    assert requests.get(settings.url("TRITON_HTTP_PORT", "/v2/models/food_classifier_onnx"), timeout=10).ok
+    assert requests.get(
+        settings.url("TRITON_HTTP_PORT", "/v2/models/food_classifier_onnx"), timeout=10
+    ).ok
 
 
 @pytest.mark.parametrize("shared_memory", ["none", "system"])
 def test_perf_analyzer_in_jupyter(stack, shared_memory):
-    out = stack.exec("jupyter", "perf_analyzer", "-m", "food_classifier_onnx", "-u", "triton_server:8000",
-                     "--shape", "input:3,224,224", "--concurrency-range", "1", "--request-count", "100",
-                     "--shared-memory", shared_memory, user="jovyan", timeout=300, check=False)
+    out = stack.exec(
+        "jupyter",
+        "perf_analyzer",
+        "-m",
+        "food_classifier_onnx",
+        "-u",
+        "triton_server:8000",
+        "--shape",
+        "input:3,224,224",
+        "--concurrency-range",
+        "1",
+        "--request-count",
+        "100",
+        "--shared-memory",
+        shared_memory,
+        user="jovyan",
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert re.search(r"Throughput: [0-9.]+ infer/sec", out.stdout), out.stdout[-2000:]
 
@@ -146,15 +201,21 @@ def test_notebooks_5_6_7_run_in_the_jupyter_container(stack, settings):
     code, commands, log = stack.run_notebook("06_triton_benchmarks", QUICK_PARAMS, predictions=True)
     assert code == 0, log[-5000:]
     # the Flask switches, with the files the stack runs with; only flask is recreated
-    assert commands == [f"FOOD11_MODEL_NAME={m} docker compose {stack.file_options} up -d --no-deps --wait flask"
-                        for m in ("food_classifier_onnx", "food_classifier")]
-    assert stack.container("triton_server")["Id"] == triton_id, "a printed host command recreated Triton"
+    assert commands == [
+        f"FOOD11_MODEL_NAME={m} docker compose {stack.file_options} up -d --no-deps --wait flask"
+        for m in ("food_classifier_onnx", "food_classifier")
+    ]
+    assert stack.container("triton_server")["Id"] == triton_id, (
+        "a printed host command recreated Triton"
+    )
     summary = pd.read_csv(HOST_RESULTS / "triton" / "summary.csv")
     assert set(summary["run"].str.split(" ").str[0]) == {"6.1", "6.2", "6.3", "6.4", "6.6"}
     assert summary["command"].str.startswith("perf_analyzer -m food_classifier").all()
     code, commands, log = stack.run_notebook("07_how_close_to_the_hardware", QUICK_PARAMS)
     assert code == 0, log[-5000:]
-    assert len(commands) == 1 and commands[0].startswith(f"docker compose {stack.file_options} exec -T ")
+    assert len(commands) == 1 and commands[0].startswith(
+        f"docker compose {stack.file_options} exec -T "
+    )
     hardware = pd.read_csv(HOST_RESULTS / "hardware" / "summary.csv")
     assert (hardware["throughput_infer_s"] > 0).all()
     assert hardware["command"].str.contains("--shared-memory system").any()
@@ -167,16 +228,25 @@ def test_a_model_that_fails_to_load_does_not_stop_triton(stack, settings, client
     broken = REPOSITORY / "broken_on_purpose"
     shutil.copytree(REPOSITORY / "food_classifier", broken)
     config = broken / "config.pbtxt"
-    config.write_text(config.read_text().replace('name: "food_classifier"', 'name: "broken_on_purpose"'))
-    (broken / "1" / "model.py").write_text("raise RuntimeError('this model is broken on purpose')\n")
+    config.write_text(
+        config.read_text().replace('name: "food_classifier"', 'name: "broken_on_purpose"')
+    )
+    (broken / "1" / "model.py").write_text(
+        "raise RuntimeError('this model is broken on purpose')\n"
+    )
     try:
         stack.compose("restart", "triton_server", timeout=300)
-        wait_for(lambda: stack.container("triton_server")["State"]["Health"]["Status"] == "healthy", 300,
-                 "triton_server healthy after the restart")
+        wait_for(
+            lambda: stack.container("triton_server")["State"]["Health"]["Status"] == "healthy",
+            300,
+            "triton_server healthy after the restart",
+        )
         index = repository_index(settings)
         assert index["broken_on_purpose"]["state"] == "UNAVAILABLE"
         assert "broken on purpose" in index["broken_on_purpose"]["reason"]
-        assert index["food_classifier"]["state"] == index["food_classifier_onnx"]["state"] == "READY"
+        assert (
+            index["food_classifier"]["state"] == index["food_classifier_onnx"]["state"] == "READY"
+        )
         state = stack.container("triton_server")["State"]
         assert state["Running"] and state["Restarting"] is False
         assert stack.container("triton_server")["RestartCount"] == 0

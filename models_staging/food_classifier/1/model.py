@@ -13,6 +13,7 @@ The pre/post-processing and the model runtime come from the lab's `servelab` pac
 same code the FastAPI services run): in local mode the launcher puts the repository root on
 PYTHONPATH, in the Docker image servelab is pip-installed.
 """
+
 from __future__ import annotations
 
 import json
@@ -23,14 +24,18 @@ import triton_python_backend_utils as pb_utils
 
 try:
     from servelab import food11
-    from servelab.serving.runtimes import TorchClassifier, triton_instance_device, triton_thread_budget
+    from servelab.serving.runtimes import (
+        TorchClassifier,
+        triton_instance_device,
+        triton_thread_budget,
+    )
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
         "food_classifier needs the lab's 'servelab' package: put the repository root on PYTHONPATH "
-        "(local mode does this) or pip-install it in the Triton image") from exc
+        "(local mode does this) or pip-install it in the Triton image"
+    ) from exc
 
 WEIGHTS = "food11.pth"
-
 
 
 def client_error(message: str):
@@ -48,14 +53,18 @@ class TritonPythonModel:
         self.device = triton_instance_device(args)
         weights = Path(__file__).resolve().parent / WEIGHTS
         if not weights.is_file():
-            raise FileNotFoundError(f"{weights} is missing: copy {WEIGHTS} into the version folder "
-                                    "(python -m servelab.model_repository does it)")
+            raise FileNotFoundError(
+                f"{weights} is missing: copy {WEIGHTS} into the version folder "
+                "(python -m servelab.model_repository does it)"
+            )
         # each instance runs in its own process: its share of the cores, not a thread per core
         threads, why = triton_thread_budget(args)
         self.classifier = TorchClassifier(weights, device=self.device, threads=threads)
-        self.logger.log_info(f"{self.model_name}: instance {args.get('model_instance_name')} loaded "
-                             f"{weights.name} on {self.classifier.device}, {self.classifier.threads} CPU "
-                             f"thread(s) ({why})")
+        self.logger.log_info(
+            f"{self.model_name}: instance {args.get('model_instance_name')} loaded "
+            f"{weights.name} on {self.classifier.device}, {self.classifier.threads} CPU "
+            f"thread(s) ({why})"
+        )
 
     def _decode(self, request) -> list[np.ndarray]:
         """All images of one request as [3, 224, 224] arrays; food11.BadInput if any is unusable."""
@@ -66,8 +75,10 @@ class TritonPythonModel:
                 try:
                     value = bytes(value).decode("ascii")
                 except UnicodeDecodeError:
-                    raise food11.BadInput("INPUT_IMAGE must be base64 text (ASCII); got binary data. "
-                                          "Send base64.b64encode(file_bytes).") from None
+                    raise food11.BadInput(
+                        "INPUT_IMAGE must be base64 text (ASCII); got binary data. "
+                        "Send base64.b64encode(file_bytes)."
+                    ) from None
             images.append(food11.tensor_from_base64(str(value)))
         return images
 
@@ -83,7 +94,8 @@ class TritonPythonModel:
                 continue
             except Exception as exc:  # never let one odd request take the model down
                 responses[i] = pb_utils.InferenceResponse(
-                    error=client_error(f"could not read INPUT_IMAGE: {type(exc).__name__}: {exc}"))
+                    error=client_error(f"could not read INPUT_IMAGE: {type(exc).__name__}: {exc}")
+                )
                 continue
             spans.append((i, len(images), len(decoded)))
             images.extend(decoded)
@@ -99,14 +111,16 @@ class TritonPythonModel:
                 return responses
             for i, start, count in spans:
                 labels, probs = [], []
-                for row in logits[start:start + count]:
+                for row in logits[start : start + count]:
                     label, prob = food11.top_class(row)
                     labels.append([label.encode()])
                     probs.append([prob])
-                responses[i] = pb_utils.InferenceResponse(output_tensors=[
-                    pb_utils.Tensor("FOOD_LABEL", np.array(labels, dtype=np.object_)),
-                    pb_utils.Tensor("PROBABILITY", np.array(probs, dtype=np.float32)),
-                ])
+                responses[i] = pb_utils.InferenceResponse(
+                    output_tensors=[
+                        pb_utils.Tensor("FOOD_LABEL", np.array(labels, dtype=np.object_)),
+                        pb_utils.Tensor("PROBABILITY", np.array(probs, dtype=np.float32)),
+                    ]
+                )
         return responses
 
     def finalize(self):

@@ -3,10 +3,16 @@
 The Triton server of local mode (from the nvidia-pytriton wheel) ships only the Python backend.
 This model keeps the name and the interface of models_staging/food_classifier_onnx
 (input `input` FP32 [batch, 3, 224, 224], output `output` FP32 [batch, 11]) and runs the same
-model.onnx with ONNX Runtime (servelab.serving.runtimes.OnnxClassifier), one session run per execute()
-call over the stacked requests. Its timings include the Python backend's per-request overhead,
-which the real onnxruntime backend (Docker route) does not have.
+model.onnx with ONNX Runtime (servelab.serving.runtimes.OnnxClassifier), one session run per
+execute() call over the stacked requests. Its timings include the Python backend's per-request
+overhead, which the real onnxruntime backend (Docker route) does not have.
+
+Where it runs is reported by the server itself: Triton's metrics endpoint carries
+lab_onnx_execution_provider{model=..., provider=...} 1 for the provider each instance's session
+uses (CUDAExecutionProvider or CPUExecutionProvider), so a notebook never has to guess from its
+own ONNX Runtime.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,14 +21,19 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 try:
-    from servelab.serving.runtimes import OnnxClassifier, triton_instance_device, triton_thread_budget
+    from servelab.serving.runtimes import (
+        OnnxClassifier,
+        triton_instance_device,
+        triton_thread_budget,
+    )
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
-        "food_classifier_onnx (local stand-in) needs the lab's 'servelab' package: put the repository "
-        "root on PYTHONPATH (local mode does this)") from exc
+        "food_classifier_onnx (local stand-in) needs the lab's 'servelab' package: put the "
+        "repository root on PYTHONPATH (local mode does this)"
+    ) from exc
 
 WEIGHTS = "model.onnx"
-
+PROVIDER_METRIC = "lab_onnx_execution_provider"
 
 
 class TritonPythonModel:
@@ -31,15 +42,30 @@ class TritonPythonModel:
         self.model_name = args["model_name"]
         weights = Path(__file__).resolve().parent / WEIGHTS
         if not weights.is_file():
-            raise FileNotFoundError(f"{weights} is missing: copy {WEIGHTS} into the version folder "
-                                    "(python -m servelab.model_repository does it)")
+            raise FileNotFoundError(
+                f"{weights} is missing: copy {WEIGHTS} into the version folder "
+                "(python -m servelab.model_repository does it)"
+            )
         threads, why = triton_thread_budget(args)
-        self.classifier = OnnxClassifier(weights, device=triton_instance_device(args), threads=threads)
+        self.classifier = OnnxClassifier(
+            weights, device=triton_instance_device(args), threads=threads
+        )
         self.logger.log_warn(
-            f"{self.model_name}: LOCAL STAND-IN for Triton's onnxruntime backend (that backend is not in "
-            f"the pip-installed Triton): a Python-backend model running {weights.name} with ONNX Runtime "
-            f"({self.classifier.device}, {self.classifier.threads} thread(s): {why}); same name and I/O as the "
-            "real one, plus Python-backend overhead")
+            f"{self.model_name}: LOCAL STAND-IN for Triton's onnxruntime backend (that backend is "
+            f"not in the pip-installed Triton): a Python-backend model running {weights.name} with "
+            f"ONNX Runtime ({self.classifier.device}, {self.classifier.threads} thread(s): {why}); "
+            "same name and I/O as the real one, plus Python-backend overhead"
+        )
+        # the family must outlive its metric: both are kept until finalize()
+        self._provider_family = pb_utils.MetricFamily(
+            name=PROVIDER_METRIC,
+            description="1 for the ONNX Runtime execution provider this model's session uses",
+            kind=pb_utils.MetricFamily.GAUGE,
+        )
+        self._provider = self._provider_family.Metric(
+            labels={"model": self.model_name, "provider": self.classifier.device}
+        )
+        self._provider.set(1)
 
     def execute(self, requests):
         responses: list = [None] * len(requests)
@@ -54,11 +80,16 @@ class TritonPythonModel:
         except Exception as exc:
             message = f"inference failed: {type(exc).__name__}: {exc}"
             self.logger.log_error(f"{self.model_name}: {message}")
-            return [pb_utils.InferenceResponse(error=pb_utils.TritonError(message)) for _ in requests]
+            return [
+                pb_utils.InferenceResponse(error=pb_utils.TritonError(message)) for _ in requests
+            ]
         for i, start, count in spans:
-            out = np.ascontiguousarray(logits[start:start + count], dtype=np.float32)
-            responses[i] = pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("output", out)])
+            out = np.ascontiguousarray(logits[start : start + count], dtype=np.float32)
+            responses[i] = pb_utils.InferenceResponse(
+                output_tensors=[pb_utils.Tensor("output", out)]
+            )
         return responses
 
     def finalize(self):
-        self.classifier = None
+        self.classifier = self._provider = None
+        self._provider_family = None

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The reference run on a GPU machine with no network and no Docker (our H100 "device" machine):
+# unpack what gpu_reference/pack_wheels.sh packed into .whl/, then run gpu_reference/run_reference.py.
+#   bash gpu_reference/device_run.sh OUT_DIR PARTS      e.g. bash gpu_reference/device_run.sh /tmp/h100 fastapi,triton
+# Measurement settings: the notebooks' defaults, with shorter perf_analyzer windows than a class
+# would use (a device call is limited to 10 minutes); override any LAB_* variable from outside.
+set -euo pipefail
+out=$1 parts=$2
+source gpu_reference/device_env.sh
+export LAB_PERF_INTERVAL_MS=${LAB_PERF_INTERVAL_MS:-3000} LAB_PERF_RATE_SECONDS=${LAB_PERF_RATE_SECONDS:-5}
+export LAB_PERF_REQUEST_COUNT=${LAB_PERF_REQUEST_COUNT:-1000}
+echo "python3: $(command -v python3) ($(python3 -V)); GPUs: $(nvidia-smi -L | wc -l)"
+python3 gpu_reference/run_reference.py --out "$out" --parts "$parts"

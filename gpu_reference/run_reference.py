@@ -1,0 +1,354 @@
+#!/usr/bin/env python3
+"""Reference run of the lab on a GPU machine, in local mode (no Docker), into one folder.
+
+    python gpu_reference/run_reference.py --out DIR [--parts fastapi,triton,hardware] [--quick]
+    python gpu_reference/run_reference.py --out DIR --report     # only rewrite DIR/README.md
+
+Builds the artifacts with the machine's own torch, starts the local stack (Triton with KIND_GPU
+instances on the GPUs it finds), runs the benchmark notebooks as plain scripts (their jupytext
+sources: 04 FastAPI, 06 Triton, 07 how close to the hardware) with the lab's default measurement
+settings unless LAB_* variables say otherwise, samples nvidia-smi throughout, stops the stack and
+writes DIR/README.md: versions, the instructor table (every "what to notice" claim with its
+verdict and numbers), the tables, the plots and the served/limit ratio.
+
+Parts can run in separate invocations into the same DIR (a device call has a time limit): each
+one adds its results and its entry in DIR/runs.json, and the report covers every part present.
+Hand-written remarks for the page go in DIR/notes.md; the report includes them verbatim.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PARTS = {
+    "fastapi": "04_fastapi_benchmarks",
+    "triton": "06_triton_benchmarks",
+    "hardware": "07_how_close_to_the_hardware",
+}
+TITLES = {
+    "fastapi": "Notebook 4: FastAPI, PyTorch vs ONNX Runtime",
+    "triton": "Notebook 6: Triton",
+    "hardware": "Notebook 7: how close to the hardware?",
+}
+
+
+def versions() -> dict:
+    """What ran: the GPU, the driver's view, the Python packages that matter for the numbers."""
+    from importlib import metadata
+
+    import torch
+
+    found = {
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU",
+        "gpus": torch.cuda.device_count(),
+        "cpu_cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+    }
+    for dist in (
+        "onnxruntime",
+        "onnxruntime-gpu",
+        "numpy",
+        "nvidia-pytriton",
+        "tritonclient",
+        "fastapi",
+        "uvicorn",
+    ):
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    if os.environ.get(
+        "LAB_TRITON_PYTHONPATH"
+    ):  # the stubs have their own numpy: ask the interpreter they use
+        from labstack import triton_local
+
+        found["numpy for the Python-backend stubs"] = triton_local.check_stub_numpy(
+            triton_local.server_env()
+        )
+    if shutil.which("nvidia-smi"):
+        found["nvidia-smi"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    return found
+
+
+def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
+    from labstack import artifacts, lab, launcher
+
+    meta = artifacts.build()
+    runs_file = out / "runs.json"
+    runs = json.loads(runs_file.read_text()) if runs_file.exists() else {}
+    smi = smi_log = None
+    if shutil.which("nvidia-smi"):
+        smi_log = open(out / f"nvidia_smi_{'_'.join(parts)}.csv", "w")
+        smi = subprocess.Popen(
+            [
+                "nvidia-smi",
+                "--query-gpu=timestamp,index,name,utilization.gpu,memory.used,power.draw",
+                "--format=csv",
+                "-lms",
+                "500",
+            ],
+            stdout=smi_log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        launcher.up(jupyter=False, triton=any(p != "fastapi" for p in parts))
+        env = {
+            **os.environ,
+            **launcher._urls_for_clients(launcher.read_state()),
+            "PYTHONUNBUFFERED": "1",
+        }
+        if quick:
+            env.update({f"LAB_{k}": str(v) for k, v in lab.QUICK_PARAMS.items()})
+        settings = {
+            k: v
+            for k, v in sorted(env.items())
+            if k.startswith("LAB_")
+            and k not in ("LAB_RESULTS_DIR", "LAB_STATE_DIR", "LAB_TRITON_PYTHONPATH")
+        }
+        for part in parts:
+            name = PARTS[part]
+            print(f"\n>>> {name}", flush=True)
+            log = out / f"{name}.log"
+            started, start = time.strftime("%F %T %Z"), time.time()
+            with open(log, "w") as f:
+                script = [
+                    sys.executable,
+                    "-m",
+                    "labstack.script_runner",
+                    str(REPO / "notebooks" / f"{name}.py"),
+                ]
+                rc = subprocess.run(
+                    script, cwd=REPO / "notebooks", env=env, stdout=f, stderr=subprocess.STDOUT
+                ).returncode
+            runs[part] = {
+                "notebook": name,
+                "rc": rc,
+                "started": started,
+                "seconds": round(time.time() - start),
+                "quick": quick,
+                "settings": settings,
+                "weights": meta["weights"],
+                "versions": versions(),
+            }
+            runs_file.write_text(json.dumps(runs, indent=2) + "\n")
+            print(
+                f"    rc={rc} in {runs[part]['seconds']} s; tail:\n"
+                + "\n".join(log.read_text().splitlines()[-12:]),
+                flush=True,
+            )
+    finally:
+        launcher.down()
+        if smi:
+            smi.terminate()
+            smi_log.close()
+        logs = (
+            Path(os.environ["LAB_STATE_DIR"]) / "logs"
+        )  # the services' own logs (Triton's, uvicorn's)
+        for log in logs.glob("*.log"):
+            shutil.copy(log, out / f"service_{log.stem}_{'_'.join(parts)}.log")
+    return runs
+
+
+def write_report(out: Path) -> Path:
+    import pandas as pd
+
+    from labstack import lab
+
+    runs = json.loads((out / "runs.json").read_text())
+    res = out / "results"
+    first = next(iter(runs.values()))
+    v = first["versions"]
+    lines = [
+        f"# Reference run: {v['gpu']}",
+        "",
+        "Generated by `gpu_reference/run_reference.py` from the files in this folder; do not edit "
+        "by hand "
+        "(remarks go in `notes.md`).",
+        "",
+    ]
+    if (out / "notes.md").exists():
+        lines += [(out / "notes.md").read_text().rstrip(), ""]
+    lines += [
+        "## What ran",
+        "",
+        "| part | notebook | started | minutes | exit | settings |",
+        "|---|---|---|---|---|---|",
+    ]
+    for part, r in runs.items():
+        settings = (
+            ", ".join(f"{k}={val}" for k, val in r["settings"].items()) or "notebook defaults"
+        )
+        lines.append(
+            f"| {part} | {r['notebook']} | {r['started']} | {r['seconds'] / 60:.1f} | {r['rc']} | "
+            f"{'quick; ' if r['quick'] else ''}{settings} |"
+        )
+    lines += [
+        "",
+        "Machine and versions: " + "; ".join(f"{k} {val}" for k, val in v.items()),
+        "",
+        f"Model weights: {first['weights']} (latency and throughput do not depend on training).",
+        "",
+    ]
+
+    ratio_file = res / "hardware" / "served_over_limit.json"
+    if ratio_file.exists():
+        r = json.loads(ratio_file.read_text())
+        eager = r["served_infer_s"] / r["eager_limit"]["images_per_s"]
+        lines += [
+            "## Served / limit",
+            "",
+            f"**served/limit = {r['served_infer_s']:.0f} / {r['limit']['images_per_s']:.0f} "
+            "images/s = "
+            f"{r['served_over_limit']:.2f}**. Limit: the raw model, {r['limit']['path']}, batch "
+            f"{r['limit']['batch']}, on {r['device']}; served: food_classifier_tuned, {r['best']}, "
+            "batch-1 "
+            "clients (perf_analyzer). Against the eager-fp32 limit "
+            f"({r['eager_limit']['images_per_s']:.0f} "
+            f"images/s, batch {r['eager_limit']['batch']}): {eager:.2f}.",
+            "",
+            f"The best run's perf_analyzer command: `{r['command']}`",
+            "",
+        ]
+        if r.get("repeats_served_over_limit"):
+            lines += [
+                stability_line(r),
+                "",
+                f"({r['repeated']}, measured again in step 7.8: each run's row is in the notebook "
+                "7 table.)",
+                "",
+            ]
+
+    lines += [
+        "## For instructors: what each step should show, and what it showed here",
+        "",
+        "| notebook | step: what it should show | verdict | measured | note |",
+        "|---|---|---|---|---|",
+    ]
+    for part in runs:
+        claims = res / part / "claims.csv"
+        if claims.exists():
+            for _, c in lab.claims_with_verdicts(claims).iterrows():
+                lines.append(
+                    f"| {PARTS[part][:2]} | {c['claim']} | {c['verdict']} | {c['value']} "
+                    f"{c['interval']} "
+                    f"({c['rule']}) | {c['note']} |"
+                )
+    lines.append("")
+
+    for part in runs:
+        folder = res / part
+        if not folder.exists():
+            continue
+        lines += [f"## {TITLES[part]}", ""]
+        if (folder / "summary.csv").exists():
+            lines += [lab.summary_markdown(folder / "summary.csv"), ""]
+        if (folder / "raw_limit.csv").exists():
+            raw = pd.read_csv(folder / "raw_limit.csv")
+            lines += [
+                "The raw model (images/s, batch already on the device):",
+                "",
+                raw.pivot(index="batch", columns="path", values="images_per_s").to_markdown(),
+                "",
+            ]
+        lines += [*lab.figure_and_csv_links(folder, f"results/{part}"), ""]
+    lines += [
+        "## The command",
+        "",
+        "`bash gpu_reference/pack_wheels.sh` on a machine with network packs what the GPU machine "
+        "lacks "
+        "into `.whl/`; on the GPU machine (no Docker, no network), from the repository root, "
+        "`bash gpu_reference/device_run.sh DIR PART` unpacks it, sets the paths and runs, for each "
+        "part:",
+        "",
+        "```",
+        *(command_line(part, r) for part, r in runs.items()),
+        "python3 gpu_reference/run_reference.py --out DIR --report",
+        "```",
+        "",
+    ]
+    readme = out / "README.md"
+    readme.write_text("\n".join(lines) + "\n")
+    return readme
+
+
+def stability_line(ratio: dict) -> str:
+    """The line issue readers look for: the best configuration's served/limit over its repeated runs."""
+    values = ratio["repeats_served_over_limit"]
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return (
+        f"served/limit over {len(values)} runs: median {median:.3f}, min {min(values):.3f}, "
+        f"max {max(values):.3f}"
+    )
+
+
+def command_line(part: str, run: dict) -> str:
+    settings = " ".join(f"{k}={v}" for k, v in run["settings"].items())
+    return (
+        f"{settings + ' ' if settings else ''}python3 gpu_reference/run_reference.py --out DIR "
+        f"--parts {part}" + (" --quick" if run["quick"] else "")
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help="comma-separated: " + ", ".join(PARTS)
+    )
+    parser.add_argument("--quick", action="store_true", help="the CI-sized measurement settings")
+    parser.add_argument(
+        "--report", action="store_true", help="only rewrite DIR/README.md from DIR's files"
+    )
+    args = parser.parse_args()
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(REPO))
+    rc = 0
+    if not args.report:
+        parts = [p.strip() for p in args.parts.split(",") if p.strip()]
+        unknown = set(parts) - set(PARTS)
+        if unknown:
+            parser.error(f"unknown parts {sorted(unknown)}: choose from {list(PARTS)}")
+        # servelab reads these at import: set them first
+        # (the stack's state and model repository stay out of DIR: DIR is what gets committed)
+        scratch = Path(tempfile.mkdtemp(prefix="gpu_reference_"))
+        os.environ.update(
+            LAB_RESULTS_DIR=str(out / "results"),
+            LAB_STATE_DIR=str(scratch / "lab"),
+            TRITON_MODEL_REPOSITORY=str(scratch / "model_repository"),
+        )
+        runs = run_parts(out, parts, args.quick)
+        rc = 0 if all(runs[p]["rc"] == 0 for p in parts) else 1
+    readme = write_report(out)
+    ratio = out / "results" / "hardware" / "served_over_limit.json"
+    if ratio.exists():
+        r = json.loads(ratio.read_text())
+        served, limit = r["served_infer_s"], r["limit"]["images_per_s"]
+        print(f"served/limit = {served:.0f} / {limit:.0f} = {r['served_over_limit']:.3f}")
+        if r.get("repeats_served_over_limit"):
+            print(stability_line(r))
+    print(f"report: {readme}")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

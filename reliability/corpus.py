@@ -1,0 +1,212 @@
+"""Bad and odd image files: a hand-made corpus with the answer each must get, and a Hypothesis
+strategy that mutates small valid files (headers are most of their bytes, so mutations hit them)."""
+
+from __future__ import annotations
+
+import functools
+import io
+import struct
+import zlib
+
+import numpy as np
+
+from servelab import food11
+
+# (name, bytes, expected status or None, words the answer must contain). None: any clear answer
+# is fine (200 for an odd but readable file, or a 4xx that says what is wrong).
+Case = tuple[str, bytes, "int | None", str]
+
+
+def encode(img, fmt: str, **kw) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def png_header_dims(data: bytes, width: int, height: int) -> bytes:
+    """A PNG whose IHDR claims width x height, with a correct CRC (so only the size gives it away)."""
+    ihdr = struct.pack(">II", width, height) + data[24:29]
+    return data[:16] + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr)) + data[33:]
+
+
+def jpeg_sof_dims(data: bytes, width: int, height: int) -> bytes:
+    """A JPEG whose SOF marker claims width x height (the pixel data stays that of the small image)."""
+    out = bytearray(data)
+    i = 2
+    while i < len(out) - 9:
+        if out[i] == 0xFF and out[i + 1] in (0xC0, 0xC1, 0xC2):
+            out[i + 5 : i + 9] = struct.pack(">HH", height, width)
+            return bytes(out)
+        i += 2 + struct.unpack(">H", out[i + 2 : i + 4])[0]
+    raise ValueError("no SOF marker")
+
+
+@functools.lru_cache(maxsize=1)
+def image_corpus() -> tuple[Case, ...]:
+    """Truncated JPEG/PNG, decompression bombs and lying headers, CMYK, 16-bit, animated WebP,
+    EXIF rotation, formats that are refused (GIF, BMP, TIFF, ICO, PDF) and non-images.
+    Built once (the 400 Mpx bomb takes a moment to encode)."""
+    from PIL import Image
+
+    rgb = Image.new("RGB", (64, 48), (200, 120, 40))
+    jpeg, png = encode(rgb, "JPEG", quality=90), encode(rgb, "PNG")
+    rng = np.random.default_rng(0)
+    exif = Image.Exif()
+    exif[0x0112] = 6  # orientation: rotate 90 degrees (a phone photo taken upright)
+    frames = [Image.new("P", (40, 30), i * 40) for i in range(4)]
+    sixteen = Image.fromarray((np.arange(64 * 48, dtype=np.uint16).reshape(48, 64) * 20))
+    too_big = food11.MAX_IMAGE_BYTES + 1024 * 1024
+    return (
+        (
+            "random bytes (1 KiB)",
+            rng.integers(0, 256, 1024, dtype=np.uint8).tobytes(),
+            415,
+            "not an image",
+        ),
+        ("one zero byte", b"\x00", 415, "not an image"),
+        ("text file", b"hello, this is not a photo\n" * 10, 415, "not an image"),
+        ("PNG signature only", png[:8], 415, "not an image"),
+        ("PNG header only (IHDR)", png[:33], None, ""),
+        ("PNG truncated at 50%", png[: len(png) // 2], 400, "damaged or truncated"),
+        ("PNG without IEND", png[:-12], None, ""),
+        ("JPEG SOI marker only", jpeg[:2], None, ""),
+        ("JPEG truncated at 30 bytes", jpeg[:30], 400, "damaged or truncated"),
+        ("JPEG truncated at 50%", jpeg[: len(jpeg) // 2], 400, "damaged or truncated"),
+        (
+            "JPEG with flipped bytes",
+            bytes(b ^ 0x55 if 200 < i < 260 else b for i, b in enumerate(jpeg)),
+            None,
+            "",
+        ),
+        (
+            "PNG 20000x20000 1-bit (400 Mpx bomb, 50 KiB file)",
+            encode(Image.new("1", (20000, 20000)), "PNG"),
+            413,
+            "pixels",
+        ),
+        (
+            "PNG 10000x10000 1-bit (100 Mpx, over Pillow's warning limit)",
+            encode(Image.new("1", (10000, 10000)), "PNG"),
+            413,
+            "pixels",
+        ),
+        (
+            "PNG 10000x5000 grey (50 Mpx, over the 40 Mpx cap)",
+            encode(Image.new("L", (10000, 5000)), "PNG"),
+            413,
+            "pixels",
+        ),
+        ("PNG header claims 100000x100000", png_header_dims(png, 100000, 100000), 413, "pixels"),
+        ("JPEG header claims 65000x65000", jpeg_sof_dims(jpeg, 65000, 65000), 413, "pixels"),
+        ("PNG 65000x1 (extreme aspect ratio)", encode(Image.new("L", (65000, 1)), "PNG"), 200, ""),
+        ("PNG 1x1", encode(Image.new("RGB", (1, 1)), "PNG"), 200, ""),
+        ("JPEG CMYK", encode(Image.new("CMYK", (64, 48), (0, 100, 200, 10)), "JPEG"), 200, ""),
+        ("PNG 16-bit greyscale", encode(sixteen, "PNG"), 200, ""),
+        (
+            "PNG RGBA (transparency)",
+            encode(Image.new("RGBA", (64, 48), (10, 200, 30, 0)), "PNG"),
+            200,
+            "",
+        ),
+        ("PNG palette", encode(rgb.convert("P"), "PNG"), 200, ""),
+        ("PNG 1-bit", encode(Image.new("1", (64, 48), 1), "PNG"), 200, ""),
+        (
+            "GIF animated (4 frames)",
+            encode(frames[0], "GIF", save_all=True, append_images=frames[1:]),
+            415,
+            "GIF file",
+        ),
+        ("JPEG with EXIF rotation", encode(rgb, "JPEG", exif=exif), 200, ""),
+        ("JPEG progressive", encode(rgb, "JPEG", progressive=True), 200, ""),
+        ("WebP", encode(rgb, "WEBP"), 200, ""),
+        (
+            "WebP animated (3 frames)",
+            encode(rgb, "WEBP", save_all=True, append_images=[rgb, rgb]),
+            200,
+            "",
+        ),
+        ("BMP", encode(rgb, "BMP"), 415, "BMP file"),
+        (
+            "TIFF, 2 pages",
+            encode(rgb, "TIFF", save_all=True, append_images=[rgb]),
+            415,
+            "TIFF file",
+        ),
+        ("ICO 256x256", encode(Image.new("RGB", (256, 256)), "ICO"), 415, "ICO file"),
+        (
+            "SVG text",
+            b"<svg xmlns='http://www.w3.org/2000/svg' width='10' height='10'/>",
+            415,
+            "not an image",
+        ),
+        ("PDF header", b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n", 415, "PDF file"),
+        (
+            "EPS (would need Ghostscript)",
+            b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n",
+            415,
+            "not an image",
+        ),
+        ("empty file", b"", 400, "empty"),
+        (
+            f"{too_big // 2**20} MiB of JPEG-looking bytes",
+            jpeg[:20] + b"\xff" * too_big,
+            413,
+            "at most",
+        ),
+    )
+
+
+def corpus_file(prefix: str) -> bytes:
+    """The bytes of the corpus case whose name starts with prefix (e.g. "PNG 20000x20000", the bomb)."""
+    return next(data for name, data, *_ in image_corpus() if name.startswith(prefix))
+
+
+@functools.lru_cache(maxsize=1)
+def seed_images() -> tuple[bytes, ...]:
+    """Small valid files in every format the fuzzer mutates; [0] is a JPEG, [1] a PNG, [5] a GIF."""
+    from PIL import Image
+
+    rgb = Image.new("RGB", (24, 16), (90, 160, 30))
+    frames = [Image.new("P", (12, 12), i * 60) for i in range(3)]
+    return (
+        encode(rgb, "JPEG"),
+        encode(rgb, "PNG"),
+        encode(rgb, "JPEG", progressive=True),
+        encode(rgb.convert("RGBA"), "PNG"),
+        encode(rgb.convert("CMYK"), "JPEG"),
+        encode(frames[0], "GIF", save_all=True, append_images=frames[1:]),
+        encode(rgb, "WEBP"),
+    )
+
+
+def mutated_images():
+    """Hypothesis strategy: random bytes, or a valid small image truncated / bit-flipped / spliced /
+    with a size field overwritten (where huge-dimension headers come from)."""
+    from hypothesis import strategies as st
+
+    seeds = seed_images()
+
+    @st.composite
+    def mutate(draw):
+        data = bytearray(draw(st.sampled_from(seeds)))
+        for _ in range(draw(st.integers(1, 4))):
+            if not data:
+                break
+            i = draw(st.integers(0, len(data) - 1))
+            op = draw(st.sampled_from(["truncate", "flip", "insert", "delete", "dims"]))
+            if op == "truncate":
+                del data[i:]
+            elif op == "flip":
+                data[i] = draw(st.integers(0, 255))
+            elif op == "insert":
+                data[i:i] = draw(st.binary(min_size=1, max_size=32))
+            elif op == "delete":
+                del data[i : i + draw(st.integers(1, 64))]
+            elif (
+                len(data) > 24
+            ):  # overwrite 4 bytes near the start: sizes live there in every format
+                j = draw(st.integers(0, min(len(data), 40) - 4))
+                data[j : j + 4] = struct.pack(">I", draw(st.integers(0, 2**32 - 1)))
+        return bytes(data)
+
+    return st.one_of(st.binary(max_size=2048), mutate())

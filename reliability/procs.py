@@ -1,0 +1,163 @@
+"""Real service processes for the measurements: started by the launcher's own start() on free
+127.0.0.1 ports (logs: $LAB_STATE_DIR/logs/reliability-*.log), and what /proc says about them."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import requests
+
+from labstack import launcher
+
+
+def running(pid: int, marker: str) -> bool:
+    """pid runs (not a zombie) and its command line still contains marker."""
+    return launcher._alive(pid, marker) and not launcher._zombie(pid)
+
+
+class Proc:
+    """One service started with launcher.start(); kill() is a crash (SIGKILL), stop() a clean shutdown."""
+
+    def __init__(self, service: launcher.Service, name: str):
+        service.name = f"reliability-{name}"  # its own log file, never the user's fastapi.log
+        self.name = name
+        started = time.perf_counter()
+        self.record = launcher.start(service)
+        self.ready_s = time.perf_counter() - started
+        self.url = launcher._url(self.record["port"])
+        self.repo: Path | None = None  # Triton only: its model repository
+
+    @property
+    def pid(self) -> int:
+        return self.record["pid"]
+
+    def alive(self) -> bool:
+        return running(self.pid, self.record["marker"])
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (workers and stubs too): a crash, not a shutdown."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        deadline = time.time() + 10
+        while time.time() < deadline and self.alive():
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        launcher._stop(self.pid, self.record["marker"], grace=5)
+
+
+def start_fastapi(backend: str, port: int | None = None) -> Proc:
+    return Proc(
+        launcher.fastapi_service(port or launcher.free_port(), backend), f"fastapi-{backend}"
+    )
+
+
+def start_flask(fastapi_url: str) -> Proc:
+    env = {"FLASK_BACKEND": "fastapi", "FASTAPI_SERVER_URL": fastapi_url}
+    return Proc(launcher.flask_service(launcher.free_port(), env), "flask")
+
+
+@contextlib.contextmanager
+def fastapi_and_flask():
+    """FastAPI (pt, onnx) and Flask in front of the onnx one, as {"pt", "onnx", "flask": Proc}; all
+    stopped on exit."""
+    started: list[Proc] = []
+    try:
+        for backend in ("pt", "onnx"):
+            started.append(start_fastapi(backend))
+        started.append(start_flask(started[1].url))
+        yield dict(zip(("pt", "onnx", "flask"), started))
+    finally:
+        for proc in reversed(started):
+            proc.stop()
+
+
+def start_triton(workdir: Path) -> Proc:
+    """tritonserver (local mode, CPU) on free ports, both models from a fresh repository under workdir,
+    so a broken config written by a fault scenario never touches the user's model_repository/."""
+    from labstack import triton_local
+    from servelab import model_repository
+
+    repo = Path(workdir) / "model_repository"
+    model_repository.populate(repo, mode="local", kind="cpu", verbose=False)
+    ports: set[int] = set()
+    while len(ports) < 3:
+        ports.add(launcher.free_port())
+    http, grpc, metrics = sorted(ports)
+    # no address: the default the launcher's Triton gets too (LAB_BIND_HOST, else 127.0.0.1)
+    argv, env = triton_local.server_command(
+        repo, http, grpc, metrics, backends=Path(workdir) / "backends"
+    )
+    service = launcher.Service(
+        "triton",
+        argv,
+        health=f"{launcher._url(http)}/v2/health/ready",
+        env=env,
+        timeout=300,
+        ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
+    )
+    proc = Proc(service, "triton")
+    proc.repo = repo
+    return proc
+
+
+def rss_tree_kib(pid: int) -> tuple[int, int]:
+    """(sum of VmRSS in KiB, number of processes) over pid and all its descendants: a worker
+    or a Triton Python-backend stub holds the model, so the parent alone would hide a leak."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, IndexError, ValueError):
+            continue
+    total, count, todo = 0, 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+        except OSError:
+            continue
+        m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
+        total += int(m.group(1)) if m else 0
+        count += 1
+        todo.extend(children.get(p, []))
+    return total, count
+
+
+def listen_addresses(port: int) -> set[str]:
+    """Local addresses on which something LISTENs on TCP `port` (from /proc/net/tcp and tcp6): what the
+    kernel says, not what a config file claims."""
+    found = set()
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            parts = line.split()
+            addr, hex_port = parts[1].split(":")
+            if parts[3] != "0A" or int(hex_port, 16) != port:  # 0A = LISTEN
+                continue
+            raw = bytes.fromhex(addr)
+            if v6:  # four little-endian 32-bit words; ::ffff:127.0.0.1 (gRPC's socket) is 127.0.0.1
+                ip6 = ipaddress.IPv6Address(b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
+                found.add(str(ip6.ipv4_mapped or ip6))
+            else:
+                found.add(str(ipaddress.IPv4Address(raw[::-1])))
+    return found
+
+
+def healthy(url: str) -> bool:
+    try:
+        return requests.get(url, timeout=5).status_code == 200
+    except requests.RequestException:
+        return False
