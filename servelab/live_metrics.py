@@ -1,10 +1,10 @@
-"""Triton's Prometheus metrics, watched while a load runs (issue 26).
+"""Triton's Prometheus metrics, watched while a load runs.
 
-For the 6.3 and 6.6 runs of notebook 6 (not wired in yet).
+Introduced in notebook 8 (and meant for the 6.3 and 6.6 runs of notebook 6).
 
     from servelab import live_metrics
-    watch = live_metrics.Watch(metrics_url, models=["food_classifier"])
-    result = watch.during(lambda: perf.run(cmd), refresh_s=1.0)   # the figure refreshes while it runs
+    watch = live_metrics.Watch(METRICS, models=["food_classifier"])
+    run = watch.during(lambda: perf.run_line(line, "6.3 2 inst c8", out=OUT))  # figure redrawn live
     watch.table()        # one row per sampling interval: inferences/s, queue and compute ms, utilisation
 
 Triton publishes its metrics as Prometheus text at http://<host>:8002/metrics. Counters grow
@@ -22,14 +22,18 @@ regular expressions. Utilisation: nv_gpu_utilization per GPU where Triton report
 image on a GPU node); the pip-installed Triton of local mode has no GPU metrics, so there the
 figure shows nv_cpu_utilization (all cores together) and says so.
 """
+
 from __future__ import annotations
 
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
+
+from servelab import labenv
 
 COUNTERS = {
     "nv_inference_count": "inferences",
@@ -60,7 +64,9 @@ def parse(text: str) -> dict:
             elif name == "nv_gpu_utilization":
                 out["gpus"][labels.get("gpu_uuid", str(len(out["gpus"])))] = value
             elif name == "nv_gpu_memory_used_bytes":
-                out["gpu_memory_bytes"][labels.get("gpu_uuid", str(len(out["gpu_memory_bytes"])))] = value
+                out["gpu_memory_bytes"][
+                    labels.get("gpu_uuid", str(len(out["gpu_memory_bytes"])))
+                ] = value
             elif name == "nv_cpu_utilization":
                 out["cpu"] = value
     return out
@@ -93,13 +99,15 @@ class Watch:
     """Samples Triton's /metrics every `interval_s` in a background thread; `rows` holds one dict
     per interval (t_s = seconds since start()), `figure()` draws them, `during()` refreshes the
     figure in a notebook while a function (a perf_analyzer run) executes."""
-    metrics_url: str
+
+    metrics_url: str | None = None  # None: TRITON_METRICS_URL (labenv.triton_url)
     models: list[str] | None = None
     interval_s: float = 0.5
     rows: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     def __post_init__(self):
+        self.metrics_url = self.metrics_url or labenv.triton_url("TRITON_METRICS_URL")
         if "://" not in self.metrics_url:
             self.metrics_url = "http://" + self.metrics_url
         self._stop = threading.Event()
@@ -120,8 +128,12 @@ class Watch:
             except (requests.RequestException, ValueError) as exc:
                 self.errors.append(f"{type(exc).__name__}: {exc}")
                 continue
-            self.rows.append({"t_s": round(now - start, 3),
-                              **interval(previous, now_scrape, now - previous_t, self.models)})
+            self.rows.append(
+                {
+                    "t_s": round(now - start, 3),
+                    **interval(previous, now_scrape, now - previous_t, self.models),
+                }
+            )
             previous, previous_t = now_scrape, now
 
     def start(self) -> "Watch":
@@ -145,6 +157,7 @@ class Watch:
 
     def table(self):
         import pandas as pd
+
         return pd.DataFrame(list(self.rows))
 
     # ------------------------------------------------------------ the figure
@@ -165,9 +178,14 @@ class Watch:
         models = sorted({c.split(":")[0] for c in table.columns if ":" in c})
         for model in models:
             axes[0].plot(table["t_s"], table[f"{model}:infer_per_s"], label=model)
-            line, = axes[1].plot(table["t_s"], table[f"{model}:queue_ms"], label=f"{model} queue")
-            axes[1].plot(table["t_s"], table[f"{model}:compute_ms"], ls="--", color=line.get_color(),
-                         label=f"{model} compute")
+            (line,) = axes[1].plot(table["t_s"], table[f"{model}:queue_ms"], label=f"{model} queue")
+            axes[1].plot(
+                table["t_s"],
+                table[f"{model}:compute_ms"],
+                ls="--",
+                color=line.get_color(),
+                label=f"{model} compute",
+            )
         axes[0].set_ylabel("inferences/s")
         axes[1].set_ylabel("ms per request")
         util = [c for c in table.columns if c.endswith("_util_pct")]
@@ -184,9 +202,16 @@ class Watch:
         fig.tight_layout()
         return fig
 
-    def during(self, work, refresh_s: float = 1.0, display: bool | None = None):
-        """Run work() (e.g. lambda: perf.run(cmd)) in a thread while sampling; in a notebook the
-        figure is redrawn every refresh_s in one output (display=None: only when IPython runs).
+    def during(
+        self,
+        work,
+        refresh_s: float = 1.0,
+        display: bool | None = None,
+        save: Path | str | None = None,
+    ):
+        """Run work() (e.g. lambda: perf.run_line(line, name)) in a thread while sampling; in a
+        notebook the figure is redrawn every refresh_s in one output (display=None: only when
+        IPython runs). save="results/triton/live_6.3": the last figure as .png, the table as .csv.
         Returns work()'s result; its exception is raised here after the sampling stopped."""
         import matplotlib.pyplot as plt
 
@@ -218,6 +243,11 @@ class Watch:
                 _show(fig, handle)
             plt.close(fig)
         self.last_figure = fig
+        if save is not None:
+            save = Path(save)
+            save.parent.mkdir(parents=True, exist_ok=True)
+            fig.savefig(save.with_suffix(".png"), dpi=100)
+            self.table().to_csv(save.with_suffix(".csv"), index=False)
         if "error" in outcome:
             raise outcome["error"]
         return outcome.get("value")
