@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from labstack import launcher
-from servelab import ensemble, model_repository, perf, triton_config
+from servelab import ensemble, model_repository, triton_config
 from servelab.paths import RESULTS, TEST_IMAGES
 
 COLUMNS = [
@@ -60,17 +60,10 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def measure(line: str, name: str, url: str, metrics: str, out: Path, fallback: int = 40) -> dict:
-    """One run; when perf_analyzer's windows disagree more than tenfold even at 1000% stability
-    (seen for the PyTorch model on the busy 2 cores), a fixed number of requests instead."""
-    try:
-        run = ensemble.measure(line, name, out=out, url=url, metrics_url=metrics, verbose=False)
-    except perf.PerfAnalyzerError as exc:
-        if "stable measurement" not in str(exc) or "--request-count" in line:
-            raise
-        line = f"{line} --request-count {fallback}"
-        run = ensemble.measure(line, name, out=out, url=url, metrics_url=metrics, verbose=False)
-    return run.row
+def measure(line: str, name: str, url: str, metrics: str, out: Path) -> dict:
+    """One run (ensemble.measure falls back to a fixed request count when the windows saw no
+    answer or never agreed: seen for the PyTorch model on the busy 2 cores)."""
+    return ensemble.measure(line, name, out=out, url=url, metrics_url=metrics, verbose=False).row
 
 
 def main() -> None:

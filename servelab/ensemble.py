@@ -307,22 +307,38 @@ def measure(
     metrics_url: str | None = None,
     timeout: float | None = None,
     verbose: bool = True,
+    fallback_requests: int = 40,
 ) -> perf.PerfResult:
     """perf.run_line(line, name, ...) with the statistics of every model the request passes
     through, read before and after the run: `run.steps` is step_table() of the run, and the row
     gains `<model>_queue_ms`, `<model>_compute_ms` and `<model>_avg_batch` for each step (for
-    the ensemble, its steps; the ensemble's own row is their sum)."""
+    the ensemble, its steps; the ensemble's own row is their sum).
+
+    A path too slow for perf_analyzer's windows (no answer within one, or windows that never
+    agree: the PyTorch model on a busy 2-core machine) is measured again for a fixed
+    `fallback_requests` requests, and says so: the row's command is the line that ran."""
     argv = shlex.split(line)
     flag = {k: v for k, v in zip(argv, argv[1:])}
     model = flag.get("-m")
     if url is None and "-u" in flag and flag.get("-i", "http").lower() == "http":
-        # the statistics come from the server the line names
-        url = flag["-u"]
+        url = flag["-u"]  # the statistics come from the server the line names
     models = next((m for target, m in PATHS.values() if target == model), (model,))
+    settings = dict(out=out, url=url, metrics_url=metrics_url, timeout=timeout, verbose=verbose)
     before = snapshot(models, url)
-    run = perf.run_line(
-        line, name, out=out, url=url, metrics_url=metrics_url, timeout=timeout, verbose=verbose
-    )
+    try:
+        run = perf.run_line(line, name, **settings)
+    except perf.PerfAnalyzerError as exc:
+        unmeasured = "No valid requests recorded" in str(exc) or "stable measurement" in str(exc)
+        if not (unmeasured and fallback_requests) or "--request-count" in argv:
+            raise
+        print(
+            f"-> {model} answered too slowly for perf_analyzer's windows: measuring "
+            f"{fallback_requests} requests instead (--request-count {fallback_requests})",
+            flush=True,
+        )
+        line = f"{line} --request-count {fallback_requests}"
+        before = snapshot(models, url)
+        run = perf.run_line(line, name, **settings)
     table = step_table(before, snapshot(models, url))
     for _, step in table.iterrows():
         if step["model"] == model and len(models) > 1:

@@ -9,6 +9,8 @@ Introduced in notebook 8.
     ma.pareto_front(report.table)         # throughput vs p99: the points nothing beats on both
     ma.plot(report.table, 100)            # every point, the front, the budget
     report.variant_config("food_classifier_onnx_config_1")      # the config.pbtxt it tried
+    hand = ma.hand_tuned("results/hardware", 100)   # notebook 7's best under the budget, or None
+    ma.comparison(report.table, 100, hand)           # both, with served/limit
 
 The search itself is a command, because it starts servers (local mode: one tritonserver per
 configuration) or reloads a model on the running one (Docker): `python -m labstack.model_analyzer`
@@ -163,3 +165,75 @@ def plot(table, p99_budget_ms: float, ax=None, hand_tuned: dict | None = None):
     ax.set_ylabel("throughput (infer/s)")
     ax.legend(fontsize=7)
     return ax
+
+
+# ---------------------------------------------------------------- against notebook 7's hand tuning
+
+
+def hand_tuned(hardware_dir: Path | str, p99_budget_ms: float) -> dict | None:
+    """Notebook 7's best run under the p99 budget, with its served/limit, or None when notebook 7
+    has not been run here (its served_over_limit.json and summary.csv in hardware_dir).
+
+    The interval `lo`..`hi` is the spread of notebook 7's repeats of its best configuration (7.8),
+    relative, applied to this run: how far the same configuration moved between runs."""
+    import pandas as pd
+
+    folder = Path(hardware_dir)
+    summary_json, summary_csv = folder / "served_over_limit.json", folder / "summary.csv"
+    if not (summary_json.is_file() and summary_csv.is_file()):
+        return None
+    record = json.loads(summary_json.read_text())
+    runs = pd.read_csv(summary_csv)
+    within = runs[runs["p99_ms"] <= p99_budget_ms]
+    if within.empty:
+        return {"run": None, "limit": record["limit"], "device": record.get("device")}
+    best = within.loc[within["throughput_infer_s"].idxmax()]
+    limit = float(record["limit"]["images_per_s"])
+    repeats = [float(r) for r in record.get("repeats_served_over_limit", [])]
+    median = sorted(repeats)[len(repeats) // 2] if repeats else 0.0
+    down = (median - min(repeats)) / median if median else 0.0
+    up = (max(repeats) - median) / median if median else 0.0
+    served = float(best["throughput_infer_s"])
+    return {
+        "run": best["run"],
+        "command": best.get("command", ""),
+        "throughput_infer_s": served,
+        "p99_ms": float(best["p99_ms"]),
+        "served_over_limit": served / limit,
+        "lo": served / limit * (1 - down),
+        "hi": served / limit * (1 + up),
+        "limit": record["limit"],
+        "device": record.get("device"),
+    }
+
+
+def comparison(table, p99_budget_ms: float, hand: dict | None):
+    """Model Analyzer's best per objective beside notebook 7's best under the same budget:
+    throughput, p99 and served/limit (the limit of notebook 7, when there is one)."""
+    import pandas as pd
+
+    limit = float(hand["limit"]["images_per_s"]) if hand else None
+    rows = []
+    if hand and hand.get("run"):
+        rows.append(
+            {
+                "who": "notebook 7, hand-tuned",
+                "configuration": hand["run"],
+                "throughput_infer_s": hand["throughput_infer_s"],
+                "p99_ms": hand["p99_ms"],
+            }
+        )
+    for _, row in best_per_objective(table, p99_budget_ms).iterrows():
+        rows.append(
+            {
+                "who": f"Model Analyzer, {row['objective']}",
+                "configuration": f"{row['variant']} ({row['instance_group']}, max batch "
+                f"{row['max_batch_size']}, c{row['concurrency']})",
+                "throughput_infer_s": row["throughput_infer_s"],
+                "p99_ms": row["p99_ms"],
+            }
+        )
+    out = pd.DataFrame(rows, columns=["who", "configuration", "throughput_infer_s", "p99_ms"])
+    if limit:
+        out["served_over_limit"] = out["throughput_infer_s"] / limit
+    return out

@@ -122,3 +122,38 @@ def test_a_wrong_mapping_is_answered_in_the_students_terms(answer, says):
     with pytest.raises(ensemble.NotYet, match=re.escape(says)) as err:
         ensemble.check_step_mapping(answer)
     assert err.value._render_traceback_() == [str(err.value)]  # one sentence in Jupyter
+
+
+def test_a_path_too_slow_for_the_windows_is_measured_for_a_fixed_count(monkeypatch):
+    """ensemble.measure's fallback (seen: the PyTorch model at 0.5 infer/s on a busy 2-core
+    machine left 1.5 s windows empty): the line runs again with --request-count, and the row's
+    command says so; any other failure is raised as it is."""
+    import pandas as pd
+
+    from servelab import perf
+
+    lines = []
+
+    def run_line(line, name, **kwargs):
+        lines.append(line)
+        if "--request-count" not in line:
+            raise perf.PerfAnalyzerError("Pass [3] cb::Error: No valid requests recorded ...")
+        table = pd.DataFrame([{"throughput_infer_s": 0.5}])
+        return perf.PerfResult([], line, "", 0, 1.0, table, {"command": line})
+
+    monkeypatch.setattr(perf, "run_line", run_line)
+    monkeypatch.setattr(ensemble, "snapshot", lambda models, url: {m: {} for m in models})
+    line = "perf_analyzer -m food_classifier -u h:8000 --concurrency-range 4"
+    run = ensemble.measure(line, "slow", fallback_requests=7)
+    assert lines == [line, f"{line} --request-count 7"]
+    assert run.row["command"] == f"{line} --request-count 7"
+    assert list(run.steps["model"]) == ["food_classifier"]
+
+    def refused(line, name, **kwargs):
+        raise perf.PerfAnalyzerError(
+            "perf_analyzer exited with code 99: failed to get model metadata"
+        )
+
+    monkeypatch.setattr(perf, "run_line", refused)
+    with pytest.raises(perf.PerfAnalyzerError, match="model metadata"):
+        ensemble.measure(line, "down")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pandas as pd
 import pytest
 from triton_helpers import start_local_triton
 
@@ -74,17 +73,6 @@ def test_best_per_objective_respects_the_budget(local_report):
     front = ma.pareto_front(table)
     assert 1 <= len(front) <= len(table)
     assert front["throughput_infer_s"].is_monotonic_increasing
-
-
-def test_pareto_front_on_known_points():
-    table = pd.DataFrame(
-        {
-            "variant": list("abcd"),
-            "throughput_infer_s": [10, 20, 15, 30],
-            "p99_ms": [5, 10, 12, 40],
-        }
-    )
-    assert list(ma.pareto_front(table)["variant"]) == ["a", "b", "d"]  # c: slower and less than b
 
 
 def test_remote_launch_mode_against_a_running_triton(built_artifacts, tmp_path):
