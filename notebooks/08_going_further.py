@@ -186,8 +186,9 @@ print(f"a request carries {np.mean(sizes):,.0f} bytes of JPEG (ensemble) or {ten
       "of floats (client_onnx)")
 
 # %% jupyter={"source_hidden": true}
-claims.at_most("8.2: the ensemble's request carries less than a fifth of the client path's bytes",
-               max(sizes) / tensor_bytes, 0.2, {"largest JPEG": max(sizes), "tensor": tensor_bytes})
+claims.at_most("8.2: the ensemble's request carries less than a quarter of the client path's bytes",
+               np.mean(sizes) / tensor_bytes, 0.25,
+               {"mean JPEG": np.mean(sizes), "tensor": tensor_bytes})
 
 # %% [markdown]
 # **Predict.** At the same number of requests in flight, how much does the ensemble serve compared
@@ -231,15 +232,18 @@ for path in ("python", "client_onnx"):
 # **offered rate** (open loop, as in 6.6) the question is whether a path keeps up, and at what p95.
 # The rate: half of what the ensemble served above, so the ensemble has room and the others are
 # tested at the same load. `--async` sends each request on schedule whether or not the last one
-# was answered; `--request-count` sends the same number of requests on every path and waits for
-# all of them, however long a path that cannot keep up takes to drain its queue.
+# was answered. A path whose closed-loop throughput is below the rate cannot keep up: its queue
+# grows for as long as the run lasts, so it gets a fixed number of requests (`--request-count`),
+# and its p95 says how long that queue grew in that time.
 
 # %%
 RATE = max(1, round(0.5 * runs["8.2 ensemble closed"].throughput.value))
-REQUESTS = max(30, RATE * labenv.param("GF_RATE_SECONDS", 5))
+REQUESTS = max(20, 2 * RATE)
 for path, (model, _) in ensemble.PATHS.items():
     line = (f"perf_analyzer -m {model} -u {HOST} --input-data {inputs[path]} --async "
-            f"--request-rate-range {RATE} --request-count {REQUESTS}")
+            f"--request-rate-range {RATE}")
+    if runs[f"8.2 {path} closed"].throughput.hi < RATE:
+        line += f" --request-count {REQUESTS}"
     runs[f"8.2 {path} {RATE}/s"] = ensemble.measure(line, f"8.2 {path} {RATE}/s", out=OUT,
                                                     verbose=False)
 columns = ["throughput_infer_s", "p95_ms", "p99_ms", "delayed_pct"]
@@ -262,6 +266,8 @@ claims.at_least("8.2: the ensemble serves more than the Python model that decode
 offered = runs[f"8.2 ensemble {RATE}/s"]
 claims.at_least(f"8.2: at {RATE} requests/s the ensemble keeps the offered rate (>= 95%)",
                 offered.throughput / RATE, 0.95, {"sent late %": offered.row["delayed_pct"]})
+claims.at_least(f"8.2: {RATE} requests/s is more than the Python model can serve (U = rate x "
+                "service time > 1: its queue only grows)", claims.Measured.exact(RATE) / py, 1.0)
 
 # %% [markdown]
 # ## 8.3 Where each request waits, stage by stage
@@ -328,8 +334,10 @@ else:
     claims.not_checkable("8.4: a second preprocess instance shortens preprocess's own queue",
                          f"preprocess hardly queued with one ({one.row['preprocess_queue_ms']} ms)")
 if slow == "food_classifier_onnx":
-    claims.at_most("8.4: requests waited for the classifier: a second decoder adds < 20%",
-                   gain, 1.2, note="the classifier's queue decides; see its row above")
+    claims.at_least("8.4: with two decoders the requests still wait at the classifier (its queue "
+                    "stays longer than preprocess's)", two.measured("food_classifier_onnx_queue_ms")
+                    / two.measured("preprocess_queue_ms"), 1.0,
+                    note="throughput moves with whatever else the cores do; the queues say where")
 else:
     claims.at_least("8.4: requests waited for decoding: a second decoder serves more", gain, 1.0)
 triton_config.edit("preprocess", "instance_group [ { count: 1, kind: KIND_CPU } ]", verbose=False)
@@ -448,6 +456,9 @@ if hand is None:
 elif hand["run"] is None:
     print(f"No run of notebook 7 kept p99 under {BUDGET_MS} ms: it has no answer to compare with.")
 comparison = model_analyzer.comparison(report.table, BUDGET_MS, hand)
+if model_analyzer.best_per_objective(report.table, BUDGET_MS).empty:
+    print(f"None of the search's measurements kept p99 under {BUDGET_MS} ms on this machine: it "
+          "has no configuration to recommend within the budget (see the Pareto front below).")
 comparison.round(3)
 
 # %%
@@ -482,7 +493,8 @@ if hand and hand["run"] and not best.empty:
                    best.iloc[1]["p99_ms"] / hand["p99_ms"], 1.0)
 else:
     claims.not_checkable("8.6: the search against notebook 7's hand tuning",
-                         "no hand-tuned result under the budget (notebook 7 not run here)")
+                         "notebook 7 has not run here" if hand is None else
+                         "no run of notebook 7 or of the search kept p99 under the budget")
 claims.at_least("8.6: the search measured every configuration at every load",
                 len(report.table), report.search["points"])
 

@@ -244,10 +244,10 @@ class Watch:
             plt.close(fig)
         self.last_figure = fig
         if save is not None:
-            save = Path(save)
+            save = Path(save)  # a stem: "live_6.3" keeps its dot (no with_suffix)
             save.parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(save.with_suffix(".png"), dpi=100)
-            self.table().to_csv(save.with_suffix(".csv"), index=False)
+            fig.savefig(save.parent / f"{save.name}.png", dpi=100)
+            self.table().to_csv(save.parent / f"{save.name}.csv", index=False)
         if "error" in outcome:
             raise outcome["error"]
         return outcome.get("value")
