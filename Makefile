@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: lab test test-docker up down restart status setup artifacts notebooks bench clean help reliability soak
+.PHONY: timing artifacts-only lab test test-docker up down restart status setup artifacts notebooks solutions bench clean help reliability soak
 
 help:
 	@echo "make lab        set up, build the model, start the stack, run the benchmark notebooks, write results/"
@@ -16,7 +16,9 @@ help:
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
 	@echo "make restart SERVICE=triton   bring one service back (same port, token, model configs)"
 	@echo "make bench      side-by-side benchmark script (PyTorch vs ONNX, Python load generator vs wrk)"
-	@echo "make notebooks  regenerate notebooks/*.ipynb from their .py sources"
+	@echo "make timing    regenerate docs/timing_plan.md's table from the reference run's measured durations"
+	@echo "make notebooks  regenerate the student edition notebooks/*.ipynb from notebook_sources/"
+	@echo "make solutions  write the solved edition solutions/*.ipynb (instructors; make lab runs it)"
 	@echo "make reliability  fuzzing, short soak, faults, safe-default checks -> docs/reliability.md (~4 min)"
 	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300) -> results/reliability_soak.md"
 
@@ -27,6 +29,11 @@ $(STAMP): requirements/constraints.txt requirements/lab.txt scripts/install_syst
 	$(PY) -m pip install -q --upgrade pip
 	$(PIP_INSTALL) -r requirements/lab.txt
 	$(PY) -m pip install -q --no-deps -e .
+	@# nbgrader only makes the student edition (make notebooks): its JupyterLab parts stay off
+	$(VENV)/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader >/dev/null
+	for part in formgrader validate_assignment assignment_list course_list; do \
+	  $(VENV)/bin/jupyter server extension disable --sys-prefix \
+	    nbgrader.server_extensions.$$part >/dev/null 2>&1; done
 	touch $@
 
 setup: $(STAMP)
@@ -34,20 +41,34 @@ setup: $(STAMP)
 artifacts: setup
 	$(PY) -m labstack.artifacts
 
+# The class node's build of the model files (notebook 2): a venv with only what labstack/artifacts.py
+# needs, not the local-mode lab and its tests (JupyterLab, Triton, pytest, ...). TORCH_INDEX_URL
+# (e.g. https://download.pytorch.org/whl/cpu) brings a CPU-only torch: the files are the same.
+BUILD_VENV := .venv-build
+$(BUILD_VENV)/.installed: requirements/constraints.txt requirements/artifacts.txt
+	test -x $(BUILD_VENV)/bin/python || $(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/python -m pip install -q -c requirements/constraints.txt \
+	  $(if $(TORCH_INDEX_URL),--extra-index-url $(TORCH_INDEX_URL),) -r requirements/artifacts.txt
+	$(BUILD_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+artifacts-only: $(BUILD_VENV)/.installed
+	$(BUILD_VENV)/bin/python -m labstack.artifacts
+
 # --- the main job
 # QUICK=1: the same notebooks with small counts (a few minutes)
-lab: artifacts
+lab: artifacts solutions
 	$(PY) -m labstack.lab $(if $(QUICK),--quick,)
 
 # lint-imports first: a broken layers contract (pyproject.toml) fails in seconds
-test: artifacts
+test: artifacts solutions
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest
 
 # The classroom path: a Docker engine (installed and started if missing), the registry base images
 # (pulled, or local stand-ins where no registry answers: docker/standins/), then every compose
 # stack built, started and used for real (tests/docker/). LAB_DOCKER_KEEP_IMAGES=1 keeps the images.
-test-docker: artifacts
+test-docker: artifacts solutions
 	bash scripts/install_docker_engine.sh $(PY)
 	$(PY) docker/standins/ensure_base_images.py
 	LAB_DOCKER_TESTS=1 $(PY) -m pytest tests/docker -v -s
@@ -69,8 +90,13 @@ restart: setup
 bench: artifacts
 	$(PY) scripts/bench_fastapi.py
 
+# One source per notebook (notebook_sources/, with nbgrader's solution regions), two editions:
+# the student edition (notebooks/, committed) and the solved one (solutions/, git-ignored)
 notebooks: setup
-	$(PY) -m labstack.notebook_sync
+	$(PY) -m labstack.editions student
+
+solutions: setup
+	$(PY) -m labstack.editions solved
 
 # --- reliability (reliability/): the report's command, and the long form of its soak
 SOAK_SECONDS ?= 300
@@ -82,4 +108,8 @@ soak: artifacts
 	$(PY) -m reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
 
 clean: down
-	rm -rf .lab results model_repository
+	rm -rf .lab results model_repository solutions
+
+# the lease plan's table, from the reference run's measured durations (labstack/timing.py)
+timing: setup
+	$(PY) -m labstack.timing

@@ -1,7 +1,8 @@
 """The FastAPI inference service with the ONNX Runtime runtime (notebook 4).
 
     uvicorn fastapi_onnx.app:app --port 8000        # local mode: FASTAPI_BACKEND=onnx make up
-    POST /predict  {"image": "<base64 JPEG/PNG>"}  ->  {"prediction": "<class>", "probability": 0..1}
+    POST /predict  {"image": "<base64 JPEG/PNG>"}
+                   ->  {"prediction": "<class>", "probability": 0..1}
     GET  /health   200 once the model is loaded;   GET /docs  Swagger UI
 
 This service and fastapi_pt/ differ in one thing, the runtime, which is what notebook 4

@@ -1,7 +1,8 @@
 """The FastAPI inference service with the PyTorch runtime (notebook 4).
 
     uvicorn fastapi_pt.app:app --port 8000          # local mode: make up
-    POST /predict  {"image": "<base64 JPEG/PNG>"}  ->  {"prediction": "<class>", "probability": 0..1}
+    POST /predict  {"image": "<base64 JPEG/PNG>"}
+                   ->  {"prediction": "<class>", "probability": 0..1}
     GET  /health   200 once the model is loaded;   GET /docs  Swagger UI
 
 This service and fastapi_onnx/ differ in one thing, the runtime, which is what notebook 4

@@ -1,6 +1,7 @@
-"""GourmetGram-style upload page: pick a food photo, get one of 11 classes from the backend.
+"""GourmetGram-style upload page: pick a food photo, get one of 11 classes from a model server.
 
-Run locally: python -m flask_app.serve   (waitress; the backend comes from the environment: backends.py)
+Run locally: python -m flask_app.serve   (waitress)
+Which model server (FastAPI or Triton) comes from the environment (FLASK_BACKEND): backends.py.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ app.config["MAX_CONTENT_LENGTH"] = food11.MAX_IMAGE_BYTES + 64 * 1024  # the fil
 
 
 def _error(message: str, status: int):
-    return render_template("error.html", message=message, backend=_backend_name()), status
+    return render_template("error.html", message=message, model_server=_model_server_name()), status
 
 
-def _backend_name() -> str:
+def _model_server_name() -> str:
     try:
         return backends.from_env().name
     except ValueError as exc:
@@ -33,13 +34,15 @@ def _backend_name() -> str:
 @app.get("/")
 def index():
     return render_template(
-        "index.html", backend=_backend_name(), max_mb=food11.MAX_IMAGE_BYTES // (1024 * 1024)
+        "index.html",
+        model_server=_model_server_name(),
+        max_mb=food11.MAX_IMAGE_BYTES // (1024 * 1024),
     )
 
 
 @app.get("/healthz")
 def healthz():
-    return {"status": "ok", "backend": _backend_name()}
+    return {"status": "ok", "model_server": _model_server_name()}
 
 
 @app.post("/predict")
@@ -57,26 +60,24 @@ def predict():
             415,
         )
     data = upload.read()
-    try:
-        food11.load_image(
-            data
-        )  # refuse empty, damaged or non-image files before bothering the backend
+    try:  # refuse empty, damaged or non-image files before bothering the model server
+        food11.load_image(data)
     except food11.BadInput as exc:
         return _error(str(exc), exc.status)
     try:
-        backend = backends.from_env()
+        server = backends.from_env()
         start = time.perf_counter()
-        label, probability = backend.predict(data)
+        label, probability = server.predict(data)
         elapsed_ms = (time.perf_counter() - start) * 1e3
-    except (backends.BackendError, ValueError) as exc:
+    except (backends.ModelServerError, ValueError) as exc:
         return _error(str(exc), 502)
     mime = {"png": "image/png", "webp": "image/webp"}.get(extension, "image/jpeg")
     return render_template(
         "result.html",
         label=label,
         probability=probability,
-        backend=backend.name,
-        weights=backend.weights(),
+        model_server=server.name,
+        weights=server.weights(),
         elapsed_ms=elapsed_ms,
         image_url=f"data:{mime};base64,{base64.b64encode(data).decode()}",
     )
@@ -95,7 +96,6 @@ def too_large(_exc):
         )
     return _error(
         "The form has too many parts or a text field that is too large: upload one photo, as a "
-        "file, "
-        "with the page's form.",
+        "file, with the page's form.",
         413,
     )

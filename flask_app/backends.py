@@ -1,4 +1,5 @@
-"""Where the Flask UI sends an uploaded image: one small class per kind of backend.
+"""Where the Flask UI sends an uploaded image: its model server, FastAPI or Triton, one small
+class each. The setting keeps its name, FLASK_BACKEND:
 
 FLASK_BACKEND=fastapi  -> FastAPI service at FASTAPI_SERVER_URL (PyTorch or ONNX, same API)
 FLASK_BACKEND=triton   -> Triton at TRITON_SERVER_URL, model FOOD11_MODEL_NAME:
@@ -20,19 +21,19 @@ from servelab import food11
 from servelab.serving import triton_clients
 
 
-class BackendError(RuntimeError):
-    """Something a person can act on: the message says which backend and what went wrong."""
+class ModelServerError(RuntimeError):
+    """Something a person can act on: the message says which model server and what went wrong."""
 
 
-def _unreachable(what: str, url: str, exc: Exception) -> BackendError:
+def _unreachable(what: str, url: str, exc: Exception) -> ModelServerError:
     kind = "timed out" if isinstance(exc, (requests.Timeout, TimeoutError)) else "is not reachable"
-    return BackendError(
+    return ModelServerError(
         f"The {what} at {url} {kind} ({type(exc).__name__}). Start it (make up, or "
         "docker compose up) and try again; this page recovers on its own once it answers."
     )
 
 
-class FastAPIBackend:
+class FastAPIServer:
     def __init__(self, url: str):
         self.url = url.rstrip("/")
         self.name = f"FastAPI service ({self.url})"
@@ -54,12 +55,14 @@ class FastAPIBackend:
                 detail = resp.json().get("detail", resp.text)
             except ValueError:
                 detail = resp.text[:300]
-            raise BackendError(f"The FastAPI service answered HTTP {resp.status_code}: {detail}")
+            raise ModelServerError(
+                f"The FastAPI service answered HTTP {resp.status_code}: {detail}"
+            )
         data = resp.json()
         return data["prediction"], float(data["probability"])
 
 
-class TritonBackend:
+class TritonServer:
     """Triton through its own client library: the Python-backend model gets the file, the ONNX
     model the pre-processed tensor (pre- and post-processing done here, with servelab.food11)."""
 
@@ -104,7 +107,7 @@ class TritonBackend:
             )
             return food11.top_class(result.as_numpy("output")[0])  # post-processing in Flask
         except InferenceServerException as exc:  # Triton answered, with an error
-            raise BackendError(f"Triton answered with an error: {exc.message()}") from None
+            raise ModelServerError(f"Triton answered with an error: {exc.message()}") from None
         except (ConnectionError, OSError) as exc:
             raise _unreachable("Triton server", self.url, exc) from None
 
@@ -116,10 +119,10 @@ def from_env(env=os.environ):
         else "fastapi"
     )
     if choice == "triton":
-        return TritonBackend(
+        return TritonServer(
             env.get("TRITON_SERVER_URL", "http://triton_server:8000"),
             env.get("FOOD11_MODEL_NAME", "food_classifier"),
         )
     if choice == "fastapi":
-        return FastAPIBackend(env.get("FASTAPI_SERVER_URL", "http://fastapi_server:8000"))
+        return FastAPIServer(env.get("FASTAPI_SERVER_URL", "http://fastapi_server:8000"))
     raise ValueError(f"FLASK_BACKEND must be 'fastapi' or 'triton', not {choice!r}")

@@ -16,7 +16,7 @@ from waitress import serve
 
 from flask_app.app import app
 
-THREADS = 8  # requests handled at once (each may wait up to 60 s on a backend)
+THREADS = 8  # requests handled at once (each may wait up to 60 s on the model server)
 CONNECTIONS = 512  # open sockets accepted at once; idle ones are closed after CHANNEL_TIMEOUT
 CHANNEL_TIMEOUT_S = 30
 

@@ -55,7 +55,7 @@ TEST_IMAGE_SPECS = [
 
 
 def synthetic_food_image(rng: np.random.Generator, size: tuple[int, int]) -> Image.Image:
-    """A generated 'plate of food': background texture, a plate, blobs of colour. Never downloaded."""
+    """A generated 'plate of food': background texture, a plate, blobs of colour; not a photo."""
     w, h = size
     base = rng.integers(0, 256, size=3)
     noise = rng.normal(0, 40, size=(h // 8 + 1, w // 8 + 1, 3))

@@ -1,11 +1,16 @@
 """`make lab`: start the local stack, run the benchmark notebooks headless, write results/, stop.
 
+The notebooks run are the solved editions (labstack/editions.py: solutions/, written from
+notebook_sources/ when stale), in notebooks/ as a student's would.
+
     python -m labstack.lab [--quick]
 
 results/
   index.md               summary page: what ran, key numbers, every claim checked, the plots
-  notebooks/*.ipynb      the executed notebooks (open them to see every output)
-  fastapi/, triton/      CSVs of every run (one row per request or per perf_analyzer level), PNG plots
+  notebooks/*.ipynb      the executed (solved) notebooks (open them to see every output)
+  fastapi/, triton/, hardware/
+                         CSVs of every run (one row per request or per perf_analyzer level),
+                         PNG plots
 """
 
 from __future__ import annotations
@@ -21,16 +26,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from labstack import launcher
+from labstack import editions, launcher
 from servelab.food11 import read_metadata
-from servelab.paths import REPO_ROOT, RESULTS
+from servelab.paths import RESULTS
 
-# (notebook, result folder, needs Triton)
-BENCHMARK_NOTEBOOKS = [
-    ("04_fastapi_benchmarks.ipynb", "fastapi", False),
-    ("06_triton_benchmarks.ipynb", "triton", True),
-    ("07_how_close_to_the_hardware.ipynb", "hardware", True),
-]
+# the notebooks `make lab` runs, in order, and the folder of results/ each one writes
+BENCHMARK_NOTEBOOKS = {
+    "04_fastapi_benchmarks.ipynb": "fastapi",
+    "06_triton_benchmarks.ipynb": "triton",
+    "07_how_close_to_the_hardware.ipynb": "hardware",
+}
 SUMMARY_COLUMNS = [
     "run",
     "concurrency",
@@ -51,8 +56,12 @@ SUMMARY_COLUMNS = [
     "server_compute_infer_ms",
     "avg_batch_size",
     "delayed_pct",
+    # the laws beside every measured row (servelab.queueing.laws): U = X·S and N = X·R
+    "lock_busy_U",
+    "in_flight_N",
 ]
-# utilisation columns are named after what they measured: gpu0_util_pct, gpu1_util_pct, ... or cpu_util_pct
+# utilisation columns are named after what they measured: gpu0_util_pct, gpu1_util_pct, ...
+# or cpu_util_pct
 # Answers for the notebooks' prediction cells in headless test runs (LAB_PREDICTIONS): a student's
 # reasonable guesses, so the compare-with-prediction path runs; `make lab` leaves them unanswered.
 SCRIPTED_PREDICTIONS = {
@@ -88,17 +97,9 @@ QUICK_PARAMS = {
 }
 
 
-def available_notebooks() -> list[tuple[Path, str, bool]]:
-    found = []
-    for name, folder, needs_triton in BENCHMARK_NOTEBOOKS:
-        path = REPO_ROOT / "notebooks" / name
-        if path.exists():
-            found.append((path, folder, needs_triton))
-    return found
-
-
 def summary_markdown(summary_csv: Path) -> str:
-    """A benchmark's summary.csv as a markdown table of the columns a page shows (the full rows stay in the CSV)."""
+    """A benchmark's summary.csv as a markdown table of the columns a page shows (all of them stay
+    in the CSV)."""
     table = pd.read_csv(summary_csv)
     columns = [c for c in SUMMARY_COLUMNS if c in table] + [
         c for c in table if c.endswith("_util_pct")
@@ -107,22 +108,16 @@ def summary_markdown(summary_csv: Path) -> str:
 
 
 def claims_with_verdicts(claims_csv: Path) -> pd.DataFrame:
-    """claims.csv as the page shows it: the verdict (a failed one in bold), the measured interval and the rule."""
+    """claims.csv as the page shows it: the verdict (a failed one in bold), the measured interval
+    and the rule."""
     table = pd.read_csv(claims_csv, keep_default_na=False)
-    if "verdict" not in table:  # a results folder written before claims had three verdicts
-        table = table.assign(
-            verdict=table["holds"].map(lambda h: "holds" if str(h) == "True" else "does not hold"),
-            value=table["measured"],
-            interval="",
-            rule="",
-            how="",
-        )
     table["verdict"] = table["verdict"].map(lambda v: f"**{v}**" if v == "does not hold" else v)
     return table[["claim", "verdict", "value", "interval", "rule", "how", "note"]]
 
 
 def figure_and_csv_links(folder: Path, prefix: str) -> list[str]:
-    """Markdown lines: every PNG of a results folder shown, every CSV linked (paths start with prefix)."""
+    """Markdown lines: every PNG of a results folder shown, every CSV linked (paths start with
+    prefix)."""
     return [
         *(f"![{png.stem}]({prefix}/{png.name})" for png in sorted(folder.glob("*.png"))),
         "",
@@ -131,7 +126,7 @@ def figure_and_csv_links(folder: Path, prefix: str) -> list[str]:
     ]
 
 
-def write_summary(executed: list[dict], params: dict | None = None) -> Path:
+def write_summary(executed: list[dict], params: dict) -> Path:
     meta = read_metadata()
     lines = [
         "# Lab results (local mode)",
@@ -142,10 +137,7 @@ def write_summary(executed: list[dict], params: dict | None = None) -> Path:
         f"Model weights: **{meta['weights']}** — {meta['weights_note']}",
         "",
         "Settings: "
-        + (
-            ", ".join(f"LAB_{k}={v}" for k, v in (params or {}).items())
-            or "the notebooks' defaults"
-        )
+        + (", ".join(f"LAB_{k}={v}" for k, v in params.items()) or "the notebooks' defaults")
         + " (plus any LAB_* variables you set).",
         "",
         "| notebook | status | minutes |",
@@ -155,7 +147,7 @@ def write_summary(executed: list[dict], params: dict | None = None) -> Path:
         f"| [{e['name']}](notebooks/{e['name']}) | {e['status']} | {e['seconds'] / 60:.1f} |"
         for e in executed
     ]
-    for _, folder, _ in BENCHMARK_NOTEBOOKS:
+    for folder in BENCHMARK_NOTEBOOKS.values():
         part = RESULTS / folder
         if not part.exists():
             continue
@@ -184,8 +176,6 @@ def main(argv=None) -> int:
 
     params = QUICK_PARAMS if args.quick else FULL_PARAMS
     params = {k: v for k, v in params.items() if f"LAB_{k}" not in os.environ}  # yours win
-    notebooks = available_notebooks()
-    needs_triton = any(t for _, _, t in notebooks)
     if RESULTS.exists():
         shutil.rmtree(RESULTS)
     RESULTS.mkdir(parents=True)
@@ -196,19 +186,26 @@ def main(argv=None) -> int:
     shutil.rmtree(repository, ignore_errors=True)
     os.environ["TRITON_MODEL_REPOSITORY"] = str(repository)
     try:
-        launcher.up(jupyter=False, triton=needs_triton)
+        launcher.up(jupyter=False)  # FastAPI, Flask and Triton: the notebooks use all three
         env = launcher._urls_for_clients(launcher.read_state())
-        for path, _, _ in notebooks:
-            print(f"\n>>> running {path.name} headless ...", flush=True)
-            out = RESULTS / "notebooks" / path.name
+        for name in BENCHMARK_NOTEBOOKS:
+            print(f"\n>>> running {name} headless ...", flush=True)
+            out = RESULTS / "notebooks" / name
             start = time.time()
             try:
-                notebook_runner.execute(path, out, params=params, extra_env=env, echo=True)
+                notebook_runner.execute(
+                    editions.solved_notebook(name),
+                    out,
+                    params=params,
+                    extra_env=env,
+                    echo=True,
+                    cwd=editions.STUDENT,
+                )
                 status = "ok"
             except Exception as exc:  # keep going: the executed copy shows the failing cell
                 status, failed = f"FAILED: {type(exc).__name__}", True
-                print(f"{path.name} failed; see {out}\n{str(exc)[-2000:]}", file=sys.stderr)
-            executed.append({"name": path.name, "status": status, "seconds": time.time() - start})
+                print(f"{name} failed; see {out}\n{str(exc)[-2000:]}", file=sys.stderr)
+            executed.append({"name": name, "status": status, "seconds": time.time() - start})
     finally:
         launcher.down()
     index = write_summary(executed, params)

@@ -1,6 +1,6 @@
 """Local mode: the lab's services as native processes (no Docker, no GPU needed).
 
-    python -m labstack.launcher up [--jupyter] [--no-triton]   # start, health-check, write .lab/urls.env
+    python -m labstack.launcher up [--jupyter] [--no-triton]   # start, check, write .lab/urls.env
     python -m labstack.launcher status
     python -m labstack.launcher restart fastapi --set FASTAPI_BACKEND=onnx
     python -m labstack.launcher restart triton     # one service back after a crash (make restart)
@@ -11,10 +11,10 @@ session with its log in .lab/logs/<name>.log, and is recorded in .lab/state.json
 only processes recorded there whose command line still matches.
 
 Restarts keep what a student relies on: each service gets the port it had last time when that port
-is free (.lab/ports.json), the Jupyter token and Triton's admin key stay the same (.lab/secrets.env),
-and `up` keeps edited config.pbtxt files in the model repository. Files holding a secret
-(secrets.env, urls.env, state.json) are readable by their owner only; no secret is on a command
-line the launcher starts (JupyterLab reads its token from the environment).
+is free (.lab/ports.json), the Jupyter token and Triton's admin key stay the same
+(.lab/secrets.env), and `up` keeps edited config.pbtxt files in the model repository. Files
+holding a secret (secrets.env, urls.env, state.json) are readable by their owner only; no secret
+is on a command line the launcher starts (JupyterLab reads its token from the environment).
 """
 
 from __future__ import annotations
@@ -167,7 +167,8 @@ def _log_tail(path: Path, lines: int = 25) -> str:
 
 
 def start(service: Service) -> dict:
-    """Start one service in its own session and wait for its health URL; raise with the log on failure."""
+    """Start one service in its own session and wait for its health URL; on failure, raise with
+    its log."""
     LOGS.mkdir(parents=True, exist_ok=True)
     log_path = LOGS / f"{service.name}.log"
     env = {**os.environ, **service.env}
@@ -228,18 +229,20 @@ RESTART_KEYS = (
 
 
 def _module(name: str) -> list[str]:
-    """`python -m name` with this interpreter: works in a venv and with packages on PYTHONPATH alike."""
+    """`python -m name` with this interpreter: works in a venv and with PYTHONPATH alike."""
     return [sys.executable, "-m", name]
 
 
-def fastapi_service(port: int, backend: str, workers: int | str = 1) -> Service:
+def fastapi_service(port: int, runtime: str, workers: int | str = 1) -> Service:
+    """The FastAPI service running `runtime`: 'pt' (or 'pytorch') or 'onnx' (FASTAPI_BACKEND)."""
     try:
-        backend = fastapi_backend(backend)
+        setting = fastapi_backend(runtime)  # 'pt' or 'onnx', as in fastapi_pt/ and fastapi_onnx/
     except ValueError as exc:
         raise SystemExit(str(exc)) from None
-    app = f"fastapi_{backend}.app:app"
-    # uvicorn starts WEB_CONCURRENCY worker processes; each loads the model with its share of the cores
-    env = {"FASTAPI_BACKEND": backend, "WEB_CONCURRENCY": str(int(workers))}
+    app = f"fastapi_{setting}.app:app"
+    # uvicorn starts WEB_CONCURRENCY worker processes; each loads the model with its share of the
+    # cores
+    env = {"FASTAPI_BACKEND": setting, "WEB_CONCURRENCY": str(int(workers))}
     return Service(
         "fastapi",
         _module("uvicorn") + [app, "--host", BIND, "--port", str(port), "--no-access-log"],
@@ -388,15 +391,15 @@ def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
     raise SystemExit(f"no service called {name!r} (fastapi, flask, triton, jupyter)")
 
 
-def up(jupyter: bool = False, triton: bool = True, backend: str | None = None) -> dict:
+def up(jupyter: bool = False, triton: bool = True) -> dict:
     clean_stale()
     lab_secrets()  # made once; the same token and key after every restart
     state: dict = {"services": {}, "started": time.strftime("%F %T")}
     try:
-        backend = backend or os.environ.get("FASTAPI_BACKEND", "pt")
-        print(f"starting fastapi ({backend}) ...", flush=True)
+        runtime = os.environ.get("FASTAPI_BACKEND", "pt")
+        print(f"starting fastapi ({runtime}) ...", flush=True)
         state["services"]["fastapi"] = start(
-            _service("fastapi", state, {"FASTAPI_BACKEND": backend})
+            _service("fastapi", state, {"FASTAPI_BACKEND": runtime})
         )
         write_state(state)
         if triton:

@@ -176,7 +176,7 @@ def local_config(search: Search, workdir: Path, repo: Path, binaries: dict) -> d
         "triton_launch_mode": "local",
         "triton_server_path": binaries["tritonserver"],
         "triton_output_path": str(workdir / "tritonserver.log"),
-        # loopback only, as the lab's own Triton (Model Analyzer's listen on every address otherwise)
+        # loopback only, as the lab's own Triton (Model Analyzer's would listen on every address)
         "triton_server_flags": {
             "backend-directory": binaries["backend_directory"],
             "log-verbose": 0,
@@ -246,7 +246,8 @@ def run(
     """Run `model-analyzer profile` on `search`; return what servelab.model_analyzer.load() reads.
     local: a repository of its own in workdir (local mode, CPU), one tritonserver per
     configuration. remote: the running Triton at url (default TRITON_SERVER_URL) serving `repo`
-    (default the lab's model repository). Raises with the end of Model Analyzer's log if it fails."""
+    (default the lab's model repository). Raises with the end of Model Analyzer's log if it
+    fails."""
     workdir = Path(workdir).resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     for stale in ("output_model_repository", "export", "checkpoints", "search.json"):

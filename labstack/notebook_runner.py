@@ -1,7 +1,12 @@
 """Execute a lab notebook headless (nbclient) with parameters passed as LAB_* environment variables.
 
-    python -m labstack.notebook_runner notebooks/04_fastapi_benchmarks.ipynb results/04.ipynb \
-        --param N_SEQUENTIAL=20 --echo
+    python -m labstack.notebook_runner solutions/04_fastapi_benchmarks.ipynb results/04.ipynb \
+        --param N_SEQUENTIAL=20 --echo --cwd notebooks
+
+The runners execute the solved edition (labstack/editions.py) with notebooks/ as its working
+folder (--cwd), so it finds what a student's notebook finds there. Where the notebook file is not
+(the Docker tests' Jupyter container), embedded_program() puts it inside this runner's source,
+which goes in on stdin: `python - - OUT`.
 
 With echo, each cell's start (with the time elapsed) and every line the cells print are written to
 stdout as they happen: progress for a long run, and how `make test-docker` sees the host commands
@@ -20,6 +25,9 @@ import nbformat
 from nbclient import NotebookClient
 
 from servelab.paths import REPO_ROOT
+
+# The notebook itself, when embedded_program() made this source (the notebook argument is then -)
+EMBEDDED_NOTEBOOK: str | None = None
 
 
 class EchoingClient(NotebookClient):
@@ -62,9 +70,14 @@ def execute(
     extra_env: dict | None = None,
     cell_timeout: int = 1800,
     echo: bool = False,
+    cwd: Path | None = None,
 ) -> float:
-    """Run every cell top to bottom; write the executed copy to out_path (also when a cell fails)."""
-    nb = nbformat.read(notebook, as_version=4)
+    """Run every cell top to bottom in `cwd` (default: the notebook's folder); write the executed
+    copy to out_path (also when a cell fails). notebook "-": the embedded one."""
+    if str(notebook) == "-":
+        nb = nbformat.reads(EMBEDDED_NOTEBOOK, as_version=4)
+    else:
+        nb = nbformat.read(notebook, as_version=4)
     env = {
         **os.environ,
         **(extra_env or {}),
@@ -76,7 +89,9 @@ def execute(
         nb,
         timeout=cell_timeout,
         kernel_name="python3",
-        resources={"metadata": {"path": str(notebook.parent)}},
+        resources={
+            "metadata": {"path": str(Path(cwd).resolve() if cwd else Path(notebook).parent)}
+        },
     )
     start = time.time()
     try:
@@ -102,21 +117,39 @@ def main(argv: list[str] | None = None) -> int:
         "--echo", action="store_true", help="print progress and the cells' output as they run"
     )
     parser.add_argument("--cell-timeout", type=int, default=1800)
+    parser.add_argument(
+        "--cwd", type=Path, help="the folder the cells run in (default: the notebook's)"
+    )
     args = parser.parse_args(argv)
     params = dict(p.split("=", 1) for p in args.param)
+    name = "the embedded notebook" if str(args.notebook) == "-" else args.notebook.name
     try:
         seconds = execute(
-            args.notebook, args.out, params, cell_timeout=args.cell_timeout, echo=args.echo
+            args.notebook,
+            args.out,
+            params,
+            cell_timeout=args.cell_timeout,
+            echo=args.echo,
+            cwd=args.cwd,
         )
     except Exception as exc:  # the cell's error, with the notebook that holds the traceback
         print(
-            f"FAILED {args.notebook.name}: {type(exc).__name__}: {str(exc)[-2000:]}\n"
+            f"FAILED {name}: {type(exc).__name__}: {str(exc)[-2000:]}\n"
             f"(executed copy with the traceback: {args.out})",
             file=sys.stderr,
         )
         return 1
-    print(f"OK {args.notebook.name} in {seconds:.0f} s -> {args.out}")
+    print(f"OK {name} in {seconds:.0f} s -> {args.out}")
     return 0
+
+
+def embedded_program(notebook: Path) -> str:
+    """This runner's source with the notebook inside, for `python - - OUT [--cwd DIR]` on a
+    machine that has servelab/ but not the notebook file (the Docker tests' Jupyter container)."""
+    sentinel = "EMBEDDED_NOTEBOOK: str | None = None\n"
+    source = Path(__file__).read_text()
+    assert source.count(sentinel) == 1, "the runner's EMBEDDED_NOTEBOOK line moved"
+    return source.replace(sentinel, f"EMBEDDED_NOTEBOOK = {notebook.read_text()!r}\n")
 
 
 if __name__ == "__main__":

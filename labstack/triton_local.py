@@ -100,7 +100,8 @@ def backend_directory(dest: Path = BACKENDS_DIR) -> Path:
 
 
 def stub_python(folders: list[str], root: Path) -> Path:
-    """A venv at root/stub_python whose import path starts with `folders`; its bin/ goes first on PATH.
+    """A venv at root/stub_python whose import path starts with `folders`; its bin/ goes first on
+    PATH.
 
     The Python-backend stub is its own program embedding libpython: it ignores PYTHONPATH (seen:
     its sys.path has none of it) and takes its site-packages from the first `python3` on PATH
@@ -115,7 +116,8 @@ def stub_python(folders: list[str], root: Path) -> Path:
     if not (target / "bin" / "python3").exists():
         venv.EnvBuilder(with_pip=False, clear=True, symlinks=True).create(target)
     site.mkdir(parents=True, exist_ok=True)
-    # plain lines are added in order; the import line adds this venv's site-packages with its own .pth files
+    # plain lines are added in order; the import line adds this venv's site-packages with its own
+    # .pth files
     lines = [
         *folders,
         str(REPO_ROOT),
@@ -173,10 +175,9 @@ def check_stub_numpy(env: dict) -> str:
     if int(version.split(".")[0]) >= 2:
         raise TritonNotInstalled(
             f"the Python-backend stubs would import numpy {version}; the stubs of nvidia-pytriton "
-            "0.7.0 need "
-            "numpy < 2 (with 2.x every BYTES input arrives corrupted). Install numpy<2 in this "
-            "environment, "
-            "or put a folder holding numpy 1.26 in LAB_TRITON_PYTHONPATH (read only for the stubs)."
+            "0.7.0 need numpy < 2 (with 2.x every BYTES input arrives corrupted). Install numpy<2 "
+            "in this environment, or put a folder holding numpy 1.26 in LAB_TRITON_PYTHONPATH "
+            "(read only for the stubs)."
         )
     return version
 

@@ -1,7 +1,9 @@
-"""Reliability and safety of the lab's services, measured: fuzzing, bounded soak, faults, safe defaults.
+"""Reliability and safety of the lab's services, measured: fuzzing, bounded soak, faults, safe
+defaults.
 
-    python -m reliability                         # everything; writes docs/reliability.md (make reliability)
-    python -m reliability --only soak --soak-seconds 300 --out results/reliability_soak.md   # make soak
+    python -m reliability        # everything; writes docs/reliability.md (make reliability)
+    python -m reliability --only soak --soak-seconds 300 --out results/reliability_soak.md
+                                 # make soak
 
 One module per job: corpus (hand-made and generated images), fuzz_decoding / fuzz_fastapi /
 fuzz_flask / fuzz_triton (bad input per service), soak, faults / faults_triton, safe_defaults,

@@ -1,9 +1,11 @@
 """python -m reliability: run the parts, write the report, exit 1 if anything broke the contract.
 
-    python -m reliability                       # everything -> docs/reliability.md (make reliability)
-    python -m reliability --only soak --soak-seconds 300 --out results/reliability_soak.md   # make soak
+    python -m reliability        # everything -> docs/reliability.md (make reliability)
+    python -m reliability --only soak --soak-seconds 300 --out results/reliability_soak.md
+                                 # make soak
 
-About 3-4 minutes on a 2-core machine with the defaults. Every service it starts is stopped at the end.
+About 3-4 minutes on a 2-core machine with the defaults. Every service it starts is stopped at
+the end.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def run_all(
     seed: int = DEFAULTS["seed"],
     log=print,
 ) -> dict:
-    """The measurements of `parts`; services are started once per half (FastAPI+Flask, then Triton)."""
+    """The measurements of `parts`; services start once per half (FastAPI+Flask, then Triton)."""
     from labstack import artifacts
     from servelab.paths import TEST_IMAGES
 
@@ -105,8 +107,7 @@ def run_all(
             if "hostile" in parts:
                 log(
                     f"hostile: {hostile.SLOW_CLIENTS} slow clients on Flask, chunked body and "
-                    "crafted images on "
-                    "FastAPI onnx ..."
+                    "crafted images on FastAPI onnx ..."
                 )
                 out["hostile"].append(hostile.slow_clients(flask.url))
                 out["hostile"].append(hostile.chunked_body(apis["onnx"].url, apis["onnx"].pid))
@@ -114,8 +115,8 @@ def run_all(
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         tmp = Path(tmp)
         if "faults" in parts:
-            log("faults: Flask backend killed, FastAPI killed mid-benchmark, launcher ...")
-            out["faults"].append(faults.flask_backend_killed(image))
+            log("faults: FastAPI killed behind Flask, FastAPI killed mid-benchmark, launcher ...")
+            out["faults"].append(faults.fastapi_killed_behind_flask(image))
             out["faults"].append(faults.fastapi_killed_mid_benchmark(b64))
             out["faults"] += faults.crash_up_down_down(tmp / "launcher", full_stack=True)
             out["faults"].append(faults.stale_pid(tmp / "launcher"))

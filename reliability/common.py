@@ -76,7 +76,8 @@ class Tally:
 
     @property
     def problems(self) -> int:
-        """Cases that break the contract: server errors, crashes and hangs (unclear messages are listed apart)."""
+        """Cases that break the contract: server errors, crashes and hangs (unclear messages are
+        listed apart)."""
         return self.counts["server error"] + self.counts["crash"] + self.counts["no answer"]
 
 
@@ -98,7 +99,8 @@ def hypothesis_run(strategy, check, examples: int, seed: int = 0) -> None:
 
 
 def record(tally: Tally, proc, case: str, send, judge) -> None:
-    """Send one case and judge the answer; no answer at all is a crash if the process died, else 'no answer'."""
+    """Send one case and judge the answer; no answer at all is a crash if the process died, else
+    'no answer'."""
     try:
         resp = send()
     except requests.RequestException as exc:

@@ -24,13 +24,13 @@ def encode(img, fmt: str, **kw) -> bytes:
 
 
 def png_header_dims(data: bytes, width: int, height: int) -> bytes:
-    """A PNG whose IHDR claims width x height, with a correct CRC (so only the size gives it away)."""
+    """A PNG whose IHDR claims width x height, with a correct CRC (only the size gives it away)."""
     ihdr = struct.pack(">II", width, height) + data[24:29]
     return data[:16] + ihdr + struct.pack(">I", zlib.crc32(b"IHDR" + ihdr)) + data[33:]
 
 
 def jpeg_sof_dims(data: bytes, width: int, height: int) -> bytes:
-    """A JPEG whose SOF marker claims width x height (the pixel data stays that of the small image)."""
+    """A JPEG whose SOF marker claims width x height (the pixel data stay the small image's)."""
     out = bytearray(data)
     i = 2
     while i < len(out) - 9:
@@ -157,7 +157,8 @@ def image_corpus() -> tuple[Case, ...]:
 
 
 def corpus_file(prefix: str) -> bytes:
-    """The bytes of the corpus case whose name starts with prefix (e.g. "PNG 20000x20000", the bomb)."""
+    """The bytes of the corpus case whose name starts with prefix (e.g. "PNG 20000x20000", the
+    bomb)."""
     return next(data for name, data, *_ in image_corpus() if name.startswith(prefix))
 
 

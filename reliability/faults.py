@@ -1,4 +1,4 @@
-"""Faults of the FastAPI/Flask half and of the launcher: a backend killed under Flask, a FastAPI
+"""Faults of the FastAPI/Flask half and of the launcher: FastAPI killed behind Flask, a FastAPI
 server killed mid-benchmark, `up` after a crash, `down` twice, stale state with a reused pid.
 Each scenario returns one row: what was expected, what happened (measured), passed or not."""
 
@@ -22,7 +22,8 @@ from servelab.paths import REPO_ROOT
 
 
 def scenario(name: str, expected: str, fn) -> dict:
-    """Run fn() -> (passed, what happened); an exception inside is a failed scenario, reported as such."""
+    """Run fn() -> (passed, what happened); an exception inside is a failed scenario, reported as
+    such."""
     start = time.perf_counter()
     try:
         passed, observed = fn()
@@ -41,7 +42,8 @@ def scenario(name: str, expected: str, fn) -> dict:
 
 
 def kill_during(proc, after_s: float, work):
-    """Run work() while proc is SIGKILLed after `after_s` seconds: (what work returned, seconds it took)."""
+    """Run work() while proc is SIGKILLed after `after_s` seconds: (what work returned, seconds it
+    took)."""
     timer = threading.Timer(after_s, proc.kill)
     timer.start()
     t0 = time.perf_counter()
@@ -51,13 +53,14 @@ def kill_during(proc, after_s: float, work):
         timer.join()
 
 
-def flask_backend_killed(image: bytes, backend: str = "onnx") -> dict:
-    """Kill FastAPI behind a running Flask, ask Flask, start FastAPI again on the same port, ask again."""
+def fastapi_killed_behind_flask(image: bytes, runtime: str = "onnx") -> dict:
+    """Kill FastAPI behind a running Flask, ask Flask, start FastAPI again on the same port, ask
+    again."""
 
     def run():
         upload = {"file": ("a.jpg", image, "image/jpeg")}
         port = launcher.free_port()
-        api = start_fastapi(backend, port)
+        api = start_fastapi(runtime, port)
         flask = start_flask(api.url)
         try:
             before = requests.post(f"{flask.url}/predict", files=upload, timeout=60)
@@ -70,7 +73,7 @@ def flask_backend_killed(image: bytes, backend: str = "onnx") -> dict:
                 and "not reachable" in down.text
                 and "Traceback" not in down.text
             )
-            api2 = start_fastapi(backend, port)
+            api2 = start_fastapi(runtime, port)
             try:
                 again = requests.post(f"{flask.url}/predict", files=upload, timeout=60)
                 same_flask = flask.alive()
@@ -78,19 +81,18 @@ def flask_backend_killed(image: bytes, backend: str = "onnx") -> dict:
                 api2.stop()
             ok = before.status_code == 200 and readable and again.status_code == 200 and same_flask
             return ok, (
-                f"before: HTTP {before.status_code}; backend killed: HTTP {down.status_code} in "
-                f"{answer_s:.2f} s, page says the backend is 'not reachable' "
-                f"{'yes' if readable else 'NO'}, "
-                f"no traceback; backend restarted (ready in {api2.ready_s:.1f} s): HTTP "
-                f"{again.status_code}, "
-                f"same Flask process {'yes' if same_flask else 'NO'}"
+                f"before: HTTP {before.status_code}; FastAPI killed: HTTP {down.status_code} in "
+                f"{answer_s:.2f} s, page says FastAPI is 'not reachable' "
+                f"{'yes' if readable else 'NO'}, no traceback; FastAPI restarted (ready in "
+                f"{api2.ready_s:.1f} s): HTTP {again.status_code}, same Flask process "
+                f"{'yes' if same_flask else 'NO'}"
             )
         finally:
             flask.stop()
             api.stop()
 
     return scenario(
-        "Flask serving, FastAPI backend killed (SIGKILL), then started again",
+        "Flask serving, the FastAPI service behind it killed (SIGKILL), then started again",
         "readable 502 page, no traceback; 200 again without restarting Flask",
         run,
     )
@@ -129,8 +131,7 @@ def fastapi_killed_mid_benchmark(
             )
             return ok, (
                 f"loadgen.run returned after {took:.1f} s: {len(df)} rows, {n - row['errors']} "
-                "answered "
-                f"before the kill, {row['errors']} reported as {dict(kinds)}"
+                f"answered before the kill, {row['errors']} reported as {dict(kinds)}"
             )
         finally:
             api.stop()
@@ -237,7 +238,8 @@ def crash_up_down_down(tmp: Path, full_stack: bool = True) -> list[dict]:
 
 
 def stale_pid(tmp: Path) -> dict:
-    """State that records a dead pid and a pid now used by an unrelated program: `down` must stop neither."""
+    """State that records a dead pid and a pid now used by an unrelated program: `down` must stop
+    neither."""
 
     def run():
         state_dir = tmp / "stale"
@@ -263,8 +265,7 @@ def stale_pid(tmp: Path) -> dict:
             ok = out.returncode == 0 and alive and not (state_dir / "state.json").exists()
             return ok, (
                 f"exit {out.returncode} {out.stdout.strip()!r}; the unrelated process with a "
-                "recorded pid "
-                f"still runs: {'yes' if alive else 'NO'}; stale state removed: "
+                f"recorded pid still runs: {'yes' if alive else 'NO'}; stale state removed: "
                 f"{'yes' if not (state_dir / 'state.json').exists() else 'NO'}"
             )
         finally:

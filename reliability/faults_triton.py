@@ -1,6 +1,7 @@
 """Faults of Triton (one running server, local mode): configs Triton refuses while a model is loaded
 (through the reload helper servelab.triton_config, a hand-broken config.pbtxt, the repository API),
-and tritonserver killed in the middle of a perf_analyzer run. The kill ends the server: run it last."""
+and tritonserver killed in the middle of a perf_analyzer run. The kill ends the server: run it
+last."""
 
 from __future__ import annotations
 
@@ -68,12 +69,14 @@ def broken_configs(triton, good_b64: str) -> list[dict]:
         return ok, (
             f"edit: ok={result.ok}, error: {result.error[:200]!r}"
             + (f"; Triton's log: {reason!r}" if reason else "")
-            + f"; previous version still serving: {'yes' if on else 'NO'}; previous config.pbtxt put back: "
+            + f"; previous version still serving: {'yes' if on else 'NO'}"
+            + "; previous config.pbtxt put back: "
             f"{'yes' if restored else 'NO'}"
         )
 
     def via_file():
-        """A hand-edited config.pbtxt that is not valid text protobuf, then a load through the helper."""
+        """A hand-edited config.pbtxt that is not valid text protobuf, then a load through the
+        helper."""
         original = path.read_text()
         since = _log_size(triton)
         try:
@@ -88,7 +91,8 @@ def broken_configs(triton, good_b64: str) -> list[dict]:
         return ok, (
             f"load_model: {message[:200]!r}"
             + (f"; Triton's log: {reason!r}" if reason else "")
-            + f"; previous version still serving: {'yes' if on else 'NO'}; the fixed file loads again: "
+            + f"; previous version still serving: {'yes' if on else 'NO'}"
+            + "; the fixed file loads again: "
             f"{'yes' if fixed else 'NO'}"
         )
 
@@ -140,6 +144,8 @@ def killed_mid_benchmark(triton, workdir: Path, kill_after_s: float = 3.0) -> di
         from servelab import perf
 
         host = triton.url.split("://")[-1]
+        # windows, not a request count: this run must still be going when the server is killed (it
+        # cannot end before three 2 s windows, however idle the machine), and it never has to settle
         line = (
             f"perf_analyzer -m {MODEL} -u {host} --concurrency-range 2 --measurement-interval 2000"
         )

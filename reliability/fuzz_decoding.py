@@ -1,5 +1,6 @@
 """Bad input straight into the shared decoding (servelab.food11), in-process: every service decodes
-through it, so anything but food11.BadInput here would be a 500 in FastAPI, Flask and Triton alike."""
+through it, so anything but food11.BadInput here would be a 500 in FastAPI, Flask and Triton
+alike."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def judge(tally: Tally, name: str, fn, expected=None, words: str = "") -> None:
 
 
 def base64_texts():
-    """Hypothesis strategy: arbitrary text, base64 of random bytes, and data-URLs of valid images."""
+    """Hypothesis strategy: arbitrary text, base64 of random bytes, data-URLs of valid images."""
     from hypothesis import strategies as st
 
     return st.one_of(

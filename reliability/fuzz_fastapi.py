@@ -1,5 +1,6 @@
 """Bad input against a running FastAPI service: schema-driven (schemathesis, from the service's own
-/openapi.json), the image corpus as base64, bodies the schema cannot describe, and mutated images."""
+/openapi.json), the image corpus as base64, bodies the schema cannot describe, and mutated
+images."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from servelab import food11
 
 
 def verdict(resp, expected=None, words: str = "") -> tuple[str, str]:
-    """FastAPI's contract: 2xx with a Food-11 class, or a 4xx whose JSON 'detail' says what is wrong."""
+    """FastAPI's contract: 2xx with a Food-11 class, or a 4xx whose JSON 'detail' says what is
+    wrong."""
     if resp.status_code >= 500:
         return "server error", f"{resp.status_code}: {resp.text[:200]}"
     if resp.status_code < 300:
@@ -135,7 +137,8 @@ def lying_content_length(url: str) -> _RawResponse:
 
 def _schemathesis(proc, tally: Tally, session, examples: int, seed: int) -> None:
     """Positive and negative cases generated from the service's own OpenAPI document; each answer is
-    checked against that document (no 5xx, documented status, content type, schema; bad data refused)."""
+    checked against that document (no 5xx, documented status, content type, schema; bad data
+    refused)."""
     import schemathesis
     from schemathesis import GenerationMode
     from schemathesis.checks import not_a_server_error
@@ -160,7 +163,8 @@ def _schemathesis(proc, tally: Tally, session, examples: int, seed: int) -> None
         except Exception as exc:  # a FailureGroup: the answer broke the service's own contract
             bad = "server error" if resp.status_code >= 500 else "unclear"
             return bad, f"{case.body!r:.80}: {str(exc).splitlines()[:3]}"
-        # the schema allows any string, so a conforming 2xx is accepted; a 4xx must say what is wrong
+        # the schema allows any string, so a conforming 2xx is accepted; a 4xx must say what is
+        # wrong
         return ("accepted", "") if resp.status_code < 300 else verdict(resp)
 
     schema = schemathesis.openapi.from_url(f"{proc.url}/openapi.json")

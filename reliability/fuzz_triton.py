@@ -3,10 +3,10 @@ string, batch larger than max_batch_size, malformed bodies, plus Hypothesis-gene
 
 Triton answers with its own error responses. Where its HTTP frontend cannot parse the JSON body
 (e.g. 'data' whose element count does not match 'shape', 'inputs' that is not an array) it answers
-HTTP 500 "Unable to parse ...": Triton's code (src/http_server.cc returns TRITONSERVER_ERROR_INTERNAL
-there), reached before any model runs. Those cases get their own verdict, TRITON_CORE_500, so they
-are neither hidden among the 4xx nor counted as a crash of our services; after them the server
-must still answer a good request for both models.
+HTTP 500 "Unable to parse ...": Triton's code (src/http_server.cc returns
+TRITONSERVER_ERROR_INTERNAL there), reached before any model runs. Those cases get their own
+verdict, TRITON_CORE_500, so they are neither hidden among the 4xx nor counted as a crash of our
+services; after them the server must still answer a good request for both models.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def infer_raw(
     header_length: int | None = None,
     timeout: float = HTTP_TIMEOUT,
 ) -> requests.Response:
-    """One raw KServe-v2 infer request: a JSON header (+ binary blobs) with any shape/datatype at all."""
+    """One raw KServe-v2 infer request: a JSON header (+ binary blobs), any shape or datatype."""
     path = f"{url}/v2/models/{model}" + (f"/versions/{version}" if version else "") + "/infer"
     head = json.dumps(header).encode()
     if not blobs and header_length is None:
@@ -238,8 +238,9 @@ def generated_headers(model: str):
 
 
 def verdict(resp) -> tuple[str, str]:
-    """Any non-2xx answer of Triton with an 'error' message is a rejection; a 500 is one only when it
-    is the HTTP frontend's JSON parser ("Unable to parse ..."), and then it gets its own verdict."""
+    """Any non-2xx answer of Triton with an 'error' message is a rejection; a 500 is one only
+    when it is the HTTP frontend's JSON parser ("Unable to parse ..."), and then it gets its own
+    verdict."""
     if resp.status_code < 300:
         return "accepted", ""
     message = error_of(resp).strip()

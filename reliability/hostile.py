@@ -122,7 +122,8 @@ def crafted_png(pixels: int = CANVAS_PIXELS) -> bytes:
 
 
 def crafted_canvases(url: str, pid: int, clients: int = CANVAS_CLIENTS) -> dict:
-    """`clients` concurrent /predict requests with crafted PNGs; resident memory before, peak, after."""
+    """`clients` concurrent /predict requests with crafted PNGs; resident memory before, peak and
+    after."""
     import base64
 
     png = crafted_png()
@@ -144,7 +145,8 @@ def crafted_canvases(url: str, pid: int, clients: int = CANVAS_CLIENTS) -> dict:
     time.sleep(2.0)  # let the allocator hand freed pages back
     rss_after = rss_tree_kib(pid)[0] / 1024
     return {
-        "check": f"{clients} concurrent {len(png) // 1024} KiB PNGs declaring {CANVAS_PIXELS / 1e6:.0f} Mpx",
+        "check": f"{clients} concurrent {len(png) // 1024} KiB PNGs declaring "
+        f"{CANVAS_PIXELS / 1e6:.0f} Mpx",
         "status": sorted(set(done)),
         "rss_before_mib": round(rss_before, 1),
         "rss_peak_mib": round(max(peak), 1),

@@ -22,7 +22,8 @@ def running(pid: int, marker: str) -> bool:
 
 
 class Proc:
-    """One service started with launcher.start(); kill() is a crash (SIGKILL), stop() a clean shutdown."""
+    """One service started with launcher.start(); kill() is a crash (SIGKILL), stop() a clean
+    shutdown."""
 
     def __init__(self, service: launcher.Service, name: str):
         service.name = f"reliability-{name}"  # its own log file, never the user's fastapi.log
@@ -54,9 +55,9 @@ class Proc:
         launcher._stop(self.pid, self.record["marker"], grace=5)
 
 
-def start_fastapi(backend: str, port: int | None = None) -> Proc:
+def start_fastapi(runtime: str, port: int | None = None) -> Proc:
     return Proc(
-        launcher.fastapi_service(port or launcher.free_port(), backend), f"fastapi-{backend}"
+        launcher.fastapi_service(port or launcher.free_port(), runtime), f"fastapi-{runtime}"
     )
 
 
@@ -71,8 +72,8 @@ def fastapi_and_flask():
     stopped on exit."""
     started: list[Proc] = []
     try:
-        for backend in ("pt", "onnx"):
-            started.append(start_fastapi(backend))
+        for runtime in ("pt", "onnx"):
+            started.append(start_fastapi(runtime))
         started.append(start_flask(started[1].url))
         yield dict(zip(("pt", "onnx", "flask"), started))
     finally:
@@ -81,8 +82,9 @@ def fastapi_and_flask():
 
 
 def start_triton(workdir: Path) -> Proc:
-    """tritonserver (local mode, CPU) on free ports, both models from a fresh repository under workdir,
-    so a broken config written by a fault scenario never touches the user's model_repository/."""
+    """tritonserver (local mode, CPU) on free ports, both models from a fresh repository under
+    workdir, so a broken config written by a fault scenario never touches the user's
+    model_repository/."""
     from labstack import triton_local
     from servelab import model_repository
 
@@ -134,8 +136,8 @@ def rss_tree_kib(pid: int) -> tuple[int, int]:
 
 
 def listen_addresses(port: int) -> set[str]:
-    """Local addresses on which something LISTENs on TCP `port` (from /proc/net/tcp and tcp6): what the
-    kernel says, not what a config file claims."""
+    """Local addresses on which something LISTENs on TCP `port` (from /proc/net/tcp and tcp6):
+    what the kernel says, not what a config file claims."""
     found = set()
     for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
         try:

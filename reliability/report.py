@@ -19,7 +19,8 @@ def table(rows: list[list], header: list[str]) -> str:
 
 
 def problems(res: dict) -> list[str]:
-    """What breaks the issue's contract; the command exits 1 if any (Triton core 500s are not ours)."""
+    """What breaks the contract; the command exits 1 if anything does (Triton core 500s are not
+    ours)."""
     out = []
     for t in res.get("fuzz", []):
         for v in ("server error", "no answer", "crash", "unclear"):
@@ -112,26 +113,17 @@ def _fuzz(res: dict) -> list[str]:
         "## 1. Bad input, generated",
         "",
         "FastAPI (both runtimes): schemathesis generates positive and negative bodies from each "
-        "service's "
-        "own `/openapi.json` and checks every answer against it (no 5xx, documented status, "
-        "content type "
-        "and schema, negative data refused); then the image corpus below as base64, bodies the "
-        "schema "
-        "cannot describe (non-JSON, deep nesting, lone surrogates, 12 MiB, a lying Content-Length) "
-        "and "
-        "Hypothesis-mutated images (random bytes; small JPEG/PNG/GIF/WebP truncated, bit-flipped, "
-        "spliced, "
-        "with overwritten size fields). Flask: wrong types, empty, oversized and odd filenames, "
-        "the same "
-        "corpus as uploads and mutated uploads. Triton, both models: wrong datatype, wrong shape, "
-        "empty "
-        "string, batch larger than max_batch_size, malformed requests, then Hypothesis-generated "
-        "request "
-        "headers (random input name, datatype, shape and data). Shared decoding: the corpus, "
-        "generated "
+        "service's own `/openapi.json` and checks every answer against it (no 5xx, documented "
+        "status, content type and schema, negative data refused); then the image corpus below as "
+        "base64, bodies the schema cannot describe (non-JSON, deep nesting, lone surrogates, 12 "
+        "MiB, a lying Content-Length) and Hypothesis-mutated images (random bytes; small "
+        "JPEG/PNG/GIF/WebP truncated, bit-flipped, spliced, with overwritten size fields). Flask: "
+        "wrong types, empty, oversized and odd filenames, the same corpus as uploads and mutated "
+        "uploads. Triton, both models: wrong datatype, wrong shape, empty string, batch larger "
+        "than max_batch_size, malformed requests, then Hypothesis-generated request headers "
+        "(random input name, datatype, shape and data). Shared decoding: the corpus, generated "
         "bytes and base64 text straight into `servelab.food11`. A case is 'rejected' only if the "
-        "4xx "
-        "message contains the words expected for it (corpus: e.g. 'pixels' for a bomb).",
+        "4xx message contains the words expected for it (corpus: e.g. 'pixels' for a bomb).",
         "",
         table(
             [
@@ -192,21 +184,15 @@ def _fuzz(res: dict) -> list[str]:
     if total:
         parts += [
             f"{total} Triton requests got **HTTP 500** (not 400): every one an answer of Triton's "
-            "HTTP frontend "
-            "that could not parse the JSON of the inference request (its messages, all starting "
-            "'Unable to "
-            "parse', are in the table below). The message says what is wrong and comes from "
-            "Triton's own "
-            "request parsing, before any model runs, so the "
+            "HTTP frontend that could not parse the JSON of the inference request (its messages, "
+            "all starting 'Unable to parse', are in the table below). The message says what is "
+            "wrong and comes from Triton's own request parsing, before any model runs, so the "
             "lab's code is not involved: Triton gives these parse errors its INTERNAL error code, "
-            "which its "
-            "HTTP frontend (`src/http_server.cc`) maps to 500. They are counted in their own "
-            "column above, "
-            "not as server errors or crashes of the lab's services; after them the same server "
-            "answered a "
-            "good request for both models ('serves after'). A client should read such a 500 from "
-            "Triton as "
-            "'my request body is malformed', not as 'the server is broken'."
+            "which its HTTP frontend (`src/http_server.cc`) maps to 500. They are counted in "
+            "their own column above, not as server errors or crashes of the lab's services; after "
+            "them the same server answered a good request for both models ('serves after'). A "
+            "client should read such a 500 from Triton as 'my request body is malformed', not as "
+            "'the server is broken'."
             + (f" Hand-made cases among them: {'; '.join(hand_made)}." if hand_made else ""),
             "",
             table([[a, d, n] for a, d, n in reasons], ["target", "Triton's answer", "cases"]),
@@ -236,15 +222,12 @@ def _soak(res: dict) -> list[str]:
         "## 2. Bounded soak",
         "",
         f"{res['concurrency']} concurrent clients per service for {res['soak_seconds']:.0f} s "
-        "(after a 2 s warm-up "
-        "at the same load), each request with a 30 s timeout and counted as failed unless it "
-        "returned a "
-        f"Food-11 class; one Food-11 test image ({res['image']}). Memory: resident set (VmRSS) "
-        "summed over "
-        "the server's process tree (uvicorn; waitress; tritonserver + its Python-backend "
-        f"stubs) right before and 0.5 s after the load; allowed growth {RSS_GROWTH_LIMIT_MIB:.0f} "
-        "MiB. Both "
-        "Triton models run in one server, so its two rows measure the same process tree.",
+        "(after a 2 s warm-up at the same load), each request with a 30 s timeout and counted as "
+        f"failed unless it returned a Food-11 class; one Food-11 test image ({res['image']}). "
+        "Memory: resident set (VmRSS) summed over the server's process tree (uvicorn; waitress; "
+        "tritonserver + its Python-backend stubs) right before and 0.5 s after the load; allowed "
+        f"growth {RSS_GROWTH_LIMIT_MIB:.0f} MiB. Both Triton models run in one server, so its two "
+        "rows measure the same process tree.",
         "",
         table(
             [
@@ -304,18 +287,13 @@ def _hostile(rows: list[dict]) -> list[str]:
     return [
         "## 4. Hostile clients",
         "",
-        "What an attacker on the network could try, bounded in count and time (reliability/"
-        "hostile.py): connections that never finish their request (Flask, served by waitress), a "
-        "chunked "
-        "body far over the limit and small PNG files declaring a huge canvas, sent together "
-        "(FastAPI onnx: "
-        "resident memory of its process before, at the peak and 2 s after), and Triton's "
-        "model-repository "
-        "API (which can load a model.py, i.e. run code) without and with the node's secret. Triton "
-        "also "
-        "inflates gzip request bodies without a limit of its own; it is therefore never published "
-        "beyond "
-        "127.0.0.1 (docs/security.md).",
+        "What an attacker on the network could try, bounded in count and time "
+        "(reliability/hostile.py): connections that never finish their request (Flask, served by "
+        "waitress), a chunked body far over the limit and small PNG files declaring a huge canvas, "
+        "sent together (FastAPI onnx: resident memory of its process before, at the peak and 2 s "
+        "after), and Triton's model-repository API (which can load a model.py, i.e. run code) "
+        "without and with the node's secret. Triton also inflates gzip request bodies without a "
+        "limit of its own; it is therefore never published beyond 127.0.0.1 (docs/security.md).",
         "",
         table(measured, ["check", "status", "measured", "bound", "ok"]),
         "",
@@ -327,18 +305,15 @@ def render(res: dict, command: str) -> str:
         "# Reliability and safety of the lab's services, measured",
         "",
         f"Generated by `{command}` (reliability/) in {res['seconds']:.0f} s on {os.cpu_count()} "
-        "CPU "
-        "cores; do not edit by hand."
+        "CPU cores; do not edit by hand."
         + (
             " Every service ran as a real process on a free 127.0.0.1 port, started by the "
-            "launcher's own "
-            "`start()`"
+            "launcher's own `start()`"
             + (
                 f"; Triton {res['triton_version']} (local mode, CPU) served a fresh temporary "
-                "model "
-                "repository, where food_classifier_onnx is the Python-backend stand-in running the "
-                "same model.onnx with ONNX Runtime (the pip-installed server has no onnxruntime "
-                "backend)"
+                "model repository, where food_classifier_onnx is the Python-backend stand-in "
+                "running the same model.onnx with ONNX Runtime (the pip-installed server has no "
+                "onnxruntime backend)"
                 if res.get("triton_version")
                 else ""
             )
@@ -366,8 +341,7 @@ def render(res: dict, command: str) -> str:
             "## 3. Faults",
             "",
             "The launcher scenarios run the CLI that `make up` / `make down` call, with their own "
-            "state "
-            "folder and model repository.",
+            "state folder and model repository.",
             "",
             table(
                 [

@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from labstack import launcher
@@ -30,19 +31,35 @@ SECRET_PATTERNS = {
 ROOT_USERS = ("root", "0", "0:0")
 
 
+def git(root: Path, *args: str, **kwargs) -> subprocess.CompletedProcess:
+    """`git *args` on the tree at root. Outside a git checkout (an export, e.g. `git archive`'s),
+    against an empty throwaway repository whose work tree is root: every file is then untracked,
+    and the .gitignore files still decide which ones count."""
+    kwargs = {"capture_output": True, "timeout": 60, **kwargs}
+    inside = subprocess.run(
+        ["git", "rev-parse", "--is-inside-work-tree"], cwd=root, capture_output=True, timeout=30
+    )
+    if inside.returncode == 0:
+        return subprocess.run(["git", *args], cwd=root, **kwargs)
+    with tempfile.TemporaryDirectory() as empty:
+        subprocess.run(["git", "init", "-q", empty], check=True, capture_output=True, timeout=30)
+        where = [f"--git-dir={Path(empty) / '.git'}", f"--work-tree={root}"]
+        return subprocess.run(["git", *where, *args], cwd=root, **kwargs)
+
+
+def repository_files(root: Path = REPO_ROOT) -> list[str]:
+    """Every file git tracks, plus untracked ones not ignored (what the next commit could add),
+    relative to root."""
+    listed = git(root, "ls-files", "-z", "--cached", "--others", "--exclude-standard", check=True)
+    return [name.decode(errors="replace") for name in listed.stdout.split(b"\0") if name]
+
+
 def scan_secrets(root: Path = REPO_ROOT) -> tuple[int, list[str]]:
-    """Every file git tracks, plus untracked ones not ignored (what the next commit could add):
-    (files scanned, 'path:line: kind' findings). The patterns above do not match their own source."""
-    listed = subprocess.run(
-        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-        cwd=root,
-        capture_output=True,
-        timeout=60,
-        check=True,
-    ).stdout.split(b"\0")
+    """repository_files(root) scanned: (files scanned, 'path:line: kind' findings). The patterns
+    above do not match their own source."""
     findings, scanned = [], 0
-    for name in filter(None, listed):
-        path = root / name.decode(errors="replace")
+    for name in repository_files(root):
+        path = root / name
         try:
             if not path.is_file() or path.stat().st_size > 5_000_000:
                 continue
@@ -59,13 +76,14 @@ def scan_secrets(root: Path = REPO_ROOT) -> tuple[int, list[str]]:
 
 
 def dockerfiles(root: Path = REPO_ROOT) -> list[Path]:
-    """The lab's own images (docker/Dockerfile.*). The stand-ins in docker/standins/ replace registry
-    base images in tests only and run what those images run."""
+    """The lab's own images (docker/Dockerfile.*). The stand-ins in docker/standins/ replace
+    registry base images in tests only and run what those images run."""
     return sorted(p for p in root.glob("*/Dockerfile*") if not p.name.endswith(".dockerignore"))
 
 
 def last_user(dockerfile: Path) -> str | None:
-    """The user the image's process runs as: the last USER line (None = the base image's, root here)."""
+    """The user the image's process runs as: the last USER line (None: the base image's, root
+    here)."""
     users = re.findall(r"^USER\s+(\S+)", dockerfile.read_text(), re.M)
     return users[-1] if users else None
 
@@ -224,12 +242,7 @@ def checks() -> list[tuple[str, bool, str]]:
         )
     )
     # secrets: the token file is ignored, image build contexts are allow-lists, nothing in the files
-    ignored = (
-        subprocess.run(
-            ["git", "check-ignore", "-q", "docker/.env"], cwd=REPO_ROOT, timeout=30
-        ).returncode
-        == 0
-    )
+    ignored = git(REPO_ROOT, "check-ignore", "-q", "docker/.env").returncode == 0
     out.append(
         ("docker/.env (the Jupyter token) is git-ignored", ignored, "git check-ignore docker/.env")
     )

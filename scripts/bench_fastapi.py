@@ -123,8 +123,7 @@ def main() -> int:
         )
         print(
             f"  python loadgen: {ours['throughput_rps']:.1f} req/s, p50 {ours['median_ms']:.1f} "
-            "ms, "
-            f"errors {ours['errors']} ({n} requests)"
+            f"ms, errors {ours['errors']} ({n} requests)"
         )
     finally:
         for rec in servers.values():

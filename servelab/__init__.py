@@ -2,8 +2,9 @@
 says which notebook introduces it.
 
     notebook 3   labenv            service URLs from the environment; the host steps of Docker mode
-    notebook 4   food11            the model's classes, pre- and post-processing (every service uses it)
-                 loadgen           a Python load generator for HTTP services (sequential or N in flight)
+                 exercises         checks what you write in an exercise, in your terms
+    notebook 4   food11            the model's classes, pre- and post-processing (every service)
+                 loadgen           a load generator for HTTP services (sequential or N in flight)
                  claims            checks a "what to notice" claim on your own numbers
                  plots             the lab's figures
                  queueing          a queueing model beside the measurements

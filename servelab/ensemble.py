@@ -3,8 +3,8 @@
 Introduced in notebook 8.
 
     from servelab import ensemble
-    ensemble.place()                     # preprocess/ + food_classifier_ensemble/ into the repository
-    ensemble.check_step_mapping(text)    # your ensemble_scheduling block, checked before Triton sees it
+    ensemble.place()                     # preprocess/, food_classifier_ensemble/ into the repo
+    ensemble.check_step_mapping(text)    # your ensemble_scheduling block, checked before Triton
     ensemble.classify([jpeg_path])       # [('Meat', 0.62)] (untrained weights)
     ensemble.write_perf_inputs(images)   # perf_analyzer --input-data files for the three paths
     run = ensemble.measure(line, "8.3 ensemble c4")   # perf.run_line + each step's statistics
@@ -34,9 +34,10 @@ import numpy as np
 import requests
 from google.protobuf import text_format
 
-from servelab import food11, labenv, model_repository, perf, triton_config, triton_stats
+from servelab import exercises, food11, labenv, model_repository, perf, triton_config, triton_stats
 from servelab.paths import RESULTS, STAGING
 
+NotYet = exercises.NotYet  # a wrong step mapping is answered as every exercise is
 ENSEMBLE = "food_classifier_ensemble"
 STEPS = ("preprocess", "food_classifier_onnx")  # in the order the ensemble runs them
 INPUT = "IMAGE_BYTES"
@@ -94,25 +95,16 @@ def load(url: str | None = None, timeout: float = 300.0) -> float:
 # ---------------------------------------------------------------- the exercise of notebook 8
 
 
-class NotYet(Exception):
-    """The step mapping is not written, or not right yet: one sentence, no traceback (IPython shows
-    what _render_traceback_ returns). Issue 24's servelab.exercises.NotYet does the same for the
-    other notebooks; once it is merged this one should become it."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [str(self)]
-
-
 def _config(folder: str) -> triton_config.ModelConfig:
     return triton_config.parse_config((STAGING / folder / "config.pbtxt").read_text())
 
 
 def check_step_mapping(text, step: str = "8.1") -> str:
-    """Your ensemble_scheduling block, checked as Triton would read it, answered in your terms:
-    it parses as config.pbtxt, names the two steps, maps every input and output of each step's
-    model, and chains them (the ensemble's input -> preprocess -> food_classifier_onnx -> the
-    ensemble's output). Returns the text when it does."""
-    if text is Ellipsis or (isinstance(text, str) and text.strip() in ("", "...")):
+    """Your ensemble_scheduling block, checked as Triton would read it and answered in one
+    sentence (exercises.NotYet): it parses as config.pbtxt, names the two steps, maps every input
+    and output of each step's model, and chains them (the ensemble's input -> preprocess ->
+    food_classifier_onnx -> the ensemble's output). Returns the text when it does."""
+    if exercises.blank(text):
         raise NotYet(
             f"{step}: replace the `...` above with the ensemble_scheduling block (two steps, each "
             "with model_name, model_version, input_map and output_map), in quotes."
@@ -151,7 +143,7 @@ def check_step_mapping(text, step: str = "8.1") -> str:
             if value not in available:
                 raise NotYet(
                     f"{step}: {s.model_name} reads `{value}`, which nothing produces before it: "
-                    f"use the ensemble's input ({INPUT}) or a name an earlier step's output_map wrote."
+                    f"use the ensemble's input ({INPUT}) or a name an earlier output_map wrote."
                 )
         available |= set(s.output_map.values())
     if OUTPUT not in available:
@@ -260,7 +252,7 @@ def _serialised_bytes(element: bytes) -> str:
 
 
 def snapshot(models: tuple[str, ...] = (ENSEMBLE, *STEPS), url: str | None = None) -> dict:
-    """Triton's cumulative statistics of each model now (GET /v2/models/<m>/stats, one per model)."""
+    """Triton's cumulative statistics of each model now (GET /v2/models/<m>/stats, one each)."""
     return {m: triton_stats.model_stats(m, url) for m in models}
 
 

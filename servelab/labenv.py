@@ -66,8 +66,8 @@ def triton_url(name: str = "TRITON_SERVER_URL") -> str:
 
 
 def triton_urls() -> tuple[str, str, str]:
-    """Triton's HTTP URL, gRPC host:port and metrics URL. Without TRITON_GRPC_URL / TRITON_METRICS_URL,
-    Triton's default ports (8001, 8002) on the HTTP URL's host."""
+    """Triton's HTTP URL, gRPC host:port and metrics URL. Without TRITON_GRPC_URL /
+    TRITON_METRICS_URL, Triton's default ports (8001, 8002) on the HTTP URL's host."""
     http = url("TRITON_SERVER_URL")
     host = http.rsplit(":", 1)[0]  # http://triton_server:8000 -> http://triton_server
     grpc = os.environ.get("TRITON_GRPC_URL") or host.split("://")[-1] + ":8001"
@@ -100,8 +100,8 @@ def param_list(name: str, default: str) -> list[int]:
 def wait_healthy(
     health_url: str, timeout: float = 120.0, check=lambda r: True, in_a_row: int = 1
 ) -> dict:
-    """Wait until health_url answers 200 and check(response) holds, `in_a_row` times in a row (several
-    worker processes answer in turn, and each must have loaded its model)."""
+    """Wait until health_url answers 200 and check(response) holds, `in_a_row` times in a row
+    (several worker processes answer in turn, and each must have loaded its model)."""
     deadline = time.time() + timeout
     last, good = "no answer", 0
     while time.time() < deadline:
@@ -126,7 +126,8 @@ def wait_healthy(
 
 # --- Docker: the steps only the host can do (the Jupyter container cannot restart containers)
 
-WORK_DIR = "/home/jovyan/work"  # the repository's folders inside the Jupyter container (the compose mounts)
+# the repository's folders inside the Jupyter container (the compose files mount them there)
+WORK_DIR = "/home/jovyan/work"
 
 
 def compose_files() -> str:
@@ -154,7 +155,8 @@ def host_path(container_path) -> str:
 
 
 def ask_host(command: str) -> None:
-    """Print a command for the student to run on the host; the calling cell then waits for its effect.
+    """Print a command for the student to run on the host; the calling cell then waits for its
+    effect.
 
     The exact words matter: `make test-docker` reads this line and runs the command as printed.
     """
@@ -166,7 +168,8 @@ def ask_host(command: str) -> None:
 
 
 def wait_for_file(path, complete=lambda text: bool(text), timeout: float = 1800.0) -> str:
-    """Wait until the file a host command writes exists and `complete(text)` holds; return its text."""
+    """Wait until the file a host command writes exists and `complete(text)` holds; return the
+    text."""
     path = Path(path)
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -195,26 +198,27 @@ def _restart_local(service: str, settings: dict) -> None:
         raise RuntimeError(f"restarting {service} failed:\n{(done.stdout + done.stderr)[-2000:]}")
 
 
-def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) -> dict:
-    """Switch the FastAPI service to 'pt' (PyTorch) or 'onnx', served by `workers` uvicorn worker
-    processes, and wait until it serves that way.
+def use_fastapi_backend(runtime: str, workers: int = 1, timeout: float = 900.0) -> dict:
+    """Switch the FastAPI service's runtime to 'pt' (PyTorch) or 'onnx' (ONNX Runtime), served by
+    `workers` uvicorn worker processes, and wait until it serves that way. The name is that of the
+    setting it changes, FASTAPI_BACKEND.
 
     Local mode restarts the process on the same port. With Docker, the student runs the printed
     command on the host and this waits for it.
     """
     from servelab.serving.runtimes import FASTAPI_BACKENDS, fastapi_backend
 
-    backend = fastapi_backend(backend)
-    runtime = FASTAPI_BACKENDS[backend]
+    setting = fastapi_backend(runtime)  # 'pt' or 'onnx'
+    runtime = FASTAPI_BACKENDS[setting]  # the name /health answers: 'pytorch' or 'onnx'
     base = url("FASTAPI_SERVER_URL")
     settings = {
-        "FASTAPI_BACKEND": backend,
+        "FASTAPI_BACKEND": setting,
         "WEB_CONCURRENCY": str(int(workers)),
     }  # uvicorn reads WEB_CONCURRENCY
     if os.environ.get("LAB_MODE") == "local":
         _restart_local("fastapi", settings)
     else:
-        assignments = f"FASTAPI_BACKEND={shlex.quote(backend)}" + (
+        assignments = f"FASTAPI_BACKEND={shlex.quote(setting)}" + (
             f" WEB_CONCURRENCY={int(workers)}" if workers != 1 else ""
         )
         ask_host(
@@ -225,7 +229,7 @@ def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) 
 
     def serving(resp) -> bool:
         body = resp.json()
-        if body.get("backend") != runtime or int(body.get("workers", 1)) != int(workers):
+        if body.get("runtime") != runtime or int(body.get("workers", 1)) != int(workers):
             return False
         ready.add(body.get("pid"))
         return len(ready) >= int(workers)
@@ -233,15 +237,15 @@ def use_fastapi_backend(backend: str, workers: int = 1, timeout: float = 900.0) 
     health = wait_healthy(f"{base}/health", timeout, check=serving)
     os.environ.update(settings)
     print(
-        f"FastAPI service now runs {health['backend']} on {health['device']} in "
-        f"{health['workers']} worker "
-        f"process(es), {health['threads']} thread(s) each ({health['weights']} weights)"
+        f"FastAPI service now runs {health['runtime']} on {health['device']} in "
+        f"{health['workers']} worker process(es), {health['threads']} thread(s) each "
+        f"({health['weights']} weights)"
     )
     return health
 
 
 def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
-    """Point the Flask UI at a Triton model (food_classifier or food_classifier_onnx) and wait for it."""
+    """Point the Flask UI at Triton's food_classifier or food_classifier_onnx and wait for it."""
     base = url("FLASK_SERVER_URL")
     if os.environ.get("LAB_MODE") == "local":
         _restart_local("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})
@@ -252,7 +256,7 @@ def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
             "up -d --no-deps --wait flask"
         )
     health = wait_healthy(
-        f"{base}/healthz", timeout, check=lambda r: f"'{model}'" in r.json().get("backend", "")
+        f"{base}/healthz", timeout, check=lambda r: f"'{model}'" in r.json().get("model_server", "")
     )
-    print(f"Flask now uses: {health['backend']}")
+    print(f"Flask now uses: {health['model_server']}")
     return health

@@ -5,7 +5,7 @@ Introduced in notebook 8 (and meant for the 6.3 and 6.6 runs of notebook 6).
     from servelab import live_metrics
     watch = live_metrics.Watch(METRICS, models=["food_classifier"])
     run = watch.during(lambda: perf.run_line(line, "6.3 2 inst c8", out=OUT))  # figure redrawn live
-    watch.table()        # one row per sampling interval: inferences/s, queue and compute ms, utilisation
+    watch.table()        # a row per interval: inferences/s, queue and compute ms, utilisation
 
 Triton publishes its metrics as Prometheus text at http://<host>:8002/metrics. Counters grow
 from the model's load on (requests, inferences, and the total microseconds spent queued and
@@ -15,7 +15,8 @@ interval, for each model:
 
     inferences/s  = delta nv_inference_count / delta t
     queue ms      = delta nv_inference_queue_duration_us / delta nv_inference_request_success / 1000
-    compute ms    = delta (compute_input + compute_infer + compute_output)_duration_us / delta success / 1000
+    compute ms    = delta (compute_input + compute_infer + compute_output)_duration_us
+                    / delta success / 1000
 
 The text is parsed with prometheus_client's own parser (text_string_to_metric_families), not with
 regular expressions. Utilisation: nv_gpu_utilization per GPU where Triton reports GPUs (the Docker

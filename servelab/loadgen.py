@@ -5,6 +5,11 @@ Introduced in notebook 4.
 Each request's client-side latency is recorded together with the service's own Server-Timing
 (decode / queue / infer), so a run shows how much of the latency is the model and how much is
 waiting. `make bench` cross-checks its throughput against wrk on the same endpoint.
+
+Notebook 4 has you write the core of it, the function that sends one request, times it and
+collects what came back (`send_one`); run(send=send_one) then sends every request with yours.
+Each summary row carries the two laws every measured row of the lab shows (servelab.queueing.laws):
+U = X·S, how many model locks were busy on average, and N = X·R, how many requests were in flight.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pandas as pd
 import requests
+
+from servelab import queueing
 
 try:
     from tqdm.auto import tqdm
@@ -50,6 +57,20 @@ def _one(session: requests.Session, url: str, body: bytes, timeout: float) -> di
     }
 
 
+def _sent_by(send, session: requests.Session, url: str, payload: dict) -> dict:
+    """One request sent by your send(session, url, payload), which returns t_start, latency_ms,
+    status and server_timing (the Server-Timing header); its header becomes server_*_ms columns."""
+    try:
+        record = dict(send(session, url, payload))
+    except requests.RequestException as exc:
+        return {
+            "t_start": time.perf_counter(),
+            "latency_ms": float("nan"),
+            "status": f"error: {type(exc).__name__}",
+        }
+    return {**record, **_server_timing(record.pop("server_timing", None))}
+
+
 def run(
     url: str,
     payload: dict,
@@ -58,8 +79,12 @@ def run(
     label: str = "",
     timeout: float = 60.0,
     progress: bool = True,
+    send=None,
 ) -> pd.DataFrame:
-    """Send n POST requests with `concurrency` senders (1 = sequential); one row per request."""
+    """Send n POST requests with `concurrency` senders (1 = sequential); one row per request.
+
+    send(session, url, payload): sends one request and returns its record (notebook 4 has you
+    write it); default: the lab's own, which encodes the body once for all requests."""
     body = json.dumps(payload).encode()
     sessions = threading.local()
     counter = iter(range(n))
@@ -77,7 +102,11 @@ def run(
             with lock:
                 if next(counter, None) is None:
                     return
-            record = _one(sessions.s, url, body, timeout)
+            record = (
+                _one(sessions.s, url, body, timeout)
+                if send is None
+                else _sent_by(send, sessions.s, url, payload)
+            )
             with lock:
                 records.append(record)
             if bar:
@@ -97,7 +126,10 @@ def run(
 
 
 def summarize(df: pd.DataFrame) -> dict:
-    """One table row: the numbers the notebooks compare (ms, requests/s)."""
+    """One table row: the numbers the notebooks compare (ms, requests/s), with the laws beside
+    them: lock_busy_U = X·S (throughput × mean `infer`: how many model locks were busy on average,
+    at most one per worker process) and in_flight_N = X·R (throughput × mean latency: how many
+    requests were in flight on average; Little's law)."""
     ok = df[df["status"] == 200]
     lat = ok["latency_ms"].to_numpy()
     row = {
@@ -109,12 +141,17 @@ def summarize(df: pd.DataFrame) -> dict:
         "p95_ms": float(np.percentile(lat, 95)) if len(lat) else float("nan"),
         "p99_ms": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
         "throughput_rps": len(ok) / df.attrs["wall_s"] if df.attrs.get("wall_s") else float("nan"),
+        "mean_ms": float(np.mean(lat)) if len(lat) else float("nan"),
     }
     for part in ("decode", "queue", "infer"):
         column = f"server_{part}_ms"
         row[f"{part}_median_ms"] = (
             float(ok[column].median()) if column in ok and len(ok) else float("nan")
         )
+    infer = "server_infer_ms"
+    row["infer_mean_ms"] = float(ok[infer].mean()) if infer in ok and len(ok) else float("nan")
+    laws = queueing.laws(row["throughput_rps"], row["mean_ms"], row["infer_mean_ms"])
+    row["lock_busy_U"], row["in_flight_N"] = laws["U"], laws["N"]
     return row
 
 

@@ -2,16 +2,17 @@
 
 Introduced in notebook 5.
 
-    python -m servelab.model_repository [--dest model_repository] [--mode local|docker] [--kind auto|gpu|cpu]
+    python -m servelab.model_repository [--dest model_repository] [--mode local|docker]
+                                        [--kind auto|gpu|cpu]
 
 The repository Triton reads looks like this (one folder per model, one sub-folder per version):
 
     model_repository/
-      food_classifier/           config.pbtxt, 1/model.py, 1/food11.pth    (Python backend)
-      food_classifier_onnx/      config.pbtxt, 1/model.onnx                (onnxruntime backend)
-      food_classifier_tuned/     config.pbtxt, 1/model.py, 1/food11.pth    (notebook 7 only: add_model())
-      preprocess/                config.pbtxt, 1/model.py                  (the ensemble only: add_model())
-      food_classifier_ensemble/  config.pbtxt, 1/ (empty)                  (preprocess -> food_classifier_onnx)
+      food_classifier/        config.pbtxt, 1/model.py, 1/food11.pth   (Python backend)
+      food_classifier_onnx/   config.pbtxt, 1/model.onnx               (onnxruntime backend)
+      food_classifier_tuned/  config.pbtxt, 1/model.py, 1/food11.pth   (notebook 7: add_model())
+      preprocess/             config.pbtxt, 1/model.py                 (notebook 8: add_model())
+      food_classifier_ensemble/  config.pbtxt, 1/ (empty)   (notebook 8: preprocess, then ONNX)
 
 mode "docker": the models as staged, for NVIDIA's Triton container (which has the onnxruntime
 backend). mode "local": the pip-installed Triton has only the Python backend, so
@@ -75,7 +76,8 @@ PLACED_NAMES = {
 
 
 def has_gpu(mode: str = "local") -> bool:
-    """Is there a GPU the models could use? local: PyTorch must see one; docker: nvidia-smi lists one."""
+    """Is there a GPU the models could use? local: PyTorch must see one; docker: nvidia-smi must
+    list one."""
     if mode == "local":
         try:
             import torch
@@ -115,13 +117,15 @@ def _ignore(_dir, names):
 
 
 def weights_parameter() -> str:
-    """A config parameter saying whether the weights are trained, so clients (the Flask UI) can show it."""
+    """A config parameter saying whether the weights are trained, for clients (the Flask UI) to
+    show."""
     try:
         weights = food11.read_metadata()["weights"]
     except (FileNotFoundError, KeyError, ValueError):
         weights = "unknown"
     return (
-        '\n# Added by servelab.model_repository: "untrained" unless a trained checkpoint was built\n'
+        "\n# Added by servelab.model_repository: "
+        '"untrained" unless a trained checkpoint was built\n'
         f'parameters {{ key: "weights" value {{ string_value: "{weights}" }} }}\n'
     )
 
@@ -173,8 +177,7 @@ def _place(
         (target / "config.pbtxt.previous").write_text(kept)
         note = (
             f", the config.pbtxt there named backend {kept_backend!r}, which this mode's model "
-            "does not use: "
-            "staged config placed, the previous one saved as config.pbtxt.previous"
+            "does not use: staged config placed, the previous one saved as config.pbtxt.previous"
         )
     elif kept is not None and kept != staged:
         config.write_text(kept)
@@ -189,7 +192,8 @@ def _place(
 
 
 def _backend(config_text: str) -> str | None:
-    """The backend a config.pbtxt names, or None if it does not parse (a config being edited is kept)."""
+    """The Triton backend a config.pbtxt names, or None if it does not parse (a config being
+    edited is kept)."""
     from google.protobuf import (
         text_format,
     )  # Triton's config schema: loaded only when a config is kept
@@ -241,7 +245,7 @@ def add_model(
     kind: str = "auto",
     verbose: bool = True,
 ) -> Path:
-    """Copy one on-demand model (ON_DEMAND_MODELS) into the repository; Triton loads it when asked."""
+    """Copy an on-demand model (ON_DEMAND_MODELS) into the repository; Triton loads it on demand."""
     if model not in ON_DEMAND_MODELS:
         raise ValueError(f"{model!r} is not an on-demand model ({', '.join(ON_DEMAND_MODELS)})")
     gpu = _uses_gpu(mode, kind)

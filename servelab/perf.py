@@ -4,8 +4,8 @@ Introduced in notebook 6.
 
     from servelab import perf
     run = perf.run_line(f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 8", "a c8")
-    run.row                  # one parsed row (times in ms), with Triton's batch counts and utilisation
-    run.throughput           # inferences/s with the interval of perf_analyzer's windows (claims.Measured)
+    run.row          # one parsed row (times in ms), with Triton's batch counts and utilisation
+    run.throughput   # inferences/s with the interval of perf_analyzer's windows (claims.Measured)
 
 run_line() runs the line as typed and adds only what the lab reads back: the CSV file (-f,
 --verbose-csv), -v (each measurement window's numbers) and, when the line does not set them, the
@@ -63,7 +63,8 @@ class PerfAnalyzerError(RuntimeError):
 
 
 def shell_line(cmd: list[str]) -> str:
-    """The command as a line to retype (perf_analyzer by name when it is the one on PATH/in the venv)."""
+    """The command as a line to retype (perf_analyzer by name when it is the one on PATH or in the
+    venv)."""
     shown = list(cmd)
     if shown and Path(shown[0]).name == "perf_analyzer":
         shown[0] = "perf_analyzer"
@@ -75,7 +76,7 @@ def _arg(cmd: list[str], flag: str) -> str | None:
 
 
 def parse_csv(text: str):
-    """perf_analyzer's -f CSV text -> pandas DataFrame, times in ms, columns named as in CSV_COLUMNS."""
+    """perf_analyzer's -f CSV text -> pandas DataFrame (times in ms, columns as in CSV_COLUMNS)."""
     import pandas as pd
 
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -172,7 +173,8 @@ def _default_timeout(cmd: list[str]) -> float:
 def _run(
     cmd: list[str], timeout: float | None = None, verbose: bool = True, shown: str | None = None
 ) -> PerfResult:
-    """Run perf_analyzer exactly as given (it must write -f CSV), print line + raw output, parse the CSV.
+    """Run perf_analyzer exactly as given (it must write -f CSV), print the line and the raw output,
+    parse the CSV.
 
     `shown` is the line to print instead of the full command (run_line: what the student typed).
     -v is added when missing: its per-window lines are the intervals of claims. A server that is
@@ -228,7 +230,10 @@ def _run(
             or "Connection refused" in output
             or "Couldn't connect" in output
         ):
-            hint = "\nHint: is Triton running at that address and the model READY (GET /v2/models/<m>/ready)?"
+            hint = (
+                "\nHint: is Triton running at that address, and is the model READY "
+                "(GET /v2/models/<m>/ready)?"
+            )
         raise PerfAnalyzerError(
             f"perf_analyzer exited with code {proc.returncode}: {line}\n"
             f"{output.strip()[-3000:]}{hint}"
@@ -259,13 +264,14 @@ def _with_triton_view(
         try:
             result = once()
         except PerfAnalyzerError as exc:
-            if again is None or "stable measurement" not in str(exc):
+            unsettled = "stable measurement" in str(exc) or "No valid requests" in str(exc)
+            if again is None or not unsettled:
                 raise
             if verbose:
                 print(
-                    "\n-> the measurement windows did not settle; measuring again, accepting any "
-                    "spread "
-                    "between them\n",
+                    "\n-> the measurement windows did not settle (or saw no answer in time: a busy "
+                    "machine); measuring again with longer windows, accepting any spread between "
+                    "them\n",
                     flush=True,
                 )
             result = again()
@@ -288,16 +294,16 @@ def _with_triton_view(
         late = result.extra["delayed_pct"]
         print(
             f"Triton: model executions by batch size {delta['batch_executions']}; mean utilisation "
-            "during the "
-            f"run: {', '.join(f'{k[:-9]} {v:.0f}%' for k, v in util.items()) or 'not reported'}"
+            "during the run: "
+            f"{', '.join(f'{k[:-9]} {v:.0f}%' for k, v in util.items()) or 'not reported'}"
             + (f"; {late:.1f}% of the requests were sent late" if late else ""),
             flush=True,
         )
         if late > DELAYED_LIMIT_PCT:
             print(
                 f"WARNING: more than {DELAYED_LIMIT_PCT:g}% of the requests left late: this run is "
-                "not the "
-                "open-loop load it claims (give perf_analyzer more threads, or a lower rate)",
+                "not the open-loop load it claims (give perf_analyzer more threads, or a lower "
+                "rate)",
                 flush=True,
             )
     return result
@@ -327,8 +333,9 @@ def run_line(
         perf_analyzer -m food_classifier -u triton_server:8000 --concurrency-range 8
     and read Triton's statistics and utilisation around it. The results are named `name`:
     out/perf_<name>.csv (default results/perf/). Adds, and says so, -f/--verbose-csv/-v and the
-    measurement settings the line leaves out; a run whose windows never agree is measured again
-    accepting their spread (the row's mode says "windows, unsettled")."""
+    measurement settings the line leaves out; a run whose windows never agree, or see no answer
+    (a machine too busy for the window), is measured again with the windows it added four times
+    as long, accepting their spread (the row's mode says "windows, unsettled")."""
     argv = shlex.split(line)
     if not argv or Path(argv[0]).name != "perf_analyzer":
         raise ValueError(f"not a perf_analyzer command: {line!r}")
@@ -368,9 +375,13 @@ def run_line(
         )
     once = lambda: _run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     again = None
-    if settings.get("--stability-percentage", "1000") != "1000":
-        relaxed = [*cmd]
+    relaxed = [*cmd]
+    if "--stability-percentage" in settings:
         relaxed[relaxed.index("--stability-percentage") + 1] = "1000"
+    if "--measurement-interval" in settings:
+        at = relaxed.index("--measurement-interval") + 1
+        relaxed[at] = str(4 * int(relaxed[at]))
+    if relaxed != cmd:
         again = lambda: _run(relaxed, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     result = _with_triton_view(model, url, metrics_url, verbose, once, again)
     result.extra["command"] = line

@@ -34,7 +34,8 @@ def latency_throughput(table: pd.DataFrame, title: str) -> plt.Figure:
 
 
 def latency_breakdown(table: pd.DataFrame, title: str) -> plt.Figure:
-    """Median client latency split into the service's infer, its queue and the rest (HTTP, decode, client)."""
+    """Median client latency split into the service's infer, its queue and the rest (HTTP, decode,
+    client)."""
     fig, ax = plt.subplots(figsize=(8, 4))
     x = np.arange(len(table))
     infer = table["infer_median_ms"].fillna(0).to_numpy()
@@ -139,7 +140,7 @@ def batch_size_histogram(executions: dict[str, dict[int, int]], title: str) -> p
 
 
 def steps_vs_limit(table: pd.DataFrame, limit: dict, eager_limit: dict, title: str) -> plt.Figure:
-    """Notebook 7: served inferences/s per run (batch-1 clients), with the raw model's limits as lines."""
+    """Notebook 7: inferences/s served per run (batch-1 clients), with the raw model's limits."""
     fig, ax = plt.subplots(figsize=(max(8, 0.55 * len(table) + 3), 4.8))
     x = np.arange(len(table))
     ax.bar(x, table["throughput_infer_s"], color="tab:blue")
@@ -154,7 +155,8 @@ def steps_vs_limit(table: pd.DataFrame, limit: dict, eager_limit: dict, title: s
             eager_limit["images_per_s"],
             color="tab:gray",
             linestyle=":",
-            label=f"{eager_limit['path']}, batch {eager_limit['batch']} ({eager_limit['images_per_s']:.0f}/s)",
+            label=f"{eager_limit['path']}, batch {eager_limit['batch']} "
+            f"({eager_limit['images_per_s']:.0f}/s)",
         )
     ax.axhline(
         0.6 * limit["images_per_s"],
@@ -176,7 +178,7 @@ def steps_vs_limit(table: pd.DataFrame, limit: dict, eager_limit: dict, title: s
 
 
 def sweep_throughput(sweep: pd.DataFrame, title: str) -> plt.Figure:
-    """Notebook 7 step 7: inferences/s against instance count, one line per (max batch, delay)."""
+    """Notebook 7, step 7.7: inferences/s by instance count, one line per (max batch, delay)."""
     lines = (
         (f"max batch {max_batch}, delay {delay} us", rows)
         for (max_batch, delay), rows in sweep.groupby(["max_batch", "delay_us"])

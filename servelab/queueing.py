@@ -23,6 +23,12 @@ batch size: servers * B / service(B) requests per second at the largest batch B.
 
 Every function returns milliseconds and requests per second; the model knows nothing about
 the GPU, the cores or Python: where a measurement parts from it, the text of the notebook says why.
+
+Two laws hold for any measured run, whatever the model assumes, and the lab shows them beside
+every measured row: the utilisation law U = X·S (throughput × service time = how many servers are
+busy on average) and Little's law N = X·R (throughput × latency = how many requests are in flight
+on average). laws() computes both; model_miss() says where the model's line misses a measurement
+by more than ±30 % and which of its assumptions the run broke.
 """
 
 from __future__ import annotations
@@ -116,7 +122,8 @@ def open_loop(
     servers: int = 1,
     poisson: bool = True,
 ) -> dict:
-    """Mean latency at a fixed arrival rate, no batching (M/D/c; D/D/c for evenly spaced arrivals)."""
+    """Mean latency at a fixed arrival rate, no batching (M/D/c; D/D/c for evenly spaced
+    arrivals)."""
     rate = rate_per_s / 1000.0  # per ms
     load = rate * service_ms  # busy servers, on average
     utilisation = load / servers
@@ -188,3 +195,50 @@ def open_loop_batching(
 def saturation_rate(service: ServiceTime, servers: int = 1, max_batch: int = 1) -> float:
     """Requests per second one configuration can serve at most: servers x B / service(B)."""
     return servers * max_batch / service(max_batch) * 1000.0
+
+
+def laws(throughput_per_s: float, latency_ms: float, service_ms: float) -> dict:
+    """The utilisation law and Little's law for one measured run (means, not medians):
+    U = X·S, servers busy on average (for one server, the share of time it is busy), and
+    N = X·R, requests in flight on average."""
+    return {
+        "U": throughput_per_s * service_ms / 1000.0,
+        "N": throughput_per_s * latency_ms / 1000.0,
+    }
+
+
+def model_miss(
+    model_ms: float,
+    measured_ms: float,
+    utilisation: float,
+    service_alone_ms: float,
+    service_loaded_ms: float,
+    servers: int = 1,
+    tolerance: float = 0.3,
+) -> str:
+    """One sentence on the model's line beside a measurement: within ±tolerance it holds; further
+    off, which assumption the run broke, read from the laws: a station (lock, instance) busy less
+    than 80 % of the time while requests waited means they waited for something the model does
+    not have (the threadpool, the interpreter, shared cores); a service time that grew under load
+    breaks the constant service time."""
+    ratio = measured_ms / model_ms if model_ms else math.inf
+    said = f"the model says {model_ms:.3g} ms, the run measured {measured_ms:.3g} ms ({ratio:.2f}x)"
+    if abs(ratio - 1) <= tolerance:
+        return f"{said}: within ±{tolerance:.0%}, the model holds here."
+    busy = utilisation / servers
+    grew = service_loaded_ms / service_alone_ms if service_alone_ms else math.inf
+    broken = []
+    if busy < 0.8 and ratio > 1:
+        broken.append(
+            f"its station was busy only {busy:.0%} of the time (U = X·S) while requests waited: "
+            "a request ready to run takes a free station at once, so these waited for something "
+            "the model does not have, the threads and the interpreter (or cores) they share"
+        )
+    if grew > 1 + tolerance:
+        broken.append(
+            f"the service time grew {grew:.1f}x under load ({service_alone_ms:.3g} ms alone, "
+            f"{service_loaded_ms:.3g} ms loaded), where the model keeps it constant"
+        )
+    if not broken:
+        broken.append("the service time varies, where the model keeps it constant")
+    return f"{said}: more than ±{tolerance:.0%} off, because " + "; and ".join(broken) + "."

@@ -34,7 +34,7 @@ def join_paths(*parts, existing: str | None = None) -> str:
 
 
 def cuda_runtime_lib() -> Path | None:
-    """nvidia/cuda_runtime/lib of the nvidia-cuda-runtime-cu12 wheel (libcudart.so.12), if installed."""
+    """nvidia/cuda_runtime/lib of the nvidia-cuda-runtime-cu12 wheel (libcudart.so.12), if any."""
     try:
         spec = importlib.util.find_spec("nvidia.cuda_runtime")
     except ModuleNotFoundError:
@@ -48,7 +48,7 @@ def cuda_runtime_lib() -> Path | None:
 
 
 def perf_analyzer_path() -> str:
-    """perf_analyzer: next to this interpreter (tritonclient's wheel puts it there), else on PATH."""
+    """perf_analyzer next to this interpreter (tritonclient's wheel puts it there), else on PATH."""
     candidate = venv_bin() / "perf_analyzer"
     if candidate.is_file():
         return str(candidate)

@@ -52,7 +52,7 @@ def config_path(model: str, repo: Path | str | None = None) -> Path:
 
 
 def parse_config(text: str) -> ModelConfig:
-    """config.pbtxt text -> ModelConfig; google.protobuf.text_format.ParseError names any unknown field."""
+    """config.pbtxt text -> ModelConfig; text_format.ParseError names any unknown field."""
     return text_format.Parse(text, ModelConfig())
 
 
@@ -79,7 +79,8 @@ def served_config(model: str, url: str | None = None, timeout: float = 10.0) -> 
 def load_model(
     model: str, url: str | None = None, timeout: float = 300.0
 ) -> tuple[bool, float, str]:
-    """POST /v2/repository/models/<model>/load and wait for READY: (ok, seconds, Triton's error or '')."""
+    """POST /v2/repository/models/<model>/load and wait for READY: (ok, seconds, Triton's error or
+    '')."""
     base = _http(url)
     start = time.perf_counter()
     try:
@@ -100,8 +101,7 @@ def load_model(
         if resp.status_code == 403:
             message += (
                 " (the repository API needs the node's secret in TRITON_ADMIN_KEY: the lab's "
-                "Jupyter has "
-                "it; elsewhere take it from docker/.env or .lab/urls.env)"
+                "Jupyter has it; elsewhere take it from docker/.env or .lab/urls.env)"
             )
         if "failed to poll from model repository" in message:
             message += (
@@ -119,7 +119,8 @@ def load_model(
 
 
 def unload_model(model: str, url: str | None = None, timeout: float = 120.0) -> str:
-    """POST /v2/repository/models/<model>/unload and wait until it is no longer READY: 'unloaded' or the error."""
+    """POST /v2/repository/models/<model>/unload and wait until it is no longer READY: 'unloaded'
+    or the error."""
     base = _http(url)
     resp = requests.post(
         f"{base}/v2/repository/models/{model}/unload",
@@ -154,7 +155,10 @@ class ReloadResult:
             False: "the model is NOT ready now",
             None: "",
         }[self.still_serving]
-        return f"{self.model}: Triton refused the new config after {self.seconds:.1f} s: {self.error}. {serving}"
+        return (
+            f"{self.model}: Triton refused the new config after {self.seconds:.1f} s: "
+            f"{self.error}. {serving}"
+        )
 
 
 # ---------------------------------------------------------------- editing the text itself

@@ -97,7 +97,8 @@ def stats_delta(before: dict, after: dict) -> dict:
 
 
 def batch_table(delta: dict):
-    """The batch_executions of a stats_delta() as a small pandas table (batch size, executions, images)."""
+    """The batch_executions of a stats_delta() as a small pandas table (batch size, executions,
+    images)."""
     import pandas as pd
 
     rows = [
@@ -143,7 +144,8 @@ def gpu_count(
     url: str | None = None, metrics_url: str | None = None, model: str = "food_classifier"
 ) -> int:
     """How many GPUs the server's model instances can use: the GPUs in Triton's metrics, else (a
-    server built without GPU metrics, e.g. local mode's) the driver's list when `model` runs KIND_GPU."""
+    server built without GPU metrics, e.g. local mode's) the driver's list when `model` runs
+    KIND_GPU."""
     from servelab.triton_config import served_config
 
     metrics = parse_metrics(
@@ -208,8 +210,8 @@ class UtilisationSampler:
 
     def summary(self) -> dict:
         """Mean utilisation during the run, per device and labelled with what was measured:
-        gpu0_util_pct, gpu1_util_pct, ... when Triton reports GPUs (each GPU on its own: one busy GPU
-        of two is 100% busy, not 50%), else cpu_util_pct (all cores of the machine together)."""
+        gpu0_util_pct, gpu1_util_pct, ... when Triton reports GPUs (each GPU on its own: one busy
+        GPU of two is 100% busy, not 50%), else cpu_util_pct (all cores of the machine together)."""
         out: dict = {"util_samples": len(self.samples)}
         n_gpus = max((len(s["gpus"]) for s in self.samples), default=0)
         for i in range(n_gpus):

@@ -10,8 +10,18 @@ import pytest
 
 from labstack import artifacts, launcher
 from servelab.paths import TEST_IMAGES
+from servelab.serving.runtimes import RUNTIMES
 
 PY = sys.executable
+# Fixtures that start real servers. A test using one belongs to the slow tier (`-m "not slow"` is
+# the fast one); this keeps it so when a new test borrows one of them.
+SERVER_FIXTURES = {"start_service", "fastapi_servers", "services", "triton", "flask_url"}
+
+
+def pytest_runtest_setup(item):
+    servers = SERVER_FIXTURES.intersection(item.fixturenames)
+    if servers and item.get_closest_marker("slow") is None:
+        pytest.fail(f"starts servers ({', '.join(sorted(servers))}): mark it @pytest.mark.slow")
 
 
 @pytest.fixture(scope="session")
@@ -58,10 +68,9 @@ def start_service():
 
 @pytest.fixture(scope="module")
 def fastapi_servers(built_artifacts):
-    """Both FastAPI services (PyTorch and ONNX) running side by side for a test module."""
+    """Both FastAPI services side by side for a test module: {runtime name: URL}."""
     servers = {
-        name: Running(launcher.fastapi_service(launcher.free_port(), name))
-        for name in ("pytorch", "onnx")
+        name: Running(launcher.fastapi_service(launcher.free_port(), name)) for name in RUNTIMES
     }
     yield {name: s.url for name, s in servers.items()}
     for s in servers.values():

@@ -17,7 +17,7 @@ PY = sys.executable
 
 
 def run_launcher(state_dir: Path, *args: str, timeout: float = 600, extra_env: dict | None = None):
-    """The launcher CLI in a subprocess with its own state folder (never touches the user's .lab/)."""
+    """The launcher CLI in a subprocess with its own state folder (never the user's .lab/)."""
     env = {**os.environ, "LAB_STATE_DIR": str(state_dir), **(extra_env or {})}
     return subprocess.run(
         [PY, "-m", "labstack.launcher", *args],

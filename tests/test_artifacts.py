@@ -27,6 +27,7 @@ def test_onnx_io_contract(built_artifacts):
     assert isinstance(out_dims[0], str) and out_dims[1:] == [11]
 
 
+@pytest.mark.slow  # runs the model on a batch: seconds, more on a busy machine
 def test_runtimes_agree_on_the_test_images(test_images, built_artifacts):
     batch = np.stack([food11.tensor_from_bytes(p.read_bytes()) for p in test_images])
     torch_logits = TorchClassifier(device="cpu")(batch)
@@ -38,6 +39,7 @@ def test_runtimes_agree_on_the_test_images(test_images, built_artifacts):
     assert check["max_abs_diff"] <= check["tolerance"] and check["top1_agree"]
 
 
+@pytest.mark.slow  # runs the model on a batch: seconds, more on a busy machine
 def test_untrained_weights_are_labelled_and_not_degenerate(test_images, built_artifacts):
     assert (
         built_artifacts["weights"] == "untrained" and "UNTRAINED" in built_artifacts["weights_note"]
@@ -57,6 +59,7 @@ def state_dict_checkpoint(tmp_path):
     return path, model
 
 
+@pytest.mark.slow  # runs the model on a batch: seconds, more on a busy machine
 def test_checkpoint_by_path_loads_through_the_same_code(state_dict_checkpoint):
     path, original = state_dict_checkpoint
     loaded = artifacts.load_checkpoint(artifacts._fetch_checkpoint(str(path)))

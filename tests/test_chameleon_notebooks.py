@@ -31,6 +31,7 @@ def _unshare_works() -> bool:
 
 
 pytestmark = pytest.mark.skipif(not _unshare_works(), reason="needs `unshare -rn` (a private network namespace)")
+pytestmark = [pytestmark, pytest.mark.slow]
 
 
 def scenario(name: str, tmp_path_factory) -> dict:
@@ -222,7 +223,7 @@ def test_an_old_python_chi_is_named_before_anything_runs(tmp_path_factory):
 def test_notebooks_name_the_pinned_python_chi():
     pin = re.search(r"^python-chi==(\S+)", (REPO / "requirements/constraints.txt").read_text(), re.M).group(1)
     for name in ("01_reserve", "02_provision"):
-        src = (REPO / "notebooks" / f"{name}.py").read_text()
+        src = (REPO / "notebook_sources" / f"{name}.py").read_text()
         assert f"python-chi=={pin}" in src and 'context.version = "1.0"' in src
 
 

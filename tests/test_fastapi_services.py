@@ -1,4 +1,5 @@
-"""Both FastAPI services as real uvicorn processes: the API contract, bad input, and that they keep serving."""
+"""Both FastAPI services as real uvicorn processes: the API contract, bad input, and that they keep
+serving."""
 
 import base64
 
@@ -7,32 +8,32 @@ import pytest
 import requests
 
 from servelab import food11
-from servelab.serving.runtimes import OnnxClassifier, TorchClassifier
+from servelab.serving.runtimes import RUNTIMES
 
-BACKENDS = ["pytorch", "onnx"]
+pytestmark = pytest.mark.slow  # real uvicorn processes
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_health_says_ready_runtime_and_weights(fastapi_servers, backend):
-    body = requests.get(f"{fastapi_servers[backend]}/health", timeout=5).json()
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_health_says_ready_runtime_and_weights(fastapi_servers, runtime):
+    body = requests.get(f"{fastapi_servers[runtime]}/health", timeout=5).json()
     assert (
-        body["status"] == "ready" and body["backend"] == backend and body["weights"] == "untrained"
+        body["status"] == "ready" and body["runtime"] == runtime and body["weights"] == "untrained"
     )
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_predict_returns_a_class_and_the_softmax_probability(fastapi_servers, backend, test_images):
-    runtime = {"pytorch": TorchClassifier, "onnx": OnnxClassifier}[backend](device="cpu")
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_predict_returns_a_class_and_the_softmax_probability(fastapi_servers, runtime, test_images):
+    model = RUNTIMES[runtime](device="cpu")
     for path in test_images:
         resp = requests.post(
-            f"{fastapi_servers[backend]}/predict",
+            f"{fastapi_servers[runtime]}/predict",
             json={"image": base64.b64encode(path.read_bytes()).decode()},
             timeout=60,
         )
         assert resp.status_code == 200, resp.text
         body = resp.json()
         expected_label, expected_prob = food11.top_class(
-            runtime(food11.tensor_from_bytes(path.read_bytes())[None])[0]
+            model(food11.tensor_from_bytes(path.read_bytes())[None])[0]
         )
         assert body["prediction"] == expected_label and body["prediction"] in food11.CLASSES
         assert (
@@ -48,7 +49,7 @@ def test_both_runtimes_give_the_same_answer(fastapi_servers, test_images):
         body = {"image": base64.b64encode(path.read_bytes()).decode()}
         answers = [
             requests.post(f"{fastapi_servers[b]}/predict", json=body, timeout=60).json()
-            for b in BACKENDS
+            for b in RUNTIMES
         ]
         assert answers[0]["prediction"] == answers[1]["prediction"]
         assert answers[0]["probability"] == pytest.approx(answers[1]["probability"], abs=1e-3)
@@ -64,25 +65,25 @@ BAD_BODIES = [
 ]
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("runtime", RUNTIMES)
 @pytest.mark.parametrize("name, body, status, words", BAD_BODIES, ids=[b[0] for b in BAD_BODIES])
 def test_bad_input_gets_a_clear_4xx_and_the_service_keeps_serving(
-    fastapi_servers, backend, name, body, status, words, image_b64
+    fastapi_servers, runtime, name, body, status, words, image_b64
 ):
-    url = fastapi_servers[backend]
+    url = fastapi_servers[runtime]
     resp = requests.post(f"{url}/predict", json=body, timeout=60)
     assert resp.status_code == status, resp.text
     assert words in resp.json()["detail"]
     assert requests.post(f"{url}/predict", json={"image": image_b64}, timeout=60).status_code == 200
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_non_json_body_and_huge_pixel_count(fastapi_servers, backend):
+@pytest.mark.parametrize("runtime", RUNTIMES)
+def test_non_json_body_and_huge_pixel_count(fastapi_servers, runtime):
     import io
 
     from PIL import Image
 
-    url = fastapi_servers[backend]
+    url = fastapi_servers[runtime]
     resp = requests.post(
         f"{url}/predict",
         data=b"\x00\x01 not json",
@@ -110,7 +111,8 @@ def test_swagger_docs_with_a_working_example(fastapi_servers):
 
 
 def test_concurrent_requests_queue_behind_one_model(fastapi_servers, image_b64):
-    """The service runs one request at a time: under 8 concurrent senders most time is queue, not infer."""
+    """The service runs one request at a time: with 8 concurrent senders most time is queue, not
+    infer."""
     from servelab import loadgen
 
     row = loadgen.summarize(

@@ -1,4 +1,5 @@
-"""The Flask UI under waitress, against a real FastAPI backend: upload, limits, backend down and back."""
+"""The Flask UI under waitress, in front of a real FastAPI service: upload, limits, the service down
+and back."""
 
 import io
 import re
@@ -10,6 +11,8 @@ from PIL import Image
 from labstack import launcher
 from servelab import food11
 
+pytestmark = pytest.mark.slow  # real waitress and uvicorn processes
+
 
 def _label(page: str):
     m = re.search(r'class="label">([^<]+)<', page)
@@ -17,13 +20,13 @@ def _label(page: str):
 
 
 @pytest.fixture(scope="module")
-def backend_port():
+def fastapi_port():
     return launcher.free_port()
 
 
 @pytest.fixture
-def flask_url(start_service, backend_port):
-    env = {"FLASK_BACKEND": "fastapi", "FASTAPI_SERVER_URL": f"http://127.0.0.1:{backend_port}"}
+def flask_url(start_service, fastapi_port):
+    env = {"FLASK_BACKEND": "fastapi", "FASTAPI_SERVER_URL": f"http://127.0.0.1:{fastapi_port}"}
     return start_service(launcher.flask_service(launcher.free_port(), env)).url
 
 
@@ -31,8 +34,8 @@ def _upload(url, name, data, mime="image/jpeg"):
     return requests.post(f"{url}/predict", files={"file": (name, data, mime)}, timeout=60)
 
 
-def test_backend_down_gives_a_readable_page_then_recovers_without_restarting_flask(
-    flask_url, backend_port, start_service, test_images, built_artifacts
+def test_fastapi_down_gives_a_readable_page_then_recovers_without_restarting_flask(
+    flask_url, fastapi_port, start_service, test_images, built_artifacts
 ):
     image = test_images[0].read_bytes()
     down = _upload(flask_url, test_images[0].name, image)
@@ -41,7 +44,7 @@ def test_backend_down_gives_a_readable_page_then_recovers_without_restarting_fla
         "not reachable" in down.text and "try again" in down.text and "Traceback" not in down.text
     )
 
-    start_service(launcher.fastapi_service(backend_port, "onnx"))
+    start_service(launcher.fastapi_service(fastapi_port, "onnx"))
     up = _upload(flask_url, test_images[0].name, image)
     assert up.status_code == 200, up.text
     assert _label(up.text) == built_artifacts["test_image_predictions"][test_images[0].name][0]
@@ -75,8 +78,8 @@ def test_no_file_chosen(flask_url):
     assert resp.status_code == 400 and "No file was chosen" in resp.text
 
 
-def test_png_upload_with_alpha(flask_url, start_service, backend_port, built_artifacts):
-    start_service(launcher.fastapi_service(backend_port, "pytorch"))
+def test_png_upload_with_alpha(flask_url, start_service, fastapi_port, built_artifacts):
+    start_service(launcher.fastapi_service(fastapi_port, "pytorch"))
     buf = io.BytesIO()
     Image.new("RGBA", (300, 200), (10, 200, 30, 128)).save(buf, "PNG")
     resp = _upload(flask_url, "leaf.png", buf.getvalue(), "image/png")

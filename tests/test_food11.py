@@ -1,4 +1,4 @@
-"""The shared pre/post-processing: shapes, normalisation, and a clear BadInput for every bad case."""
+"""The shared pre/post-processing: shapes, normalisation, a clear BadInput for every bad case."""
 
 import base64
 import io
@@ -95,7 +95,7 @@ def _encoded(img, fmt, **kw) -> bytes:
 
 
 def test_exif_orientation_is_applied():
-    """A phone photo taken upright is stored sideways with an EXIF orientation tag: decoded upright."""
+    """A photo stored sideways with an EXIF orientation tag is decoded upright."""
     from PIL import Image
 
     exif = Image.Exif()

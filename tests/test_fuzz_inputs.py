@@ -1,4 +1,5 @@
-"""Generated bad input for the shared decoding (servelab.food11), in-process: never anything but BadInput.
+"""Generated bad input for the shared decoding (servelab.food11), in-process: never anything but
+BadInput.
 
 Every input either decodes to a finite float32 [3, 224, 224] tensor or raises food11.BadInput with a
 4xx status and a message; any other exception would be a 500 in FastAPI, Flask and Triton alike.
@@ -56,7 +57,8 @@ def test_generated_base64_text_is_decoded_or_refused_with_a_4xx(text):
 
 @pytest.mark.parametrize("name, data, status, words", CORPUS, ids=[c[0] for c in CORPUS])
 def test_image_corpus(name, data, status, words):
-    """Truncated JPEG/PNG, bombs, CMYK, 16-bit, animated GIF, EXIF rotation, other formats: the documented answer."""
+    """Truncated JPEG/PNG, bombs, CMYK, 16-bit, animated GIF, EXIF rotation, other formats: the
+    documented answer."""
     if status is None:
         _check(data)
         return
@@ -70,7 +72,8 @@ def test_image_corpus(name, data, status, words):
 
 @pytest.mark.parametrize("name", [c[0] for c in CORPUS if "claims" in c[0] or "Mpx" in c[0]])
 def test_bombs_and_lying_headers_say_too_many_pixels(name):
-    """Below, at and above Pillow's own limits: always 413 with our pixel limit, never 'not an image'."""
+    """Below, at and above Pillow's own limits: always 413 with our pixel limit, never 'not an
+    image'."""
     data = next(c[1] for c in CORPUS if c[0] == name)
     with pytest.raises(food11.BadInput) as err:
         food11.tensor_from_bytes(data)

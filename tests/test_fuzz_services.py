@@ -1,4 +1,5 @@
-"""Schema-driven and generated bad input against the real FastAPI services (both runtimes) and the Flask upload.
+"""Schema-driven and generated bad input against the real FastAPI services (both runtimes) and the
+Flask upload.
 
 schemathesis reads each service's own /openapi.json and sends positive and negative bodies; then the
 image corpus, raw bodies the schema cannot express and Hypothesis-mutated images. Expected: no 5xx,
@@ -15,7 +16,7 @@ from labstack import launcher
 from reliability import corpus, fuzz_fastapi, fuzz_flask, procs
 from servelab import food11
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 BOMB = corpus.corpus_file("PNG 20000x20000")
 
 
@@ -35,9 +36,9 @@ def _assert_clean(tally, cases_at_least: int):
     assert tally.still_serving
 
 
-@pytest.mark.parametrize("backend", ["pt", "onnx"])
-def test_fastapi_fuzz_from_its_openapi_spec(services, backend):
-    tally = fuzz_fastapi.fuzz_fastapi(services[backend], examples=60, image_examples=30)
+@pytest.mark.parametrize("runtime", ["pt", "onnx"])
+def test_fastapi_fuzz_from_its_openapi_spec(services, runtime):
+    tally = fuzz_fastapi.fuzz_fastapi(services[runtime], examples=60, image_examples=30)
     _assert_clean(tally, 150)
     assert all(tally.statuses[s] > 0 for s in (200, 400, 413, 415, 422)), tally.statuses
     assert tally.counts["accepted"] > 0 and tally.counts["rejected"] > 100
@@ -52,9 +53,9 @@ def test_flask_upload_fuzz(services):
 def test_decompression_bomb_is_413_with_the_pixel_limit_everywhere(services):
     """A 50 KiB PNG claiming 400 Mpx: FastAPI and Flask both say how many pixels are allowed."""
     limit = f"{food11.MAX_IMAGE_PIXELS:,} pixels"
-    for backend in ("pt", "onnx"):
+    for runtime in ("pt", "onnx"):
         resp = requests.post(
-            f"{services[backend].url}/predict",
+            f"{services[runtime].url}/predict",
             timeout=30,
             json={"image": base64.b64encode(BOMB).decode()},
         )

@@ -1,4 +1,5 @@
-"""Triton (local mode, CPU, both models) under bad input, bounded soak and faults: one server for the module.
+"""Triton (local mode, CPU, both models) under bad input, bounded soak and faults: one server for
+the module.
 
 Bad input: wrong datatype, wrong shape, empty string, batch larger than max_batch_size, malformed
 requests and generated headers -> an error response with Triton's message, never a crash; both
@@ -18,7 +19,7 @@ from labstack import launcher
 from reliability import common, faults_triton, fuzz_triton, procs, soak
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", 8))
-pytestmark = pytest.mark.timeout(300 + 4 * SECONDS)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300 + 4 * SECONDS)]
 MODELS = fuzz_triton.MODELS
 
 
@@ -50,7 +51,8 @@ def test_bad_requests_get_triton_errors_and_both_models_keep_serving(triton, ima
         )
         assert tally.problems == 0 and tally.counts["unclear"] == 0, tally.examples
         assert tally.still_serving
-        # every 500 seen (all of them, not only the examples kept) is Triton's JSON parser, with its message
+        # every 500 seen (all of them, not only the examples kept) is Triton's JSON parser, with its
+        # message
         assert all(
             d.startswith("HTTP 500: Unable to parse")
             for v, d in tally.reasons
@@ -87,7 +89,8 @@ def test_refused_configs_are_reported_and_the_loaded_version_keeps_serving(trito
     for row in rows:
         print(row)
         assert row["passed"], row
-    # Triton's own reason (its HTTP answer only says "failed to poll"; the log names the rule broken)
+    # Triton's own reason (its HTTP answer only says "failed to poll"; its log names the broken
+    # rule)
     assert len(rows) == 3 and "preferred size must be <= max batch size" in rows[0]["observed"], (
         rows[0]
     )

@@ -1,6 +1,6 @@
-"""The committed GPU reference page (docs/results/<gpu>/) is what gpu_reference/run_reference.py writes from
-the files next to it, and it shows what issue 5 asks for: the served/limit line, every claim of
-notebooks 4, 6 and 7 with a verdict and its numbers, the plots it links."""
+"""The committed GPU reference page (docs/results/<gpu>/) is what gpu_reference/run_reference.py
+writes from the files next to it, and it shows what issue 5 asks for: the served/limit line, every
+claim of notebooks 4, 6 and 7 with a verdict and its numbers, the plots it links."""
 
 import re
 import shutil

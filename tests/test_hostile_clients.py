@@ -19,7 +19,7 @@ from labstack import launcher
 from reliability import hostile
 from servelab import labenv
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.fixture

@@ -2,7 +2,9 @@
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
 
 import pytest
 
@@ -38,10 +40,10 @@ def test_triton_urls_from_the_environment(monkeypatch):
 def health_server():
     """A real HTTP server answering the two health URLs as the switched services do."""
     answers = {
-        "/healthz": {"backend": "Triton model 'food_classifier_onnx'"},
+        "/healthz": {"model_server": "Triton model 'food_classifier_onnx'"},
         "/health": {
             "status": "ready",
-            "backend": "onnx",
+            "runtime": "onnx",
             "device": "cpu",
             "threads": 2,
             "workers": 1,
@@ -85,9 +87,9 @@ def test_host_commands_keep_the_compose_files_the_stack_runs_with(
         labenv.use_flask_triton_model("food_classifier_onnx", timeout=5)
         printed = capsys.readouterr().out.splitlines()
         assert printed[0].startswith("Run this on the host, in the repository's docker/ folder")
-        assert (
-            printed[1]
-            == f"  FOOD11_MODEL_NAME=food_classifier_onnx docker compose {files} up -d --no-deps --wait flask"
+        assert printed[1] == (
+            f"  FOOD11_MODEL_NAME=food_classifier_onnx docker compose {files} "
+            "up -d --no-deps --wait flask"
         )
     monkeypatch.setenv(
         "LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml"
@@ -95,8 +97,7 @@ def test_host_commands_keep_the_compose_files_the_stack_runs_with(
     labenv.use_fastapi_backend("onnx", timeout=5)
     assert capsys.readouterr().out.splitlines()[1] == (
         "  FASTAPI_BACKEND=onnx docker compose -f docker-compose-fastapi.yaml -f "
-        "docker-compose-cpu.yaml "
-        "up -d --build --wait fastapi_server"
+        "docker-compose-cpu.yaml up -d --build --wait fastapi_server"
     )
 
 
@@ -136,7 +137,7 @@ def test_a_switch_to_two_workers_waits_until_both_serve(monkeypatch):
             seen.append((pid, status))
             body = {
                 "status": "ready" if status == 200 else "loading",
-                "backend": "onnx",
+                "runtime": "onnx",
                 "device": "cpu",
                 "threads": 1,
                 "workers": 2,
@@ -153,6 +154,11 @@ def test_a_switch_to_two_workers_waits_until_both_serve(monkeypatch):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    # labenv polls once a second; the order of the answers is what counts, not the waits
+    real_sleep = time.sleep
+    monkeypatch.setattr(
+        labenv, "time", SimpleNamespace(time=time.time, sleep=lambda s: real_sleep(0.01))
+    )
     try:
         monkeypatch.setenv("LAB_MODE", "docker")
         monkeypatch.setenv("LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml")

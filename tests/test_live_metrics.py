@@ -96,8 +96,10 @@ def line(triton, concurrency: int, window_ms: int) -> str:
 def test_samples_during_a_real_run(triton, tmp_path):
     watch = live_metrics.Watch(triton.metrics_url, models=[MODEL], interval_s=0.4)
     start = time.monotonic()
-    run = lambda: perf.run_line(line(triton, 4, 1000), "c4", out=tmp_path, verbose=False)  # noqa: E731
-    result = watch.during(run, refresh_s=0.5)
+    result = watch.during(
+        lambda: perf.run_line(line(triton, 4, 1000), "c4", out=tmp_path, verbose=False),
+        refresh_s=0.5,
+    )
     seconds = time.monotonic() - start
     table = watch.table()
     assert len(table) >= MIN_POINTS, f"{len(table)} intervals in {seconds:.1f} s"
@@ -157,8 +159,9 @@ def test_the_figure_refreshes_in_one_notebook_output(triton, tmp_path):
 
 
 def test_the_one_line_hook_for_notebook_6(triton, tmp_path, monkeypatch):
-    """What notebook 6's 6.3 and 6.6 cells add: the Watch finds Triton's metrics where the notebook's
-    environment says (TRITON_METRICS_URL), returns the run it watched, and saves what it saw."""
+    """What notebook 6's 6.3 and 6.6 cells add: the Watch finds Triton's metrics where the
+    notebook's environment says (TRITON_METRICS_URL), returns the run it watched, and saves what
+    it saw."""
     monkeypatch.setenv("TRITON_METRICS_URL", triton.metrics_url)
     saved = tmp_path / "live_6.3_2_inst_c8"
     run = live_metrics.Watch(models=[MODEL]).during(

@@ -29,7 +29,7 @@ TINY = ["--instances", "1", "2", "--max-batch-sizes", "8", "--concurrency", "2"]
 
 
 def test_the_pinned_release_is_installed():
-    # 1.45.0 (Triton 24.10 / 2.51) is not on PyPI; 1.44.0 has the same code (see labstack's docstring)
+    # 1.45.0 (Triton 24.10 / 2.51) is not on PyPI; 1.44.0 has the same code (labstack's docstring)
     assert search_tool.installed_version() == "1.44.0"
 
 

@@ -1,4 +1,5 @@
-"""Versions are pinned in one place: requirements/constraints.txt. Other requirement files list names only."""
+"""Versions are pinned in one place, requirements/constraints.txt; other requirement files list
+names only."""
 
 import re
 

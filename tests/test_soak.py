@@ -1,4 +1,5 @@
-"""Bounded soak of FastAPI (PyTorch, ONNX) and Flask -> FastAPI: sustained concurrent load for a set time.
+"""Bounded soak of FastAPI (PyTorch, ONNX) and Flask -> FastAPI: sustained concurrent load for a
+set time.
 
 Short in `make test` (SOAK_SECONDS, default 10 s per service); `make soak SOAK_SECONDS=300` runs the
 long form through python -m reliability --only soak. Expected: zero failed requests and
@@ -31,16 +32,18 @@ def services(built_artifacts):
         yield started
 
 
-@pytest.mark.parametrize("backend", ["pt", "onnx"])
-def test_fastapi_soak(services, image_b64, backend):
-    api = services[backend]
+@pytest.mark.slow
+@pytest.mark.parametrize("runtime", ["pt", "onnx"])
+def test_fastapi_soak(services, image_b64, runtime):
+    api = services[runtime]
     row = soak.soak(
-        f"FastAPI {backend}", soak.fastapi_sender(api.url, image_b64), SECONDS, 4, api.pid
+        f"FastAPI {runtime}", soak.fastapi_sender(api.url, image_b64), SECONDS, 4, api.pid
     )
     assert row["processes"] == 1  # uvicorn, one process
     _assert_soak(row)
 
 
+@pytest.mark.slow
 def test_flask_soak(services, test_images):
     flask = services["flask"]
     row = soak.soak(
@@ -55,7 +58,8 @@ def test_flask_soak(services, test_images):
 
 
 def test_a_failing_service_is_counted_not_hidden():
-    """The soak counts failures: against a port where nothing listens every request fails, none hangs."""
+    """The soak counts failures: against a port where nothing listens, every request fails and none
+    hangs."""
     row = soak.soak(
         "nothing there",
         soak.fastapi_sender("http://127.0.0.1:9", "AAAA"),

@@ -58,7 +58,7 @@ def test_config_parses_into_model_config(path):
     if cfg.name == "food_classifier_tuned":  # notebook 7 starts where notebook 6 ended
         assert list(cfg.dynamic_batching.preferred_batch_size) == [4, 6, 8]
     else:
-        assert not cfg.HasField("dynamic_batching"), "the lab adds dynamic batching in part 6f"
+        assert not cfg.HasField("dynamic_batching"), "the lab adds dynamic batching in step 6.6"
     if cfg.backend == "python":
         assert (path.parent / "1" / "model.py").is_file()
 
@@ -224,17 +224,23 @@ def load_text(text: str):
     return text_format.Parse(text, model_config_pb2.ModelConfig())
 
 
-# ---------------------------------------------------------------- parsing Triton's and perf_analyzer's output
+# -------------------------------------------------- parsing Triton's and perf_analyzer's output
 
 # as written by perf_analyzer 2.51 (`-f` with --verbose-csv) against the local server
 PERF_CSV = (
-    "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,Server "
-    "Compute Input,"
-    "Server Compute Infer,Server Compute Output,Client Recv,p50 latency,p90 latency,p95 "
-    "latency,p99 latency,"
-    "Avg latency,request/response,response wait\n"
+    "Request Rate,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
+    "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,"
+    "p50 latency,p90 latency,p95 latency,p99 latency,Avg latency,request/response,response wait\n"
     "20,17.746,676,1462,1330,116,10337,214,0,12397,22081,25436,31230,14139,676,13434\n"
 )
+
+
+def test_a_line_that_is_not_perf_analyzer_is_refused(tmp_path):
+    """run_line refuses before running anything (a run against Triton: test_triton_server.py)."""
+    with pytest.raises(ValueError, match="not a perf_analyzer command"):
+        perf.run_line("curl -s localhost:8000", "x", out=tmp_path)
+    with pytest.raises(ValueError, match="names no model"):
+        perf.run_line("perf_analyzer --concurrency-range 1", "x", out=tmp_path)
 
 
 def test_parse_perf_csv():

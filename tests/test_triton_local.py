@@ -47,11 +47,13 @@ class TritonPythonModel:
         for request in requests:
             text = pb_utils.get_input_tensor_by_name(request, "IN").as_numpy()[0][0]
             answer = f"{lab_stub_probe.VALUE}:{np.__version__}:{len(text)}".encode()
-            out.append(pb_utils.InferenceResponse([pb_utils.Tensor("OUT", np.array([[answer]], dtype=object))]))
+            tensor = pb_utils.Tensor("OUT", np.array([[answer]], dtype=object))
+            out.append(pb_utils.InferenceResponse([tensor]))
         return out
 """
 
 
+@pytest.mark.slow
 def test_lab_triton_pythonpath_reaches_the_real_stub(
     tmp_path, monkeypatch, start_service, built_artifacts
 ):
@@ -99,6 +101,7 @@ def test_lab_triton_pythonpath_reaches_the_real_stub(
     assert length == "10"
 
 
+@pytest.mark.slow
 def test_a_model_that_fails_to_load_leaves_the_server_serving(
     tmp_path, start_service, built_artifacts
 ):

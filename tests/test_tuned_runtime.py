@@ -1,7 +1,8 @@
 """servelab.serving.tuned_runtime on the CPU: both input formats give the lab's model answers.
 
-(fp16 and CUDA graphs need a GPU: they are checked on the GPU machine by gpu_reference/run_reference.py,
-whose notebook 7 compares the tuned model with the fp32 one on the same images.)
+(fp16 and CUDA graphs need a GPU: they are checked on the GPU machine by
+gpu_reference/run_reference.py, whose notebook 7 compares the tuned model with the fp32 one on
+the same images.)
 """
 
 import numpy as np
@@ -32,6 +33,7 @@ def close(a, b, reference_logits) -> bool:
     return np.abs(a - b).max() <= 1e-4 * spread and (a.argmax(1) == b.argmax(1)).all()
 
 
+@pytest.mark.slow  # runs the model on a batch: seconds, more on a busy machine
 def test_fp32_input_matches_the_pytorch_runtime(reference):
     x, expected = reference
     runtime = tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=16)
@@ -40,6 +42,7 @@ def test_fp32_input_matches_the_pytorch_runtime(reference):
     assert close(runtime.run([x[:1], x[1:3], x[3:]]), expected, expected)
 
 
+@pytest.mark.slow  # runs the model on a batch: seconds, more on a busy machine
 def test_uint8_pixels_normalised_by_the_runtime_match(reference, test_images):
     _, expected = reference
     runtime = tuned_runtime.TunedClassifier(

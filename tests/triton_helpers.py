@@ -40,7 +40,7 @@ class LocalTriton:
             return "(no log)"
 
     def stop(self, grace: float = 5.0) -> None:
-        """SIGTERM the server's process group (server + Python-backend stubs), SIGKILL after grace."""
+        """SIGTERM the server's process group (Python-backend stubs too); SIGKILL after grace."""
         if self.proc.poll() is not None:
             return
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
@@ -56,7 +56,7 @@ class LocalTriton:
 
 
 def start_local_triton(workdir: Path, timeout: float = 90.0) -> LocalTriton:
-    """Populate workdir/model_repository (local mode, CPU) and start tritonserver; wait for READY."""
+    """Populate workdir/model_repository (local mode, CPU), start tritonserver, wait for READY."""
     repo = workdir / "model_repository"
     model_repository.populate(repo, mode="local", kind="cpu")
     ports = [launcher.free_port() for _ in range(3)]

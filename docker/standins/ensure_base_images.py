@@ -166,7 +166,8 @@ def build_rootfs() -> None:
 
 
 def build_standin(role: str, tags: dict[str, str]) -> None:
-    """docker compose build of one service of compose.yaml (here), tagged as the image it replaces."""
+    """`docker compose build` of one service of compose.yaml (here), tagged as the image it
+    replaces."""
     env = {
         **os.environ,
         **tags,
@@ -213,8 +214,7 @@ def main() -> None:
     if "STAND-IN" in kinds.values():
         say(
             "stand-ins cannot show: CUDA/GPUs, Triton's C++ onnxruntime backend (a Python-based "
-            "one "
-            "runs model.onnx on the CPU instead); see docker/standins/README.md"
+            "one runs model.onnx on the CPU instead); see docker/standins/README.md"
         )
 
 

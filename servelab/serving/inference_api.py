@@ -1,4 +1,5 @@
-"""The FastAPI inference service, shared by fastapi_pt/ and fastapi_onnx/ (they differ only in runtime).
+"""The FastAPI inference service, shared by fastapi_pt/ and fastapi_onnx/ (they differ only in
+runtime).
 
 POST /predict  {"image": "<base64 JPEG/PNG>"}  ->  {"prediction": "<class>", "probability": 0..1}
 GET  /health   200 only once the model is loaded (503 while loading or if loading failed)
@@ -69,7 +70,8 @@ class ModelHolder:
             except (FileNotFoundError, KeyError):
                 self.weights = "unknown"
             start = time.time()
-            # uvicorn --workers N (WEB_CONCURRENCY) runs N processes: each gets its share of the cores
+            # uvicorn --workers N (WEB_CONCURRENCY) runs N processes: each gets its share of the
+            # cores
             threads = thread_budget(
                 int(os.environ.get("WEB_CONCURRENCY") or 1), os.environ.get("FOOD11_THREADS")
             )
@@ -134,7 +136,7 @@ def create_app(runtime: str) -> BodySizeLimit:
     @app.get("/health")
     def health():
         body = {
-            "backend": runtime,
+            "runtime": runtime,
             "weights": holder.weights,
             "workers": int(os.environ.get("WEB_CONCURRENCY") or 1),
             "pid": os.getpid(),
@@ -177,7 +179,10 @@ def create_app(runtime: str) -> BodySizeLimit:
             logits = holder.model(x)[0]
             t3 = time.perf_counter()
         label, prob = food11.top_class(logits)
-        timing = f"decode;dur={(t1 - t0) * 1e3:.3f}, queue;dur={(t2 - t1) * 1e3:.3f}, infer;dur={(t3 - t2) * 1e3:.3f}"
+        timing = ", ".join(
+            f"{name};dur={seconds * 1e3:.3f}"
+            for name, seconds in (("decode", t1 - t0), ("queue", t2 - t1), ("infer", t3 - t2))
+        )
         return JSONResponse(
             {"prediction": label, "probability": prob}, headers={"Server-Timing": timing}
         )
@@ -190,6 +195,5 @@ def _too_large(size: int, more: bool) -> str:
     sent = f"{size:,} bytes and more" if more else f"{size:,} bytes"
     return (
         f"The request body is {sent}; at most {MAX_BODY_BYTES:,} bytes are accepted (an image of "
-        "at most "
-        f"{food11.MAX_IMAGE_BYTES // 2**20} MiB, base64-encoded, in JSON)."
+        f"at most {food11.MAX_IMAGE_BYTES // 2**20} MiB, base64-encoded, in JSON)."
     )

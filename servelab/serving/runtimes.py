@@ -177,7 +177,7 @@ FASTAPI_BACKENDS = {"pt": "pytorch", "onnx": "onnx"}
 
 def fastapi_backend(value: str) -> str:
     """'pt' | 'pytorch' | 'onnx' -> the FASTAPI_BACKEND value ('pt' or 'onnx')."""
-    value = {"pytorch": "pt"}.get(value, value)
+    value = {runtime: key for key, runtime in FASTAPI_BACKENDS.items()}.get(value, value)
     if value not in FASTAPI_BACKENDS:
         raise ValueError(f"FASTAPI_BACKEND must be 'pt' (PyTorch) or 'onnx', not {value!r}")
     return value

@@ -25,10 +25,10 @@ from pathlib import Path
 
 import requests
 
+from labstack import editions, notebook_runner
 from servelab.paths import REPO_ROOT
 
 DOCKER_DIR = REPO_ROOT / "docker"
-RUNNER = REPO_ROOT / "labstack" / "notebook_runner.py"  # executes a notebook headless
 RESULTS_SUBDIR = "docker-test"  # results/docker-test/ on the host
 RESULTS_IN_JUPYTER = f"/home/jovyan/work/results/{RESULTS_SUBDIR}"
 HOST_RESULTS = REPO_ROOT / "results" / RESULTS_SUBDIR
@@ -47,7 +47,7 @@ def free_port() -> int:
 
 
 def host_has_gpu_runtime() -> bool:
-    """An NVIDIA GPU that containers can use: nvidia-smi lists one and Docker has the nvidia runtime."""
+    """A GPU containers can use: nvidia-smi lists one and Docker has the nvidia runtime."""
     smi = shutil.which("nvidia-smi")
     if not smi or subprocess.run([smi, "-L"], capture_output=True).returncode != 0:
         return False
@@ -182,7 +182,8 @@ class Stack:
     def run_notebook(
         self, name: str, params: dict, timeout: float = 1800, predictions: bool = False
     ) -> tuple[int, list[str], str]:
-        """Execute notebooks/<name>.ipynb inside the Jupyter container, as the Jupyter user.
+        """Execute the solved edition of notebook <name> inside the Jupyter container, as the
+        Jupyter user, in the container's notebooks/ folder (where the student edition is).
 
         Whenever the notebook prints a host step ("Run this on the host ...: <command>"), the
         command is run here exactly as printed, from docker/, while the notebook waits for it.
@@ -203,12 +204,16 @@ class Stack:
             "jupyter",
             "python",
             "-",
-            f"notebooks/{name}.ipynb",
+            "-",
             f"results/{RESULTS_SUBDIR}/notebooks/{name}.ipynb",
             "--echo",
+            "--cwd",
+            "notebooks",
         )
-        # the runner is the lab's machinery, not part of the students' container: its source goes
-        # in on stdin (`python -`), so nothing beyond servelab/ has to be mounted there
+        # the runner is the lab's machinery and the solved edition is the instructors', neither
+        # part of the students' container: the runner's source, with the solved notebook inside,
+        # goes in on stdin (`python - -`), so nothing beyond servelab/ has to be mounted there
+        program = notebook_runner.embedded_program(editions.solved_notebook(name))
         proc = subprocess.Popen(
             argv,
             cwd=DOCKER_DIR,
@@ -218,7 +223,7 @@ class Stack:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
         )
-        proc.stdin.write(RUNNER.read_text())
+        proc.stdin.write(program)
         proc.stdin.close()
         timer = threading.Timer(timeout, proc.kill)
         timer.start()

@@ -15,7 +15,12 @@ from labstack.lab import QUICK_PARAMS
 from servelab import food11
 from servelab.paths import TEST_IMAGES
 
-JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
+pytestmark = pytest.mark.slow  # builds, starts and uses a compose stack
+
+
+def a_jpeg():
+    """A Food-11 test image (from `make artifacts`; looked up when a test runs, not at import)."""
+    return sorted(TEST_IMAGES.glob("*.jpg"))[0]
 
 
 @pytest.fixture(scope="module")
@@ -50,9 +55,9 @@ def test_every_service_healthy_and_published_on_loopback_only(stack):
 
 def test_fastapi_predicts_a_jpeg_from_the_host(stack, settings):
     health = requests.get(settings.url("FASTAPI_PORT", "/health"), timeout=10).json()
-    assert health["status"] == "ready" and health["backend"] == "pytorch"
+    assert health["status"] == "ready" and health["runtime"] == "pytorch"
     assert health["device"] == ("cuda:0" if settings.gpu else "cpu")
-    resp = predict(settings.url("FASTAPI_PORT"), JPEG.read_bytes())
+    resp = predict(settings.url("FASTAPI_PORT"), a_jpeg().read_bytes())
     assert resp.status_code == 200, resp.text
     assert resp.json()["prediction"] in food11.CLASSES
 
@@ -69,7 +74,7 @@ def test_fastapi_predicts_a_jpeg_from_the_host(stack, settings):
 def test_bad_input_is_a_clear_4xx_and_the_service_keeps_serving(stack, settings, body, status):
     resp = requests.post(settings.url("FASTAPI_PORT", "/predict"), json=body, timeout=30)
     assert resp.status_code == status and len(resp.json()["detail"]) > 20
-    assert predict(settings.url("FASTAPI_PORT"), JPEG.read_bytes()).status_code == 200
+    assert predict(settings.url("FASTAPI_PORT"), a_jpeg().read_bytes()).status_code == 200
 
 
 def test_flask_upload_reaches_fastapi_by_service_name(stack, settings):
@@ -77,10 +82,10 @@ def test_flask_upload_reaches_fastapi_by_service_name(stack, settings):
         e.split("=", 1)[0]: e.split("=", 1)[1] for e in stack.container("flask")["Config"]["Env"]
     }
     assert env["FASTAPI_SERVER_URL"] == "http://fastapi_server:8000"
-    with open(JPEG, "rb") as f:
+    with open(a_jpeg(), "rb") as f:
         page = requests.post(
             settings.url("FLASK_PORT", "/predict"),
-            files={"file": (JPEG.name, f, "image/jpeg")},
+            files={"file": (a_jpeg().name, f, "image/jpeg")},
             timeout=60,
         )
     label = re.search(r'class="label">([^<]+)<', page.text)
@@ -89,9 +94,9 @@ def test_flask_upload_reaches_fastapi_by_service_name(stack, settings):
 
 def test_jupyter_reaches_both_services_by_name(stack):
     script = (
-        "import requests; "
-        "print(requests.get('http://fastapi_server:8000/health', timeout=10).json()['status'], "
-        "requests.get('http://flask:5000/healthz', timeout=10).json()['status'])"
+        "import requests; print(requests.get('http://fastapi_server:8000/health', "
+        "timeout=10).json()['status'], requests.get('http://flask:5000/healthz', "
+        "timeout=10).json()['status'])"
     )
     out = stack.exec("jupyter", "python", "-c", script, user="jovyan").stdout.split()
     assert out == ["ready", "ok"]

@@ -33,8 +33,14 @@ from labstack.lab import QUICK_PARAMS
 from servelab import ensemble, food11
 from servelab.paths import REPO_ROOT, TEST_IMAGES
 
+pytestmark = pytest.mark.slow  # builds, starts and uses a compose stack
+
 REPOSITORY = REPO_ROOT / "model_repository"
-JPEG = sorted(TEST_IMAGES.glob("*.jpg"))[0]
+
+
+def a_jpeg():
+    """A Food-11 test image (from `make artifacts`; looked up when a test runs, not at import)."""
+    return sorted(TEST_IMAGES.glob("*.jpg"))[0]
 
 
 @pytest.fixture(scope="module")
@@ -91,12 +97,12 @@ def test_triton_published_on_loopback_and_both_models_ready(stack, settings):
 def test_both_models_answer_with_the_same_class(client):
     """Triton's own client library, from the host: the Python-backend model gets the file, the ONNX
     model the pre-processed tensor; same weights, so the same class."""
-    image = np.array([[food11.encode_file(JPEG).encode()]], dtype=object)
+    image = np.array([[food11.encode_file(a_jpeg()).encode()]], dtype=object)
     text_in = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
     text_in.set_data_from_numpy(image)
     result = client.infer("food_classifier", [text_in])
     label = result.as_numpy("FOOD_LABEL")[0][0].decode()
-    tensor = food11.tensor_from_bytes(JPEG.read_bytes())[None]
+    tensor = food11.tensor_from_bytes(a_jpeg().read_bytes())[None]
     onnx_in = httpclient.InferInput("input", list(tensor.shape), "FP32")
     onnx_in.set_data_from_numpy(tensor)
     logits = client.infer("food_classifier_onnx", [onnx_in]).as_numpy("output")
@@ -104,17 +110,17 @@ def test_both_models_answer_with_the_same_class(client):
 
 
 def test_flask_upload_reaches_triton_by_service_name(stack, settings):
-    with open(JPEG, "rb") as f:
+    with open(a_jpeg(), "rb") as f:
         page = requests.post(
             settings.url("FLASK_PORT", "/predict"),
-            files={"file": (JPEG.name, f, "image/jpeg")},
+            files={"file": (a_jpeg().name, f, "image/jpeg")},
             timeout=120,
         )
     label = re.search(r'class="label">([^<]+)<', page.text)
     assert page.status_code == 200 and label and label.group(1) in food11.CLASSES, page.text[:500]
     assert (
         "triton_server:8000"
-        in requests.get(settings.url("FLASK_PORT", "/healthz"), timeout=10).json()["backend"]
+        in requests.get(settings.url("FLASK_PORT", "/healthz"), timeout=10).json()["model_server"]
     )
 
 
@@ -127,8 +133,8 @@ def test_config_edit_in_jupyter_is_reloaded_through_the_repository_api(stack, cl
         text = config.read_text()
         assert "count: 1" in text
         config.write_text(text.replace("count: 1", "count: 2", 1))
-        r = requests.post("http://triton_server:8000/v2/repository/models/food_classifier/load", timeout=300,
-                          headers={"lab-admin-key": os.environ["TRITON_ADMIN_KEY"]})
+        r = requests.post("http://triton_server:8000/v2/repository/models/food_classifier/load",
+                          timeout=300, headers={"lab-admin-key": os.environ["TRITON_ADMIN_KEY"]})
         config.write_text(text)
         print(r.status_code, r.text)
     """)
@@ -224,7 +230,7 @@ def test_the_ensemble_serves_raw_jpegs_with_per_step_statistics(stack, settings,
         direct = [food11.top_class(row)[0] for row in ensemble.direct_logits(images, url)]
         assert [c for c, _ in ensemble.classify(images, url)] == direct
         # perf_analyzer in Jupyter sends the files; the input file reaches it through results/
-        ensemble.write_perf_inputs([JPEG], HOST_RESULTS / "ensemble")
+        ensemble.write_perf_inputs([a_jpeg()], HOST_RESULTS / "ensemble")
         before = ensemble.snapshot(url=url)
         out = stack.exec(
             "jupyter",

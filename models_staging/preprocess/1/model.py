@@ -8,6 +8,7 @@ services, the Flask app and the food_classifier model call, so there is one pre-
 the lab, wherever it runs. A request whose image cannot be read gets an error response of its
 own (INVALID_ARG: HTTP 400); the other requests of the same execute() call are answered.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,7 +19,8 @@ try:
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
         "preprocess needs the lab's 'servelab' package: put the repository root on PYTHONPATH "
-        "(local mode does this) or pip-install it in the Triton image") from exc
+        "(local mode does this) or pip-install it in the Triton image"
+    ) from exc
 
 
 def client_error(message: str):
@@ -29,12 +31,15 @@ def client_error(message: str):
 
 class TritonPythonModel:
     def initialize(self, args):
-        pb_utils.Logger.log_info(f"{args['model_name']}: instance {args.get('model_instance_name')} "
-                                 "ready (servelab.food11.tensor_from_bytes)")
+        instance = args.get("model_instance_name")
+        pb_utils.Logger.log_info(
+            f"{args['model_name']}: instance {instance} ready (servelab.food11.tensor_from_bytes)"
+        )
 
     @staticmethod
     def _tensors(request) -> np.ndarray:
-        """All images of one request as one [n, 3, 224, 224] array; food11.BadInput if one is unusable."""
+        """All images of one request as one [n, 3, 224, 224] array (food11.BadInput if one is
+        unusable)."""
         values = pb_utils.get_input_tensor_by_name(request, "IMAGE_BYTES").as_numpy().reshape(-1)
         return np.stack([food11.tensor_from_bytes(bytes(value)) for value in values])
 
@@ -47,9 +52,15 @@ class TritonPythonModel:
                 responses.append(pb_utils.InferenceResponse(error=client_error(str(exc))))
                 continue
             except Exception as exc:  # never let one odd request take the model down
-                responses.append(pb_utils.InferenceResponse(
-                    error=client_error(f"could not read IMAGE_BYTES: {type(exc).__name__}: {exc}")))
+                responses.append(
+                    pb_utils.InferenceResponse(
+                        error=client_error(
+                            f"could not read IMAGE_BYTES: {type(exc).__name__}: {exc}"
+                        )
+                    )
+                )
                 continue
-            responses.append(pb_utils.InferenceResponse(
-                output_tensors=[pb_utils.Tensor("IMAGE_TENSOR", tensor)]))
+            responses.append(
+                pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("IMAGE_TENSOR", tensor)])
+            )
         return responses

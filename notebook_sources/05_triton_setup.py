@@ -84,7 +84,7 @@ from pathlib import Path
 
 import tritonclient.http as httpclient
 
-from servelab import labenv
+from servelab import exercises, labenv
 
 env = labenv.load()
 TRITON, _, METRICS = labenv.triton_urls()
@@ -109,11 +109,25 @@ print()
 print((REPOSITORY / "food_classifier" / "config.pbtxt").read_text())
 
 # %% [markdown]
-# And the server's own view of that config (`get_model_config`, i.e. `GET
-# /v2/models/<name>/config`), which includes the defaults Triton filled in:
+# ## Exercise 5.1: the config as the server serves it
+# The file is what you wrote; the server's view of it also holds the defaults Triton filled in.
+# `client` (the `InferenceServerClient` of the first cell) asks for it with one method,
+# `get_model_config(model_name)`: the client library's name for `GET /v2/models/<name>/config`.
+# It returns the config as a Python dict. Replace the `...` with that call for `food_classifier`.
 
 # %%
-config = client.get_model_config("food_classifier")
+config = (
+    ### BEGIN SOLUTION
+    client.get_model_config("food_classifier")
+    ### END SOLUTION
+)
+
+# %%
+exercises.result(
+    config, "5.1", "the config Triton serves for food_classifier",
+    check=lambda c: c["name"] == "food_classifier" and "instance_group" in c,
+    hint="get_model_config(model name) returns a dict whose name is the model's",
+)
 {k: config[k] for k in ("name", "backend", "max_batch_size", "instance_group")}
 
 # %% [markdown]
@@ -131,9 +145,19 @@ source = (REPOSITORY / "food_classifier" / "1" / "model.py").read_text()
 print(source[source.index("    def execute"):source.index("    def finalize")])
 
 # %% [markdown]
-# Last, one request through the client library, so you know the API before notebook 6 measures it:
-# an `InferInput` named as in `config.pbtxt`, filled from a numpy array, and the outputs read back
-# as numpy arrays. The model takes the photo's file as base64 text, a batch of one: shape `[1, 1]`.
+# ## Exercise 5.2: one request through the client library
+# Before notebook 6 measures the model, send it one photo yourself. A request has four parts:
+#
+# 1. an input, `httpclient.InferInput(name, shape, datatype)`, named as in `config.pbtxt`
+#    (`INPUT_IMAGE`), shaped as a batch of one photo (`[1, 1]`: the batch, then `dims: [ 1 ]`),
+#    of type `"BYTES"` (Triton's name for `TYPE_STRING` on the wire);
+# 2. its data, `.set_data_from_numpy(array)`: a numpy array of that shape and `dtype=np.object_`
+#    holding the photo's file as base64 text in bytes, `food11.encode_file(photo).encode()`;
+# 3. the call, `client.infer(model_name, [inputs])`;
+# 4. the answer, `result.as_numpy(output_name)`: an array shaped like the input, here `[1, 1]`,
+#    of bytes for `FOOD_LABEL` (`.decode()` makes text) and of numbers for `PROBABILITY`.
+#
+# Write the body of `classify`: it returns the class name and the probability for one photo.
 
 # %%
 import numpy as np
@@ -141,12 +165,72 @@ import numpy as np
 from servelab import food11
 from servelab.paths import TEST_IMAGES
 
+
+def classify(photo):
+    """(class name, probability) that food_classifier gives one photo file (a Path)."""
+    ### BEGIN SOLUTION
+    image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
+    image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
+    result = client.infer("food_classifier", [image])
+    label = result.as_numpy("FOOD_LABEL")[0][0].decode()
+    return label, float(result.as_numpy("PROBABILITY")[0][0])
+    ### END SOLUTION
+
+
+# %%
 photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
-image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
-image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
-result = client.infer("food_classifier", [image], outputs=[httpclient.InferRequestedOutput("FOOD_LABEL"),
-                                                           httpclient.InferRequestedOutput("PROBABILITY")])
-print(photo.name, "->", result.as_numpy("FOOD_LABEL")[0][0].decode(), result.as_numpy("PROBABILITY")[0][0])
+label, probability = exercises.function(
+    classify, "5.2", "one photo through tritonclient", args=(photo,),
+    check=lambda answer: answer[0] in food11.CLASSES and 0 < answer[1] <= 1,
+    hint="it returns a pair such as ('Soup', 0.41): the class as text, the probability as a number",
+)
+print(f"{photo.name} -> {label} ({probability:.2f})")
+
+# %% [markdown]
+# ## Exercise 5.3: the statistics, with `curl`
+# Triton counts what each model did: requests, executions, time in the queue and in compute,
+# per batch size. They are at `GET /v2/models/<name>/stats`. Write the `curl` line (as in
+# notebook 3, exercise 3.1) that asks for those of `food_classifier`, at the address in `TRITON`,
+# and prints them one field per line.
+
+# %%
+stats_line = (
+    ### BEGIN SOLUTION
+    f"curl -s {TRITON}/v2/models/food_classifier/stats | python -m json.tool"
+    ### END SOLUTION
+)
+
+# %%
+exercises.curl_line(
+    stats_line, "5.3", "ask for food_classifier's statistics",
+    f"{TRITON}/v2/models/food_classifier/stats",
+)
+# !{stats_line}
+
+# %% [markdown]
+# Find `inference_count` and `execution_count`: your request of 5.2 is in them (with any the
+# lab's own checks sent). `batch_stats` lists the executions by batch size: so far, batches of one.
+#
+# ## Exercise 5.4: the statistics, with the client library
+# The same numbers as a dict: `client.get_inference_statistics(model_name)`. Write the call.
+
+# %%
+stats = (
+    ### BEGIN SOLUTION
+    client.get_inference_statistics("food_classifier")
+    ### END SOLUTION
+)
+
+# %%
+exercises.result(
+    stats, "5.4", "food_classifier's statistics through the client",
+    check=lambda s: s["model_stats"][0]["name"] == "food_classifier",
+    hint="get_inference_statistics(model name) returns {'model_stats': [{'name': ...}]}",
+)
+served = stats["model_stats"][0]
+{"requests": served["inference_count"], "executions": served["execution_count"],
+ "executions by batch size": {b["batch_size"]: b["compute_infer"]["count"]
+                              for b in served["batch_stats"]}}
 
 # %% [markdown]
 # Triton's Prometheus metrics (port 8002) are the third endpoint; notebook 6 reads utilisation there.
@@ -160,6 +244,8 @@ print("\n".join(line for line in lines if line.startswith(("nv_inference_count",
                                                           "nv_cpu_utilization"))))
 
 # %% [markdown]
-# *Question:* `config.pbtxt` says `max_batch_size: 16` and the input has `dims: [ 1 ]`. What
-# shape does a client send for one image, and for a batch of 8? Try it: change the shape in the
-# cell above (and the array: eight copies of the photo) and read the eight answers.
+# **Question.** `config.pbtxt` says `max_batch_size: 16` and the input has `dims: [ 1 ]`. What
+# shape does a client send for one image, and for a batch of 8? Try it: a copy of `classify` that
+# sends eight copies of the photo in one request, and read the eight answers.
+#
+# **Your answer:** *(double-click this cell and write it here)*

@@ -48,6 +48,7 @@ import tritonclient.http as httpclient
 from servelab import (
     claims,
     ensemble,
+    exercises,
     food11,
     labenv,
     live_metrics,
@@ -132,7 +133,9 @@ ensemble_scheduling {
 )
 
 # %%
-mapping = ensemble.check_step_mapping(mapping, "8.1")
+mapping = exercises.config_fragment(mapping, "8.1", "the ensemble's two steps, preprocess first",
+                                    needs={"ensemble_scheduling.step.model_name": "preprocess"})
+mapping = ensemble.check_step_mapping(mapping, "8.1")  # and each tensor goes where it exists
 loaded = triton_config.edit(ensemble.ENSEMBLE, mapping)
 if not loaded.ok:
     raise RuntimeError(f"{loaded}: read Triton's reason above, correct the mapping, run both cells")

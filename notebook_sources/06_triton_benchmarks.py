@@ -467,7 +467,7 @@ overloaded = (without.row["throughput_infer_s"] < 0.9 * top or without.row["avg_
 claim = "6.6: at 140% of one instance's capacity, batching keeps mean latency far below no batching"
 ratio = without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms")
 # on a few CPU cores perf_analyzer competes with the batches for the same cores: no fair test there
-own_cores = onnx_on_gpu or (os.cpu_count() or 1) >= 8
+own_cores = provider == "CUDAExecutionProvider" or (os.cpu_count() or 1) >= 8
 if gain >= 1.6 and overloaded and own_cores:  # the model says batching lifts capacity well past the top rate
     claims.at_least(claim, ratio, 2)
 elif not own_cores:

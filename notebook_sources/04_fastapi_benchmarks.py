@@ -26,6 +26,13 @@
 # with one line of why, in the prediction cell. After it, a cell sets your prediction beside the
 # measurement. Predictions that miss teach the most.
 #
+# **You write the lines that matter.** An exercise cell holds a blank, `...`, for you to replace:
+# the request's body (4.2) and the function that sends one request and times it (4.4), which
+# every measurement of this notebook then uses. The cell after each checks your answer before
+# anything long runs, and says in one sentence what is missing. After each measurement, **What do
+# you see, and why?** asks you to explain it in the answer cell; the lab's own verdict on the same
+# numbers follows, folded (click to open it after you have written yours).
+#
 # **How the lab judges a claim.** Every number measured here comes with an interval: the 95%
 # bootstrap interval of a median over the run's requests. A "what to notice" claim **holds** when
 # the whole interval agrees with it, **does not hold** when the whole interval contradicts it, and
@@ -41,11 +48,12 @@
 # %%
 import base64
 import re
+import time
 
 import pandas as pd
 import requests
 
-from servelab import claims, food11, labenv, loadgen, plots, queueing
+from servelab import claims, exercises, food11, labenv, loadgen, plots, queueing
 from servelab.paths import RESULTS, TEST_IMAGES
 
 labenv.load()
@@ -74,13 +82,30 @@ health
 # listens on the node only, so open an SSH tunnel first (`ssh -L 8000:127.0.0.1:8000
 # cc@<floating IP>`) and use `http://127.0.0.1:8000/docs`.
 #
-# Then the same call from Python, with one of the lab's test photos: the body is JSON with the
-# photo's file bytes in base64.
+# Then the same call from Python, with one of the lab's test photos.
+#
+# **Exercise 4.2: the request's body.** `/predict` takes JSON with one field, `image`: the photo's
+# file, bytes and all, as base64 text (JSON has no bytes). `image_path.read_bytes()` gives the
+# file's bytes, `base64.b64encode(...)` turns bytes into base64 bytes, and `.decode("ascii")`
+# makes those text. Replace the `...` with the dict the service expects.
 
 # %%
 print(f"Swagger UI: {FASTAPI}/docs")
 image_path = sorted(TEST_IMAGES.glob("*.jpg"))[0]
-payload = {"image": base64.b64encode(image_path.read_bytes()).decode("ascii")}
+payload = (
+    ### BEGIN SOLUTION
+    {"image": base64.b64encode(image_path.read_bytes()).decode("ascii")}
+    ### END SOLUTION
+)
+
+# %%
+exercises.result(
+    payload, "4.2", "the body of a /predict request",
+    check=lambda body: isinstance(body["image"], str)
+    and base64.b64decode(body["image"]) == image_path.read_bytes(),
+    hint='the service expects {"image": the file\'s bytes in base64, as text}',
+    noun="the dict", where="the text above it says what it holds",
+)
 resp = requests.post(f"{FASTAPI}/predict", json=payload, timeout=60)
 print(resp.status_code, resp.json())
 print("Server-Timing:", resp.headers.get("Server-Timing"))
@@ -125,16 +150,55 @@ assert page.status_code == 200 and label and label.group(1) in food11.CLASSES
 claims.predict("4.4 PyTorch sequential median (ms)", None, why="")
 
 # %% [markdown]
-# **Measure.** `loadgen.run` sends the requests and records, per request, the latency seen by the
-# client and the three parts of `Server-Timing`.
+# **Exercise 4.4: send one request, time it, collect what came back.** This is the core of any
+# load generator. Write the body of `send_one`: note the time (`time.perf_counter()`, seconds),
+# send the request with the session (`session.post(url, json=payload, timeout=60)`: a session
+# keeps the connection open between requests, as a browser does), note the time again, and
+# return the four things its docstring names. The `Server-Timing` header is
+# `resp.headers.get("Server-Timing")`.
+
+# %%
+def send_one(session, url, payload):
+    """POST payload to url once; return {"t_start": time.perf_counter() when it left,
+    "latency_ms": how long until the answer (ms), "status": the HTTP status code,
+    "server_timing": the response's Server-Timing header}."""
+    ### BEGIN SOLUTION
+    start = time.perf_counter()
+    resp = session.post(url, json=payload, timeout=60)
+    latency_ms = (time.perf_counter() - start) * 1000
+    return {"t_start": start, "latency_ms": latency_ms, "status": resp.status_code,
+            "server_timing": resp.headers.get("Server-Timing")}
+    ### END SOLUTION
+
+
+# %%
+with requests.Session() as session:
+    record = exercises.function(
+        send_one, "4.4", "send one request, time it, collect its status and Server-Timing",
+        args=(session, f"{FASTAPI}/predict", payload),
+        check=lambda r: r["status"] == 200 and 0 < r["latency_ms"] < 60_000
+        and "infer" in r["server_timing"] and r["t_start"] <= time.perf_counter(),
+        hint="it should return the four keys of its docstring, the status 200",
+    )
+record
+
+# %% [markdown]
+# **Measure.** `loadgen.run` (in `servelab/loadgen.py`) calls your `send_one` from one sender, or
+# from several at once, and keeps one row per request: its latency and the three parts of its
+# `Server-Timing`. Each summary row also shows two laws that hold for any run: **U = X·S**
+# (`lock_busy_U`: throughput × mean `infer`, how many model locks were busy on average) and
+# **N = X·R** (`in_flight_N`: throughput × mean latency, how many requests were in flight on
+# average: Little's law). 4.6 uses them.
 
 # %%
 runs = {}
 
 
 def measure(label: str, n: int, concurrency: int) -> pd.DataFrame:
-    """n requests from `concurrency` senders; saves them, returns their summary row."""
-    runs[label] = loadgen.run(f"{FASTAPI}/predict", payload, n=n, concurrency=concurrency, label=label)
+    """n requests from `concurrency` senders, each sent by your send_one; saves them and
+    returns their summary row."""
+    runs[label] = loadgen.run(f"{FASTAPI}/predict", payload, n=n, concurrency=concurrency,
+                              label=label, send=send_one)
     runs[label].to_csv(OUT / f"requests_{label}.csv", index=False)
     return pd.DataFrame([loadgen.summarize(runs[label])]).round(2)
 
@@ -164,9 +228,15 @@ labenv.use_fastapi_backend("onnx")
 measure("onnx_sequential", N_SEQUENTIAL, 1)
 
 # %% [markdown]
-# **What to notice.** Same model, same HTTP layer, same photo: only the runtime changed, and the
-# median latency dropped. Compare the `infer` column with the `decode` one: which part did the
-# runtime change, and which did it not?
+# **What do you see, and why?** Same model, same HTTP layer, same photo; only the runtime
+# changed. Compare the two rows: the median latency, then the `infer` and the `decode` columns.
+# Which part of a request's time did the runtime change, which did it not, and why is the
+# end-to-end speed-up smaller than the runtime's own?
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's verdict on your numbers (open it after you have written your answer):
 
 # %% jupyter={"source_hidden": true}
 speedup = loadgen.median_ms(runs["pytorch_sequential"]) / loadgen.median_ms(runs["onnx_sequential"])
@@ -179,10 +249,10 @@ claims.at_least("ONNX Runtime serves a sequential request faster than PyTorch ea
 # Now 16 clients send requests as fast as they get answers (a *closed loop*: a new request leaves
 # as soon as one comes back). The service runs **one copy of the model in one Python process**,
 # and the lab's code (`servelab/serving/inference_api.py`) puts a lock around it, so the model
-# computes one request at a time; the others wait for the lock, and that wait is the `queue` part
-# of `Server-Timing`. Without the lock, 16 threads would still share one process's cores and
-# Python interpreter: the lock makes the waiting visible instead of hiding it inside the model's
-# time.
+# computes one request at a time; the others wait, and the time between a request's decoding and
+# its turn at the model is the `queue` part of `Server-Timing`. Without the lock, 16 threads
+# would still share one process's cores and Python interpreter: the lock makes the waiting
+# visible instead of hiding it inside the model's time.
 #
 # **Predict.** One request's model time is *t* (the `infer` median of 4.5). With 16 requests
 # always in flight and one at a time served, about how long does each one take (ms)?
@@ -193,18 +263,57 @@ claims.predict("4.6 ONNX median at 16 in flight (ms)", None, why="")
 # %%
 measure(f"onnx_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
 
+# %%
+claims.compare_prediction("4.6 ONNX median at 16 in flight (ms)",
+                          loadgen.median_ms(runs[f"onnx_concurrent_{CONCURRENCY}"]))
+
 # %% [markdown]
-# The queueing model of `servelab/queueing.py` makes the same prediction from the sequential run:
-# service time *S* = the `infer` median, and everything else a request spends (decoding, HTTP) as a
-# delay outside the queue. With *N* in flight and one server, mean-value analysis gives latency
-# ≈ *N* × *S* once the server is always busy:
+# **The queueing model's line.** `servelab/queueing.py` predicts this run from the sequential one.
+# It sees the service as one station, the model behind its lock, with service time *S* = the mean
+# `infer` of 4.5, and assumes two things: *S* stays the same under load, and everything else a
+# request spends (decoding, JSON, HTTP) is a pure delay that every request gets at once, without
+# waiting for anything. With *N* in flight, mean-value analysis then gives a latency of about
+# *N* × *S* once the lock is always busy:
 
 # %%
 seq = loadgen.summarize(runs["onnx_sequential"])
-model = queueing.closed_loop(CONCURRENCY, seq["infer_median_ms"], seq["median_ms"] - seq["infer_median_ms"])
-claims.compare_prediction("4.6 ONNX median at 16 in flight (ms)",
-                          loadgen.median_ms(runs[f"onnx_concurrent_{CONCURRENCY}"]))
-print(f"queueing model: {model['latency_ms']:.1f} ms latency, {model['throughput_per_s']:.1f} requests/s")
+outside = seq["mean_ms"] - seq["infer_mean_ms"]  # a pure delay, in the model
+model = queueing.closed_loop(CONCURRENCY, seq["infer_mean_ms"], outside)
+loaded = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}"])
+print(f"model:    {model['latency_ms']:6.1f} ms mean, {model['throughput_per_s']:5.0f} requests/s")
+print(f"measured: {loaded['mean_ms']:6.1f} ms mean, {loaded['throughput_rps']:5.0f} requests/s")
+
+# %% [markdown]
+# **The laws beside the numbers.** Two laws hold for any run, whatever a model assumes. The
+# utilisation law, **U = X·S**: throughput × mean service time = the share of time the lock was
+# busy. Little's law, **N = X·R**: throughput × mean latency = the requests in flight on average;
+# applied to the lock's queue alone (R = the mean `queue` time), it counts the requests waiting
+# for the lock. Here is the arithmetic once, by hand; every summary row carries U and N.
+
+# %%
+X = loaded["throughput_rps"]  # requests per second
+S = loaded["infer_mean_ms"] / 1000  # seconds holding the lock
+R = loaded["mean_ms"] / 1000  # seconds from send to answer
+W = runs[f"onnx_concurrent_{CONCURRENCY}"]["server_queue_ms"].mean() / 1000  # waiting for it
+print(f"U = X·S = {X:.0f}/s × {S * 1000:.2f} ms = {X * S:.2f}  (share of time the lock was busy)")
+print(f"N = X·R = {X:.0f}/s × {R * 1000:.1f} ms = {X * R:.1f}  (in flight; {CONCURRENCY} senders)")
+print(f"X·W     = {X:.0f}/s × {W * 1000:.1f} ms = {X * W:.1f}  (waiting for the lock, on average)")
+
+# %% [markdown]
+# **What do you see, and why?** Compare the model's line with the measurement. Then read the
+# laws: how busy was the lock, and how many requests were waiting for it at the same time? A
+# request that is ready to run takes a free lock at once; what must the waiting requests have
+# been waiting for, if the lock was free part of that time? Which of the model's two assumptions
+# does this run break? (Look at `infer` too: sequential against loaded.)
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's reading of the same numbers (open it after your answer):
+
+# %% jupyter={"source_hidden": true}
+print(queueing.model_miss(model["latency_ms"], loaded["mean_ms"], loaded["lock_busy_U"],
+                          seq["infer_mean_ms"], loaded["infer_mean_ms"]))
 
 # %% [markdown]
 # And the same with PyTorch, to compare both runtimes under load:
@@ -214,11 +323,15 @@ labenv.use_fastapi_backend("pt")
 measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
-# **What to notice.** Under concurrency the client's latency is many times the sequential one, but
-# the model's own time per request (`infer`) grew far less: the extra time is spent *waiting*
-# (`queue`). Throughput can only rise as far as one model in one process can go. On a small CPU the
-# model's own time grows somewhat too, because the senders and the service share the same cores;
-# on a GPU it moves less.
+# **What do you see, and why?** For each runtime, set the 16-sender row beside the sequential
+# one: how many times did the median latency grow, and how many times the model's own time
+# (`infer`)? Where did the rest of the time go (`queue`, `decode`)? Why can the throughput not
+# keep rising with more senders here?
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's verdict (open it after your answer):
 
 # %% jupyter={"source_hidden": true}
 for runtime in ("onnx", "pytorch"):
@@ -247,10 +360,14 @@ labenv.use_fastapi_backend("onnx", workers=2)
 measure(f"onnx_concurrent_{CONCURRENCY}_2_workers", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
-# **What to notice.** A second process helps as far as there are cores to run it and work the
-# first one left undone; on a machine whose cores the model already keeps busy, two workers share
-# them, and each request's model time grows. The median shows it: compare the throughput and the
-# `infer` column with the one-worker run.
+# **What do you see, and why?** Compare this row with the one-worker run at the same load: the
+# throughput, the median, and the `infer` column. Did a second copy of the model help, and what
+# on this machine decides how much? (How many cores does it have, and who else uses them?)
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's verdict (open it after your answer):
 
 # %% jupyter={"source_hidden": true}
 one = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}"])["throughput_rps"]

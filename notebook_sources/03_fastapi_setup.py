@@ -86,9 +86,10 @@
 # %%
 import requests
 
-from servelab import labenv
+from servelab import exercises, labenv
 
 env = labenv.load()
+FASTAPI = labenv.url("FASTAPI_SERVER_URL")  # where this Jupyter reaches the inference service
 print("mode:", env.get("LAB_MODE"))
 for name, path in (("FASTAPI_SERVER_URL", "/health"), ("FLASK_SERVER_URL", "/healthz")):
     base = labenv.url(name)
@@ -103,5 +104,33 @@ for name, path in (("FASTAPI_SERVER_URL", "/health"), ("FLASK_SERVER_URL", "/hea
 # (`pytorch`), the device (`cuda:0` on a GPU node, `cpu` otherwise) and whether the weights are
 # trained. If the FastAPI service answers 503, the model is still loading: wait and re-run.
 #
-# *Question:* the Flask container calls `http://fastapi_server:8000`, but your browser cannot use
-# that name. Why not, and which address does your browser use instead?
+# ## Exercise 3.1: the same question, from a shell
+# The cell above asked in Python. From a shell (on the node, or in a cell starting with `!`) the
+# tool is `curl`: `curl -s URL` prints the body of the answer, `-s` leaving out the progress bar.
+# The body is JSON on one line; piped into Python's own JSON printer, `| python -m json.tool`, it
+# comes out one field per line.
+#
+# Write the line that asks the FastAPI service's `/health`, at the address this Jupyter reaches
+# it: the variable `FASTAPI` holds that address, and an f-string puts it in the line
+# (`f"... {FASTAPI}/..."`). Replace the `...` below with your line, in quotes. The cell after it
+# checks the line and, if it does what the step needs, hands it to the shell.
+
+# %%
+health_line = (
+    ### BEGIN SOLUTION
+    f"curl -s {FASTAPI}/health | python -m json.tool"
+    ### END SOLUTION
+)
+
+# %%
+exercises.curl_line(health_line, "3.1", "ask the FastAPI service's /health", f"{FASTAPI}/health")
+# !{health_line}
+
+# %% [markdown]
+# Each field of the answer on its own line: find the runtime and the device in it. You will use
+# the same `curl ... | python -m json.tool` on Triton in notebook 5.
+#
+# **Question.** The Flask container calls `http://fastapi_server:8000`, but your browser cannot
+# use that name. Why not, and which address does your browser use instead?
+#
+# **Your answer:** *(double-click this cell and write it here)*

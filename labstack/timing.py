@@ -1,0 +1,208 @@
+"""The lease plan: how many minutes notebooks 2-6 take a median student, from measured durations.
+
+    python -m labstack.timing [--reference docs/results/h100]   # make timing: rewrites the table
+    python -m labstack.timing --check                           # exit 1 if the table is stale
+
+Each notebook's minutes are the sum of
+- machine time: the reference run's measured cell durations at the class's settings
+  (<notebook>_cell_times.json of gpu_reference/run_reference.py), else its runs.json total;
+- reading: the words of the notebook's prose at READING_WPM;
+- writing: what the student writes, counted in the notebook's source (solution regions by the
+  check that follows them, predictions, answer cells), at the minutes in WRITING;
+- waits outside the notebook (a bare-metal boot, image downloads), from WAITS, each with its
+  source. The figures in the rules are estimates and say so; the machine times are measured.
+The table sits between the two markers of docs/timing_plan.md; the rest of that page is prose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from servelab.paths import REPO_ROOT
+
+SOURCES = REPO_ROOT / "notebook_sources"
+PLAN = REPO_ROOT / "docs" / "timing_plan.md"
+BEGIN, END = "<!-- timing table: begin (make timing) -->", "<!-- timing table: end -->"
+CLASS_WINDOW_MS = "5000"  # the class's perf_analyzer windows (servelab.perf.measurement_settings)
+
+READING_WPM = 150  # technical prose read with care, not skimmed (an estimate)
+WRITING = {  # minutes per thing the student writes (estimates for a median student)
+    "perf_line": 2.0,
+    "config_fragment": 3.0,
+    "file_edit": 4.0,
+    "curl_line": 2.0,
+    "result": 3.0,
+    "function": 5.0,
+    "other exercise": 3.0,
+    "prediction": 1.5,
+    "answer": 3.0,
+}
+NOTEBOOKS = {  # the lease's notebooks and the reference run part that measures each
+    "02_provision": None,
+    "03_fastapi_setup": None,
+    "04_fastapi_benchmarks": "fastapi",
+    "05_triton_setup": None,
+    "06_triton_benchmarks": "triton",
+}
+# Waits a notebook's cells do not measure, with where each figure comes from.
+WAITS = {
+    "02_provision": [
+        (
+            10.0,
+            "bare-metal boot: 'typically 10 minutes ... up to 20' (python-chi 1.2.10, "
+            "chi/server.py, wait_for_active)",
+        ),
+        (
+            6.0,
+            "docker/setup_host.sh and `make artifacts` on the node: estimate (apt and pip "
+            "downloads; not measured on a class node)",
+        ),
+    ],
+    "03_fastapi_setup": [
+        (
+            5.0,
+            "FastAPI and Flask images: estimate for a class node; the stand-in builds here take "
+            "82 s and 4 s (shared/DOCKER_LOCAL.md)",
+        ),
+    ],
+    "05_triton_setup": [
+        (
+            4.0,
+            "the rest of the Triton image's download, started after notebook 2: NVIDIA's "
+            "tritonserver py3 image is ~15.5 GB on disk (triton-inference-server/server#7474); "
+            "estimate",
+        ),
+    ],
+}
+
+
+def cells(source: str) -> list[tuple[str, str]]:
+    """(kind, text) of a jupytext percent-format source: kind 'markdown' or 'code'."""
+    parts = re.split(r"^# %%(.*)$", source, flags=re.M)
+    out = []
+    for header, body in zip(parts[1::2], parts[2::2]):
+        out.append(("markdown" if "[markdown]" in header else "code", body))
+    return out
+
+
+def prose_words(source: str) -> int:
+    words = 0
+    for kind, body in cells(source):
+        if kind == "markdown":
+            text = "\n".join(line[2:] for line in body.splitlines() if line.startswith("# "))
+            words += len(re.findall(r"[A-Za-z0-9][\w'.-]*", text))
+    return words
+
+
+def writing(source: str) -> dict[str, int]:
+    """What the student writes: each solution region by the exercises.* check after it."""
+    counts: dict[str, int] = {}
+    for match in re.finditer(r"### BEGIN SOLUTION", source):
+        after = source[match.end() :]
+        check = re.search(r"exercises\.(\w+)\(", after[:3000])
+        kind = check.group(1) if check and check.group(1) in WRITING else "other exercise"
+        counts[kind] = counts.get(kind, 0) + 1
+    counts["prediction"] = len(re.findall(r"claims\.predict\(", source))
+    counts["answer"] = len(re.findall(r"\*\*Your answer:\*\*", source))
+    return {k: v for k, v in counts.items() if v}
+
+
+def machine_minutes(reference: Path, part: str | None, notebook: str) -> tuple[float, str]:
+    if part is None:
+        return 0.0, "no measurement cells"
+    times = reference / f"{notebook}_cell_times.json"
+    runs = json.loads((reference / "runs.json").read_text())
+    settings = runs.get(part, {}).get("settings", {})
+    window = settings.get("LAB_PERF_INTERVAL_MS", "5000")
+    where = f"{reference.relative_to(REPO_ROOT)}"
+    note = "" if window == CLASS_WINDOW_MS else f" at {window} ms windows, NOT the class's 5000"
+    if times.exists():
+        seconds = sum(c["seconds"] for c in json.loads(times.read_text()))
+        return seconds / 60, f"measured: {where}/{times.name}{note}"
+    if part in runs:
+        return runs[part]["seconds"] / 60, f"measured: {where}/runs.json (whole run){note}"
+    return 0.0, f"not measured: no '{part}' run in {where}"
+
+
+def plan(reference: Path) -> list[dict]:
+    rows = []
+    for notebook, part in NOTEBOOKS.items():
+        source = (SOURCES / f"{notebook}.py").read_text()
+        machine, machine_note = machine_minutes(reference, part, notebook)
+        words = prose_words(source)
+        written = writing(source)
+        rows.append(
+            {
+                "notebook": notebook,
+                "machine": machine,
+                "machine_note": machine_note,
+                "reading": words / READING_WPM,
+                "words": words,
+                "writing": sum(WRITING[k] * n for k, n in written.items()),
+                "written": written,
+                "waits": sum(m for m, _ in WAITS.get(notebook, [])),
+                "wait_notes": [w for _, w in WAITS.get(notebook, [])],
+            }
+        )
+    return rows
+
+
+def table(rows: list[dict]) -> tuple[str, float]:
+    lines = [
+        "| notebook | machine (measured) | reading | writing | waits | minutes |",
+        "|---|---|---|---|---|---|",
+    ]
+    total = 0.0
+    for r in rows:
+        minutes = r["machine"] + r["reading"] + r["writing"] + r["waits"]
+        total += minutes
+        written = ", ".join(f"{n} {k}" for k, n in r["written"].items()) or "nothing"
+        waits = "; ".join(r["wait_notes"]) or "none"
+        lines.append(
+            f"| {r['notebook']} | {r['machine']:.1f} ({r['machine_note']}) | "
+            f"{r['reading']:.0f} ({r['words']} words) | {r['writing']:.0f} ({written}) | "
+            f"{r['waits']:.0f} ({waits}) | **{minutes:.0f}** |"
+        )
+    lines.append(f"| **notebooks 2–6** | | | | | **{total:.0f}** of 150 |")
+    rules = ", ".join(f"{k} {v:g} min" for k, v in WRITING.items())
+    lines += [
+        "",
+        f"Rules (estimates, in labstack/timing.py): reading at {READING_WPM} words a minute; "
+        f"writing: {rules}. Machine minutes are measured; waits carry their sources.",
+    ]
+    return "\n".join(lines), total
+
+
+def render(reference: Path) -> str:
+    page = PLAN.read_text()
+    if BEGIN not in page or END not in page:
+        raise SystemExit(f"{PLAN}: the markers {BEGIN!r} and {END!r} are missing")
+    body, _ = table(plan(reference))
+    head, rest = page.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{BEGIN}\n{body}\n{END}{tail}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reference", type=Path, default=REPO_ROOT / "docs" / "results" / "h100")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
+    args = parser.parse_args(argv)
+    page = render(args.reference.resolve())
+    if args.check:
+        if page != PLAN.read_text():
+            print(f"{PLAN} is stale: run `make timing`", file=sys.stderr)
+            return 1
+        return 0
+    PLAN.write_text(page)
+    _, total = table(plan(args.reference.resolve()))
+    print(f"{PLAN}: notebooks 2-6 take {total:.0f} minutes for a median student")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
