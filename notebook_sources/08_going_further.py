@@ -330,12 +330,16 @@ pd.concat({"1 preprocess": runs["8.2 ensemble closed"].steps.set_index("model"),
 one, two = runs["8.2 ensemble closed"], runs["8.4 ensemble, 2 preprocess"]
 gain = two.throughput / one.throughput
 claims.compare_prediction("8.4 throughput, 2 preprocess instances / 1 (x)", gain)
-if one.row["preprocess_queue_ms"] >= 0.5:
+# judged only where preprocess queued for a good part of its own work: a queue of a millisecond or
+# two moves with anything else the cores do
+if one.row["preprocess_queue_ms"] >= 0.25 * one.row["preprocess_compute_ms"]:
     claims.at_most("8.4: a second preprocess instance shortens preprocess's own queue",
                    two.measured("preprocess_queue_ms") / one.measured("preprocess_queue_ms"), 1.0)
 else:
     claims.not_checkable("8.4: a second preprocess instance shortens preprocess's own queue",
-                         f"preprocess hardly queued with one ({one.row['preprocess_queue_ms']} ms)")
+                         f"preprocess hardly queued with one instance "
+                         f"({one.row['preprocess_queue_ms']} ms against "
+                         f"{one.row['preprocess_compute_ms']} ms of its own work)")
 if slow == "food_classifier_onnx":
     claims.at_least("8.4: with two decoders the requests still wait at the classifier (its queue "
                     "stays longer than preprocess's)", two.measured("food_classifier_onnx_queue_ms")
