@@ -14,7 +14,8 @@
 # second run changes nothing. Without an NVIDIA driver it says so and sets the host up for the
 # CPU-only stacks (docker/docker-compose-cpu.yaml). On a freshly booted cloud node it first waits
 # for cloud-init to finish and for any other apt/dpkg (e.g. automatic updates) to let go of the
-# package manager's locks.
+# package manager's locks, and it waits again before every apt-get (automatic updates stay on in
+# Chameleon's images and may start between two steps); apt-get itself also waits for dpkg's lock.
 #
 # Usage: bash docker/setup_host.sh [--dry-run] [--no-self-check] [--user NAME]
 #   --dry-run        print every command that would change the system, run none of them
@@ -24,7 +25,7 @@
 # For tests: SETUP_FAKE_ROOT=/some/dir makes every file the script reads or writes live under
 # that directory instead of /, so tests/test_setup_host.py can run it with stub commands;
 # SETUP_LOCK_TRIES and SETUP_LOCK_POLL (default 180 checks, 5 s apart) bound the wait for a busy
-# package manager.
+# package manager (apt-get's own wait for dpkg's lock is the same 15 minutes).
 set -euo pipefail
 
 ROOT="${SETUP_FAKE_ROOT:-}"
@@ -36,6 +37,7 @@ APT_LISTS_FRESH=0
 RESTART_DOCKER=0
 LOCK_TRIES="${SETUP_LOCK_TRIES:-180}"
 LOCK_POLL="${SETUP_LOCK_POLL:-5}"
+APT_LOCK_WAIT=$((LOCK_TRIES * LOCK_POLL))
 
 DOCKER_KEYRING=/etc/apt/keyrings/docker.asc
 DOCKER_LIST=/etc/apt/sources.list.d/docker.list
@@ -157,14 +159,35 @@ MERGE_CGROUPFS='import json,os,sys; p=sys.argv[1]; '\
 'cfg["exec-opts"]=opts+["native.cgroupdriver=cgroupfs"]; os.makedirs(os.path.dirname(p),exist_ok=True); '\
 'open(p,"w").write(json.dumps(cfg,indent=4)+chr(10))'
 
+# wait_for_package_manager: until no other apt/dpkg holds the locks (or give up, saying so).
+wait_for_package_manager() {
+  local tries=0
+  while package_manager_busy; do
+    tries=$((tries + 1))
+    if [ "$tries" -gt "$LOCK_TRIES" ]; then
+      warn "Another program still holds the package manager (apt/dpkg) after $((LOCK_TRIES * LOCK_POLL)) s."
+      warn "See what runs with: ps aux | grep -E 'apt|dpkg'. Run this script again when it has finished."
+      exit 1
+    fi
+    [ "$tries" -eq 1 ] && echo "    another program holds the package manager (automatic updates?); waiting ..."
+    sleep "$LOCK_POLL"
+  done
+}
+
+# apt-get, after waiting for the package manager, and told to wait for dpkg's lock itself too
+# (DPkg::Lock::Timeout, apt >= 1.9.11) should automatic updates start in between.
+apt_get() {  # apt_get SUBCOMMAND ARGS...
+  wait_for_package_manager
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get "$1" -o "DPkg::Lock::Timeout=$APT_LOCK_WAIT" "${@:2}"
+}
 apt_update_once() {
   [ "$APT_LISTS_FRESH" -eq 1 ] && return 0
-  as_root apt-get update -q
+  apt_get update -q
   APT_LISTS_FRESH=1
 }
 apt_install() {
   apt_update_once
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@"
+  apt_get install -y -q --no-install-recommends "$@"
 }
 
 # ---------------------------------------------------------------- 0. where are we
@@ -193,17 +216,7 @@ if have_cmd cloud-init; then
     warn "cloud-init reports a problem (${ci_status:-no status}); see 'cloud-init status --long'. Continuing."
   echo "    cloud-init: ${ci_status:-no status}"
 fi
-tries=0
-while package_manager_busy; do
-  tries=$((tries + 1))
-  if [ "$tries" -gt "$LOCK_TRIES" ]; then
-    warn "Another program still holds the package manager (apt/dpkg) after $((LOCK_TRIES * LOCK_POLL)) s."
-    warn "See what runs with: ps aux | grep -E 'apt|dpkg'. Run this script again when it has finished."
-    exit 1
-  fi
-  [ "$tries" -eq 1 ] && echo "    another program holds the package manager (automatic updates?); waiting ..."
-  sleep "$LOCK_POLL"
-done
+wait_for_package_manager
 echo "    the package manager is free"
 
 # ---------------------------------------------------------------- 1. Docker Engine

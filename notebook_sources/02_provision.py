@@ -14,8 +14,8 @@
 #
 # 1. finds your active lease and starts a bare-metal server on it with the `CC-Ubuntu24.04-CUDA`
 #    image,
-# 2. gives the server the public (floating) IP reserved with the lease and waits until SSH
-#    answers,
+# 2. gives the server the public (floating) IP reserved with the lease (or, for a lease without
+#    one, a fresh IP from the site's pool) and waits until SSH answers,
 # 3. on the node: clones this lab at the version your class uses and runs
 #    `docker/setup_host.sh` (it waits for the node's first-boot setup to finish, then installs
 #    Docker Engine, puts your user in the docker group, installs the NVIDIA container toolkit
@@ -31,53 +31,60 @@
 # %%
 import importlib.metadata
 import os
+import time
 
 import lab_settings as lab
 from packaging.version import Version
 
+# 1.1.0 is the oldest python-chi these notebooks run with (tested); the lab is tested with 1.2.10.
 PYTHON_CHI = importlib.metadata.version("python-chi")
-if Version(PYTHON_CHI) < Version("1.0"):
-    raise RuntimeError(f"python-chi {PYTHON_CHI} is too old for this lab. Run `%pip install "
-                       "python-chi==1.2.10` in a new cell, then Kernel > Restart and run this notebook again.")
+if Version(PYTHON_CHI) < Version("1.1.0"):
+    raise RuntimeError(f"python-chi {PYTHON_CHI} is older than 1.1.0, which this lab needs: run "
+                       "`%pip install python-chi==1.2.10` in a new cell, then Kernel > Restart and "
+                       "run this notebook again.")
+lab.check()  # stops here, naming each setting to fix in lab_settings.py, before anything exists
 
-import chi
-from chi import context, lease, server
+# %% [markdown]
+# The values every cell below reads.
 
-context.version = "1.0"  # without it, python-chi 1.0-1.1 answer with plain dicts (no .show(), .status)
-
+# %%
 USERNAME = os.getenv("USER", "student")
-SITE = lab.SITE
+SITE, IMAGE = lab.SITE, lab.IMAGE
 SERVER_NAME = f"node-serve-system-{USERNAME}"
-IMAGE = lab.IMAGE
-REPO_URL = lab.REPO_URL  # the class's repository and version: lab_settings.py
-REPO_REF = lab.REPO_REF
+REPO_URL, REPO_REF = lab.REPO_URL, lab.REPO_REF  # the class's repository and version
 REPO_DIR = "serve-system-lab"  # folder in the node's home directory
 print(f"python-chi {PYTHON_CHI}; server {SERVER_NAME} at {SITE}")
-print(f"the node gets {REPO_URL or '(REPO_URL not set)'} at {REPO_REF or '(REPO_REF not set)'}")
+print(f"the node gets {REPO_URL} at {REPO_REF}")
 
 # %% [markdown]
 # ## 1. Project, site and lease
 
 # %%
-if lab.PROJECT:
-    context.use_project(lab.PROJECT)
-else:
-    context.choose_project()
+import chi
+import chi_helpers
+from chi import context, lease, server
+
+context.version = "1.0"  # without it, python-chi 1.1 answers with plain dicts (no .show(), .status)
+chi_helpers.check_site(SITE)
 context.use_site(SITE)
+chi_helpers.check_project(lab.PROJECT)
+context.use_project(lab.PROJECT)
+chi_helpers.check_node_type_and_image(SITE, lab.NODE_TYPE, IMAGE)
 
 # %% [markdown]
-# Your active lease for this lab (made in notebook 1, or in Horizon with a name starting with
-# `serve_system_`). Old, ended leases are skipped.
+# Your lease for this lab (made in notebook 1, or in Horizon with a name starting with
+# `serve_system_`), chosen as notebook 1 chooses it: the ACTIVE one that ends last. Classmates'
+# leases in the project and your ended ones are skipped; a PENDING one makes the cell say when
+# it starts.
 
 # %%
 me = chi.session().get_user_id()
 mine = [x for x in lease.list_leases() if x.user_id == me and x.name.startswith(lab.LEASE_PREFIX)]
-active = [x for x in mine if x.status == "ACTIVE"]
-if not active:
-    found = ", ".join(f"{x.name} {x.status}" for x in mine) or "none"
-    raise RuntimeError(f"No ACTIVE lease of yours for this lab (yours: {found}). A PENDING one "
-                       "starts at its start time: run this cell again then. Otherwise make one in notebook 1.")
-my_lease = max(active, key=lambda x: x.end_date)  # the one that lasts longest
+live = [x for x in mine if x.status in chi_helpers.LIVE]
+my_lease = chi_helpers.pick_lease(live)
+if my_lease is None or my_lease.status != "ACTIVE":
+    raise RuntimeError(chi_helpers.no_active_lease(my_lease, mine))
+print(chi_helpers.others_unused(my_lease, live) or f"your lease: {my_lease.name}")
 my_lease.show(type="text")
 reservation_id = my_lease.node_reservations[0]["id"]
 
@@ -87,49 +94,53 @@ reservation_id = my_lease.node_reservations[0]["id"]
 # away, so that the one after it makes a fresh one; with no failed server it does nothing.
 
 # %%
-import time
-
-if server.get_server_id(SERVER_NAME) is not None:
-    old = server.get_server(SERVER_NAME)
-    if old.status == "ERROR":
-        old.delete(delete_ips=False)  # the lease's IP stays reserved for the next server
-        print(f"deleting {SERVER_NAME}, which is in ERROR ...")
-        for _ in range(60):  # a bare-metal delete takes a minute or two
-            time.sleep(5)
-            if server.get_server_id(SERVER_NAME) is None:
-                break
-        print("deleted")
-    else:
-        print(f"{SERVER_NAME} exists ({old.status}): it will be reused")
+old = server.get_server(SERVER_NAME) if server.get_server_id(SERVER_NAME) else None
+status = old.status if old else None
+if status != "ERROR":
+    print(f"{SERVER_NAME} exists ({status}): it will be reused" if old else "no server yet")
 else:
-    print(f"no server named {SERVER_NAME} yet")
+    old.delete(delete_ips=False)  # a reserved IP stays with the lease for the next server
+    print(f"deleting {SERVER_NAME}, which is in ERROR ...")
+    for _ in range(60):  # a bare-metal delete takes a minute or two
+        time.sleep(5)
+        if server.get_server_id(SERVER_NAME) is None:
+            print("deleted")
+            break
+    else:
+        raise RuntimeError(f"{SERVER_NAME} is still being deleted after 5 minutes: run this cell "
+                           "again later.")
 
 # %% [markdown]
 # Start the server, or find the one you already have. A bare-metal server takes
 # **10 to 20 minutes** to boot. The cell waits; do not interrupt it. If it does get interrupted,
-# run it again: it finds the server by name.
+# run it again: it finds the server by name. A server that fails is worth one more try; a
+# second failure on the same lease means its node is faulty, and the message says to make a new
+# lease (a lease of one node always boots on that one node).
 
 # %%
 node = server.Server(SERVER_NAME, reservation_id=reservation_id, image_name=IMAGE)
 node.submit(idempotent=True, wait_for_active=True, show="text")
 if node.status == "ERROR":
     fault = getattr(chi.nova().servers.get(node.id), "fault", {}).get("message", "no reason given")
-    raise RuntimeError(f"{SERVER_NAME} failed to start (ERROR: {fault}). It happens on bare metal now and "
-                       "then: run the cell above (it deletes the failed server), then this cell again.")
+    raise RuntimeError(chi_helpers.boot_failure(my_lease.id, node.id, SERVER_NAME, fault))
 print(SERVER_NAME, "status:", node.status)
 
 # %% [markdown]
-# A public IP: the one reserved with your lease, attached only if the server has none yet.
-# (A lease made without one gets a free IP from the project's pool.)
+# A public IP, attached only if the server has none yet: the one reserved with your lease. It
+# is never taken from anyone else: if a classmate's server holds it, the cell stops and names
+# that server. A lease made without one (e.g. in Horizon, with the Networks tab left empty) gets
+# a fresh IP from the site's pool, never an unattached IP of the project, which may be a
+# classmate's reserved IP whose server is still booting.
 
 # %%
 FLOATING_IP = node.get_floating_ip()
 if FLOATING_IP is None:
     reserved = my_lease.get_reserved_floating_ips()
     if reserved:
+        chi_helpers.stop_if_taken(reserved[0], SERVER_NAME)
         node.associate_floating_ip(reserved[0])
     else:
-        node.associate_floating_ip()
+        node.associate_floating_ip(chi_helpers.own_public_ip(SERVER_NAME))
     FLOATING_IP = node.get_floating_ip()
 print("floating IP:", FLOATING_IP)
 
@@ -150,8 +161,6 @@ node.show(type="text")
 # %%
 import shlex
 
-if not (REPO_URL and REPO_REF):
-    raise RuntimeError("REPO_URL or REPO_REF is not set: ask your instructor, or set them in lab_settings.py")
 node.execute(
     f"if [ -d {REPO_DIR}/.git ]; then git -C {REPO_DIR} fetch --quiet --tags --force origin; "
     f"else git clone --quiet {shlex.quote(REPO_URL)} {REPO_DIR}; fi && "
@@ -161,27 +170,30 @@ node.execute(
 
 # %% [markdown]
 # Run the host setup script. On a freshly booted node it first waits for the first-boot setup
-# (cloud-init, automatic updates) to let go of the package manager. Then it prints each step as
-# `[already done]` or the command it runs, and ends with a container running `nvidia-smi`: you
-# should see both GPUs there.
+# (cloud-init, automatic updates) to let go of the package manager, and every `apt-get` it runs
+# waits for the package manager too (automatic updates stay on in Chameleon's images). Then it
+# prints each step as `[already done]` or the command it runs, and ends with a container running
+# `nvidia-smi`: you should see both GPUs there.
 
 # %%
 node.execute(f"bash {REPO_DIR}/docker/setup_host.sh")
 
 # %% [markdown]
 # Build the model artifacts the containers serve (`artifacts/food11.pth`, `model.onnx`, test
-# images): the same command as local mode. It installs the lab's Python environment on the node
-# first (a few minutes the first time; later runs see everything up to date and return at once).
-# Only the last lines are shown; `pipefail` makes a failed build fail this cell, not just the
-# `tail` after it.
+# images) with `make artifacts-only`: a small Python environment with just what the build needs
+# (a CPU-only PyTorch from PyTorch's own package index: the files are the same, the download a
+# tenth), not the lab's whole local-mode environment. A few minutes the first time; later runs
+# (or a node booted from a prepared image) see everything up to date and return at once. Only the
+# last lines are shown; `pipefail` makes a failed build fail this cell, not just the `tail`.
 
 # %%
 from invoke.exceptions import UnexpectedExit
 
 try:
-    node.execute(f"cd {REPO_DIR} && bash -o pipefail -c 'make artifacts 2>&1 | tail -n 15'")
+    build = "make artifacts-only TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu"
+    node.execute(f"cd {REPO_DIR} && bash -o pipefail -c '{build} 2>&1 | tail -n 15'")
 except UnexpectedExit as err:
-    raise RuntimeError(f"`make artifacts` failed on the node (exit code {err.result.exited}; its last lines "
+    raise RuntimeError(f"`make artifacts-only` failed on the node (exit code {err.result.exited}; its last lines "
                        "are above). Fix what they say, then run this cell again.") from None
 
 # %% [markdown]
@@ -220,15 +232,19 @@ print(f"    ssh -i {key} -L 8888:127.0.0.1:8888 cc@{FLOATING_IP}   then http://1
 # %% [markdown]
 # ## When you are done
 # Copy `results/` off the node first (see notebook 0). Then free the node: set `DELETE_SERVER`
-# to True and run the cell. It deletes the server; the floating IP reserved with the lease goes
-# back when the lease ends (or when you delete the lease: last cell of notebook 1).
+# to True and run the cell. It deletes your server (found by name in one look at the project's
+# list, without building an object for each of the class's servers) and gives back a public IP
+# this notebook took from the site's pool; an IP reserved with the lease goes back when the
+# lease ends (or when you delete the lease: last cell of notebook 1).
 
 # %%
 DELETE_SERVER = False
 if DELETE_SERVER:
-    doomed = [s for s in server.list_servers() if s.name == SERVER_NAME]
-    for s in doomed:
-        s.delete(delete_ips=False)
-        print(f"server {SERVER_NAME} deleted")
-    if not doomed:
+    doomed = server.get_server_id(SERVER_NAME)  # one look at the list, by name
+    if doomed is None:
         print(f"no server named {SERVER_NAME}: nothing to delete")
+    else:
+        server.delete_server(doomed)  # by id; it leaves floating IPs alone
+        print(f"server {SERVER_NAME} deleted")
+    for address in chi_helpers.release_own_ips(SERVER_NAME):
+        print(f"public IP {address} given back to the site's pool")

@@ -25,8 +25,9 @@ SERVICES = "services.yaml"  # how each image is built; the stacks extend it
 CPU_OVERRIDES = {"docker-compose-fastapi.yaml": "docker-compose-cpu.yaml",
                  "docker-compose-triton.yaml": "docker-compose-triton-cpu.yaml"}
 COMPOSE_FILES = sorted(p.name for p in DOCKER.glob("docker-compose*.yaml")) + [SERVICES]
-# host folders that are created at run time (gitignored), so they may be missing in a checkout
-CREATED_AT_RUN_TIME = {"results", "model_repository"}
+# host folders made at run time, so a clean checkout lacks them: results/ and model_repository/
+# by the stacks, artifacts/ by `make artifacts` (each is gitignored: checked below)
+CREATED_AT_RUN_TIME = {"results", "model_repository", "artifacts"}
 VAR = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<arg>[^}]*))?\}")
 
 
@@ -189,6 +190,15 @@ def test_relative_host_paths_exist(name):
         assert path.is_relative_to(REPO), f"{svc}: {raw} leaves the repository"
         if str(rel) not in CREATED_AT_RUN_TIME:
             assert path.exists(), f"{svc}: {raw} -> {path} does not exist"
+
+
+def test_folders_made_at_run_time_are_gitignored():
+    """Only output folders may be missing from a checkout, never a tracked one misnamed."""
+    ignored = {line.strip().strip("/") for line in (REPO / ".gitignore").read_text().splitlines()}
+    assert CREATED_AT_RUN_TIME <= ignored, CREATED_AT_RUN_TIME - ignored
+    tracked = subprocess.run(["git", "ls-files", *sorted(CREATED_AT_RUN_TIME)], cwd=REPO,
+                             capture_output=True, text=True).stdout
+    assert tracked == "", tracked
 
 
 @pytest.mark.parametrize("name", BASE_FILES)

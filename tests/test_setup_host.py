@@ -172,18 +172,22 @@ def test_waits_for_cloud_init_and_a_busy_package_manager(tmp_path):
     proc = host.run(env={"SETUP_LOCK_POLL": "0"})
     calls = host.calls_made()
     assert "cloud-init status --wait" in calls
-    fuser = [i for i, c in enumerate(calls) if c.startswith("fuser ")]
-    assert len(fuser) == 3, calls  # busy, busy, free
+    before_apt = calls[:first_call(calls, "apt-get")]
+    fuser = [i for i, c in enumerate(before_apt) if c.startswith("fuser ")]
+    assert len(fuser) == 4, calls  # busy, busy, free; free again right before the first apt-get
     assert "/var/lib/dpkg/lock-frontend" in calls[fuser[0]]
-    assert first_call(calls, "cloud-init") < fuser[0] < fuser[-1] < first_call(calls, "apt-get")
+    assert first_call(calls, "cloud-init") < fuser[0]
     assert "holds the package manager" in proc.stdout
 
 
 def test_dry_run_waits_for_the_package_manager_too(tmp_path):
     host = FakeHost(tmp_path)
     (host.state / "lock_busy").write_text("1")
-    host.run("--dry-run", env={"SETUP_LOCK_POLL": "0"})
-    assert len([c for c in host.calls_made() if c.startswith("fuser ")]) == 2
+    proc = host.run("--dry-run", env={"SETUP_LOCK_POLL": "0"})
+    planned_apt = [c for c in planned(proc) if " apt-get " in f" {c} "]
+    # busy, free; then one check before each apt-get the run would make
+    assert len([c for c in host.calls_made() if c.startswith("fuser ")]) == 2 + len(planned_apt)
+    assert planned_apt and "holds the package manager" in proc.stdout
 
 
 def test_gives_up_with_a_clear_message_when_the_lock_stays_busy(tmp_path):
@@ -202,7 +206,10 @@ def test_without_fuser_busy_means_an_apt_or_dpkg_process(tmp_path):
     (host.state / "lock_busy").write_text("1")
     host.run(env={"SETUP_LOCK_POLL": "0"})
     calls = host.calls_made()
-    assert [c for c in calls if c.startswith("pgrep")] == ["pgrep -x apt|apt-get|dpkg|unattended-upgr"] * 2
+    pgrep = [c for c in calls if c.startswith("pgrep")]
+    # busy, free; then one check before each apt-get
+    apt_gets = sum(c.startswith("apt-get") for c in calls)
+    assert pgrep == ["pgrep -x apt|apt-get|dpkg|unattended-upgr"] * (2 + apt_gets)
     assert first_call(calls, "pgrep") < first_call(calls, "apt-get")
 
 
@@ -253,3 +260,24 @@ def test_lab_environment_needs_python_311_as_the_docs_say():
     assert floor == (3, 11), f"the pins now need Python {floor}: update setup_host.sh and the docs"
     assert "sys.version_info < (3, 11)" in SCRIPT.read_text()
     assert "Python 3.11 or newer" in (REPO / "docs" / "ways_to_run.md").read_text()
+
+
+def test_every_apt_get_waits_for_automatic_updates_that_start_in_between(tmp_path):
+    """Unattended upgrades stay on in Chameleon's images and may take the package manager between
+    two steps (here: right after the Docker packages are installed). Every apt-get first waits
+    for it and is told to wait for dpkg's lock itself too."""
+    starts_updates = 'case "$*" in *docker-ce*) echo 2 > "$STATE/lock_busy" ;; esac\n'
+    host = FakeHost(tmp_path, extra_stubs={"apt-get": starts_updates + STUBS["apt-get"]})
+    host.run(env={"SETUP_LOCK_POLL": "1", "SETUP_LOCK_TRIES": "30"})
+    calls = host.calls_made()
+    apt = [i for i, c in enumerate(calls) if c.startswith("apt-get ")]
+    assert len(apt) >= 4
+    for i in apt:
+        assert calls[i].split()[2:4] == ["-o", "DPkg::Lock::Timeout=30"], calls[i]
+        assert calls[i - 1].startswith("fuser "), f"{calls[i]} ran without checking the locks first"
+    docker = next(i for i in apt if "docker-ce" in calls[i])
+    after = apt[apt.index(docker) + 1]
+    waits = [c for c in calls[docker + 1:after] if c.startswith("fuser ")]
+    assert len(waits) == 3  # busy, busy, free
+    assert {"docker-ce", "nvidia-container-toolkit", "nvtop"} <= host.installed()
+    assert not host.installed() & {"-o", "DPkg::Lock::Timeout=30"}

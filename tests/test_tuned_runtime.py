@@ -91,3 +91,27 @@ def test_graph_buckets_pad_at_most_twice():
         10,
     ]
     assert tuned_runtime.buckets(1) == [1]
+
+
+def test_the_limit_over_several_gpus_sums_each_path_and_batch():
+    """raw_limit --device all: the GPUs measured at the same time, each (path, batch) summed."""
+    from servelab.serving import raw_limit
+
+    def gpu(rate_b1, rate_b8):
+        rows = [
+            {"path": "p", "batch": 1, "images_per_s": rate_b1},
+            {"path": "p", "batch": 8, "images_per_s": rate_b8},
+        ]
+        return {
+            "device_name": "H200",
+            "torch": "2",
+            "rows": rows,
+            "same_classes": {},
+            "limit": max(rows, key=lambda r: r["images_per_s"]),
+        }
+
+    both = raw_limit.combine([gpu(10.0, 100.0), gpu(12.0, 90.0)])
+    assert both["device_name"] == "2 x H200"
+    assert {(r["batch"], r["images_per_s"]) for r in both["rows"]} == {(1, 22.0), (8, 190.0)}
+    assert raw_limit.best(both["rows"])["images_per_s"] == 190.0
+    assert [g["images_per_s"] for g in both["per_gpu_limit"]] == [100.0, 90.0]

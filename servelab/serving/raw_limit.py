@@ -1,7 +1,11 @@
 """The limit: how many images per second the model itself does on this machine, with no serving.
 
-    python -m servelab.serving.raw_limit [--device cuda:0|cpu] [--batches 1,16,64,256] [--seconds 2]
-                                         [--no-compile] [--json F]
+    python -m servelab.serving.raw_limit [--device cuda:0|all|cpu] [--batches 1,16,64,256]
+                                         [--seconds 2] [--no-compile] [--json F]
+
+--device all: every GPU at once, one process per GPU started together (they share the host's
+cores and memory bus, as a served configuration over all GPUs does); each row is then the sum
+over the GPUs of the same path and batch, and the limit the largest such sum.
 
 The batch is already on the device (no decoding, no transfer, no server): what is left is the
 model's own arithmetic, so this is the ceiling a served configuration is compared with. Paths:
@@ -165,10 +169,58 @@ def best(rows: list[dict], path: str | None = None) -> dict:
     )
 
 
+def every_gpu(count: int, options: list[str], say) -> dict:
+    """raw_limit on GPUs 0..count-1 at the same time; rows summed over the GPUs."""
+    import subprocess
+
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "servelab.serving.raw_limit",
+                "--device",
+                f"cuda:{i}",
+                *options,
+                "--json",
+                "-",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(count)
+    ]
+    per_gpu = [json.loads(p.communicate()[0]) for p in procs]
+    if any(p.returncode for p in procs):
+        raise SystemExit("raw_limit failed on a GPU (its messages are above)")
+    say(f"summed over {count} GPUs measured at the same time")
+    return combine(per_gpu)
+
+
+def combine(per_gpu: list[dict]) -> dict:
+    """One result from each GPU's: every (path, batch) row summed over the GPUs."""
+    totals: dict = {}
+    for result in per_gpu:
+        for row in result["rows"]:
+            key = (row["path"], row["batch"])
+            totals[key] = totals.get(key, 0.0) + row["images_per_s"]
+    rows = [{"path": k[0], "batch": k[1], "images_per_s": round(v, 1)} for k, v in totals.items()]
+    return {
+        "device": f"cuda:0..{len(per_gpu) - 1}",
+        "device_name": f"{len(per_gpu)} x {per_gpu[0]['device_name']}",
+        "torch": per_gpu[0]["torch"],
+        "rows": rows,
+        "per_gpu_limit": [r["limit"] for r in per_gpu],
+        "same_classes": per_gpu[0]["same_classes"],
+    }
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--device", default=None, help="cuda:0, cpu (default: the first GPU if there is one)"
+        "--device",
+        default=None,
+        help="cuda:0, all (every GPU at once), cpu (default: the first GPU if there is one)",
     )
     parser.add_argument("--batches", default="1,16,64,256", help="comma-separated batch sizes")
     parser.add_argument(
@@ -186,38 +238,44 @@ def main(argv=None) -> None:
 
     say = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json == "-" else print
     device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
-    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU"
-    say(
-        f"raw model on {device} ({name}), torch {torch.__version__}, {torch.get_num_threads()} CPU "
-        "threads"
-    )
-    checks: dict = {}
-    rows = measure(
-        device,
-        [int(b) for b in args.batches.split(",")],
-        args.seconds,
-        not args.no_compile,
-        say=say,
-        checks=checks,
-    )
-    top = best(rows)
-    say(f"limit: {top['images_per_s']:.0f} images/s ({top['path']}, batch {top['batch']})")
-    text = (
-        json.dumps(
-            {
-                "device": device,
-                "device_name": name,
-                "torch": torch.__version__,
-                "rows": rows,
-                "per_runtime": {r["path"]: best(rows, r["path"]) for r in rows},
-                "same_classes": checks,
-                "limit": top,
-                "eager_limit": best(rows, "eager fp32"),
-            },
-            indent=2,
+    if device == "all" and torch.cuda.device_count() > 1:
+        options = ["--batches", args.batches, "--seconds", str(args.seconds)]
+        result = every_gpu(
+            torch.cuda.device_count(), options + ["--no-compile"] * args.no_compile, say
         )
-        + "\n"
+    else:
+        if device == "all":  # one GPU, or none
+            device = "cuda:0" if torch.cuda.is_available() else "cpu"
+        name = torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU"
+        say(
+            f"raw model on {device} ({name}), torch {torch.__version__}, "
+            f"{torch.get_num_threads()} CPU threads"
+        )
+        checks: dict = {}
+        rows = measure(
+            device,
+            [int(b) for b in args.batches.split(",")],
+            args.seconds,
+            not args.no_compile,
+            say=say,
+            checks=checks,
+        )
+        result = {
+            "device": device,
+            "device_name": name,
+            "torch": torch.__version__,
+            "rows": rows,
+            "same_classes": checks,
+        }
+    rows = result["rows"]
+    top = best(rows)
+    result.update(
+        per_runtime={r["path"]: best(rows, r["path"]) for r in rows},
+        limit=top,
+        eager_limit=best(rows, "eager fp32"),
     )
+    say(f"limit: {top['images_per_s']:.0f} images/s ({top['path']}, batch {top['batch']})")
+    text = json.dumps(result, indent=2) + "\n"
     if args.json == "-":
         sys.stdout.write(text)
     elif args.json:

@@ -41,9 +41,11 @@ STUBS = {
     "dpkg-query": 'pkg="${!#}"\ngrep -qx "$pkg" "$STATE/installed" 2>/dev/null || exit 1\n'
                   'printf "install ok installed"\n',
     "dpkg": '[ "$1" = --print-architecture ] && echo amd64\n',
-    "apt-get": (
+    "apt-get": (  # apt-get install [-o NAME=VALUE] [-flags] PACKAGES...
         'if [ "$1" = install ]; then shift\n'
-        '  for a in "$@"; do case "$a" in -*) ;; *) echo "$a" >> "$STATE/installed" ;; esac; done\n'
+        '  while [ $# -gt 0 ]; do\n'
+        '    case "$1" in -o) shift ;; -*) ;; *) echo "$1" >> "$STATE/installed" ;; esac; shift\n'
+        '  done\n'
         '  grep -qx docker-ce "$STATE/installed" && ! grep -q "^docker:" "$STATE/group" 2>/dev/null'
         ' && echo "docker:x:999:" >> "$STATE/group"\n'
         'fi\nexit 0\n'),

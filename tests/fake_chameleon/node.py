@@ -1,4 +1,6 @@
-"""The bare-metal node: an SSH server on (floating IP, 22) whose shell is bash in the node's home.
+"""The bare-metal node: an SSH server on port 22 of the floating IP its server holds, whose shell
+is bash in the node's home. It listens only on the addresses bound to the student's server (the
+fake's Neutron says when), so a notebook that attached the wrong IP cannot reach it.
 
 The commands run for real (git clones for real, docker/setup_host.sh and docker/init_env.sh run
 for real), with PATH limited to links to harmless real tools, git, and the stub system commands
@@ -23,8 +25,8 @@ MAKE_STUB = ('echo "make $*: building the lab environment and the model files ..
 
 
 class _Interface(paramiko.ServerInterface):
-    def __init__(self, node: "FakeNode"):
-        self.node = node
+    def __init__(self, node: "FakeNode", address: str):
+        self.node, self.address = node, address
 
     def get_allowed_auths(self, username):
         return "publickey"
@@ -40,13 +42,13 @@ class _Interface(paramiko.ServerInterface):
         return False  # like Ubuntu's sshd (AcceptEnv LANG LC_* only)
 
     def check_channel_exec_request(self, channel, command):
-        threading.Thread(target=self.node.run_command, args=(channel, command.decode()), daemon=True).start()
+        args = (channel, command.decode(), self.address)
+        threading.Thread(target=self.node.run_command, args=args, daemon=True).start()
         return True
 
 
 class FakeNode:
-    def __init__(self, base: Path, address: str, authorized_key: paramiko.PKey):
-        self.address = address
+    def __init__(self, base: Path, authorized_key: paramiko.PKey):
         self.authorized_key = authorized_key
         self.home = base / "home" / "cc"
         self.root = base / "root"
@@ -64,25 +66,33 @@ class FakeNode:
                  real_tools=["bash", "sh", "python3", "sed", "grep", "cut", "head", "tail", "id", "cat", "chmod",
                              "install", "env", "mkdir", "dirname", "tr", "sleep", "od", "stat", "git", "ls"])
         self.host_key = paramiko.RSAKey.generate(2048)
-        self._sock: socket.socket | None = None
+        self._socks: dict[str, socket.socket] = {}
 
     def env(self) -> dict:
         return {"PATH": str(self.bin), "HOME": str(self.home), "USER": "cc", "LANG": "C.UTF-8",
                 "SETUP_FAKE_ROOT": str(self.root), "STATE": str(self.state), "CALLS": str(self.calls),
                 "GIT_CONFIG_NOSYSTEM": "1", "SETUP_LOCK_POLL": "0"}
 
-    def start(self) -> "FakeNode":
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((self.address, 22))
-        self._sock.listen(16)
-        threading.Thread(target=self._accept, daemon=True).start()
-        return self
+    def listen(self, address: str) -> None:
+        """Answer SSH on address (the floating IP now bound to this node's server)."""
+        if address in self._socks:
+            return
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, 22))
+        sock.listen(16)
+        self._socks[address] = sock
+        threading.Thread(target=self._accept, args=(sock,), daemon=True).start()
 
-    def _accept(self):
+    def unlisten(self, address: str) -> None:
+        sock = self._socks.pop(address, None)
+        if sock is not None:
+            sock.close()
+
+    def _accept(self, sock):
         while True:
             try:
-                conn, _ = self._sock.accept()
+                conn, _ = sock.accept()
             except OSError:
                 return
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
@@ -91,7 +101,7 @@ class FakeNode:
         transport = paramiko.Transport(conn)
         transport.add_server_key(self.host_key)
         try:
-            transport.start_server(server=_Interface(self))
+            transport.start_server(server=_Interface(self, conn.getsockname()[0]))
         except (paramiko.SSHException, EOFError, OSError):
             return  # a bare TCP check (check_connectivity) connects and hangs up
         channels = []  # paramiko holds channels weakly: keep them until the client hangs up
@@ -100,8 +110,8 @@ class FakeNode:
             if channel is not None:
                 channels.append(channel)
 
-    def run_command(self, channel, command: str):
-        record = {"command": command}
+    def run_command(self, channel, command: str, address: str):
+        record = {"command": command, "via": address}  # via: the floating IP the client used
         self.commands.append(record)
         proc = subprocess.Popen(["bash", "-c", command], cwd=self.home, env=self.env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -119,5 +129,5 @@ class FakeNode:
         channel.close()
 
     def stop(self):
-        if self._sock:
-            self._sock.close()
+        for address in list(self._socks):
+            self.unlisten(address)

@@ -1,0 +1,387 @@
+"""Blazar as the class meets it: leases of many students in one project, hosts booked by time
+window, reservable floating IPs that run out, and refusals worded as Blazar words them.
+
+A host reservation takes a host of the node type that has no allocation overlapping the lease's
+window (otherwise "Not enough hosts available"); a floating-IP reservation takes a reservable
+address free over the window ("Not enough floating IPs available"); with `su_left` set, a lease
+costing more service units (node-hours) is refused as Chameleon's usage enforcement does.
+A lease whose start time has come turns ACTIVE when read, and its reserved floating IP then
+appears in the project, tagged with the reservation (as Blazar's floating-IP plugin does).
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+
+from .common import BLAZAR_IN, BLAZAR_OUT, Reply, new_id, now
+
+LIVE = ("PENDING", "STARTING", "ACTIVE")
+
+
+def _parse(text: str) -> dt.datetime:
+    return dt.datetime.strptime(text, BLAZAR_OUT)
+
+
+def _public(lease: dict) -> dict:
+    """The lease as Blazar shows it: without the fake's own notes (keys starting with _)."""
+    out = copy.deepcopy(lease)
+    out["reservations"] = [
+        {k: v for k, v in r.items() if not k.startswith("_")} for r in out["reservations"]
+    ]
+    return out
+
+
+def _overlaps(a_start, a_end, b_start, b_end) -> bool:
+    return a_start < b_end and b_start < a_end
+
+
+class BlazarMixin:
+    """Routes /tacc/blazar/v1/... for FakeChameleon (state lives in FakeChameleon.__init__)."""
+
+    def _blazar_error(self, code, name, message):
+        # python-chi reads only the message (it logs it and raises "Unable to make lease")
+        return Reply(code, {"error_code": code, "error_name": name, "error_message": message})
+
+    # ------------------------------------------------------------------ reading leases
+    def _lease_json(self, lease):
+        # a lease whose start time has come moves on, as Blazar's periodic task does
+        if lease["status"] == "PENDING" and _parse(lease["start_date"]) <= now():
+            self._activate(lease)
+        elif lease["status"] == "STARTING":
+            self._activate(lease)
+        return _public(lease)
+
+    def _activate(self, lease):
+        lease["status"] = "ACTIVE"
+        for r in lease["reservations"]:
+            r["status"] = "active"
+            if r["resource_type"] == "virtual:floatingip":
+                fip = self._new_fip(
+                    r["_address"],
+                    tags=["blazar", f"reservation:{r['id']}"],
+                    project_id=lease["project_id"],
+                )
+                fip["description"] = f"reserved by lease {lease['id']}"
+
+    def leases_collection(self, method, query, body, headers):
+        self._token_check(headers)
+        if method == "GET":
+            return {
+                "leases": [
+                    self._lease_json(x)
+                    for x in self.leases.values()
+                    if x["project_id"] == self.project_id
+                ]
+            }
+        if method != "POST":
+            raise Reply(405)
+        return Reply(201, {"lease": self._create_lease(body, self.user_id, self.project_id)})
+
+    def lease_item(self, method, query, body, headers, lease_id):
+        self._token_check(headers)
+        lease = self.leases.get(lease_id)
+        if lease is None or lease["project_id"] != self.project_id:
+            raise self._blazar_error(
+                404, "NotFound", f"Object with {{'lease_id': '{lease_id}'}} not found"
+            )
+        if method == "GET":
+            return {"lease": self._lease_json(lease)}
+        if method == "DELETE":
+            self._end_lease(lease)
+            del self.leases[lease_id]
+            return Reply(204, None)
+        raise Reply(405)
+
+    def _end_lease(self, lease):
+        """What Blazar does at a lease's end or deletion: hosts and reserved IPs go back."""
+        for host_allocs in self.allocations.values():
+            host_allocs[:] = [a for a in host_allocs if a["lease_id"] != lease["id"]]
+        for r in lease["reservations"]:
+            self.fip_bookings[:] = [b for b in self.fip_bookings if b["reservation_id"] != r["id"]]
+            for fid in [
+                f["id"] for f in self.fips.values() if f"reservation:{r['id']}" in f["tags"]
+            ]:
+                del self.fips[fid]
+
+    # ------------------------------------------------------------------ making leases
+    def _create_lease(self, body, user_id, project_id):
+        expected = {"name", "start_date", "end_date", "reservations", "events", "before_end_date"}
+        if set(body) != expected:
+            raise self._blazar_error(
+                400, "MalformedRequestBody", f"unexpected keys {sorted(set(body) ^ expected)}"
+            )
+        if not isinstance(body["name"], str) or not body["name"]:
+            raise self._blazar_error(400, "MalformedParameter", "Malformed parameter name")
+        start = (
+            now()
+            if body["start_date"] == "now"
+            else dt.datetime.strptime(body["start_date"], BLAZAR_IN)
+        )
+        end = dt.datetime.strptime(body["end_date"], BLAZAR_IN)
+        if end <= start:
+            raise self._blazar_error(400, "InvalidInput", "End date must be later than start date")
+        if body["start_date"] != "now" and start < now() - dt.timedelta(minutes=1):
+            raise self._blazar_error(
+                400, "InvalidInput", "Start date must be later than current date"
+            )
+        kinds = [r.get("resource_type") for r in body["reservations"]]
+        if "physical:host" not in kinds or any(
+            k not in ("physical:host", "virtual:floatingip") for k in kinds
+        ):
+            raise self._blazar_error(
+                400, "InvalidInput", f"this fake expects a host reservation: {kinds}"
+            )
+        self._check_allocation(body, start, end, project_id)
+        lease_id = new_id()
+        reservations = [self._reserve(r, lease_id, start, end) for r in body["reservations"]]
+        lease = {
+            "id": lease_id,
+            "name": body["name"],
+            "user_id": user_id,
+            "project_id": project_id,
+            "start_date": start.strftime(BLAZAR_OUT),
+            "end_date": end.strftime(BLAZAR_OUT),
+            "created_at": now().strftime("%Y-%m-%d %H:%M:%S"),
+            "updated_at": None,
+            "trust_id": new_id(),
+            "status": "STARTING" if body["start_date"] == "now" else "PENDING",
+            "degraded": False,
+            "reservations": reservations,
+            "events": [],
+        }
+        self.leases[lease_id] = lease
+        return _public(lease)
+
+    def _check_allocation(self, body, start, end, project_id):
+        """Everything Blazar checks before it books anything: a refused lease books nothing."""
+        hours = (end - start).total_seconds() / 3600
+        hosts_needed, fips_needed = {}, 0
+        for r in body["reservations"]:
+            if r["resource_type"] == "physical:host":
+                props = json.loads(r["resource_properties"])
+                if not (isinstance(r.get("min"), int) and r["min"] == r["max"] == 1):
+                    raise self._blazar_error(
+                        400, "MalformedParameter", f"min/max {r.get('min')}/{r.get('max')}"
+                    )
+                if (
+                    props[:2] != ["==", "$node_type"]
+                    or len(props) != 3
+                    or r.get("hypervisor_properties") != ""
+                ):
+                    raise self._blazar_error(
+                        400, "InvalidInput", f"resource_properties {r['resource_properties']}"
+                    )
+                if props[2] not in {h["node_type"] for h in self.hosts}:
+                    raise self._blazar_error(
+                        400, "InvalidInput", f"no host matches {r['resource_properties']}"
+                    )
+                hosts_needed[props[2]] = hosts_needed.get(props[2], 0) + 1
+            elif r.get("network_id") != "net-public" or r.get("amount") != 1:
+                raise self._blazar_error(400, "InvalidInput", f"floating IP reservation {r}")
+            else:
+                fips_needed += 1
+        if self.su_left is not None and hours * sum(hosts_needed.values()) > self.su_left:
+            name = next(p["name"] for p in self.projects if p["id"] == project_id)
+            raise self._blazar_error(
+                403,
+                "NotAuthorized",
+                f"Reservation for project {name} would spend "
+                f"{hours * sum(hosts_needed.values()):f} SUs, only {self.su_left:f} left",
+            )
+        for node_type, count in hosts_needed.items():
+            if len(self._free_hosts(node_type, start, end)) < count:
+                raise self._blazar_error(
+                    409, "NotEnoughHostsAvailable", "Not enough hosts available"
+                )
+        if len(self._free_reservable_fips(start, end)) < fips_needed:
+            raise self._blazar_error(
+                409, "NotEnoughFloatingIPAvailable", "Not enough floating IPs available"
+            )
+
+    def _free_hosts(self, node_type, start, end):
+        return [
+            h
+            for h in self.hosts
+            if h["node_type"] == node_type
+            and h["reservable"]
+            and not any(
+                _overlaps(start, end, _parse(a["start_date"]), _parse(a["end_date"]))
+                for a in self.allocations[h["id"]]
+            )
+        ]
+
+    def _free_reservable_fips(self, start, end):
+        return [
+            a
+            for a in self.reservable_fips
+            if not any(
+                b["address"] == a and _overlaps(start, end, b["start"], b["end"])
+                for b in self.fip_bookings
+            )
+        ]
+
+    def _reserve(self, r, lease_id, start, end):
+        rid = new_id()
+        common = {
+            "id": rid,
+            "lease_id": lease_id,
+            "resource_type": r["resource_type"],
+            "resource_id": new_id(),
+            "status": "pending",
+        }
+        if r["resource_type"] == "physical:host":
+            node_type = json.loads(r["resource_properties"])[2]
+            host = self._free_hosts(node_type, start, end)[0]
+            self.allocations[host["id"]].append(
+                {
+                    "id": rid,
+                    "lease_id": lease_id,
+                    "start_date": start.strftime(BLAZAR_OUT),
+                    "end_date": end.strftime(BLAZAR_OUT),
+                }
+            )
+            return {
+                **common,
+                "min": 1,
+                "max": 1,
+                "resource_properties": r["resource_properties"],
+                "hypervisor_properties": "",
+                "before_end": "default",
+                "on_start": "default",
+                "missing_resources": False,
+                "resources_changed": False,
+                "_host_id": host["id"],
+            }
+        address = self._free_reservable_fips(start, end)[0]
+        self.fip_bookings.append(
+            {"address": address, "reservation_id": rid, "start": start, "end": end}
+        )
+        return {
+            **common,
+            "network_id": "net-public",
+            "amount": 1,
+            "required_floatingips": [],
+            "_address": address,
+        }
+
+    def add_lease(
+        self,
+        name,
+        user_id,
+        start_in_hours,
+        hours=3,
+        node_type="gpu_p100",
+        fip=False,
+        status=None,
+        project_id="p-0002",
+    ):
+        """A lease someone made earlier, through the same checks as a new one; status=TERMINATED
+        gives an ended one (nothing booked)."""
+        start = now() + dt.timedelta(hours=start_in_hours)
+        if status == "TERMINATED":
+            lease_id = new_id()
+            self.leases[lease_id] = {
+                "id": lease_id,
+                "name": name,
+                "user_id": user_id,
+                "project_id": project_id,
+                "start_date": start.strftime(BLAZAR_OUT),
+                "end_date": (start + dt.timedelta(hours=hours)).strftime(BLAZAR_OUT),
+                "created_at": start.strftime("%Y-%m-%d %H:%M:%S"),
+                "updated_at": None,
+                "trust_id": new_id(),
+                "status": status,
+                "degraded": False,
+                "events": [],
+                "reservations": [
+                    {
+                        "id": new_id(),
+                        "lease_id": lease_id,
+                        "resource_type": "physical:host",
+                        "status": "deleted",
+                        "min": 1,
+                        "max": 1,
+                        "hypervisor_properties": "",
+                        "resource_properties": json.dumps(["==", "$node_type", node_type]),
+                    }
+                ],
+            }
+            return self.leases[lease_id]
+        reservations = [
+            {
+                "resource_type": "physical:host",
+                "min": 1,
+                "max": 1,
+                "hypervisor_properties": "",
+                "resource_properties": json.dumps(["==", "$node_type", node_type]),
+            }
+        ]
+        if fip:
+            reservations.append(
+                {"resource_type": "virtual:floatingip", "network_id": "net-public", "amount": 1}
+            )
+        body = {
+            "name": name,
+            "reservations": reservations,
+            "events": [],
+            "before_end_date": None,
+            "start_date": start.strftime(BLAZAR_IN),
+            "end_date": (start + dt.timedelta(hours=hours)).strftime(BLAZAR_IN),
+        }
+        if start_in_hours <= 0:  # started already: booked from its (past) start
+            body["start_date"] = "now"
+        lease = self.leases[self._create_lease(body, user_id, project_id)["id"]]
+        if start_in_hours <= 0:
+            lease["start_date"] = start.strftime(BLAZAR_OUT)
+            self._activate(lease)
+        return lease
+
+    # ------------------------------------------------------------------ hosts and their calendar
+    def blazar_hosts(self, method, query, body, headers):
+        self._token_check(headers)
+        return {
+            "hosts": [
+                dict(h, trust_id="t", cpu_info="{}", vcpus=48, memory_mb=131072, local_gb=200)
+                for h in self.hosts
+            ]
+        }
+
+    def blazar_allocations(self, method, query, body, headers):
+        self._token_check(headers)
+        return {
+            "allocations": [
+                {"resource_id": h, "reservations": r} for h, r in self.allocations.items()
+            ]
+        }
+
+    def blazar_allocation(self, method, query, body, headers, host_id):
+        self._token_check(headers)
+        if host_id not in self.allocations:
+            raise self._blazar_error(
+                404, "NotFound", f"Object with {{'host_id': '{host_id}'}} not found"
+            )
+        return {"allocation": {"resource_id": host_id, "reservations": self.allocations[host_id]}}
+
+    def book(self, host_id: str, hours_from: float, hours_to: float):
+        """Another project's reservation of a host (it shows in the calendar, not in our leases)."""
+        self.allocations[host_id].append(
+            {
+                "id": new_id(),
+                "lease_id": new_id(),
+                "start_date": (now() + dt.timedelta(hours=hours_from)).strftime(BLAZAR_OUT),
+                "end_date": (now() + dt.timedelta(hours=hours_to)).strftime(BLAZAR_OUT),
+            }
+        )
+
+    def book_all(self, node_type: str, hours_from: float, hours_to: float):
+        for h in self.hosts:
+            if h["node_type"] == node_type:
+                self.book(h["id"], hours_from, hours_to)
+
+    def host_of(self, reservation_id: str) -> dict | None:
+        return next(
+            (h for h in self.hosts for a in self.allocations[h["id"]] if a["id"] == reservation_id),
+            None,
+        )

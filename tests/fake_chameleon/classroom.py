@@ -1,0 +1,64 @@
+"""The rest of a class of 40 in project CHI-231138, mid-session, around the student under test.
+
+    20 classmates: an ACTIVE lease made by notebook 1 (one host, one reserved floating IP), a
+                   server ACTIVE with that IP attached
+     1 classmate:  the same, but the server is still booting and its reserved IP is unbound:
+                   the first unbound IP of the project, the one a careless "first free IP"
+                   would take
+     1 classmate:  a Horizon lease without a reserved IP, a server holding an IP from the pool
+     8 classmates: PENDING leases for the afternoon shift (in 4 hours)
+     9 classmates: ended (TERMINATED) leases
+That leaves 2 of the site's 24 gpu_p100 hosts free for the next 3 hours.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from .common import BLAZAR_OUT, user_id_of
+
+
+def lease_name(user: str, lease: dict) -> str:
+    start = dt.datetime.strptime(lease["start_date"], BLAZAR_OUT)
+    return f"serve_system_{user}_{start:%Y%m%d-%H%M}"
+
+
+def populate(fake) -> dict:
+    """Fill the fake with the class; returns {name: what they have} for the tests."""
+    people = [f"classmate{n:02d}" for n in range(1, 40)]
+    roles = ["booting"] + ["running"] * 20 + ["horizon"] + ["afternoon"] * 8 + ["done"] * 9
+    made = {}
+    for name, role in zip(people, roles):
+        uid = user_id_of(name)
+        if role == "done":
+            lease = fake.add_lease("x", uid, start_in_hours=-30, status="TERMINATED")
+        elif role == "afternoon":
+            lease = fake.add_lease("x", uid, start_in_hours=4, fip=True)
+        else:
+            lease = fake.add_lease("x", uid, start_in_hours=-1, fip=role != "horizon")
+        lease["name"] = lease_name(name, lease)
+        made[name] = {"role": role, "user_id": uid, "lease": lease["id"]}
+        if role in ("booting", "running", "horizon"):
+            made[name].update(_server(fake, name, uid, lease, booting=role == "booting"))
+    return made
+
+
+def _server(fake, name, uid, lease, booting):
+    host_res = next(r["id"] for r in lease["reservations"] if r["resource_type"] == "physical:host")
+    server = fake.add_server(
+        uid,
+        f"node-serve-system-{name}",
+        host_res,
+        key_name=f"{name}-jupyter",
+        final="BUILD" if booting else "ACTIVE",
+    )
+    server["status"] = server["final"]
+    port = next(p for p in fake.ports.values() if p["device_id"] == server["id"])
+    fip_res = [r["id"] for r in lease["reservations"] if r["resource_type"] == "virtual:floatingip"]
+    if fip_res:
+        fip = next(f for f in fake.fips.values() if f"reservation:{fip_res[0]}" in f["tags"])
+    else:  # Horizon lease without a reserved IP: one from the pool
+        fip = fake._new_fip(fake.pool.pop(0), project_id=lease["project_id"])
+    if not booting:
+        fake._bind(fip, port["id"])
+    return {"server": server["id"], "ip": fip["floating_ip_address"], "ip_id": fip["id"]}

@@ -1,0 +1,284 @@
+"""Nova for bare metal: every student's servers in one project, one server per reserved host.
+
+A server boots on the host of the ACTIVE host reservation named in its scheduler hint. It ends in
+ERROR when that host already runs a server ("No valid host was found", as Nova says), when the
+host is in `bad_hosts` (it fails every deploy), or while `servers_fail` > 0 (a deploy that fails
+once). A deleted server stays listed for `delete_polls` more reads, as a bare-metal delete takes
+a while, and its port goes with it, which unbinds its floating IP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from .common import Reply, fingerprint, new_id, now
+
+NO_VALID_HOST = "No valid host was found. There are not enough hosts available."
+DEPLOY_FAILED = "Build of instance aborted: Failed to provision instance: deploy failed"
+
+
+class NovaMixin:
+    def nova_versions(self, method, query, body, headers):
+        return Reply(300, {"versions": [self._nova_version_doc()]})
+
+    def nova_version(self, method, query, body, headers):
+        return {"version": self._nova_version_doc()}
+
+    def _nova_version_doc(self):
+        return {
+            "id": "v2.1",
+            "status": "CURRENT",
+            "version": "2.96",
+            "min_version": "2.1",
+            "updated": "2013-07-23T11:33:21Z",
+            "links": [{"rel": "self", "href": f"{self.base}/tacc/nova/v2.1/"}],
+            "media-types": [
+                {
+                    "base": "application/json",
+                    "type": "application/vnd.openstack.compute+json;version=2.1",
+                }
+            ],
+        }
+
+    def _nova_not_found(self, what):
+        return Reply(404, {"itemNotFound": {"code": 404, "message": what}})
+
+    def flavors(self, method, query, body, headers):
+        self._token_check(headers)
+        return {"flavors": [self.flavor]}
+
+    def flavor_item(self, method, query, body, headers, flavor_id):
+        self._token_check(headers)
+        if flavor_id != self.flavor["id"]:
+            raise self._nova_not_found(f"Flavor {flavor_id} could not be found.")
+        return {"flavor": self.flavor}
+
+    # -------------------------------------------------------------- key pairs (the student's own)
+    def keypairs_collection(self, method, query, body, headers):
+        self._token_check(headers)
+        if method == "GET":
+            return {"keypairs": [{"keypair": k} for k in self.keypairs.values()]}
+        kp = body["keypair"]
+        key = {
+            "name": kp["name"],
+            "public_key": kp["public_key"],
+            "fingerprint": fingerprint(kp["public_key"]),
+            "type": kp.get("type", "ssh"),
+            "user_id": self.user_id,
+        }
+        self.keypairs[kp["name"]] = key
+        return {"keypair": key}
+
+    def keypair_item(self, method, query, body, headers, name):
+        self._token_check(headers)
+        if name not in self.keypairs:
+            raise self._nova_not_found(f"Keypair {name} not found for user {self.user_id}")
+        if method == "DELETE":
+            del self.keypairs[name]
+            return Reply(202, None)
+        return {
+            "keypair": dict(
+                self.keypairs[name], id=1, created_at="2025-01-01T00:00:00.000000", deleted=False
+            )
+        }
+
+    # ------------------------------------------------------------------ servers
+    def _active_host_reservations(self):
+        return {
+            r["id"]
+            for lease in self.leases.values()
+            if lease["status"] == "ACTIVE" and lease["project_id"] == self.project_id
+            for r in lease["reservations"]
+            if r["resource_type"] == "physical:host"
+        }
+
+    @staticmethod
+    def _microversion(headers) -> tuple[int, int]:
+        """The compute API microversion asked for (python-chi 1.1 asks 2.10, 1.2.10 asks 2.61)."""
+        lower = {k.lower(): v for k, v in headers.items()}
+        asked = lower.get("x-openstack-nova-api-version") or lower.get(
+            "openstack-api-version", "compute 2.1"
+        )
+        return tuple(int(x) for x in asked.split()[-1].split("."))
+
+    def servers_collection(self, method, query, body, headers):
+        self._token_check(headers)
+        if method == "GET":
+            for sid in list(self.deleting):  # a deleted server shows for a few more reads
+                self.deleting[sid] -= 1
+                if self.deleting[sid] < 0:
+                    del self.deleting[sid]
+                    self.servers.pop(sid, None)
+            version = self._microversion(headers)
+            return {"servers": [self._server_json(s, version) for s in self.servers.values()]}
+        return Reply(202, {"server": self._create_server(body)})
+
+    def _create_server(self, body):
+        s = body["server"]
+        hints = body.get("OS-SCH-HNT:scheduler_hints") or body.get("os:scheduler_hints") or {}
+        problems = []
+        if s.get("imageRef") not in self.images:
+            problems.append(f"Image {s.get('imageRef')} could not be found.")
+        if s.get("flavorRef") != self.flavor["id"]:
+            problems.append(f"Flavor {s.get('flavorRef')} could not be found.")
+        if s.get("key_name") not in self.keypairs:
+            problems.append(f"Invalid key_name provided: {s.get('key_name')}")
+        if s.get("networks") != [{"uuid": "net-shared"}]:
+            problems.append(f"networks {s.get('networks')}")
+        if hints.get("reservation") not in self._active_host_reservations():
+            problems.append(
+                f"reservation {hints.get('reservation')} is not an active host reservation"
+            )
+        if problems:
+            raise Reply(400, {"badRequest": {"code": 400, "message": "; ".join(problems)}})
+        fail = self.servers_fail > 0
+        self.servers_fail -= 1 if fail else 0
+        server = self.add_server(
+            self.user_id,
+            s["name"],
+            hints["reservation"],
+            key_name=s["key_name"],
+            image=s["imageRef"],
+            fault=DEPLOY_FAILED if fail else None,
+        )
+        return {
+            "id": server["id"],
+            "links": [],
+            "OS-DCF:diskConfig": "MANUAL",
+            "adminPass": "x",
+            "security_groups": [{"name": "default"}],
+        }
+
+    def add_server(
+        self,
+        owner,
+        name,
+        reservation_id,
+        key_name=None,
+        image="img-cuda",
+        fault=None,
+        final="ACTIVE",
+    ):
+        """A server on a reservation's host (the student's, or a classmate's made beforehand)."""
+        host = self.host_of(reservation_id)
+        busy = any(
+            x["host"] == host["id"] and x["final"] != "ERROR" and x["id"] not in self.deleting
+            for x in self.servers.values()
+        )
+        fault = NO_VALID_HOST if busy else fault
+        if host["id"] in self.bad_hosts:
+            fault = fault or DEPLOY_FAILED
+        sid = new_id()
+        port = self._new_port(sid)
+        self.ports[port["id"]] = port
+        self.port_owner[port["id"]] = sid  # kept after the port goes, for the tests
+        self.servers[sid] = {
+            "id": sid,
+            "name": name,
+            "user_id": owner,
+            "key_name": key_name or f"{name}-key",
+            "image": image,
+            "reservation": reservation_id,
+            "host": host["id"],
+            "status": "BUILD",
+            "final": "ERROR" if fault else final,
+            "fault": fault,
+            "reads": 0,
+            "created": now(),
+        }
+        return self.servers[sid]
+
+    def _server_json(self, s, version=(2, 61)):
+        s["reads"] += 1
+        if s["status"] == "BUILD" and s["reads"] > 1:
+            s["status"] = s["final"]
+        ports = [p for p in self.ports.values() if p["device_id"] == s["id"]]
+        addresses = [
+            {
+                "version": 4,
+                "addr": p["fixed_ips"][0]["ip_address"],
+                "OS-EXT-IPS:type": "fixed",
+                "OS-EXT-IPS-MAC:mac_addr": p["mac_address"],
+            }
+            for p in ports
+        ]
+        port_ids = {p["id"] for p in ports}
+        addresses += [
+            {
+                "version": 4,
+                "addr": f["floating_ip_address"],
+                "OS-EXT-IPS:type": "floating",
+                "OS-EXT-IPS-MAC:mac_addr": ports[0]["mac_address"],
+            }
+            for f in self.fips.values()
+            if f["port_id"] in port_ids
+        ]
+        created = s["created"].strftime("%Y-%m-%dT%H:%M:%SZ")
+        host_id = hashlib.sha224(
+            f"{self.project_id}{s['host']}".encode()
+        ).hexdigest()  # as Nova hashes it
+        doc = {
+            "id": s["id"],
+            "name": s["name"],
+            "status": s["status"],
+            "tenant_id": self.project_id,
+            "user_id": s["user_id"],
+            "metadata": {},
+            "hostId": host_id,
+            "host_status": "UP",
+            "image": {"id": s["image"], "links": []},
+            "flavor": {
+                "vcpus": 1,
+                "ram": 1,
+                "disk": 1,
+                "ephemeral": 0,
+                "swap": 0,
+                "original_name": "baremetal",
+                "extra_specs": {},
+            },
+            "created": created,
+            "updated": created,
+            "addresses": {"sharednet1": addresses} if addresses else {},
+            "accessIPv4": "",
+            "accessIPv6": "",
+            "links": [],
+            "OS-DCF:diskConfig": "MANUAL",
+            "key_name": s["key_name"],
+            "OS-EXT-AZ:availability_zone": "nova",
+            "config_drive": "",
+            "OS-EXT-STS:power_state": 1 if s["status"] == "ACTIVE" else 0,
+            "OS-EXT-STS:task_state": "deleting" if s["id"] in self.deleting else None,
+            "OS-EXT-STS:vm_state": s["status"].lower(),
+            "OS-SRV-USG:launched_at": None,
+            "OS-SRV-USG:terminated_at": None,
+            "progress": 0,
+            "security_groups": [{"name": "default"}],
+            "locked": False,
+            "locked_reason": None,
+            "description": None,
+            "tags": [],
+            "trusted_image_certificates": None,
+            "os-extended-volumes:volumes_attached": [],
+        }
+        if version < (2, 47):  # before 2.47 Nova names the flavor instead of describing it
+            doc["flavor"] = {"id": self.flavor["id"], "links": []}
+        if s["status"] == "ERROR":
+            doc["fault"] = {"code": 500, "created": created, "message": s["fault"]}
+        return doc
+
+    def server_item(self, method, query, body, headers, server_id):
+        self._token_check(headers)
+        s = self.servers.get(server_id)
+        if s is None:
+            raise self._nova_not_found(f"Instance {server_id} could not be found.")
+        if method == "GET":
+            return {"server": self._server_json(s, self._microversion(headers))}
+        if method == "DELETE":
+            self.deleting.setdefault(
+                server_id, self.delete_polls
+            )  # deleting twice is accepted, as by Nova
+            for pid in [p["id"] for p in self.ports.values() if p["device_id"] == server_id]:
+                self._unbind_port(pid)
+                del self.ports[pid]
+            return Reply(204, None)
+        raise Reply(405)

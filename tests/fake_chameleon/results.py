@@ -1,0 +1,85 @@
+"""Running a scenario (harness.py in its own network namespace) and reading what it recorded."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HARNESS = Path(__file__).resolve().parent / "harness.py"
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None or shutil.which("ip") is None:
+        return False
+    return subprocess.run(["unshare", "-rn", "true"], capture_output=True).returncode == 0
+
+
+needs_namespace = pytest.mark.skipif(
+    not _unshare_works(), reason="needs `unshare -rn` (a private network namespace)"
+)
+
+
+def scenario(name: str, tmp_path_factory, env: dict | None = None) -> dict:
+    out = tmp_path_factory.mktemp(name) / "result.json"
+    proc = subprocess.run(
+        ["unshare", "-rn", sys.executable, str(HARNESS), name, str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr[-5000:]
+    return json.loads(out.read_text())
+
+
+def runs(result, notebook, label=None):
+    return [
+        r
+        for r in result["runs"]
+        if r["notebook"] == notebook and (label is None or r["label"] == label)
+    ]
+
+
+def run(result, notebook, label):
+    (found,) = runs(result, notebook, label)
+    return found
+
+
+def requests(result, method, path_pattern, during=None):
+    """API requests by method and path (regex); during=a run: only those that run made."""
+    log = result["api"] if during is None else result["api"][during["api_from"] : during["api_to"]]
+    return [e for e in log if e["method"] == method and re.fullmatch(path_pattern, e["path"])]
+
+
+def text(a_run) -> str:
+    return "".join(c["text"] for c in a_run["cells"])
+
+
+def at(entry) -> dt.datetime:
+    return dt.datetime.fromisoformat(entry["at"])
+
+
+def blazar_time(value: str) -> dt.datetime:
+    return dt.datetime.strptime(value, "%Y-%m-%d %H:%M")
+
+
+def students(result, things):
+    return [x for x in things if x.get("user_id") == result["user_id"]]
+
+
+def reservation(lease, kind):
+    return next(r for r in lease["reservations"] if r["resource_type"] == kind)
+
+
+def reserved_fip(result, lease) -> dict:
+    """The floating IP Blazar created for a lease's floating-IP reservation."""
+    rid = reservation(lease, "virtual:floatingip")["id"]
+    return next(f for f in result["fips"] if f"reservation:{rid}" in f["tags"])

@@ -1,0 +1,255 @@
+"""The class's real situations, each a few steps of a student running notebooks 1 and 2.
+
+Every scenario runs in a project where 39 classmates already have leases, servers and floating
+IPs (classroom.py); `student` is the user under test. SCENARIOS maps a name to (the World's
+keyword arguments, the steps).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+from fake_chameleon.common import now
+
+DELETE_SERVER = {"DELETE_SERVER = False": "DELETE_SERVER = True"}
+DELETE_LEASE = {"DELETE_LEASE = False": "DELETE_LEASE = True"}
+SETUP = "check_node_type_and_image"  # the cell that ends the set-up cells of both notebooks
+
+
+class NoStop(Exception):
+    """A step expected a notebook to stop with an error and it did not: the scenario ends there
+    (its record says what happened; the tests then fail on it)."""
+
+
+def stopped_at(record) -> int:
+    if record["error"] is None:
+        raise NoStop(record["label"])
+    return record["error"]["n"]
+
+
+def student_lease(world, start_in_hours, hours=3, fip=True, name_suffix=""):
+    """A lease the student made earlier (notebook 1, or Horizon when fip=False)."""
+    f = world.fake
+    lease = f.add_lease("x", f.user_id, start_in_hours=start_in_hours, hours=hours, fip=fip)
+    start = now() + dt.timedelta(hours=start_in_hours)
+    lease["name"] = f"serve_system_student_{start:%Y%m%d-%H%M}{name_suffix}"
+    return lease
+
+
+def class_day(world):
+    """A student's lab from start to end, every notebook run twice, then the clean-up cells.
+    Before it: the student's ended leases from earlier tries (one named without a date, as this
+    lab once did), and 39 classmates' leases, servers and IPs in the project."""
+    f = world.fake
+    f.add_lease("serve_system_student", f.user_id, -50, status="TERMINATED")
+    f.add_lease("serve_system_student_20250101-1200", f.user_id, -40, status="TERMINATED")
+    for round_ in ("first", "again"):
+        with world.session("01_reserve") as s:
+            s.run(label=round_)
+        with world.session("02_provision") as s:
+            s.run(label=round_)
+    with world.session("02_provision", DELETE_SERVER) as s:
+        s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete server")
+        s.run([s.index_of("DELETE_SERVER")], label="delete server again")  # still being deleted
+        s.run([s.index_of("DELETE_SERVER")], label="delete server, none left")
+    with world.session("01_reserve", DELETE_LEASE) as s:
+        s.run(s.upto("def my_lab_leases") + [s.index_of("DELETE_LEASE")], label="delete lease")
+
+
+def pending_lease(world):
+    """A lease for tomorrow (START_IN_HOURS = 20): made once, then found again; notebook 2 says
+    when it starts instead of making a server."""
+    with world.session("01_reserve", {"START_IN_HOURS = 0": "START_IN_HOURS = 20"}) as s:
+        s.run(label="future start")
+    with world.session("01_reserve") as s:
+        s.run(label="again")
+    with world.session("02_provision") as s:
+        s.run(label="pending")
+
+
+def two_active(world):
+    """Two ACTIVE leases of the student: a Horizon one without a reserved IP that ends in 1 h,
+    and notebook 1's with a reserved IP that ends in 2.5 h. Both notebooks use the second."""
+    world.horizon = student_lease(world, -2, fip=False)
+    world.longer = student_lease(world, -0.5, name_suffix="b")
+    with world.session("01_reserve") as s:
+        s.run(label="two active")
+    with world.session("02_provision") as s:
+        s.run(label="two active")
+
+
+def classmate_ip_unbound(world):
+    """A Horizon lease without a reserved IP, while a classmate's reserved IP sits unbound in the
+    project (their server is booting): notebook 2 takes a fresh IP from the pool, twice over
+    finds it again, and its clean-up gives it back."""
+    student_lease(world, -0.2, fip=False)
+    with world.session("02_provision") as s:
+        s.run(label="first")
+    with world.session("02_provision") as s:
+        s.run(s.upto("FLOATING_IP = node.get_floating_ip()"), label="again")
+    with world.session("02_provision", DELETE_SERVER) as s:
+        s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete server")
+
+
+def reserved_ip_taken(world):
+    """The IP reserved with the student's lease is attached to a classmate's server (one who
+    took "the first free IP"): notebook 2 names that server and leaves the IP alone; once the
+    classmate detaches it, the same cell attaches it."""
+    f = world.fake
+    lease = student_lease(world, -0.2)
+    rid = next(r["id"] for r in lease["reservations"] if r["resource_type"] == "virtual:floatingip")
+    mine = next(x for x in f.fips.values() if f"reservation:{rid}" in x["tags"])
+    thief = world.classmates["classmate01"]
+    port = next(p["id"] for p in f.ports.values() if p["device_id"] == thief["server"])
+    with f.lock:
+        f._bind(mine, port)
+    with world.session("02_provision") as s:
+        failed = stopped_at(s.run(label="taken"))
+        with f.lock:
+            f._bind(mine, None)  # the classmate detaches it
+        s.run(range(failed, s.index_of("check_connectivity") + 1), label="given back")
+
+
+def refusals(world):
+    """Blazar says no: the project's allocation is used up; then the site's reservable floating
+    IPs are all booked (a node is free); then a lease without one, and notebook 2 first finds the
+    project's floating-IP quota reached, then the site's pool empty, then an address given back."""
+    f = world.fake
+    f.su_left = 1.0
+    with world.session("01_reserve") as s:
+        s.run(label="quota")
+    f.su_left = None
+    for address in f.reservable_fips:  # booked by other projects for the next two days
+        f.fip_bookings.append(
+            {
+                "address": address,
+                "reservation_id": "other",
+                "start": now(),
+                "end": now() + dt.timedelta(hours=48),
+            }
+        )
+    with world.session("01_reserve") as s:
+        s.run(label="no floating IP")
+    with world.session(
+        "01_reserve", {"RESERVE_FLOATING_IP = True": "RESERVE_FLOATING_IP = False"}
+    ) as s:
+        s.run(label="without floating IP")
+    f.fip_quota = len(f.fips)
+    with world.session("02_provision") as s:
+        failed = stopped_at(s.run(label="quota reached"))
+        f.fip_quota = None
+        f.pool.clear()
+        s.run([failed], label="pool empty")
+        f.pool.append("127.20.1.77")  # a classmate gave one back
+        s.run(range(failed, len(s.code)), label="pool has one")
+
+
+def bad_day(world):
+    """No gpu_p100 free for 3 h now (the class holds 22, another project the last 2), V100s free
+    for 1 h only, an AMD type free; then a node is free; then the server fails to boot once; then
+    `make artifacts` fails."""
+    f = world.fake
+    free = [h["id"] for h in f.hosts if h["node_type"] == "gpu_p100" and not f.allocations[h["id"]]]
+    for host in free:
+        f.book(host, -1, 2)
+        f.book(host, 6, 8)
+    f.book_all("gpu_v100", 1, 10)
+    with world.session("01_reserve") as s:
+        s.run(label="no node free")
+    f.allocations[free[0]].clear()
+    with world.session("01_reserve") as s:
+        s.run(label="a node is free")
+    f.servers_fail = 1
+    (world.node.state / "make_rc").write_text("2")
+    with world.session("02_provision") as s:
+        failed = stopped_at(s.run(label="server in ERROR"))
+        failed = stopped_at(s.run(range(failed - 1, len(s.code)), label="cell above, then again"))
+        (world.node.state / "make_rc").write_text("0")
+        s.run(range(failed, len(s.code)), label="make fixed, cell again")
+
+
+def bad_host(world):
+    """The lease's one node fails every deploy: a retry, then the advice to make a new lease.
+    Then the failed server's delete never finishes (the cell's 5 s waits shortened to 0)."""
+    f = world.fake
+    lease = student_lease(world, -0.2)
+    f.bad_hosts.add(f.host_of(lease["reservations"][0]["id"])["id"])
+    with world.session("02_provision") as s:
+        failed = stopped_at(s.run(label="first failure"))
+        s.run([failed - 1, failed], label="second failure")
+    f.delete_polls = 10**6
+    with world.session("02_provision", {"time.sleep(5)": "time.sleep(0)"}) as s:
+        s.run(s.upto("old = server.get_server"), label="delete never ends")
+
+
+def trovi_settings(world):
+    """The artifact as committed (nothing filled in), then one wrong setting after another, then
+    all right: each stops before any lease, naming what to set where."""
+    with world.session("01_reserve") as s:
+        s.run(label="as committed")
+    with world.session("02_provision") as s:
+        s.run(label="as committed")
+    steps = [
+        (
+            "tag not pushed",
+            {"REPO_URL": str(world.lab_repo), "REPO_REF": "v2", "PROJECT": "CHI-231138"},
+        ),
+        ("not my project", {"REPO_REF": "v1", "PROJECT": "CHI-999999"}),
+        (
+            "no such node type or image",
+            {"PROJECT": "CHI-231138", "NODE_TYPE": "gpu_h100", "IMAGE": "CC-Ubuntu99"},
+        ),
+        (
+            "no such site",
+            {"NODE_TYPE": "gpu_p100", "IMAGE": "CC-Ubuntu24.04-CUDA", "SITE": "CHI@Mars"},
+        ),
+        ("all set", {"SITE": "CHI@TACC"}),
+    ]
+    for label, values in steps:
+        world.settings(**values)
+        with world.session("01_reserve") as s:
+            s.run(label=label)
+
+
+def oldest_python_chi(world):
+    """python-chi 1.1.0, installed for real: both notebooks, a server in ERROR on the way (its
+    recovery deletes with delete_ips=False, which 1.0.x lacks), and the clean-up cells."""
+    world.fake.servers_fail = 1
+    with world.session("01_reserve") as s:
+        s.run(label="first")
+    with world.session("02_provision") as s:
+        failed = stopped_at(s.run(label="server in ERROR"))
+        s.run(range(failed - 1, len(s.code)), label="cell above, then the rest")
+    with world.session("02_provision", DELETE_SERVER) as s:
+        s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete server")
+    with world.session("01_reserve", DELETE_LEASE) as s:
+        s.run(s.upto("def my_lab_leases") + [s.index_of("DELETE_LEASE")], label="delete lease")
+
+
+def old_python_chi(world):
+    for name in ("01_reserve", "02_provision"):
+        with world.session(name) as s:
+            s.run(label="python-chi 1.0.9")
+
+
+SCENARIOS = {
+    "class_day": (dict, class_day),
+    "pending_lease": (dict, pending_lease),
+    "two_active": (dict, two_active),
+    "classmate_ip_unbound": (dict, classmate_ip_unbound),
+    "reserved_ip_taken": (dict, reserved_ip_taken),
+    "refusals": (dict, refusals),
+    "bad_day": (dict, bad_day),
+    "bad_host": (dict, bad_host),
+    "trovi_settings": (lambda: {"settings": {}}, trovi_settings),
+    # FAKE_CHAMELEON_PYTHON_CHI: a folder with python-chi 1.1.0 installed (pip --target)
+    "oldest_python_chi": (
+        lambda: {
+            "python_chi_dir": os.environ["FAKE_CHAMELEON_PYTHON_CHI"],
+            "old_context_version": False,
+        },
+        oldest_python_chi,
+    ),
+    "old_python_chi": (lambda: {"python_chi_dist": "1.0.9"}, old_python_chi),
+}
