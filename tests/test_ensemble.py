@@ -122,3 +122,25 @@ def test_more_preprocess_instances_through_a_config_edit(triton, test_images):
     finally:
         back = fragment.replace("count: 2", "count: 1")
         triton_config.edit("preprocess", back, repo=triton.repo, url=triton.url, verbose=False)
+
+
+def test_the_flask_ui_sends_the_raw_file_to_the_ensemble(triton, test_images, start_service):
+    """FOOD11_MODEL_NAME=food_classifier_ensemble: Flask forwards the upload as it came, the
+    server pre-processes it, and the page shows the class the direct path gives."""
+    import requests
+
+    from labstack import launcher
+
+    env = {
+        "FLASK_BACKEND": "triton",
+        "TRITON_SERVER_URL": triton.url,
+        "FOOD11_MODEL_NAME": ensemble.ENSEMBLE,
+    }
+    flask = start_service(launcher.flask_service(launcher.free_port(), env))
+    image = test_images[0].read_bytes()
+    page = requests.post(
+        f"{flask.url}/predict", files={"file": ("a.jpg", image, "image/jpeg")}, timeout=120
+    )
+    tensor = food11.tensor_from_bytes(image)[None]
+    direct = infer(triton.url, "food_classifier_onnx", {"input": tensor}, ["output"])["output"][0]
+    assert page.status_code == 200 and f">{food11.top_class(direct)[0]}<" in page.text
