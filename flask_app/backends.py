@@ -63,8 +63,10 @@ class FastAPIServer:
 
 
 class TritonServer:
-    """Triton through its own client library: the Python-backend model gets the file, the ONNX
-    model the pre-processed tensor (pre- and post-processing done here, with servelab.food11)."""
+    """Triton through its own client library, the request shaped by the model's first input:
+    INPUT_IMAGE (food_classifier) gets the encoded file and decodes it itself; IMAGE_BYTES (the
+    ensemble of notebook 8) gets the raw file and pre-processes it on the server; input (the ONNX
+    model) gets the tensor pre-processed here (pre- and post-processing with servelab.food11)."""
 
     def __init__(self, url: str, model: str):
         self.url, self.model = url.rstrip("/"), model
@@ -83,7 +85,15 @@ class TritonServer:
 
         client = triton_clients.for_this_thread(self.url)
         try:
-            if client.get_model_metadata(self.model)["inputs"][0]["datatype"] == "BYTES":
+            first_input = client.get_model_metadata(self.model)["inputs"][0]["name"]
+            if first_input == "IMAGE_BYTES":  # the ensemble: the file as it came, nothing else
+                raw = httpclient.InferInput("IMAGE_BYTES", [1, 1], "BYTES")
+                raw.set_data_from_numpy(np.array([[image]], dtype=np.object_))
+                result = client.infer(
+                    self.model, [raw], outputs=[httpclient.InferRequestedOutput("LOGITS")]
+                )
+                return food11.top_class(result.as_numpy("LOGITS")[0])
+            if first_input == "INPUT_IMAGE":
                 encoded = httpclient.InferInput(
                     "INPUT_IMAGE", [1, 1], "BYTES"
                 )  # the model decodes it

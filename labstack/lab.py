@@ -76,6 +76,10 @@ SCRIPTED_PREDICTIONS = {
     "6.6 queue, Poisson / constant at 60% load (x)": 5,
     "6.6 mean latency at 140% of capacity, with batching (ms)": 50,
     "7.2 served / limit at the start": 0.2,
+    "8.2 ensemble / Python-backend model throughput (x)": 3,
+    "8.2 ensemble / client-side ONNX throughput (x)": 0.8,
+    "8.4 throughput, 2 preprocess instances / 1 (x)": 1.2,
+    "8.6 Model Analyzer's best / notebook 7's best, served/limit (x)": 1,
 }
 # `make lab`: the notebooks' defaults, with 3 s perf_analyzer windows (as the H100 reference ran)
 # instead of the class's 5 s, so the whole run fits in 15 minutes on 2 cores

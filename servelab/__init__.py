@@ -14,6 +14,9 @@ says which notebook introduces it.
                  triton_stats      Triton's per-batch-size statistics and utilisation metrics
     (all)        paths             where things live in the repository
                  tools             where perf_analyzer is, and the environment it needs
+    notebook 8   ensemble          pre-processing on the server: the preprocess + ONNX ensemble
+                 live_metrics      Triton's Prometheus metrics sampled and plotted while a load runs
+                 model_analyzer    Model Analyzer's results read: table, best per objective, Pareto
 
 servelab.serving runs inside the services and Triton's models (no notebook imports it). What runs
 the lab lives outside this package, in top-level folders named after what they are: labstack/

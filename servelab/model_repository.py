@@ -11,6 +11,8 @@ The repository Triton reads looks like this (one folder per model, one sub-folde
       food_classifier/        config.pbtxt, 1/model.py, 1/food11.pth   (Python backend)
       food_classifier_onnx/   config.pbtxt, 1/model.onnx               (onnxruntime backend)
       food_classifier_tuned/  config.pbtxt, 1/model.py, 1/food11.pth   (notebook 7: add_model())
+      preprocess/             config.pbtxt, 1/model.py                 (notebook 8: add_model())
+      food_classifier_ensemble/  config.pbtxt, 1/ (empty)   (notebook 8: preprocess, then ONNX)
 
 mode "docker": the models as staged, for NVIDIA's Triton container (which has the onnxruntime
 backend). mode "local": the pip-installed Triton has only the Python backend, so
@@ -57,6 +59,12 @@ ON_DEMAND_MODELS = {
     "food_classifier_tuned": (
         {"local": "food_classifier_tuned", "docker": "food_classifier_tuned"},
         [MODEL_PTH, MODEL_STATE_DICT],
+    ),
+    # the ensemble (servelab.ensemble): raw image bytes -> preprocess -> food_classifier_onnx
+    "preprocess": ({"local": "preprocess", "docker": "preprocess"}, []),
+    "food_classifier_ensemble": (
+        {"local": "food_classifier_ensemble", "docker": "food_classifier_ensemble"},
+        [],
     ),
 }
 # what each staged model file is called inside the version folder
