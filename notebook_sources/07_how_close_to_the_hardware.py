@@ -39,9 +39,9 @@
 #
 # **The goal, and what is known.** Issue 27 of this project sets a goal for the H100 reference:
 # the best configuration serves at least **70 %** of the limit (median over separately started
-# servers). The best measured there so far is **0.59** (28,898 of 48,635 images/s, in
-# `docs/results/h100_levers/`), so the goal is not reached yet, and the claim at the end says so
-# when your run does not reach it either: *holds*, *does not hold*, or *inconclusive*. Without a
+# servers). The best measured there so far is **0.59**: 28,898 inferences/s served against a
+# limit of 48,635 images/s (`docs/results/h100_levers/`). The goal is not reached yet, and the
+# claim at the end says whether your run reaches it: *holds*, *does not hold*, or *inconclusive*. Without a
 # GPU the same steps run, the GPU-only ones are skipped with the reason, and the goal is not
 # checked (it is set for a GPU).
 #
@@ -100,7 +100,7 @@ SWEEP = list(itertools.product(  # 7.6: instances x max batch size x queue delay
     labenv.param_list("HW_DELAYS_US", "500" if ON_GPU else "2000")))
 RAW_BATCHES = labenv.param_list("HW_RAW_BATCHES", "1,16,64,128,256" if ON_GPU else "1,8,16")
 RAW_SECONDS = labenv.param("HW_RAW_SECONDS", 1 if ON_GPU else 2)  # per runtime and batch, 7.1
-ROUNDS = labenv.param("HW_ROUNDS", 3)  # runs of each transport, 7.4
+ROUNDS = labenv.param("HW_ROUNDS", 3 if ON_GPU else 2)  # runs of each transport, 7.4
 REPEATS = labenv.param("HW_REPEATS", 2)  # runs of the best configuration, 7.8
 runs, served_config = {}, {}  # name -> perf run; name -> the config.pbtxt it measured
 
@@ -218,8 +218,8 @@ else:
 #
 # **Exercise 7.2: the first line.** Write the perf_analyzer line that measures `MODEL` at the
 # address in `HOST` with `CLIENTS` requests in flight (`--concurrency-range`). Two flags are new:
-# - `--async`: a few client threads keep all those requests in flight, instead of one thread per
-#   request (at 128 or 1024 in flight, threads would cost the client more than the server);
+# - `--async`: a few client threads keep all those requests in flight; without it perf_analyzer
+#   calls the server synchronously, one client thread per request in flight (up to 1024 here);
 # - `--shape input:3,224,224`: the shape of each request's tensor. perf_analyzer needs it only for
 #   inputs with variable dimensions and otherwise reads it from the model's config; written out,
 #   it says what each request carries, which 7.3 changes. The contents are random numbers,
@@ -377,7 +377,9 @@ measure(line, "7.4 uint8 gRPC").row["throughput_infer_s"]
 # works only when client and server share the host's memory (the same machine; in Docker,
 # containers that share IPC). Here the client creates a region of the photo's size with
 # `tritonclient`'s shared-memory utilities, writes the pixels of 7.3 into it once, and registers
-# it. Registering is an administrative call of Triton's API, so it carries the node's header.
+# it. A registered region lets a client make the server read this machine's memory, and Triton
+# can restrict that API to clients that carry a key, as this lab restricts its repository API: so
+# these calls carry the node's header (`ADMIN`, from `labenv.admin_headers()`).
 
 # %%
 with warnings.catch_warnings():  # tritonclient 2.51 finds its C library via pkg_resources
@@ -455,22 +457,23 @@ measure(line, "7.4 uint8 gRPC + shm").row["throughput_infer_s"]
 # such comparison (2,069 against 1,974 inferences/s, 5 % apart) once picked plain gRPC over
 # shared memory, every later step inherited the choice, and the notebook's final figure fell from
 # about 0.78 to 0.67 of the limit of that time (issue 27). So the lab measures each transport
-# `ROUNDS` times in all, alternating short runs (one second per window) so that a slow moment of
-# the machine hits all three, and applies a rule written down before the numbers are in: a
-# transport wins only if its **slowest** run beats the **fastest** run of every other. If none
-# wins so, the runs cannot tell the tied ones apart, and the lab keeps the one that puts the
-# fewest bytes on the wire: shared memory (a name and a size instead of 150,528 bytes), then gRPC
-# (binary framing), then HTTP. The rule is `claims.choose`, in `servelab/claims.py`.
+# `ROUNDS` times in all (3 on a GPU, 2 on a CPU), alternating short runs of three windows (of one
+# second on a GPU; a busy CPU keeps the lab's longer windows, or a window may see no answer) so
+# that a slow moment of the machine hits all three, and applies a rule written down before the
+# numbers are in: a transport wins only if its **slowest** run beats the **fastest** run of every
+# other. If none wins so, the runs cannot tell the tied ones apart, and the lab keeps the one that
+# puts the fewest bytes on the wire: shared memory (a name and a size instead of 150,528 bytes),
+# then gRPC (binary framing), then HTTP. The rule is `claims.choose`, in `servelab/claims.py`.
 
 # %%
 TRANSPORTS = {"HTTP": f"-u {HOST}", "gRPC": f"-u {GRPC_HOST} -i grpc",
               "gRPC + shared memory": f"-u {GRPC_HOST} -i grpc --shared-memory system"}
 samples = {"HTTP": [runs["7.3 uint8 HTTP"]], "gRPC": [runs["7.4 uint8 gRPC"]],
            "gRPC + shared memory": [runs["7.4 uint8 gRPC + shm"]]}  # round 1: the step's own runs
+window = "--measurement-interval 1000" if ON_GPU else ""
 for round_, (name, flags) in itertools.product(range(2, ROUNDS + 1), TRANSPORTS.items()):
     short = (f"perf_analyzer -m {MODEL} {flags} --concurrency-range {CLIENTS} --async "
-             "--shape input:224,224,3 --measurement-interval 1000 --max-trials 3 "
-             "--stability-percentage 1000")
+             f"--shape input:224,224,3 --max-trials 3 --stability-percentage 1000 {window}")
     samples[name].append(perf.run_line(short, f"7.4 round {round_} {name}", out=OUT,
                                        verbose=False))
 pd.DataFrame({name: [r.throughput.value for r in rs] for name, rs in samples.items()},
@@ -546,7 +549,7 @@ if ON_GPU:
     batch = httpclient.InferInput("input", list(photos.shape), "UINT8")
     batch.set_data_from_numpy(photos)
     fp32 = client.infer(MODEL, [batch]).as_numpy("output")
-    triton_config.edit(MODEL, fp16_text)
+    assert triton_config.edit(MODEL, fp16_text).ok, "Triton refused the fp16 config (see above)"
     fp16 = client.infer(MODEL, [batch]).as_numpy("output")
 else:
     print("No GPU: the fragment is right; fp16 and CUDA graphs run on a GPU only (skipped).")
@@ -579,7 +582,7 @@ text = (
 graphs_text = exercises.config_fragment(text, "7.5", "CUDA graphs",
                                         needs={"parameters.cuda_graphs.string_value": "on"})
 if ON_GPU:
-    triton_config.edit(MODEL, graphs_text)
+    assert triton_config.edit(MODEL, graphs_text).ok, "Triton refused the config (see above)"
     measure(runs["7.5 + fp16"].row["command"], "7.5 + CUDA graphs")
 
 # %% [markdown]
@@ -785,11 +788,13 @@ table[["run", "throughput_infer_s", "served_over_limit", "p99_ms", "server_queue
 # Little's law, **N = X·R**: throughput × mean latency = the requests in flight on average; in a
 # closed loop it must come out at the line's `--concurrency-range` (a check that the row is
 # consistent). The utilisation law, **U = X·S**, per model instance: executions per second (the
-# throughput over the average batch) × the time one execution takes (input + infer + output) ÷
-# the instances = the share of time each instance was busy. An instance near 1 has no idle time
-# left: more load only waits in its queue, and what shortens its executions (or adds instances,
-# while cores and the GPU last) is what raises the throughput. Here are both for the best run,
-# with the arithmetic written out:
+# throughput over the average batch) × the mean time of one execution (input + infer + output,
+# from Triton's per-batch statistics) ÷ the instances = the share of time each instance was busy.
+# An instance near 1 has no idle time left: more load only waits in its queue, and what shortens
+# its executions (or adds instances, while cores and the GPU last) is what raises the throughput.
+# Both laws assume a steady run; on a machine whose load changes during the run (other programs
+# on the same cores) U can come out above 1, which says the run was not steady. Here are both for
+# the best run, with the arithmetic written out:
 
 # %%
 print(hardware.laws(runs[best].row, hardware.instances(best_config)))

@@ -78,10 +78,20 @@ def summary(runs: dict, limit: dict, configs: dict) -> pd.DataFrame:
     )
     table["served_over_limit"] = table["throughput_infer_s"] / limit["images_per_s"]
     table["in_flight_N"] = table["throughput_infer_s"] * table["avg_latency_ms"] / 1000
-    per_execution_ms = sum(table[f"server_compute_{p}_ms"] for p in ("input", "infer", "output"))
     executions = table["throughput_infer_s"] / table["avg_batch_size"].clip(lower=1)
+    per_execution_ms = table.apply(execution_ms, axis=1)
     table["instance_busy_U"] = executions * per_execution_ms / 1000 / table["instances"]
     return table
+
+
+def execution_ms(row) -> float:
+    """The mean time of one model execution (input + infer + output) in a run: from Triton's
+    per-batch statistics (perf.run_line's execution_ms), else from perf_analyzer's per-request
+    averages, which weigh large batches more (a request's times are its batch's)."""
+    measured = row.get("execution_ms")
+    if measured and pd.notna(measured):
+        return float(measured)
+    return float(sum(row[f"server_compute_{p}_ms"] for p in ("input", "infer", "output")))
 
 
 def instances(config_text: str) -> int:
@@ -111,11 +121,11 @@ def sweep_table(runs: dict, fragments: dict) -> pd.DataFrame:
 def laws(row: dict, n_instances: int) -> str:
     """Little's law and the utilisation law on one perf run, with the arithmetic written out:
     N = X·R (requests in flight = throughput × mean latency; a closed loop keeps its clients) and
-    U = X_exec·S / instances (executions per second × time per execution, per instance: the
-    share of time each model instance was working)."""
+    U = X_exec·S / instances (executions per second × mean time of one execution, per instance:
+    the share of time each model instance was working)."""
     x, r = row["throughput_infer_s"], row["avg_latency_ms"] / 1000
     executions = x / max(1.0, float(row["avg_batch_size"]))
-    s = sum(row[f"server_compute_{p}_ms"] for p in ("input", "infer", "output")) / 1000
+    s = execution_ms(row) / 1000
     return (
         f"N = X·R = {x:.0f}/s × {r * 1000:.1f} ms = {x * r:.0f} requests in flight (the line "
         f"keeps {row['concurrency']:.0f})\n"

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from servelab import claims, exercises, hardware, perf, triton_config
+from servelab import claims, exercises, hardware, perf, triton_config, triton_stats
 from servelab.paths import STAGING
 from servelab.serving import raw_limit, tuned_runtime
 
@@ -158,3 +158,27 @@ def test_a_whole_config_put_back_with_edit_is_the_same_config():
     later = triton_config.replace_fields(staged, "max_batch_size: 8")
     back = triton_config.replace_fields(later, best)
     assert triton_config.parse_config(back) == triton_config.parse_config(best)
+
+
+def test_execution_time_is_per_execution_not_per_request():
+    """Triton gives each request of a batch the batch's compute times: their mean over requests
+    weighs large batches more; batch_stats count executions."""
+    before = {"inference_count": 0, "execution_count": 0, "batch_stats": []}
+    after = {
+        "inference_count": 11,
+        "execution_count": 2,
+        "inference_stats": {
+            "success": {"count": 11, "ns": 0},
+            "compute_infer": {"count": 11, "ns": 10 * 10_000_000 + 1 * 1_000_000},
+        },
+        "batch_stats": [
+            {"batch_size": 1, "compute_infer": {"count": 1, "ns": 1_000_000}},
+            {"batch_size": 10, "compute_infer": {"count": 1, "ns": 10_000_000}},
+        ],
+    }
+    delta = triton_stats.stats_delta(before, after)
+    assert delta["execution_ms_avg"] == pytest.approx(5.5)  # (1 + 10) ms / 2 executions
+    assert delta["compute_infer_ms_avg"] == pytest.approx(101 / 11)  # per request: 9.2 ms
+    row = {**run(1.0).row, "execution_ms": 5.5}
+    assert hardware.execution_ms(row) == 5.5
+    assert hardware.execution_ms({**row, "execution_ms": 0}) == pytest.approx(13.9)
