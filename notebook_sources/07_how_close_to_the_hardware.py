@@ -41,9 +41,9 @@
 # the best configuration serves at least **70 %** of the limit (median over separately started
 # servers). The best measured there so far is **0.59**: 28,898 inferences/s served against a
 # limit of 48,635 images/s (`docs/results/h100_levers/`). The goal is not reached yet, and the
-# claim at the end says whether your run reaches it: *holds*, *does not hold*, or *inconclusive*. Without a
-# GPU the same steps run, the GPU-only ones are skipped with the reason, and the goal is not
-# checked (it is set for a GPU).
+# claim at the end says whether your run reaches it: *holds*, *does not hold*, or
+# *inconclusive*. Without a GPU the same steps run, the GPU-only ones are skipped with the reason,
+# and the goal is not checked (it is set for a GPU).
 #
 # ## Setup
 
