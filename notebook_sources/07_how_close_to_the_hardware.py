@@ -516,9 +516,10 @@ print(f"from here on: perf_analyzer -m {MODEL} {TRANSPORT} ...")
 # Two switches in `config.pbtxt`, read by `model.py` at load time:
 # - `precision: fp16`: half-precision weights and activations in the channels_last layout: half
 #   the bytes to move for every activation. GPUs with **tensor cores** (Volta, 2017, and newer:
-#   V100, T4, A100, H100) run fp16 convolutions on them, many times faster than fp32. The P100
-#   (Pascal, 2016) has no tensor cores, but its GP100 chip does fp16 arithmetic at twice its fp32
-#   rate (two half-precision operations per instruction), so fp16 can help there too, by less;
+#   V100, T4, A100, H100) run fp16 convolutions on them, at a peak rate many times their fp32
+#   rate. The P100 (Pascal, 2016) has no tensor cores, but its GP100 chip does fp16 arithmetic
+#   at twice its fp32 rate (two half-precision operations per instruction), so fp16 can help
+#   there too, by less;
 # - `cuda_graphs: on`: for each batch-size bucket (1, 2, 4, ... up to the max), the ~150 kernel
 #   launches of one forward pass are recorded once and replayed as one; a batch is padded up to its
 #   bucket.
