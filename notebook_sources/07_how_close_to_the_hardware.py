@@ -60,6 +60,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from PIL import Image
 
+# %%
 from servelab import (
     claims,
     exercises,
