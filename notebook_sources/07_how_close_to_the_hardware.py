@@ -764,7 +764,8 @@ print(hardware.spread_line(ratios, "runs in one server start"))
 # again each time a server starts and that one start cannot show you.
 #
 # **Your answer:** *(double-click this cell and write it here)*
-#
+
+# %% [markdown]
 # ## What you measured: where it lands, and what limits it
 # served/limit for the best run, by hand once; then every run's row with its served/limit
 # (`hardware.summary` does the same division), and the record the reference's stability part
