@@ -286,7 +286,7 @@ text = (
 text = exercises.config_fragment(text, "7.3", "raw pixels, 224 x 224 x 3 bytes per image",
                                  needs={"input.name": "input", "input.data_type": "TYPE_UINT8",
                                         "input.dims": [224, 224, 3]})
-triton_config.edit(MODEL, text)
+assert triton_config.edit(MODEL, text).ok, "Triton refused the config (see above)"
 
 # %% [markdown]
 # Same answers? Send a test photo's pixels through the client library and compare with
@@ -478,7 +478,7 @@ for round_, (name, flags) in itertools.product(range(2, ROUNDS + 1), TRANSPORTS.
     samples[name].append(perf.run_line(short, f"7.4 round {round_} {name}", out=OUT,
                                        verbose=False))
 pd.DataFrame({name: [r.throughput.value for r in rs] for name, rs in samples.items()},
-             index=pd.RangeIndex(1, ROUNDS + 1, name="round")).round(0)
+             index=pd.RangeIndex(1, ROUNDS + 1, name="round")).round(1)
 
 # %% [markdown]
 # **What do you see, and why?** Can these runs tell the three transports apart? Compare the spread
