@@ -17,38 +17,55 @@
 #
 # | step | what changes | why it could help |
 # |---|---|---|
-# | 7.1 | nothing: measure the raw model | the ceiling every served number is compared with |
-# | 7.2 | the start: notebook 6's best setup on a PyTorch model | the gap to close |
-# | 7.3 | raw uint8 pixels instead of normalised floats | 4x fewer bytes per request; the model normalises |
-# | 7.4 | gRPC instead of HTTP/REST | a binary protocol instead of JSON headers and text |
-# | 7.5 | shared memory | the request carries a reference, not the image |
-# | 7.6 | fp16 + CUDA graphs in the model (GPU only) | the model's own time per batch shrinks |
-# | 7.7 | instances × max batch size × queue delay | enough work in flight to keep the device busy |
+# | 7.1 | nothing: the raw model, every runtime the lab has | the ceiling to compare with |
+# | 7.2 | the start: notebook 6's best setup, a PyTorch model | the gap to close |
+# | 7.3 | raw uint8 pixels instead of normalised floats | 4x fewer bytes per request |
+# | 7.4 | the transport: gRPC, shared memory, decided on repeats | less work per request |
+# | 7.5 | fp16 and CUDA graphs in the model (GPU only) | less model time per batch |
+# | 7.6 | instances × max batch size × queue delay | enough work in flight |
+# | 7.7 | the compiled model (GPU, compute capability ≥ 7.0) | fused kernels |
+# | 7.8 | the best configuration, measured again | how far one number holds |
 #
 # Every client here sends **one image per request**, as real users do: any batching is Triton's.
 # The model, `food_classifier_tuned`, is a Python-backend PyTorch model whose `model.py` reads its
-# input format, precision and CUDA-graph switch from `config.pbtxt` (the work itself is in
-# `servelab/serving/tuned_runtime.py`), so every step is a config change and a reload.
+# input format, precision, CUDA-graph and compile switches from `config.pbtxt` (the work itself is
+# in `servelab/serving/tuned_runtime.py`), so every step is a config change and a reload.
 #
-# **Hardware decides.** The goal the lab's authors set for a GPU is 60% of the raw batched
-# throughput. Without a GPU the same steps run, the GPU-only ones are skipped, and claims only a
-# GPU can show are marked *not checked here*.
+# **You write the lines that matter**, as in notebooks 4 to 6: the perf_analyzer line of each
+# transport step, the `config.pbtxt` fragment of each model change, the request that names a
+# shared-memory region. An exercise cell holds a blank, `...`; the cell after it checks your answer
+# and says in one sentence what is missing. After each measurement, **What do you see, and why?**
+# asks for your explanation; the lab's verdict follows, folded.
+#
+# **The goal, and what is known.** Issue 27 of this project sets a goal for the H100 reference:
+# the best configuration serves at least **70 %** of the limit (median over separately started
+# servers). The best measured there so far is **0.59**: 28,898 inferences/s served against a
+# limit of 48,635 images/s (`docs/results/h100_levers/`). The goal is not reached yet, and the
+# claim at the end says whether your run reaches it: *holds*, *does not hold*, or
+# *inconclusive*. Without a GPU the same steps run, the GPU-only ones are skipped with the reason,
+# and the goal is not checked (it is set for a GPU).
 #
 # ## Setup
 
 # %%
+import itertools
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
+import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from PIL import Image
 
+# %%
 from servelab import (
     claims,
+    exercises,
     food11,
+    hardware,
     labenv,
     model_repository,
     perf,
@@ -57,51 +74,80 @@ from servelab import (
     triton_stats,
 )
 from servelab.paths import RESULTS, TEST_IMAGES
+from servelab.serving.raw_limit import COMPILED, agreement
 
+# %%
 env = labenv.load()
 TRITON, GRPC, METRICS = labenv.triton_urls()
 HOST, GRPC_HOST = TRITON.split("://")[-1], GRPC.split("://")[-1]
 LOCAL = env["LAB_MODE"] == "local"
-OUT = RESULTS / "hardware"
-MODEL = "food_classifier_tuned"
+OUT, MODEL = RESULTS / "hardware", "food_classifier_tuned"
 client = httpclient.InferenceServerClient(HOST)
 ON_GPU = triton_stats.gpu_count(TRITON, METRICS) > 0
+print(f"Triton at {HOST} (gRPC {GRPC_HOST}); {'a GPU' if ON_GPU else 'no GPU'}")
 
 # %% [markdown]
 # How big each step's runs are: one default for a GPU, a smaller one for a CPU. To change one, set
-# its `LAB_HW_...` variable (for example `LAB_HW_INSTANCES=2,4`) before starting the lab.
+# its `LAB_HW_...` variable (for example `LAB_HW_INSTANCES=2,4`) before starting the lab. On a GPU
+# the sweep of 7.6 is two configurations, because each reload takes tens of seconds there (every
+# instance captures a CUDA graph per batch size), and the compiled model of 7.7 about two minutes.
 
 # %%
-CLIENTS = labenv.param("HW_CLIENTS", 128 if ON_GPU else 16)           # one-image requests in flight, 7.2-7.6
-MAX_CLIENTS = labenv.param("HW_MAX_CLIENTS", 1024 if ON_GPU else 32)   # the most the sweep keeps in flight
-SWEEP_INSTANCES = labenv.param_list("HW_INSTANCES", "2,4,8" if ON_GPU else "1,2")
-SWEEP_MAX_BATCH = labenv.param_list("HW_MAX_BATCH", "64,256" if ON_GPU else "8,16")
-SWEEP_DELAYS_US = labenv.param_list("HW_DELAYS_US", "500" if ON_GPU else "2000")
+CLIENTS = labenv.param("HW_CLIENTS", 128 if ON_GPU else 16)  # requests in flight, 7.2-7.5
+MAX_CLIENTS = labenv.param("HW_MAX_CLIENTS", 1024 if ON_GPU else 32)  # the most in 7.6-7.8
+SWEEP = list(itertools.product(  # 7.6: instances x max batch size x queue delay (µs)
+    labenv.param_list("HW_INSTANCES", "4,8" if ON_GPU else "1,2"),
+    labenv.param_list("HW_MAX_BATCH", "64" if ON_GPU else "8,16"),
+    labenv.param_list("HW_DELAYS_US", "500" if ON_GPU else "2000")))
 RAW_BATCHES = labenv.param_list("HW_RAW_BATCHES", "1,16,64,128,256" if ON_GPU else "1,8,16")
-RAW_SECONDS = labenv.param("HW_RAW_SECONDS", 2)
-REPEATS = labenv.param("HW_REPEATS", 3 if ON_GPU else 2)                # runs of the best configuration, 7.8
-runs = {}
-print(f"Triton at {HOST} (gRPC {GRPC_HOST}); {'a GPU' if ON_GPU else 'no GPU'}; {CLIENTS} clients in flight")
+RAW_SECONDS = labenv.param("HW_RAW_SECONDS", 1 if ON_GPU else 2)  # per runtime and batch, 7.1
+ROUNDS = labenv.param("HW_ROUNDS", 3 if ON_GPU else 2)  # runs of each transport, 7.4
+REPEATS = labenv.param("HW_REPEATS", 2)  # runs of the best configuration, 7.8
+runs, served_config = {}, {}  # name -> perf run; name -> the config.pbtxt it measured
 
 # %% [markdown]
 # The model is not loaded at Triton's start: copy it into the model repository and ask Triton to
-# load it (the repository API, with the node's secret).
+# load it (the repository API, with the node's secret). The header of its `config.pbtxt` lists
+# every switch this notebook turns.
 
 # %%
 folder = model_repository.add_model(MODEL, mode="local" if LOCAL else "docker",
                                     kind="gpu" if ON_GPU else "cpu")
+CONFIG = folder / "config.pbtxt"
 client.load_model(MODEL, headers=labenv.admin_headers())
 print(f"{MODEL} ready: {client.is_model_ready(MODEL)}\n")
-print((folder / "config.pbtxt").read_text())
+print(CONFIG.read_text())
+
+# %% [markdown]
+# Every measurement of this notebook goes through one small function: `perf.run_line` (notebook 6)
+# runs your line, and the function keeps a copy of the `config.pbtxt` that run measured, so step
+# 7.8 can put the best run's configuration back exactly.
+
+# %%
+def measure(line: str, name: str, **options) -> perf.PerfResult:
+    """Run a perf_analyzer line (perf.run_line) and keep the config.pbtxt it measured."""
+    runs[name] = perf.run_line(line, name, out=OUT, **options)
+    served_config[name] = CONFIG.read_text()
+    return runs[name]
+
 
 # %% [markdown]
 # ## 7.1 The limit: the model alone
 # `servelab/serving/raw_limit.py` runs the same model on a batch that is already in memory, back to
 # back for a few seconds per batch size: no decoding, no copy, no server. It tries every runtime the
-# lab has on this device: plain PyTorch (fp32), on a GPU the fastest PyTorch path (fp16, the forward
-# pass replayed as a CUDA graph), and ONNX Runtime on the same model's ONNX export. **The limit** is
-# the best of them: the most images per second this device does with this model. On a CPU that is
-# ONNX Runtime with every core, so served/limit cannot exceed 1 when the served path runs PyTorch.
+# lab has on this device:
+# - plain PyTorch, fp32, one kernel launch at a time (what `food_classifier` runs);
+# - on a GPU, fp16 in the channels_last layout with the forward pass replayed as a CUDA graph;
+# - on a GPU of compute capability 7.0 or newer, the same **compiled** by `torch.compile`:
+#   BatchNorm folded into the convolutions, then inductor's fused kernels. On the H100 reference it
+#   is the fastest path by far (47,030 images/s at batch 128 with the compile this lab serves,
+#   against 26,630 for fp16 + CUDA graph, in `docs/results/h100_levers/`), so a limit without it
+#   would not be the device's. Compiling takes about a minute, so this cell is slower on a GPU;
+# - ONNX Runtime on the model's ONNX export (on a CPU, with every core: the fastest there).
+#
+# **The limit** is the best of them. Every faster path must give plain fp32's top class on at
+# least 95 % of 256 random inputs (fp16 may flip a near-tie), or it is left out: a limit reached
+# by giving other answers is no limit.
 #
 # In local mode the lab's services are paused while it measures, so it has the cores to itself. With
 # Docker it must run where the device is, in the Triton container: the cell prints the command for
@@ -109,15 +155,15 @@ print((folder / "config.pbtxt").read_text())
 
 # %%
 LIMIT_JSON = OUT / "raw_limit.json"
+OUT.mkdir(parents=True, exist_ok=True)
 LIMIT_JSON.unlink(missing_ok=True)
-LIMIT_JSON.parent.mkdir(parents=True, exist_ok=True)
-args = ["--device", "cuda:0" if ON_GPU else "cpu", "--batches", ",".join(map(str, RAW_BATCHES)),
-        "--seconds", str(RAW_SECONDS)]
+args = (f"--device {'cuda:0' if ON_GPU else 'cpu'} --seconds {RAW_SECONDS} "
+        f"--batches {','.join(map(str, RAW_BATCHES))}").split()
 if LOCAL:
     from labstack import launcher
     with launcher.paused("the raw model gets the cores to itself"):
-        subprocess.run([sys.executable, "-m", "servelab.serving.raw_limit", *args, "--json", str(LIMIT_JSON)],
-                       check=True)
+        subprocess.run([sys.executable, "-m", "servelab.serving.raw_limit", *args,
+                        "--json", str(LIMIT_JSON)], check=True)
 else:
     labenv.ask_host(f"docker compose {labenv.compose_files()} exec -T "
                     f"-e FOOD11_MODEL_PATH=/models/{MODEL}/1/food11.pth "
@@ -126,70 +172,121 @@ else:
                     + f" --json - > {labenv.host_path(LIMIT_JSON)}")
     labenv.wait_for_file(LIMIT_JSON, lambda text: text.rstrip().endswith("}"), timeout=1800)
 
+# %% [markdown]
+# The best of each runtime, how many times plain fp32 that is, and whether it kept fp32's answers
+# (a runtime this device cannot run is listed with the reason):
+
 # %%
 raw = json.loads(LIMIT_JSON.read_text())
-raw_table = pd.DataFrame(raw["rows"])
-raw_table.to_csv(OUT / "raw_limit.csv", index=False)
 LIMIT, EAGER_LIMIT = raw["limit"], raw["eager_limit"]
-print(f"the limit on {raw['device_name']}: {LIMIT['images_per_s']:.0f} images/s ({LIMIT['path']}, batch "
-      f"{LIMIT['batch']}): the best of every runtime and batch size above, no server, nothing else running")
-raw_table.pivot(index="batch", columns="path", values="images_per_s")
+pd.DataFrame(raw["rows"]).to_csv(OUT / "raw_limit.csv", index=False)
+print(f"the limit on {raw['device_name']}: {LIMIT['images_per_s']:.0f} images/s "
+      f"({LIMIT['path']}, batch {LIMIT['batch']})")
+hardware.runtime_table(raw)
 
 # %% [markdown]
-# **What to notice.** On a GPU one image at a time uses a sliver of the chip: throughput grows
-# many times over with the batch size, until the arithmetic units are full. So the server's job is
-# to turn many one-image requests into large batches without adding much of its own time. On a CPU
-# the cores are busy already at small batches, and the runtime matters more than the batch.
+# And every runtime at every batch size (images per second):
+
+# %%
+pd.DataFrame(raw["rows"]).pivot(index="batch", columns="path", values="images_per_s")
+
+# %% [markdown]
+# **What do you see, and why?** Read plain fp32's column from batch 1 down: how many times more
+# images per second does the largest batch give? What does a batch of one leave unused on this
+# device, and what does that mean for a server whose clients each send one image? Which runtime
+# sets the limit, and how far is it above plain fp32?
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's verdict (open it after your answer):
 
 # %% jupyter={"source_hidden": true}
-by_batch = raw_table[raw_table["path"] == EAGER_LIMIT["path"]].set_index("batch")["images_per_s"]
-gain = by_batch.iloc[-1] / by_batch.iloc[0]
+by_batch = pd.DataFrame(raw["rows"]).query("path == 'eager fp32'").set_index("batch")
+gain = by_batch["images_per_s"].iloc[-1] / by_batch["images_per_s"].iloc[0]
 if ON_GPU:
-    claims.at_least("7.1: batching multiplies the raw throughput (largest batch / batch 1, eager fp32)", gain, 5)
+    claims.at_least("7.1: batching multiplies the raw throughput (largest batch / batch 1, "
+                    "eager fp32)", gain, 5)
 else:
     claims.not_checkable("7.1: batching multiplies the raw throughput",
-                         f"on this CPU batch {by_batch.index[-1]} gives {gain:.1f}x batch 1: the cores are busy "
-                         "already at small batches")
+                         f"on this CPU batch {by_batch.index[-1]} gives {gain:.1f}x batch 1: "
+                         "the cores are busy already at small batches")
 
 # %% [markdown]
 # ## 7.2 The start: notebook 6's best setup
 # One instance, dynamic batching (preferred batch sizes 4/6/8, at most 100 µs of waiting),
-# `max_batch_size: 16`, normalised FP32 tensors over HTTP. `--async` lets a few client threads hold
-# `CLIENTS` requests in flight; `--shape` fills them with random numbers.
+# `max_batch_size: 16`, normalised FP32 tensors over HTTP.
 #
-# **Predict.** What fraction of the limit will this serve?
+# **Exercise 7.2: the first line.** Write the perf_analyzer line that measures `MODEL` at the
+# address in `HOST` with `CLIENTS` requests in flight (`--concurrency-range`). Two flags are new:
+# - `--async`: a few client threads keep all those requests in flight; without it perf_analyzer
+#   calls the server synchronously, one client thread per request in flight (up to 1024 here);
+# - `--shape input:3,224,224`: the shape of each request's tensor. perf_analyzer needs it only for
+#   inputs with variable dimensions and otherwise reads it from the model's config; written out,
+#   it says what each request carries, which 7.3 changes. The contents are random numbers,
+#   generated once and sent with every request.
+#
+# **Predict** first: what fraction of the limit will this serve?
 
 # %%
 claims.predict("7.2 served / limit at the start", None, why="")
 
 # %%
-line = f"perf_analyzer -m {MODEL} -u {HOST} --concurrency-range {CLIENTS} --async --shape input:3,224,224"
-runs["7.2 start"] = perf.run_line(line, "7.2 start", out=OUT)
+line = (
+    ### BEGIN SOLUTION
+    f"perf_analyzer -m {MODEL} -u {HOST} --concurrency-range {CLIENTS} --async "
+    "--shape input:3,224,224"
+    ### END SOLUTION
+)
+
+# %%
+line = exercises.perf_line(line, "7.2", f"the start, {CLIENTS} one-image requests in flight",
+                           needs={"-m": MODEL, "-u": HOST, "--concurrency-range": CLIENTS,
+                                  "--async": None, "--shape": "input:3,224,224"})
+measure(line, "7.2 start").row["throughput_infer_s"]
 
 # %% [markdown]
-# **What to notice.** Compare the throughput with the limit, and look at where a request's time goes:
-# the server's queue, its compute (input, infer, output) and the transfer. Each request carries
-# 224 × 224 × 3 floats: how many bytes is that, and how many gigabytes per second would the limit's
-# rate need?
+# **What do you see, and why?** Compare the throughput with the limit, and look at where a
+# request's time goes: the server's queue, its compute (input, infer, output) and the transfer.
+# Each request carries 3 × 224 × 224 floats: how many bytes is that, and how many gigabytes per
+# second would the limit's rate need?
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's verdict (open it after your answer):
 
 # %% jupyter={"source_hidden": true}
-claims.compare_prediction("7.2 served / limit at the start", runs["7.2 start"].throughput / LIMIT["images_per_s"])
-claims.at_most("7.2: served / limit is at most 1 (the limit is the best the device does with this model)",
-               runs["7.2 start"].throughput / LIMIT["images_per_s"], 1.0)
+start_ratio = runs["7.2 start"].throughput / LIMIT["images_per_s"]
+claims.compare_prediction("7.2 served / limit at the start", start_ratio)
+claims.at_most("7.2: served / limit is at most 1 (the limit is the best the device does with "
+               "this model)", start_ratio, 1.0)
 if ON_GPU:
-    claims.at_most("7.2: the start serves well under half of the limit",
-                   runs["7.2 start"].throughput / LIMIT["images_per_s"], 0.5)
+    claims.at_most("7.2: the start serves well under half of the limit", start_ratio, 0.5)
 
 # %% [markdown]
 # ## 7.3 Raw pixels instead of normalised floats
 # A float32 tensor is 602,112 bytes per image; the same image as the uint8 pixels it was decoded
-# to is 150,528 bytes. Change the model's input to `TYPE_UINT8 [224, 224, 3]`: `model.py` then
-# normalises on its device (one multiply-add per pixel, nothing next to the convolutions).
+# to is 150,528 bytes, in height × width × channel order, as an image file decodes. `model.py`
+# reads the input's `data_type` at load time: with `TYPE_UINT8` it normalises the pixels itself,
+# on its device (one multiply-add per pixel, nothing next to the convolutions).
+#
+# **Exercise 7.3: the input.** Write the `input` field of `config.pbtxt` (the file above shows
+# its current form) for one input named `input` of type `TYPE_UINT8` and `dims: [ 224, 224, 3 ]`.
+# `triton_config.edit` then replaces the file's `input` with yours and reloads the model.
 
 # %%
-triton_config.edit(MODEL, """
-input [ { name: "input" data_type: TYPE_UINT8 dims: [ 224, 224, 3 ] } ]
-""")
+text = (
+    ### BEGIN SOLUTION
+    'input [ { name: "input" data_type: TYPE_UINT8 dims: [ 224, 224, 3 ] } ]'
+    ### END SOLUTION
+)
+
+# %%
+text = exercises.config_fragment(text, "7.3", "raw pixels, 224 x 224 x 3 bytes per image",
+                                 needs={"input.name": "input", "input.data_type": "TYPE_UINT8",
+                                        "input.dims": [224, 224, 3]})
+assert triton_config.edit(MODEL, text).ok, "Triton refused the config (see above)"
 
 # %% [markdown]
 # Same answers? Send a test photo's pixels through the client library and compare with
@@ -197,311 +294,559 @@ input [ { name: "input" data_type: TYPE_UINT8 dims: [ 224, 224, 3 ] } ]
 
 # %%
 photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
-pixels = np.asarray(food11.load_image(photo.read_bytes()).resize((224, 224), Image.BILINEAR), dtype=np.uint8)
+pixels = np.asarray(food11.load_image(photo.read_bytes()).resize((224, 224), Image.BILINEAR),
+                    dtype=np.uint8)
 tensor = httpclient.InferInput("input", [1, 224, 224, 3], "UINT8")
 tensor.set_data_from_numpy(pixels[None])
 tuned = food11.top_class(client.infer(MODEL, [tensor]).as_numpy("output")[0])[0]
 image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
 image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
 reference = client.infer("food_classifier", [image]).as_numpy("FOOD_LABEL")[0][0].decode()
-claims.fact("7.3: the uint8 model gives the same class as food_classifier on a test photo", tuned == reference,
-            {"tuned": tuned, "food_classifier": reference})
-
-# %%
-line = f"perf_analyzer -m {MODEL} -u {HOST} --concurrency-range {CLIENTS} --async --shape input:224,224,3"
-runs["7.3 uint8 HTTP"] = perf.run_line(line, "7.3 uint8 HTTP", out=OUT)
+claims.fact("7.3: the uint8 model gives the same class as food_classifier on a test photo",
+            tuned == reference, {"tuned": tuned, "food_classifier": reference})
 
 # %% [markdown]
-# **What to notice.** A quarter of the bytes: less to send, receive and copy per request. The
-# JPEG of this photo is smaller still: what would the server have to do with it, and on which
-# processor? (On a small CPU machine the transfer is not what limits, and the difference may not
-# show: the claim below says so when the measurement cannot decide it.)
+# **Exercise 7.3, the measurement.** The line of 7.2 again, with the shape the model now takes:
+# `--shape input:224,224,3` (perf_analyzer fills the bytes at random, as it filled the floats).
+
+# %%
+line = (
+    ### BEGIN SOLUTION
+    f"perf_analyzer -m {MODEL} -u {HOST} --concurrency-range {CLIENTS} --async "
+    "--shape input:224,224,3"
+    ### END SOLUTION
+)
+
+# %%
+line = exercises.perf_line(line, "7.3", "the same load, with uint8 pixels of 224 x 224 x 3",
+                           needs={"-m": MODEL, "-u": HOST, "--concurrency-range": CLIENTS,
+                                  "--async": None, "--shape": "input:224,224,3"})
+measure(line, "7.3 uint8 HTTP").row["throughput_infer_s"]
+
+# %% [markdown]
+# **What do you see, and why?** A quarter of the bytes: less to send, receive and copy per request.
+# Compare the throughput and the time split with 7.2. The JPEG of this photo is smaller still: what
+# would the server have to do with it, and on which processor?
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's verdict (open it after your answer):
 
 # %% jupyter={"source_hidden": true}
 uint8_gain = runs["7.3 uint8 HTTP"].throughput / runs["7.2 start"].throughput
 if ON_GPU:
-    claims.at_least("7.3: uint8 pixels serve at least as many images per second as float32 tensors", uint8_gain, 1.0)
+    claims.at_least("7.3: uint8 pixels serve at least as many images per second as float32 "
+                    "tensors", uint8_gain, 1.0)
 else:  # measured on 2 cores: 0.79 to 1.12 from run to run
-    claims.not_checkable("7.3: uint8 pixels serve at least as many images per second as float32 tensors",
-                         f"measured uint8 / float32 = {uint8_gain}; on a CPU the server normalises the pixels on the "
-                         "cores the client also needs, and the bytes saved cross loopback in microseconds")
+    claims.not_checkable("7.3: uint8 pixels serve at least as many images per second as float32 "
+                         "tensors", f"measured uint8 / float32 = {uint8_gain}; on a CPU the server "
+                         "normalises the pixels on the cores the client also needs, and the bytes "
+                         "saved cross loopback in microseconds")
 
 # %% [markdown]
-# ## 7.4 gRPC instead of HTTP/REST
-# The same model and load, through Triton's gRPC endpoint (port 8001): each request is a protobuf
-# message in one unary call over an HTTP/2 connection that stays open, instead of an HTTP/1.1
-# request with a JSON header. Change `-i` and the address:
-
-# %%
-line = f"perf_analyzer -m {MODEL} -u {GRPC_HOST} -i grpc --concurrency-range {CLIENTS} --async --shape input:224,224,3"
-runs["7.4 uint8 gRPC"] = perf.run_line(line, "7.4 uint8 gRPC", out=OUT)
-
-# %% [markdown]
-# **What to notice.** Compare the transfer and throughput columns with 7.3. The difference between
-# the two protocols is per-request work in the client and the server's front end; whether it shows
-# depends on how much else each request costs. Which of the two would you give a browser, and which
-# a service calling Triton thousands of times a second?
+# ## 7.4 The transport: gRPC, then shared memory
+# Triton answers the same requests on two protocols. Over **HTTP/REST** (port 8000) each request
+# is an HTTP/1.1 request with a JSON header, the pixels after it. Over **gRPC** (port 8001) each
+# request is a protobuf message in one call over an HTTP/2 connection that stays open: less text
+# to write and parse per request.
 #
-# ## 7.5 Shared memory: the request carries a reference, not the image
-# A client can write the input once into a system shared-memory region, register the region with
-# Triton, and then send requests that name the region instead of carrying the pixels. This only
-# works when client and server share the host's memory (the same machine; in Docker, containers
-# that share IPC). First by hand, with `tritonclient`'s shared-memory utilities and the photo of
-# 7.3:
+# **Exercise 7.4: gRPC.** The line of 7.3, sent to the gRPC address `GRPC_HOST` with `-i grpc`
+# (perf_analyzer's protocol flag; its default is `http`). Leave shared memory for the next part.
 
 # %%
-import warnings
+line = (
+    ### BEGIN SOLUTION
+    f"perf_analyzer -m {MODEL} -u {GRPC_HOST} -i grpc --concurrency-range {CLIENTS} --async "
+    "--shape input:224,224,3"
+    ### END SOLUTION
+)
 
-import tritonclient.grpc as grpcclient
+# %%
+line = exercises.perf_line(line, "7.4", "the same load over gRPC",
+                           needs={"-m": MODEL, "-u": GRPC_HOST, "-i": "grpc",
+                                  "--concurrency-range": CLIENTS, "--async": None,
+                                  "--shape": "input:224,224,3"},
+                           leave_out={"--shared-memory": "this run measures gRPC alone; shared "
+                                                         "memory is the next part of the step"})
+measure(line, "7.4 uint8 gRPC").row["throughput_infer_s"]
 
-with warnings.catch_warnings():  # tritonclient 2.51 finds its C library through setuptools' old pkg_resources
+# %% [markdown]
+# ### Shared memory: the request carries a reference, not the image
+# A client can write the input once into a **system shared-memory** region, register the region
+# with Triton, and then send requests that name the region instead of carrying the pixels. This
+# works only when client and server share the host's memory (the same machine; in Docker,
+# containers that share IPC). Here the client creates a region of the photo's size with
+# `tritonclient`'s shared-memory utilities, writes the pixels of 7.3 into it once, and registers
+# it. A registered region lets a client make the server read this machine's memory, and Triton
+# can restrict that API to clients that carry a key, as this lab restricts its repository API: so
+# these calls carry the node's header (`ADMIN`, from `labenv.admin_headers()`).
+
+# %%
+with warnings.catch_warnings():  # tritonclient 2.51 finds its C library via pkg_resources
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
     import tritonclient.utils.shared_memory as shm
 
-grpc_client = grpcclient.InferenceServerClient(GRPC_HOST)
-nbytes = pixels.nbytes                     # 224 x 224 x 3 uint8 = 150,528 bytes
-if "lab_photo" in {r["name"] for r in grpc_client.get_system_shared_memory_status(as_json=True).get("regions", {})
-                   .values()}:
-    grpc_client.unregister_system_shared_memory("lab_photo")   # left over from an earlier run of these cells
+grpc_client, ADMIN = grpcclient.InferenceServerClient(GRPC_HOST), labenv.admin_headers()
+nbytes = pixels.nbytes  # 224 x 224 x 3 uint8 = 150,528 bytes
+status = grpc_client.get_system_shared_memory_status(headers=ADMIN, as_json=True)
+if "lab_photo" in {r["name"] for r in status.get("regions", {}).values()}:
+    grpc_client.unregister_system_shared_memory("lab_photo", headers=ADMIN)  # an earlier run's
 region = shm.create_shared_memory_region("lab_photo", "/lab_photo", nbytes)
-shm.set_shared_memory_region(region, [pixels[None]])             # write the pixels once
-grpc_client.register_system_shared_memory("lab_photo", "/lab_photo", nbytes)
+shm.set_shared_memory_region(region, [pixels[None]])  # the pixels, written once
+grpc_client.register_system_shared_memory("lab_photo", "/lab_photo", nbytes, headers=ADMIN)
 
 # %% [markdown]
-# Now a request that carries no pixels, only the region's name and size. Then the region is
-# unregistered and freed: shared memory outlives a process that forgets it.
+# **Exercise 7.4: a request that names the region.** Write the body of `by_reference`. It builds
+# the input as in notebook 5, `grpcclient.InferInput("input", [1, 224, 224, 3], "UINT8")`, but
+# instead of `set_data_from_numpy` it calls `.set_shared_memory(region, nbytes)`: the request then
+# carries the region's name and size, no pixels. Send it with `grpc_client.infer(MODEL, [input])`
+# and return the class of `result.as_numpy("output")[0]`, the 11 logits
+# (`food11.top_class(logits)` gives `(class, probability)`).
 
 # %%
-try:
+def by_reference(region: str, nbytes: int) -> str:
+    """The class food_classifier_tuned gives the pixels in the registered shared-memory region
+    `region` (nbytes long), asked by a gRPC request that carries no pixels."""
+    ### BEGIN SOLUTION
     tensor = grpcclient.InferInput("input", [1, 224, 224, 3], "UINT8")
-    tensor.set_shared_memory("lab_photo", nbytes)                    # the request names the region
-    by_reference = food11.top_class(grpc_client.infer(MODEL, [tensor]).as_numpy("output")[0])[0]
-finally:
-    grpc_client.unregister_system_shared_memory("lab_photo")
-    shm.destroy_shared_memory_region(region)
-print(f"through shared memory: {by_reference}; with the pixels in the request (7.3): {tuned}")
-claims.fact("7.5: a request naming a shared-memory region gets the class of one carrying the pixels",
-            by_reference == tuned, {"shared_memory": by_reference, "in_the_request": tuned})
+    tensor.set_shared_memory(region, nbytes)  # the request names the region
+    result = grpc_client.infer(MODEL, [tensor])
+    return food11.top_class(result.as_numpy("output")[0])[0]
+    ### END SOLUTION
 
-# %% [markdown]
-# perf_analyzer does the same for every request with `--shared-memory system`:
 
 # %%
-line += " --shared-memory system"
-runs["7.5 uint8 gRPC + shm"] = perf.run_line(line, "7.5 uint8 gRPC + shm", out=OUT)
+by_region = exercises.function(
+    by_reference, "7.4", "the class of the photo in the region", args=("lab_photo", nbytes),
+    check=lambda answer: answer in food11.CLASSES,
+    hint="it returns the class name, e.g. 'Soup', of the one image in the region",
+)
+claims.fact("7.4: a request naming a shared-memory region gets the class of one carrying the "
+            "pixels", by_region == tuned, {"shared_memory": by_region, "in_the_request": tuned})
 
 # %% [markdown]
-# **What to notice.** The client no longer puts 150 KB of pixels into every request, and the server
-# reads them from the region instead of a socket. Over loopback those bytes cost tens of
-# microseconds, so the gain is small next to everything else a request costs. Under load the
-# transfer columns also hold time spent waiting for a free CPU core, so the clean comparison is
-# with one client: three short runs of each, alternating so a slow moment of the machine hits both.
+# Shared memory outlives a process that forgets it: unregister the region and free it.
+
+# %%
+grpc_client.unregister_system_shared_memory("lab_photo", headers=ADMIN)
+shm.destroy_shared_memory_region(region)
+
+# %% [markdown]
+# **Exercise 7.4: shared memory for every request.** perf_analyzer does the same for each of its
+# requests with `--shared-memory system` (it creates, fills and registers the regions itself).
+# Write the gRPC line again with that flag.
+
+# %%
+line = (
+    ### BEGIN SOLUTION
+    f"perf_analyzer -m {MODEL} -u {GRPC_HOST} -i grpc --concurrency-range {CLIENTS} --async "
+    "--shape input:224,224,3 --shared-memory system"
+    ### END SOLUTION
+)
+
+# %%
+line = exercises.perf_line(line, "7.4", "gRPC with the pixels in system shared memory",
+                           needs={"-m": MODEL, "-u": GRPC_HOST, "-i": "grpc",
+                                  "--concurrency-range": CLIENTS, "--async": None,
+                                  "--shape": "input:224,224,3", "--shared-memory": "system"})
+measure(line, "7.4 uint8 gRPC + shm").row["throughput_infer_s"]
+
+# %% [markdown]
+# ### Decide on repeated runs, not on one comparison
+# Three runs, one per transport, each a sample of a noisy machine. On the H100 reference one
+# such comparison (2,069 against 1,974 inferences/s, 5 % apart) once picked plain gRPC over
+# shared memory, every later step inherited the choice, and the notebook's final figure fell from
+# about 0.78 to 0.67 of the limit of that time (issue 27). So the lab measures each transport
+# `ROUNDS` times in all (3 on a GPU, 2 on a CPU), alternating short runs of three windows (of one
+# second on a GPU; a busy CPU keeps the lab's longer windows, or a window may see no answer) so
+# that a slow moment of the machine hits all three, and applies a rule written down before the
+# numbers are in: a transport wins only if its **slowest** run beats the **fastest** run of every
+# other. If none wins so, the runs cannot tell the tied ones apart, and the lab keeps the one that
+# puts the fewest bytes on the wire: shared memory (a name and a size instead of 150,528 bytes),
+# then gRPC (binary framing), then HTTP. The rule is `claims.choose`, in `servelab/claims.py`.
+
+# %%
+TRANSPORTS = {"HTTP": f"-u {HOST}", "gRPC": f"-u {GRPC_HOST} -i grpc",
+              "gRPC + shared memory": f"-u {GRPC_HOST} -i grpc --shared-memory system"}
+samples = {"HTTP": [runs["7.3 uint8 HTTP"]], "gRPC": [runs["7.4 uint8 gRPC"]],
+           "gRPC + shared memory": [runs["7.4 uint8 gRPC + shm"]]}  # round 1: the step's own runs
+window = "--measurement-interval 1000" if ON_GPU else ""
+for round_, (name, flags) in itertools.product(range(2, ROUNDS + 1), TRANSPORTS.items()):
+    short = (f"perf_analyzer -m {MODEL} {flags} --concurrency-range {CLIENTS} --async "
+             f"--shape input:224,224,3 --max-trials 3 --stability-percentage 1000 {window}")
+    samples[name].append(perf.run_line(short, f"7.4 round {round_} {name}", out=OUT,
+                                       verbose=False))
+pd.DataFrame({name: [r.throughput.value for r in rs] for name, rs in samples.items()},
+             index=pd.RangeIndex(1, ROUNDS + 1, name="round")).round(1)
+
+# %% [markdown]
+# **What do you see, and why?** Can these runs tell the three transports apart? Compare the spread
+# of each column with the differences between columns. Over loopback, 150 KB cost tens of
+# microseconds: how large is that next to everything else a request costs at this setting, and
+# what limits the throughput here? Which transport would you give a browser, and which a service
+# calling Triton thousands of times a second?
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's verdict and choice (open it after your answer). The choice holds for the rest of the
+# notebook; the send time per request is read from the same runs.
 
 # %% jupyter={"source_hidden": true}
-one = (f"perf_analyzer -m {MODEL} -u {GRPC_HOST} -i grpc --concurrency-range 1 --shape input:224,224,3 "
-       "--request-count 30")
-send = {"without": [], "with": []}
-for i in range(3):
-    for kind, extra in (("without", ""), ("with", " --shared-memory system")):
-        send[kind].append(perf.run_line(one + extra, f"7.5 one client {kind} {i}", out=OUT, verbose=False)
-                          .row["client_send_ms"])
-claims.at_least("7.5: with shared memory the client's send time per request falls (one client, 3 runs each)",
-                claims.Measured.from_windows(send["without"]) / claims.Measured.from_windows(send["with"]), 1.0)
-
-# %%
-best_transport = max(("7.3 uint8 HTTP", "7.4 uint8 gRPC", "7.5 uint8 gRPC + shm"),
-                     key=lambda name: runs[name].throughput.value)
-TRANSPORT = {"7.3 uint8 HTTP": f"-u {HOST}", "7.4 uint8 gRPC": f"-u {GRPC_HOST} -i grpc",
-             "7.5 uint8 gRPC + shm": f"-u {GRPC_HOST} -i grpc --shared-memory system"}[best_transport]
-print(f"best transport so far: {best_transport}; from here on: perf_analyzer ... {TRANSPORT}")
+CHOSEN = claims.choose("7.4: the transport", {n: [r.throughput.value for r in rs]
+                                              for n, rs in samples.items()},
+                       tie_order=["gRPC + shared memory", "gRPC", "HTTP"])
+TRANSPORT = TRANSPORTS[CHOSEN]
+send = {n: claims.Measured.from_windows([r.row["client_send_ms"] for r in samples[n]])
+        for n in ("gRPC", "gRPC + shared memory")}
+claims.at_least(f"7.4: with shared memory the client's send time per request falls ({ROUNDS} "
+                "runs each, under load)", send["gRPC"] / send["gRPC + shared memory"], 1.0)
+print(f"from here on: perf_analyzer -m {MODEL} {TRANSPORT} ...")
 
 # %% [markdown]
-# ## 7.6 Faster model execution: fp16 and CUDA graphs (GPU only)
+# **Inputs in GPU memory: measured, and worse here.** perf_analyzer can also put each input in
+# *CUDA* shared memory (`--shared-memory cuda`), and the tuned model can take inputs already on the
+# GPU (`FORCE_CPU_ONLY_INPUT_TENSORS: "no"`, see the config's header). On the H100 reference that
+# served **13,115** inferences/s against **19,450** with system shared memory (8 instances, max
+# batch 64, fp16 + CUDA graphs; `docs/results/h100_levers/`): each request's tensor reaches the
+# Python backend's process through CUDA IPC, and the input and output times per execution grew
+# about five-fold (2.6 to 12.2 ms, 2.2 to 10.3 ms). It is not a step of this notebook.
+#
+# ## 7.5 Faster model execution: fp16 and CUDA graphs (GPU only)
 # Two switches in `config.pbtxt`, read by `model.py` at load time:
-# - `precision: fp16`: half-precision weights and activations in the channels_last layout. GPUs with
-#   tensor cores (Volta, 2017, and newer: V100, T4, A100, H100) run fp16 convolutions there, much
-#   faster; the P100 has no tensor cores, but fp16 still halves the bytes moved;
-# - `cuda_graphs: on`: for each batch size bucket (1, 2, 4, ... up to the max), the ~150 kernel
+# - `precision: fp16`: half-precision weights and activations in the channels_last layout: half
+#   the bytes to move for every activation. GPUs with **tensor cores** (Volta, 2017, and newer:
+#   V100, T4, A100, H100) run fp16 convolutions on them, at a peak rate many times their fp32
+#   rate. The P100 (Pascal, 2016) has no tensor cores, but its GP100 chip does fp16 arithmetic
+#   at twice its fp32 rate (two half-precision operations per instruction), so fp16 can help
+#   there too, by less;
+# - `cuda_graphs: on`: for each batch-size bucket (1, 2, 4, ... up to the max), the ~150 kernel
 #   launches of one forward pass are recorded once and replayed as one; a batch is padded up to its
 #   bucket.
-# fp16 changes the arithmetic, so first check it does not change the answers on the test photos.
+#
+# Both are `parameters` entries: `parameters { key: "NAME" value { string_value: "VALUE" } }`,
+# one per line (the file shows the current ones). On a machine without a GPU you write and check
+# the fragments; they are not applied (a CPU instance refuses them).
+#
+# **Exercise 7.5: half precision.** Write the fragment that sets `precision` to `fp16`.
 
 # %%
+text = (
+    ### BEGIN SOLUTION
+    'parameters { key: "precision" value { string_value: "fp16" } }'
+    ### END SOLUTION
+)
+
+# %% [markdown]
+# fp16 changes the arithmetic, so the check sends the test photos before and after the change,
+# and compares the two sets of logits.
+
+# %%
+fp16_text = exercises.config_fragment(text, "7.5", "half precision",
+                                      needs={"parameters.precision.string_value": "fp16"})
 if ON_GPU:
     photos = np.stack([np.asarray(food11.load_image(p.read_bytes()).resize((224, 224)), np.uint8)
                        for p in sorted(TEST_IMAGES.iterdir())])
     batch = httpclient.InferInput("input", list(photos.shape), "UINT8")
     batch.set_data_from_numpy(photos)
     fp32 = client.infer(MODEL, [batch]).as_numpy("output")
-    triton_config.edit(MODEL, 'parameters { key: "precision" value { string_value: "fp16" } }')
+    assert triton_config.edit(MODEL, fp16_text).ok, "Triton refused the fp16 config (see above)"
     fp16 = client.infer(MODEL, [batch]).as_numpy("output")
 else:
-    print("No GPU: fp16 and CUDA graphs are GPU features; skipped.")
+    print("No GPU: the fragment is right; fp16 and CUDA graphs run on a GPU only (skipped).")
 
 # %% [markdown]
-# How far apart are the two sets of logits, and does any photo change class?
+# Does any photo change class? A class can only flip where fp32's two best logits are closer than
+# twice fp16's largest error (untrained weights have such near-ties). The check `raw_limit.py`
+# applies to every faster path counts the photos that keep their class and those fp32 decides
+# clearly; the claim is on the size of the error, against the spread of fp32's logits:
 
 # %%
 if ON_GPU:
-    spread, diff = float(fp32.max() - fp32.min()), float(np.abs(fp16 - fp32).max())
-    # a class can only flip where fp32's two best logits are closer than fp16's error (untrained
-    # weights have such near-ties): the claim is about the photos fp32 decides clearly
-    top2 = np.sort(fp32, axis=1)[:, -2:]
-    clear = (top2[:, 1] - top2[:, 0]) > 2 * diff
-    agree = fp16.argmax(1) == fp32.argmax(1)
-    claims.fact("7.6: fp16 keeps every class fp32 decides clearly, logits within 5% of their spread",
-                bool(agree[clear].all()) and diff <= 0.05 * spread,
-                {"max_abs_diff": diff, "logit_spread": spread, "photos": len(agree),
-                 "decided_clearly": int(clear.sum()), "same_class": int(agree.sum())})
-
-# %%
-if ON_GPU:
-    base = f"perf_analyzer -m {MODEL} {TRANSPORT} --concurrency-range {CLIENTS} --async --shape input:224,224,3"
-    runs["7.6 + fp16"] = perf.run_line(base, "7.6 + fp16", out=OUT)
-    triton_config.edit(MODEL, 'parameters { key: "cuda_graphs" value { string_value: "on" } }')
-    runs["7.6 + CUDA graphs"] = perf.run_line(base, "7.6 + CUDA graphs", out=OUT)
+    same = agreement(fp32, fp16)
+    claims.fact("7.5: fp16's logits stay within 5% of the spread of fp32's on the test photos",
+                same["max_abs_diff"] <= 0.05 * same["logit_spread"], same)
+    measure(f"perf_analyzer -m {MODEL} {TRANSPORT} --concurrency-range {CLIENTS} --async "
+            "--shape input:224,224,3", "7.5 + fp16")
 
 # %% [markdown]
-# **What to notice.** The model's compute time per execution (`server_compute_infer_ms`) drops;
-# whether throughput follows depends on whether the model was the bottleneck at this setting. Why
-# do CUDA graphs matter most for small batches?
+# **Exercise 7.5: CUDA graphs.** Write the fragment that sets `cuda_graphs` to `on`.
+
+# %%
+text = (
+    ### BEGIN SOLUTION
+    'parameters { key: "cuda_graphs" value { string_value: "on" } }'
+    ### END SOLUTION
+)
+
+# %%
+graphs_text = exercises.config_fragment(text, "7.5", "CUDA graphs",
+                                        needs={"parameters.cuda_graphs.string_value": "on"})
+if ON_GPU:
+    assert triton_config.edit(MODEL, graphs_text).ok, "Triton refused the config (see above)"
+    measure(runs["7.5 + fp16"].row["command"], "7.5 + CUDA graphs")
+
+# %% [markdown]
+# **What do you see, and why?** Compare the model's compute time per execution
+# (`server_compute_infer_ms`) of the two runs with the transport's run of 7.4, then the
+# throughput. Did fp16 alone change much at batches of at most 16? Why do CUDA graphs matter most
+# for small batches on a fast GPU? Would either gain as much on a P100 as on an H100?
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's verdict (open it after your answer):
 
 # %% jupyter={"source_hidden": true}
+before = samples[CHOSEN][0]  # the chosen transport's run of 7.4
 if ON_GPU:
-    claims.at_most("7.6: fp16 + CUDA graphs cut the model's compute time per execution",
-                   runs["7.6 + CUDA graphs"].measured("server_compute_infer_ms")
-                   / runs[best_transport].measured("server_compute_infer_ms"), 1.0)
+    claims.at_most("7.5: fp16 + CUDA graphs cut the model's compute time per execution",
+                   runs["7.5 + CUDA graphs"].measured("server_compute_infer_ms")
+                   / before.measured("server_compute_infer_ms"), 1.0)
 else:
-    claims.not_checkable("7.6: fp16 + CUDA graphs cut the model's compute time", "no GPU")
+    claims.not_checkable("7.5: fp16 + CUDA graphs cut the model's compute time", "no GPU")
 
 # %% [markdown]
-# ## 7.7 Enough work in flight: instances × max batch size × queue delay
+# ## 7.6 Enough work in flight: instances × max batch size × queue delay
 # The server can only build large batches if many requests wait, and only keep the device busy if
-# a batch is ready when the last one finishes. Three settings decide that:
-# - `instance_group count`: model copies, each its own Python process, working at the same time;
-# - `max_batch_size`: the largest batch the batcher may form (no preferred sizes now: it takes all
-#   that are waiting, up to this);
-# - `max_queue_delay_microseconds`: how long the batcher may hold a request to fill a batch.
+# a batch is ready when the last one finishes. Three fields of `config.pbtxt` decide that:
+# - `instance_group [ { count: N, kind: KIND_GPU, gpus: [ 0 ] } ]`: model copies, each its own
+#   Python process, working at the same time (all on GPU 0, the device the limit was measured on;
+#   on a machine without a GPU `triton_config.edit` writes `KIND_CPU`);
+# - `max_batch_size: B`: the largest batch the batcher may form;
+# - `dynamic_batching { max_queue_delay_microseconds: D }`: how long the batcher may hold a
+#   request to fill a batch. With no preferred sizes now, it takes all that are waiting, up to B.
 #
-# The clients in flight grow with the setting (2 × instances × max batch, within the limits set
-# at the top), so each configuration gets enough requests to fill its batches. Each configuration
-# is the same three fields of `config.pbtxt`, written by the loop:
+# **Exercise 7.6: one configuration as text.** Write the body of `shape`: it returns those three
+# fields for the numbers it is given, as one text (three lines). In an f-string a literal brace is
+# written twice: `f"{{ count: {instances} }}"` gives `{ count: 4 }`.
 
 # %%
-sweep, fragments = [], {}
-for instances in SWEEP_INSTANCES:
-    for max_batch in SWEEP_MAX_BATCH:
-        for delay in SWEEP_DELAYS_US:
-            fragment = (f"instance_group [ {{ count: {instances}, kind: KIND_GPU, gpus: [ 0 ] }} ]\n"
-                        f"max_batch_size: {max_batch}\n"
-                        f"dynamic_batching {{ max_queue_delay_microseconds: {delay} }}")
-            triton_config.edit(MODEL, fragment, verbose=False)
-            clients = int(min(MAX_CLIENTS, max(CLIENTS, 2 * instances * max_batch)))
-            name = f"7.7 {instances} inst, max batch {max_batch}, delay {delay} us, c{clients}"
-            line = f"perf_analyzer -m {MODEL} {TRANSPORT} --concurrency-range {clients} --async --shape input:224,224,3"
-            runs[name] = perf.run_line(line, name, out=OUT, verbose=False)
-            fragments[name] = fragment
-            sweep.append({"instances": instances, "max_batch": max_batch, "delay_us": delay, "clients": clients,
-                          **{k: runs[name].row[k] for k in ("throughput_infer_s", "p99_ms", "avg_batch_size")}})
-sweep_table = pd.DataFrame(sweep)
+def shape(instances: int, max_batch: int, delay_us: int) -> str:
+    """The instance_group, max_batch_size and dynamic_batching fields of one configuration."""
+    ### BEGIN SOLUTION
+    return (f"instance_group [ {{ count: {instances}, kind: KIND_GPU, gpus: [ 0 ] }} ]\n"
+            f"max_batch_size: {max_batch}\n"
+            f"dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}")
+    ### END SOLUTION
+
+
+# %%
+first = SWEEP[0]
+text = exercises.function(shape, "7.6", "the three fields of one configuration", args=first,
+                          check=lambda answer: isinstance(answer, str),
+                          hint="it returns the fragment as one text")
+exercises.config_fragment(text, "7.6", "{} instances, max batch {}, {} µs".format(*first),
+                          needs={"instance_group.count": first[0], "max_batch_size": first[1],
+                                 "dynamic_batching.max_queue_delay_microseconds": first[2]})
+print(text)
+
+# %% [markdown]
+# Your `shape` now writes every configuration of the sweep, and the loop measures each with the
+# transport of 7.4. The clients in flight grow with the configuration (2 × instances × max batch,
+# within `MAX_CLIENTS`), so each one gets enough requests to fill its batches. Each reload prints
+# how long it took.
+
+# %%
+fragments = {}  # name -> the fragment your shape() wrote
+for instances, max_batch, delay in SWEEP:
+    clients = int(min(MAX_CLIENTS, max(CLIENTS, 2 * instances * max_batch)))
+    name = f"7.6 {instances} inst, max batch {max_batch}, delay {delay} us, c{clients}"
+    fragments[name] = shape(instances, max_batch, delay)
+    loaded = triton_config.edit(MODEL, fragments[name], verbose=False)
+    print(loaded)
+    assert loaded.ok, loaded.error
+    measure(f"perf_analyzer -m {MODEL} {TRANSPORT} --concurrency-range {clients} --async "
+            "--shape input:224,224,3", name, verbose=False)
+sweep_table = hardware.sweep_table(runs, fragments)
 sweep_table.round(1)
 
 # %% [markdown]
-# **What to notice.** Compare the rows rather than expect a rule: more instances help while CPU
-# cores and device time are free, and a larger `max_batch_size` helps only if the batcher fills it
-# *and* the per-request work around the model does not grow with it. The average batch size column
-# shows whether the batcher really formed the batches the configuration allows. Which
+# **What do you see, and why?** Compare the rows rather than expect a rule: more instances help
+# while CPU cores and device time are free, and a larger `max_batch_size` helps only if the batcher
+# fills it *and* the per-request work around the model does not grow with it. Does the average
+# batch size show that the batcher formed the batches the configuration allows? Which
 # configuration would you deploy if p99 latency had to stay under 100 ms?
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's verdict (open it after your answer):
 
 # %% jupyter={"source_hidden": true}
-best = max(runs, key=lambda name: runs[name].throughput.value)
-claims.at_least("7.7: the best configuration serves more than the start",
-                runs[best].throughput / runs["7.2 start"].throughput, 1.0, {"best": best})
+best_swept = max(fragments, key=lambda name: runs[name].throughput.value)
+claims.at_least("7.6: the sweep's best configuration serves more than the start",
+                runs[best_swept].throughput / runs["7.2 start"].throughput, 1.0,
+                {"best": best_swept})
+
+# %% [markdown]
+# ## 7.7 The compiled model (GPU of compute capability 7.0 or newer)
+# `compile: on` makes `model.py` fold each BatchNorm into the convolution before it and hand the
+# model to `torch.compile`, whose backend (inductor) fuses the small operations between the
+# convolutions into generated kernels: fewer passes over memory and fewer launches. Each CUDA
+# graph then replays the compiled pass. In 7.1 this was the fastest path on the H100 reference.
+#
+# Two costs. **Time:** every instance compiles when it loads; with eight instances on the H100
+# reference a reload takes about two minutes, so this notebook turns compile on once, at the
+# sweep's best configuration, and measures it with the same line: one comparison at the same
+# shape. **Hardware:** inductor generates its kernels in Triton (the GPU kernel language, not this
+# server), and Triton compiles only for **compute capability 7.0 or newer** (Volta, 2017: V100, T4,
+# A100, H100, ...). The class's P100 is 6.0, so there PyTorch refuses to compile and this step is
+# skipped with that reason (7.1's table says it too).
+#
+# **Exercise 7.7: compile.** Write the fragment that sets `compile` to `on`.
+
+# %%
+text = (
+    ### BEGIN SOLUTION
+    'parameters { key: "compile" value { string_value: "on" } }'
+    ### END SOLUTION
+)
+
+# %%
+compile_text = exercises.config_fragment(text, "7.7", "the compiled model",
+                                         needs={"parameters.compile.string_value": "on"})
+why_not = raw.get("skipped", {}).get(COMPILED, "") if ON_GPU else "no GPU"
+if why_not:
+    print(f"7.7 skipped: {why_not}")
+else:  # the sweep's best configuration with compile on: one reload, minutes
+    loaded = triton_config.edit(MODEL, fragments[best_swept] + "\n" + compile_text, timeout=900)
+    assert loaded.ok, loaded.error
+    measure(runs[best_swept].row["command"], "7.7 compiled," + best_swept[3:])
+
+# %% [markdown]
+# **What do you see, and why?** Set the compiled run beside the same configuration without
+# compile (7.6): throughput, the compute time per execution, the GPU's utilisation. If the GPU's
+# work per batch shrank but the throughput grew less, what else does each execution spend its
+# time on?
+#
+# **Your answer:** *(double-click this cell and write it here)*
+
+# %% [markdown]
+# The lab's verdict (open it after your answer):
+
+# %% jupyter={"source_hidden": true}
+compiled = [name for name in runs if name.startswith("7.7")]
+if compiled:
+    claims.at_least("7.7: the compiled model serves more than the same configuration without it",
+                    runs[compiled[0]].throughput / runs[best_swept].throughput, 1.0)
+else:
+    claims.not_checkable("7.7: the compiled model serves more than the same configuration "
+                         "without it", why_not)
 
 # %% [markdown]
 # ## 7.8 Does it hold still? The best configuration, again
-# One run is one sample of a noisy machine: the same configuration can land a few percent apart on
-# the next run (other work on the host, where the batcher's timing happens to fall, the GPU's
-# clocks). Before you quote a number, write the best configuration of the sweep again and measure it
-# `REPEATS` times in all; the figure to quote is the median, with the lowest and highest beside it.
+# One run is one sample of a noisy machine. On the H100 reference (issue 27), repeats inside one
+# server start agreed within about ±2 %, while three separate runs of this notebook gave medians of
+# 0.78, 0.78 and 0.67 of the limit of that time (the last after a different choice in the transport
+# step). A repeat inside one start cannot show what is decided when a server starts: the choices
+# made on the way, where each instance's memory lands, what each compile produced. So the figure
+# the reference quotes comes from **separately started servers**:
+# `gpu_reference/run_reference.py --parts stability` serves the configuration this step records on
+# fresh servers. Here you see the within-start spread: the best run of 7.2 to 7.7, its
+# configuration put back if a later step changed it, measured `REPEATS` times in all. The figure to
+# quote is the median, with the lowest and highest beside it.
 
 # %%
-best_swept = max(fragments, key=lambda name: runs[name].throughput.value)
-triton_config.edit(MODEL, fragments[best_swept], verbose=False)
-repeats = [runs[best_swept]]
-for i in range(2, REPEATS + 1):
-    repeats.append(perf.run_line(runs[best_swept].row["command"], f"7.8 repeat {i}", out=OUT, verbose=False))
-stability = [r.throughput.value / LIMIT["images_per_s"] for r in repeats]
-print(f"{best_swept}: {', '.join(f'{r.throughput.value:.0f}' for r in repeats)} infer/s")
-print(f"served/limit over {len(stability)} runs: median {np.median(stability):.3f}, min {min(stability):.3f}, "
-      f"max {max(stability):.3f}")
+best = max(runs, key=lambda name: runs[name].throughput.value)
+if CONFIG.read_text() != served_config[best]:  # a later step changed it: the best run's back
+    assert triton_config.edit(MODEL, served_config[best], timeout=900).ok
+best_config = CONFIG.read_text()  # what the best run measured, as Triton loaded it
+repeats = [runs[best]] + [measure(runs[best].row["command"], f"7.8 repeat {i}", verbose=False)
+                          for i in range(2, REPEATS + 1)]
+ratios = [run.throughput.value / LIMIT["images_per_s"] for run in repeats]
+print(f"{best}: {', '.join(f'{run.throughput.value:.0f}' for run in repeats)} infer/s")
+print(hardware.spread_line(ratios, "runs in one server start"))
+
+# %% [markdown]
+# **What do you see, and why?** How far apart are the repeats? Name two things that are decided
+# again each time a server starts and that one start cannot show you.
+#
+# **Your answer:** *(double-click this cell and write it here)*
 
 # %% [markdown]
 # ## What you measured: where it lands, and what limits it
+# served/limit for the best run, by hand once; then every run's row with its served/limit
+# (`hardware.summary` does the same division), and the record the reference's stability part
+# reads: `results/hardware/served_over_limit.json` with the best run's line and full
+# `config.pbtxt`.
 
 # %%
-table = pd.DataFrame([{"run": name, "step": name.split(" ")[0], **run.row}
-                      for name, run in {**runs, **{f"7.8 repeat {i + 2}": r for i, r in enumerate(repeats[1:])}}.items()
-                      if "one client" not in name])
-table["served_over_limit"] = table["throughput_infer_s"] / LIMIT["images_per_s"]
+served = runs[best].throughput  # inferences/s, with the interval of its measurement windows
+ratio = served / LIMIT["images_per_s"]
+print(f"served/limit = {served.value:.0f} / {LIMIT['images_per_s']:.0f} = {ratio} ({best})")
+table = hardware.summary(runs, LIMIT, served_config)
 table.to_csv(OUT / "summary.csv", index=False)
-ratio = runs[best].throughput / LIMIT["images_per_s"]
-(OUT / "served_over_limit.json").write_text(json.dumps({
-    "served_infer_s": runs[best].row["throughput_infer_s"], "best": best, "command": runs[best].row["command"],
-    "limit": LIMIT, "eager_limit": EAGER_LIMIT, "served_over_limit": ratio.value, "device": raw["device_name"],
-    "repeated": best_swept, "repeated_config": fragments[best_swept],
-    "repeats_served_over_limit": stability, "repeats_median": float(np.median(stability)),
-    "limit_definition": "the most images/s any runtime of the lab does with this model on this device, batched, "
-                        "with no server and nothing else running (servelab/serving/raw_limit.py)"}, indent=2) + "\n")
-print(f"served/limit = {runs[best].row['throughput_infer_s']:.0f} / {LIMIT['images_per_s']:.0f} = {ratio} "
-      f"(limit: {LIMIT['path']}, batch {LIMIT['batch']}; best served: {best})")
+hardware.record(OUT / "served_over_limit.json", raw, best, runs[best], best_config, repeats,
+                {"chosen": CHOSEN, "runs_infer_s": {n: [r.throughput.value for r in rs]
+                                                    for n, rs in samples.items()}})
 util = [c for c in table if c.endswith("_util_pct")]
-table[["run", "throughput_infer_s", "served_over_limit", "p99_ms", "server_queue_ms", "server_compute_infer_ms",
-       "avg_batch_size", *util]].round(3)
+table[["run", "throughput_infer_s", "served_over_limit", "p99_ms", "server_queue_ms",
+       "server_compute_infer_ms", "avg_batch_size", "in_flight_N", "instance_busy_U",
+       *util]].round(3)
 
 # %% [markdown]
-# Where does a request's time go in the best run, and how does the model's execution time compare
-# with the raw model at the same batch size? If the server's compute time per execution is much
-# larger than the raw time for that batch, the work around the model (stacking the requests, copies,
-# the Python backend's messages to and from its process, one response per request) is what limits
-# it; if the queue is long and the device is busy, the device is.
+# **The laws beside the numbers.** Two columns of the table hold for any run, whatever limits it.
+# Little's law, **N = X·R**: throughput × mean latency = the requests in flight on average; in a
+# closed loop it must come out at the line's `--concurrency-range` (a check that the row is
+# consistent). The utilisation law, **U = X·S**, per model instance: executions per second (the
+# throughput over the average batch) × the mean time of one execution (input + infer + output,
+# from Triton's per-batch statistics) ÷ the instances = the share of time each instance was busy.
+# An instance near 1 has no idle time left: more load only waits in its queue, and what shortens
+# its executions (or adds instances, while cores and the GPU last) is what raises the throughput.
+# Both laws assume a steady run; on a machine whose load changes during the run (other programs
+# on the same cores) U can come out above 1, which says the run was not steady. Here are both for
+# the best run, with the arithmetic written out:
 
 # %%
-top = runs[best].row
-avg_batch = max(1.0, float(top["avg_batch_size"]))
-raw_path = raw_table[raw_table["path"] == LIMIT["path"]].sort_values("batch")
-raw_ms = 1000 * avg_batch / float(np.interp(avg_batch, raw_path["batch"], raw_path["images_per_s"]))
-print(f"best run: average batch {avg_batch:.1f}; server compute per execution: input "
-      f"{top['server_compute_input_ms']:.2f} + infer {top['server_compute_infer_ms']:.2f} + output "
-      f"{top['server_compute_output_ms']:.2f} ms; the raw model ({LIMIT['path']}) takes {raw_ms:.2f} ms for a batch "
-      f"of {avg_batch:.0f}; utilisation: {', '.join(f'{c[:-9]} {top[c]:.0f}%' for c in util if c in top) or 'n/a'}")
+print(hardware.laws(runs[best].row, hardware.instances(best_config)))
+
+# %% [markdown]
+# Where does an execution's time go in the best run, and how does it compare with the raw model
+# at the same batch size? If the server's compute time per execution is much larger than the raw
+# time for that batch, the work around the model (stacking the requests, copies, the Python
+# backend's messages to and from its process, one response per request) is what limits it; if
+# the queue is long and the device is busy, the device is. Utilisation is read from Triton's
+# metrics during the run, labelled with what it measured (a GPU, or the CPU).
+
+# %%
+print(hardware.time_split(runs[best].row, raw))
+print("utilisation during that run:", ", ".join(f"{c[:-9]} {runs[best].row[c]:.0f}%"
+                                                for c in util if c in runs[best].row) or "n/a")
+
+# %% [markdown]
+# The lab's verdicts on the whole notebook, and its plots (open it after your hand-in answers):
 
 # %% jupyter={"source_hidden": true}
 claims.at_most("served / limit is at most 1 for every run (the limit's definition)",
                float(table["served_over_limit"].max()), 1.0)
+goal = f"goal (issue 27): the best configuration serves at least {hardware.GOAL:.0%} of the limit"
 if ON_GPU:
-    claims.at_least("goal: the best configuration reaches at least 60% of the raw batched throughput", ratio, 0.6)
+    claims.at_least(goal, ratio, hardware.GOAL)
 else:
-    claims.not_checkable("goal: at least 60% of the raw batched throughput",
-                         f"set for a GPU; on this CPU served/limit = {ratio}")
-plots.steps_vs_limit(table, LIMIT, EAGER_LIMIT, "Served throughput, step by step, against the raw model").savefig(
-    OUT / "steps_vs_limit.png", dpi=110)
-plots.latency_split_stacked(table, "Average latency: queue / compute / network").savefig(OUT / "latency_split.png",
-                                                                                          dpi=110)
-plots.sweep_throughput(sweep_table, "7.7: throughput by instances, max batch size and delay").savefig(
-    OUT / "sweep.png", dpi=110)
+    claims.not_checkable(goal, f"set for a GPU; on this CPU served/limit = {ratio}")
+plots.steps_vs_limit(table, LIMIT, EAGER_LIMIT, "Served throughput, step by step, against the "
+                     "raw model", goal=hardware.GOAL).savefig(OUT / "steps_vs_limit.png", dpi=110)
+plots.latency_split_stacked(table, "Average latency: queue / compute / network").savefig(
+    OUT / "latency_split.png", dpi=110)
+plots.sweep_throughput(sweep_table, "7.6: throughput by instances, max batch size and delay"
+                       ).savefig(OUT / "sweep.png", dpi=110)
 claims.save(OUT)
 
 # %% [markdown]
-# **Hand in** the table, `steps_vs_limit.png` and `sweep.png`, and your predictions, and answer:
+# **Hand in** the table, `steps_vs_limit.png` and `sweep.png`, your predictions and your answers
+# above, and answer:
 #
 # 1. What limits the best configuration on your hardware: the device, the CPU work around the
 #    model, or the transfer? Which numbers tell you?
-# 2. Which step gained most, and would it gain as much on a P100 (no tensor cores) as on an H100?
+# 2. Which step gained most, and would it gain as much on a P100 as on an H100? (Think of tensor
+#    cores, fp16's arithmetic rate, and which steps the P100 cannot run at all.)
+# 3. Your served/limit and the goal of 0.70: what would you try next, and what would it cost?
 #
-# **Exercise.** Pick one setting of 7.7 and vary it further (e.g. `max_queue_delay_microseconds`
-# from 100 to 5000 µs at the best instance count): predict the trend in throughput and p99 first,
-# then measure, and explain where the trade-off turns.
+# **Going further.** Pick one setting of 7.6 and vary it further (e.g.
+# `max_queue_delay_microseconds` from 100 to 5000 µs at the best instance count): predict the
+# trend in throughput and p99 first, then measure, and explain where the trade-off turns.
 #
 # ## Tear down
 # Unload the tuned model (its instances hold device memory), leaving notebook 6's two models as

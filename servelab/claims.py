@@ -215,6 +215,36 @@ def fact(claim: str, holds: bool, numbers: dict | None = None, note: str = "") -
     return _record(claim, HOLDS if holds else FAILS, None, "", numbers, note, is_fact=True)
 
 
+def choose(question: str, samples: dict[str, list[float]], tie_order: list[str]) -> str:
+    """One of several options (e.g. transports), decided on repeated runs of each, never on one
+    comparison: `samples` holds each option's runs (more is better, e.g. inferences/s). The
+    option with the highest median wins outright when its lowest run beats the highest run of
+    every other (claim: holds); an option it does not beat so is tied with it (inconclusive), and
+    among the tied the first of `tie_order` is chosen, and the reason printed. Notebook 7, 7.4."""
+    measured = {
+        name: Measured.from_windows(runs, float(np.median(runs))) for name, runs in samples.items()
+    }
+    top = max(measured, key=lambda name: measured[name].value)
+    tied = [top]
+    for name, other in measured.items():
+        if name != top:
+            runs = f"{len(samples[top])} and {len(samples[name])} runs"
+            verdict = at_least(f"{question}: {top} beats {name} ({runs})", measured[top] / other, 1)
+            tied += [name] if verdict != HOLDS else []
+    rank = {name: i for i, name in enumerate(tie_order)}
+    chosen = top if len(tied) == 1 else min(tied, key=lambda name: rank.get(name, len(rank)))
+    why = (
+        "it beats every other option in every run"
+        if len(tied) == 1
+        else (
+            f"these runs do not tell {', '.join(tied)} apart; the rule keeps the first of "
+            f"{tie_order} among them"
+        )
+    )
+    print(f"{question}: {chosen} ({why})")
+    return chosen
+
+
 def not_checkable(claim: str, reason: str) -> str:
     """A claim this hardware cannot show (e.g. two GPUs on a CPU machine): say so, don't pretend."""
     return _record(claim, NOT_CHECKED, None, "", None, reason)

@@ -160,15 +160,23 @@ def perf_line(
 
 
 def _field(message, path: str):
-    """The value at a dotted path of a ModelConfig (the first element of a repeated message),
-    or None where the config does not set it."""
-    value = message
-    for name in path.split("."):
+    """The value at a dotted path of a ModelConfig (the first element of a repeated message; a
+    map's entry by its key, e.g. "parameters.precision.string_value"), or None where the config
+    does not set it."""
+    value, names = message, path.split(".")
+    while names:
+        name = names.pop(0)
         descriptor = value.DESCRIPTOR.fields_by_name.get(name)
         if descriptor is None:
             raise KeyError(f"{value.DESCRIPTOR.name} has no field {name}")
         repeated = descriptor.label == descriptor.LABEL_REPEATED
-        if descriptor.message_type is not None and not repeated:
+        entry = descriptor.message_type
+        if entry is not None and entry.GetOptions().map_entry:  # parameters { key: ... }
+            key, entries = names.pop(0), getattr(value, name)
+            if key not in entries:
+                return None
+            value = entries[key]
+        elif descriptor.message_type is not None and not repeated:
             if not value.HasField(name):
                 return None
             value = getattr(value, name)

@@ -285,6 +285,7 @@ def _with_triton_view(
             "avg_batch_size": round(delta["avg_batch_size"], 2),
             "max_batch_size_seen": delta["max_batch_size_seen"],
             "batch_executions": delta["batch_executions"],
+            "execution_ms": round(delta["execution_ms_avg"], 3),
             **sampler.summary(),
         }
     )

@@ -93,7 +93,20 @@ def stats_delta(before: dict, after: dict) -> dict:
         ns = _count_ns(after, key)[1] - _count_ns(base, key)[1]
         out[f"{key}_ms_total"] = ns / 1e6
         out[f"{key}_ms_avg"] = ns / 1e6 / requests_done if requests_done else 0.0
+    # per execution, not per request: a request's compute times are those of the batch it was in,
+    # so their mean over requests weighs large batches more (batch_stats count executions)
+    ns = _execution_ns(after) - _execution_ns(base)
+    out["execution_ms_avg"] = ns / 1e6 / out["execution_count"] if out["execution_count"] else 0.0
     return out
+
+
+def _execution_ns(stats: dict) -> int:
+    """Total time of the model's executions (compute input + infer + output), from batch_stats."""
+    return sum(
+        int(b.get(key, {}).get("ns", 0))
+        for b in stats.get("batch_stats", [])
+        for key in ("compute_input", "compute_infer", "compute_output")
+    )
 
 
 def batch_table(delta: dict):

@@ -16,8 +16,9 @@ model's own arithmetic, so this is the ceiling a served configuration is compare
 - "torch.compile fp16 + CUDA graph" (GPU): BatchNorm folded, inductor's fused kernels compiled
   once for every batch size, a CUDA graph per batch size: the same TunedClassifier path
   food_classifier_tuned serves with `compile: on`. About a minute to build; --no-compile skips it
-  (it is skipped with the reason if it fails). On an H100 it is the fastest path (docs/results/
-  h100_levers/), so without it the limit would not be the device's;
+  (it is skipped with the reason if it fails, or on a GPU older than compute capability 7.0, such
+  as the P100, where inductor's Triton kernels cannot run). On an H100 it is the fastest path
+  (docs/results/h100_levers/), so without it the limit would not be the device's;
 - "onnxruntime fp32": the ONNX export of the same model (FOOD11_ONNX_PATH) in ONNX Runtime, on
   the CPU with all its cores, or with the CUDA provider when onnxruntime has it; on a CPU it is
   the fastest path, so the limit there is what the served path could at best reach.
@@ -35,8 +36,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from servelab.paths import MODEL_ONNX, MODEL_PTH
-from servelab.serving.tuned_runtime import TunedClassifier
+from servelab.serving.tuned_runtime import TunedClassifier, compile_blocker
+
+COMPILED = "torch.compile fp16 + CUDA graph"
 
 
 def _rate(step, batch: int, seconds: float, sync) -> float:
@@ -61,14 +66,17 @@ def measure(
     say=print,
     onnx: Path | None = MODEL_ONNX,
     checks: dict | None = None,
+    skipped: dict | None = None,
 ) -> list[dict]:
     """Rows {path, batch, images_per_s} for every path this device has, at every batch size.
-    `checks` (if given) receives each faster path's top-class agreement with eager fp32."""
+    `checks` (if given) receives each faster path's top-class agreement with eager fp32, and
+    `skipped` each path this device cannot run, with the reason."""
     import torch
 
     on_gpu = device.startswith("cuda")
     sync = (lambda: torch.cuda.synchronize(device)) if on_gpu else (lambda: None)
     rows, checks = [], {} if checks is None else checks
+    skipped = {} if skipped is None else skipped
 
     def add(path: str, batch: int, rate: float) -> None:
         rows.append({"path": path, "batch": batch, "images_per_s": round(rate, 1)})
@@ -90,8 +98,12 @@ def measure(
     if not on_gpu:
         return rows
     paths = {"fp16 channels_last + CUDA graph": {}}
-    if compile_:
-        paths["torch.compile fp16 + CUDA graph"] = {"compiled": True}
+    blocker = compile_blocker(torch.cuda.get_device_capability(device))
+    if compile_ and blocker:
+        skipped[COMPILED] = blocker
+        say(f"  {COMPILED}: skipped ({blocker})")
+    elif compile_:
+        paths[COMPILED] = {"compiled": True}
     for path, options in paths.items():
         start = time.perf_counter()
         try:
@@ -105,11 +117,12 @@ def measure(
                 **options,
             )
         except Exception as exc:  # noqa: BLE001 - report why the path is missing, keep the others
-            say(f"  {path}: not available here ({type(exc).__name__}: {str(exc)[:200]})")
+            skipped[path] = f"not available here ({type(exc).__name__}: {str(exc)[:200]})"
+            say(f"  {path}: {skipped[path]}")
             continue
         say(f"  ({path}: built in {time.perf_counter() - start:.0f} s)")
         with torch.inference_mode():
-            checks[path] = agreement(reference, fast.forward(probe))
+            checks[path] = agreement(reference.cpu().numpy(), fast.forward(probe).cpu().numpy())
         say(f"  ({path}: {checks[path]['summary']})")
         if not checks[path]["keeps_classes"]:
             continue  # measured answers that differ: not a limit
@@ -121,23 +134,35 @@ def measure(
     return rows
 
 
+# a faster path keeps eager fp32's answers when it gives fp32's top class on this share of the
+# inputs: fp16 may flip a near-tie (untrained weights have some), a wrong path agrees on ~1/11
+SAME_CLASS_SHARE = 0.95
+
+
 def agreement(reference, logits) -> dict:
-    """Does a faster path give eager fp32's top class on the probe inputs fp32 decides clearly
-    (its two best logits further apart than twice the largest difference between the paths)?"""
-    reference, logits = reference.float(), logits.float()
-    diff = float((reference - logits).abs().max())
-    best2 = reference.topk(2, dim=1).values
-    clear = (best2[:, 0] - best2[:, 1]) > 2 * diff
+    """Does a faster path give eager fp32's answers? Both are arrays of logits [N, classes]
+    (numpy; notebook 7 checks fp16 with it too). It keeps them when it gives fp32's top class on
+    at least SAME_CLASS_SHARE of the inputs. Also reported: the largest logit difference, against
+    the spread of fp32's logits, and how many inputs fp32 decides clearly (two best logits further
+    apart than twice that difference): on those, no path this close can change the class."""
+    reference = np.asarray(reference, dtype=np.float32)
+    logits = np.asarray(logits, dtype=np.float32)
+    diff = float(np.abs(reference - logits).max())
+    spread = float(reference.max() - reference.min())
+    best2 = np.sort(reference, axis=1)[:, -2:]
+    clear = (best2[:, 1] - best2[:, 0]) > 2 * diff
     same = reference.argmax(1) == logits.argmax(1)
-    kept = bool(same[clear].all())
+    kept = bool(same.mean() >= SAME_CLASS_SHARE)
     return {
         "inputs": len(same),
         "same_top_class": int(same.sum()),
         "decided_clearly": int(clear.sum()),
         "max_abs_diff": round(diff, 4),
+        "logit_spread": round(spread, 4),
         "keeps_classes": kept,
-        "summary": f"top class as eager fp32 on {int(same.sum())}/{len(same)} inputs, "
-        f"{'every' if kept else 'NOT every'} one fp32 decides clearly",
+        "summary": f"top class as eager fp32 on {int(same.sum())}/{len(same)} inputs "
+        f"({'at least' if kept else 'NOT'} {SAME_CLASS_SHARE:.0%}); largest logit difference "
+        f"{diff / spread if spread else 0:.1%} of their spread",
     }
 
 
@@ -212,6 +237,8 @@ def combine(per_gpu: list[dict]) -> dict:
         "rows": rows,
         "per_gpu_limit": [r["limit"] for r in per_gpu],
         "same_classes": per_gpu[0]["same_classes"],
+        "skipped": per_gpu[0].get("skipped", {}),
+        "compute_capability": per_gpu[0].get("compute_capability"),
     }
 
 
@@ -252,6 +279,7 @@ def main(argv=None) -> None:
             f"{torch.get_num_threads()} CPU threads"
         )
         checks: dict = {}
+        skipped: dict = {}
         rows = measure(
             device,
             [int(b) for b in args.batches.split(",")],
@@ -259,13 +287,17 @@ def main(argv=None) -> None:
             not args.no_compile,
             say=say,
             checks=checks,
+            skipped=skipped,
         )
+        capability = torch.cuda.get_device_capability(device) if device.startswith("cuda") else None
         result = {
             "device": device,
             "device_name": name,
             "torch": torch.__version__,
             "rows": rows,
             "same_classes": checks,
+            "skipped": skipped,
+            "compute_capability": ".".join(map(str, capability)) if capability else None,
         }
     rows = result["rows"]
     top = best(rows)

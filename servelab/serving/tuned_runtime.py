@@ -13,7 +13,8 @@ One PyTorch forward pass over a batch, with the tricks notebook 7 turns on one a
   them at small batches; a replay launches them all at once.
 - compiled (GPU only): BatchNorm folded into the convolutions, then torch.compile (inductor's
   fused kernels), compiled once for every batch size; with cuda_graphs each bucket replays the
-  compiled pass. The fastest path the lab has on a GPU, and the slowest to load.
+  compiled pass. The fastest path the lab has on a GPU, and the slowest to load. It needs
+  compute capability 7.0 or newer (compile_blocker says why not on an older GPU, e.g. the P100).
 
 `run(parts)` takes the requests' arrays as they come from Triton and stacks them straight into
 a pinned host buffer (one copy), so the copy to the GPU is one asynchronous transfer.
@@ -35,6 +36,26 @@ INPUT_FORMATS = {
     "fp32_nchw": (np.float32, (3, food11.INPUT_SIZE, food11.INPUT_SIZE)),
     "uint8_nhwc": (np.uint8, (food11.INPUT_SIZE, food11.INPUT_SIZE, 3)),
 }
+
+
+# inductor writes its fused kernels in Triton (the kernel language); PyTorch refuses to compile
+# them for older GPUs ("Triton only supports devices of CUDA Capability >= 7.0")
+COMPILE_MIN_CAPABILITY = (7, 0)
+
+
+def compile_blocker(capability: tuple[int, int] | None) -> str:
+    """Why torch.compile cannot serve on a GPU of this compute capability ('' when it can): its
+    backend, inductor, generates Triton kernels, and Triton compiles them only for compute
+    capability 7.0 (Volta, 2017) and newer. The class's P100 is 6.0."""
+    if capability is None:
+        return "no GPU: torch.compile's CUDA graphs and Triton kernels need one"
+    if tuple(capability) < COMPILE_MIN_CAPABILITY:
+        major, minor = capability
+        return (
+            f"this GPU is compute capability {major}.{minor}: torch.compile's inductor generates "
+            "Triton kernels, which need 7.0 or newer (Volta and later; not a P100, which is 6.0)"
+        )
+    return ""
 
 
 def buckets(max_batch: int) -> list[int]:
@@ -76,6 +97,11 @@ class TunedClassifier:
         on_gpu = self.device.type == "cuda"
         if not on_gpu and (precision == "fp16" or cuda_graphs or compiled):
             raise ValueError("fp16, CUDA graphs and compile need a GPU instance (KIND_GPU)")
+        if compiled and compile_blocker(torch.cuda.get_device_capability(self.device)):
+            raise ValueError(
+                "compile: on cannot load here: "
+                + compile_blocker(torch.cuda.get_device_capability(self.device))
+            )
         self.input_format, self.precision, self.max_batch = input_format, precision, int(max_batch)
         self.dtype = torch.float16 if precision == "fp16" else torch.float32
         model = TorchClassifier(weights, device=str(self.device), threads=threads).model.eval()

@@ -1,0 +1,184 @@
+"""Notebook 7's library parts, on a CPU and without a server: the limit's table and its skipped
+runtimes (compile needs compute capability 7.0), the transport decided on repeated runs, the
+laws and served/limit of a run, the record the GPU reference's stability part reads, and the
+config a best run is put back with (servelab.hardware, claims.choose, exercises on parameters)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from servelab import claims, exercises, hardware, perf, triton_config, triton_stats
+from servelab.paths import STAGING
+from servelab.serving import raw_limit, tuned_runtime
+
+RAW = {
+    "device_name": "NVIDIA H100 80GB HBM3",
+    "compute_capability": "9.0",
+    "rows": [
+        {"path": "eager fp32", "batch": 1, "images_per_s": 150.0},
+        {"path": "eager fp32", "batch": 64, "images_per_s": 11500.0},
+        {"path": raw_limit.COMPILED, "batch": 1, "images_per_s": 2000.0},
+        {"path": raw_limit.COMPILED, "batch": 64, "images_per_s": 44000.0},
+    ],
+    "per_runtime": {
+        "eager fp32": {"path": "eager fp32", "batch": 64, "images_per_s": 11500.0},
+        raw_limit.COMPILED: {"path": raw_limit.COMPILED, "batch": 64, "images_per_s": 44000.0},
+    },
+    "same_classes": {
+        raw_limit.COMPILED: {"summary": "top class as eager fp32 on 256/256 inputs"},
+        "fp16 channels_last + CUDA graph": {"summary": "NOT every one", "keeps_classes": False},
+    },
+    "skipped": {"onnxruntime fp32": "no CUDA provider"},
+    "limit": {"path": raw_limit.COMPILED, "batch": 64, "images_per_s": 44000.0},
+    "eager_limit": {"path": "eager fp32", "batch": 64, "images_per_s": 11500.0},
+}
+CSV = (
+    "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
+    "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,p50 latency,"
+    "p90 latency,p95 latency,p99 latency,Avg latency\n"
+    "1024,28000,100,2000,5800,2300,9700,1900,10,30000,45000,50000,54000,36000\n"
+)
+
+
+def run(throughput: float, command: str = "perf_analyzer -m m", batch: float = 50.0):
+    result = perf.PerfResult([], command, "", 0, 1.0, table=perf.parse_csv(CSV))
+    result.table["throughput_infer_s"] = throughput
+    result.extra.update({"avg_batch_size": batch, "command": command})
+    return result
+
+
+def test_compile_needs_compute_capability_7():
+    assert tuned_runtime.compile_blocker((9, 0)) == ""
+    assert tuned_runtime.compile_blocker((7, 0)) == ""
+    p100 = tuned_runtime.compile_blocker((6, 0))
+    assert "6.0" in p100 and "7.0" in p100 and "Triton kernels" in p100 and "P100" in p100
+    assert "no GPU" in tuned_runtime.compile_blocker(None)
+
+
+def test_runtime_table_lists_skipped_and_left_out_runtimes():
+    table = hardware.runtime_table(RAW).set_index("runtime")
+    assert table.loc[raw_limit.COMPILED, "x_eager_fp32"] == pytest.approx(44000 / 11500, 0.01)
+    assert table.loc["eager fp32", "answers"] == "the reference"
+    assert table.loc["fp16 channels_last + CUDA graph", "answers"].startswith("left out")
+    assert table.loc["onnxruntime fp32", "answers"] == "skipped: no CUDA provider"
+
+
+def test_agreement_is_the_share_of_inputs_with_fp32s_class():
+    rng = np.random.default_rng(0)
+    reference = rng.standard_normal((100, 11)).astype(np.float32)
+    close = reference + 0.001 * rng.standard_normal((100, 11)).astype(np.float32)
+    check = raw_limit.agreement(reference, close)
+    assert check["keeps_classes"] and check["same_top_class"] >= 95
+    assert check["decided_clearly"] > 90 and check["max_abs_diff"] < 0.01
+    assert "of their spread" in check["summary"]
+    wrong = raw_limit.agreement(reference, rng.standard_normal((100, 11)))
+    assert not wrong["keeps_classes"] and "NOT 95%" in wrong["summary"]
+
+
+def test_choose_decides_on_repeated_runs_and_says_when_it_cannot():
+    claims.RESULTS.clear()
+    clear = {"A": [100, 105, 103], "B": [90, 95, 94]}
+    assert claims.choose("t", clear, tie_order=["B", "A"]) == "A"
+    assert [r["verdict"] for r in claims.RESULTS] == [claims.HOLDS]
+    claims.RESULTS.clear()
+    tied = {"HTTP": [100, 95, 99], "gRPC": [101, 97, 96], "shm": [98, 99, 92]}
+    assert claims.choose("t", tied, tie_order=["shm", "gRPC", "HTTP"]) == "shm"
+    assert {r["verdict"] for r in claims.RESULTS} == {claims.INCONCLUSIVE}
+    claims.RESULTS.clear()
+
+
+def test_parameters_are_checked_by_their_key():
+    text = 'parameters { key: "compile" value { string_value: "on" } }'
+    needs = {"parameters.compile.string_value": "on"}
+    assert exercises.config_fragment(text, "7.7", "compile on", needs=needs) == text
+    with pytest.raises(exercises.NotYet, match="has no `parameters.compile.string_value: on`"):
+        exercises.config_fragment(text.replace("compile", "precision"), "7.7", "x", needs=needs)
+
+
+def test_summary_laws_and_the_record_of_the_best_run(tmp_path):
+    config = (STAGING / "food_classifier_tuned" / "config.pbtxt").read_text()
+    eight = triton_config.replace_fields(
+        config, "instance_group [ { count: 8, kind: KIND_GPU, gpus: [ 0 ] } ]"
+    )
+    assert hardware.instances(config) == 1 and hardware.instances(eight) == 8
+    runs = {"7.2 start": run(1000.0, batch=16), "7.6 best": run(28000.0)}
+    table = hardware.summary(runs, RAW["limit"], {"7.2 start": config, "7.6 best": eight})
+    best = table.set_index("run").loc["7.6 best"]
+    assert best["served_over_limit"] == pytest.approx(28000 / 44000)
+    assert best["in_flight_N"] == pytest.approx(28000 * 0.036)  # X·R
+    assert best["instance_busy_U"] == pytest.approx(28000 / 50 * 0.0139 / 8)  # X_exec·S / n
+    assert "= 1008 requests in flight" in hardware.laws(runs["7.6 best"].row, 8)
+    assert "0.97" in hardware.laws(runs["7.6 best"].row, 8)
+    assert "13.90 ms" in hardware.time_split(runs["7.6 best"].row, RAW)
+    record = hardware.record(
+        tmp_path / "served_over_limit.json",
+        RAW,
+        "7.6 best",
+        runs["7.6 best"],
+        eight,
+        [runs["7.6 best"], run(27000.0)],
+        {"chosen": "gRPC + shared memory"},
+    )
+    assert json.loads((tmp_path / "served_over_limit.json").read_text()) == record
+    assert record["best_config"] == eight and record["command"] == "perf_analyzer -m m"
+    assert record["repeats_served_over_limit"] == pytest.approx([28000 / 44000, 27000 / 44000])
+    assert "served/limit over 2 runs: median 0.625" in hardware.spread_line(
+        record["repeats_served_over_limit"], "runs"
+    )
+
+
+def test_sweep_table_reads_each_configuration():
+    fragment = (
+        "instance_group [ { count: 4, kind: KIND_GPU, gpus: [ 0 ] } ]\n"
+        "max_batch_size: 64\n"
+        "dynamic_batching { max_queue_delay_microseconds: 500 }"
+    )
+    table = hardware.sweep_table({"7.6 a": run(20000.0)}, {"7.6 a": fragment})
+    assert table.iloc[0][["instances", "max_batch", "delay_us", "clients"]].tolist() == [
+        4,
+        64,
+        500,
+        1024,
+    ]
+    assert isinstance(table, pd.DataFrame)
+
+
+def test_a_whole_config_put_back_with_edit_is_the_same_config():
+    """7.8 puts the best run's config.pbtxt back with triton_config.edit(model, its full text)."""
+    staged = (STAGING / "food_classifier_tuned" / "config.pbtxt").read_text()
+    best = triton_config.replace_fields(
+        staged,
+        "instance_group [ { count: 8, kind: KIND_GPU, gpus: [ 0 ] } ]\nmax_batch_size: 64\n"
+        'parameters { key: "compile" value { string_value: "on" } }',
+    )
+    later = triton_config.replace_fields(staged, "max_batch_size: 8")
+    back = triton_config.replace_fields(later, best)
+    assert triton_config.parse_config(back) == triton_config.parse_config(best)
+
+
+def test_execution_time_is_per_execution_not_per_request():
+    """Triton gives each request of a batch the batch's compute times: their mean over requests
+    weighs large batches more; batch_stats count executions."""
+    before = {"inference_count": 0, "execution_count": 0, "batch_stats": []}
+    after = {
+        "inference_count": 11,
+        "execution_count": 2,
+        "inference_stats": {
+            "success": {"count": 11, "ns": 0},
+            "compute_infer": {"count": 11, "ns": 10 * 10_000_000 + 1 * 1_000_000},
+        },
+        "batch_stats": [
+            {"batch_size": 1, "compute_infer": {"count": 1, "ns": 1_000_000}},
+            {"batch_size": 10, "compute_infer": {"count": 1, "ns": 10_000_000}},
+        ],
+    }
+    delta = triton_stats.stats_delta(before, after)
+    assert delta["execution_ms_avg"] == pytest.approx(5.5)  # (1 + 10) ms / 2 executions
+    assert delta["compute_infer_ms_avg"] == pytest.approx(101 / 11)  # per request: 9.2 ms
+    row = {**run(1.0).row, "execution_ms": 5.5}
+    assert hardware.execution_ms(row) == 5.5
+    assert hardware.execution_ms({**row, "execution_ms": 0}) == pytest.approx(13.9)
