@@ -231,6 +231,7 @@ def test_fastapi_benchmark_notebook_runs_top_to_bottom(tmp_path, built_artifacts
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2700)  # notebooks 5-7 headless: ~12 min idle, 20+ on a busy 2-core machine
 def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts):
     """Notebook 5's checks, all of notebook 6 (steps a-g) and notebook 7 against one real local Triton,
     short windows."""
