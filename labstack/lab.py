@@ -79,7 +79,8 @@ SCRIPTED_PREDICTIONS = {
 }
 # `make lab`: the notebooks' defaults, with 3 s perf_analyzer windows (as the H100 reference ran)
 # instead of the class's 5 s, so the whole run fits in 15 minutes on 2 cores
-FULL_PARAMS = {"PERF_INTERVAL_MS": 3000}
+# make lab also runs the notebooks' optional "going further" parts (LAB_GOING_FURTHER)
+FULL_PARAMS = {"PERF_INTERVAL_MS": 3000, "GOING_FURTHER": 1}
 QUICK_PARAMS = {
     "N_SEQUENTIAL": 20,
     "N_CONCURRENT": 96,
@@ -90,6 +91,7 @@ QUICK_PARAMS = {
     "HW_CLIENTS": 8,
     "HW_MAX_CLIENTS": 16,
     "HW_RAW_SECONDS": 1,
+    "GOING_FURTHER": 1,
 }
 
 

@@ -54,11 +54,11 @@
 # a GPU every instance is a CPU instance, and claims only a GPU can show are *not checked here*.
 # The lab's measured reference is a 1-GPU H100 node, whose numbers are in the answer key.
 #
-# **The core path fits your lease.** The measurements below take about 7 minutes on a GPU node at
-# the class's 5-second windows; the rest of the time is yours, to read, predict and answer. A few
-# runs are **going further** (more rates, the closed-loop batching curves): they are skipped
-# unless you set `GOING_FURTHER = 1` in the setup cell (or `LAB_GOING_FURTHER=1` in Jupyter's
-# environment).
+# **The core path fits your lease.** Its 18 measurements take about 7 minutes on a GPU node at
+# the class's 5-second windows (estimated from the H100 reference's runs); the rest of the time is
+# yours, to read, predict and answer. A few runs are **going further** (a light rate, the
+# closed-loop batching curves, about 3 minutes more): they are skipped unless you set
+# `GOING_FURTHER = 1` in the setup cell (or `LAB_GOING_FURTHER=1` in Jupyter's environment).
 #
 # ## Setup
 
@@ -78,6 +78,12 @@ HOST = TRITON.split("://")[-1]  # perf_analyzer and tritonclient take host:port
 PERF_INPUT = os.path.relpath(PERF_INPUT_JSON)  # a real JPEG, for the model that decodes it
 REPOSITORY = model_repository_dir()
 client = httpclient.InferenceServerClient(HOST)
+
+# %% [markdown]
+# How many GPUs the server sees decides where the instance steps put their copies; the class's
+# node prints 2. The settings of this notebook follow.
+
+# %%
 N_GPUS = triton_stats.gpu_count(TRITON, METRICS)
 GPUS = "[ " + ", ".join(str(i) for i in range(N_GPUS)) + " ]"  # "[ 0, 1 ]" on the class's node
 GOING_FURTHER = labenv.param("GOING_FURTHER", 0)  # 1: also run the optional runs
@@ -163,8 +169,9 @@ print(f"U = X·S = {X:.1f}/s × {S:.2f} ms = {X * S / 1000:.2f}  (share of time 
 print(f"N = X·R = {X:.1f}/s × {R:.2f} ms = {X * R / 1000:.2f}  (requests in flight: 1 by design)")
 
 # %% [markdown]
-# One request at a time, and yet the instance is busy most of the time: the only gap is the short
-# trip from the answer back to perf_analyzer and the next request out. Keep that number in mind.
+# With one request at a time, the instance can be idle only while an answer travels back to
+# perf_analyzer and the next request travels in: `1 − U` is the share of that trip. How large was
+# it here? Keep U in mind for what follows.
 #
 # **Predict.** With one instance, 16 requests in flight and the execution time you just read, how
 # long will a request spend in Triton's queue (ms)? The queueing model's answer follows (mean-value
@@ -920,6 +927,7 @@ claims.compare_prediction("6.6 mean latency at 140% of capacity, with batching (
                           with_b.measured("avg_latency_ms"))
 claims.at_most("6.6: at 60% load requests rarely wait, so batches stay small (mean batch)",
                runs[BATCHING[RATE]].row["avg_batch_size"], 1.5)
+# %% jupyter={"source_hidden": true}
 gain = queueing.saturation_rate(SERVICE, max_batch=8) / CAPACITY  # what batches of 8 can lift
 claims.given({  # the lesson's premises, each read from this run
     f"{os.cpu_count()} cores: perf_analyzer and the batches share the model's cores":
@@ -934,7 +942,7 @@ claims.given({  # the lesson's premises, each read from this run
 
 # %% [markdown]
 # ## Going further (optional)
-# Skipped unless `GOING_FURTHER = 1` (setup cell) or `LAB_GOING_FURTHER=1`; about 2½ minutes of
+# Skipped unless `GOING_FURTHER = 1` (setup cell) or `LAB_GOING_FURTHER=1`; about 3 minutes of
 # runs on a GPU node. Two more views of the same instance: a light rate (40 % of capacity) with
 # and without batching, to see where batching has nothing to batch; and the closed loop,
 # throughput against 1, 4 and 16 requests in flight, batching on and off, each with the model's
@@ -1007,9 +1015,20 @@ print(f"my client, {N} in flight: {mine:.0f}/s; perf_analyzer, 1 in flight: {the
 
 # %% [markdown]
 # ## What you measured
-# Every run of this notebook, each with its laws; then the latency of each split into queue,
-# compute and the rest, the batch sizes Triton ran in 6.6, and the utilisation over time of the
-# instance steps.
+# Each step changed one thing and kept the rest of the perf_analyzer line as it was. 6.1 found
+# where one instance's time goes; 6.2 what a batch costs against its images; 6.3 what more copies
+# buy while there is hardware to run them; 6.4 what a runtime without Python per request buys,
+# and what two of them cost each other; 6.6 what random arrivals cost, and what batching gives
+# back at the rates where requests wait anyway. In every step the utilisation law said whether
+# the instances were the bottleneck (`busy_U` near 1) or idle part of the time, Little's law how
+# many requests were waiting, and so how much of the latency was the queue; and where the
+# queueing model missed, the rows said which of its simplifications the run broke: an execution
+# time that grows when instances share cores, one that varies (a long tail), or work per request
+# that the model does not count.
+#
+# The table holds every run of this notebook with its laws; the plots split each run's latency
+# into queue, compute and the rest, count the batch sizes Triton ran in 6.6, and show each
+# device's utilisation over time during the instance steps.
 
 # %%
 rows = pd.DataFrame([{"run": n, "step": n.split()[0], **r.row} for n, r in runs.items()])
