@@ -773,17 +773,14 @@ claims.at_most("6.6: both runs were the open-loop load they claim (% of requests
 
 # %% [markdown]
 # Now **dynamic batching**: when requests wait, Triton hands them to the model together, up to
-# `max_batch_size`, preferably in batches of 4, 6 or 8, holding a request at most
-# `max_queue_delay_microseconds` for company when no preferred size is ready. In `config.pbtxt`:
+# `max_batch_size`. In `config.pbtxt` it is one top-level block, `dynamic_batching { ... }`, and
+# two of its fields matter here: `preferred_batch_size`, the batch sizes Triton aims for (a list,
+# written `[ 4, 6, 8 ]`), and `max_queue_delay_microseconds`, how long a request may be held for
+# company when no preferred size is ready. Inside a block each field is `name: value`, on a line
+# of its own or separated by spaces.
 #
-# ```
-# dynamic_batching {
-#   preferred_batch_size: [ 4, 6, 8 ]
-#   max_queue_delay_microseconds: 100
-# }
-# ```
-#
-# **Exercise 6.6d: turn it on.** Write that block as a fragment (these sizes, 100 µs).
+# **Exercise 6.6d: turn it on.** Write the block with preferred sizes 4, 6 and 8, and a delay of at
+# most 100 µs.
 
 # %%
 batching = (
