@@ -58,7 +58,9 @@ SUMMARY_COLUMNS = [
     "delayed_pct",
     # the laws beside every measured row (servelab.queueing.laws): U = X·S and N = X·R
     "lock_busy_U",
+    "busy_U",  # notebook 6: per Triton instance (servelab.queueing.run_laws)
     "in_flight_N",
+    "waiting_N",
 ]
 # utilisation columns are named after what they measured: gpu0_util_pct, gpu1_util_pct, ...
 # or cpu_util_pct
