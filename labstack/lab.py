@@ -81,7 +81,7 @@ SCRIPTED_PREDICTIONS = {
 }
 # `make lab`: the notebooks' defaults, with 3 s perf_analyzer windows (as the H100 reference ran)
 # instead of the class's 5 s, so the whole run fits in 15 minutes on 2 cores
-# make lab also runs the notebooks' optional "going further" parts (LAB_GOING_FURTHER)
+# make lab (not QUICK=1, not the tests) also runs the notebooks' optional "going further" parts
 FULL_PARAMS = {"PERF_INTERVAL_MS": 3000, "GOING_FURTHER": 1}
 QUICK_PARAMS = {
     "N_SEQUENTIAL": 20,
@@ -93,7 +93,6 @@ QUICK_PARAMS = {
     "HW_CLIENTS": 8,
     "HW_MAX_CLIENTS": 16,
     "HW_RAW_SECONDS": 1,
-    "GOING_FURTHER": 1,
 }
 
 

@@ -26,7 +26,6 @@ NOTEBOOKS = sorted(editions.STUDENT.glob("[0-9][0-9]_*.ipynb"))
 SMALL = {
     **lab.QUICK_PARAMS,
     "PERF_INTERVAL_MS": 1500,
-    "GOING_FURTHER": 0,  # the class's core path; make lab runs the optional parts
 }  # a little longer than make lab QUICK=1
 REGION = re.compile(
     r"^[ \t]*### BEGIN (SOLUTION|HIDDEN TESTS)\n(.*?)^[ \t]*### END \1", re.M | re.S
