@@ -58,7 +58,9 @@ SUMMARY_COLUMNS = [
     "delayed_pct",
     # the laws beside every measured row (servelab.queueing.laws): U = X·S and N = X·R
     "lock_busy_U",
+    "busy_U",  # notebook 6: per Triton instance (servelab.queueing.run_laws)
     "in_flight_N",
+    "waiting_N",
 ]
 # utilisation columns are named after what they measured: gpu0_util_pct, gpu1_util_pct, ...
 # or cpu_util_pct
@@ -83,7 +85,8 @@ SCRIPTED_PREDICTIONS = {
 }
 # `make lab`: the notebooks' defaults, with 3 s perf_analyzer windows (as the H100 reference ran)
 # instead of the class's 5 s, so the whole run fits in 15 minutes on 2 cores
-FULL_PARAMS = {"PERF_INTERVAL_MS": 3000}
+# make lab (not QUICK=1, not the tests) also runs the notebooks' optional "going further" parts
+FULL_PARAMS = {"PERF_INTERVAL_MS": 3000, "GOING_FURTHER": 1}
 QUICK_PARAMS = {
     "N_SEQUENTIAL": 20,
     "N_CONCURRENT": 96,

@@ -9,6 +9,8 @@ Each notebook's minutes are the sum of
 - reading: the words of the notebook's prose at READING_WPM;
 - writing: what the student writes, counted in the notebook's source (solution regions by the
   check that follows them, predictions, answer cells), at the minutes in WRITING;
+counted over the core path: a section whose `## ` heading says "(optional" (going further, the
+open exercise at the end) is shown in its own column and left out of the total;
 - waits outside the notebook (a bare-metal boot, image downloads), from WAITS, each with its
   source. The figures in the rules are estimates and say so; the machine times are measured.
 The table sits between the two markers of docs/timing_plan.md; the rest of that page is prose.
@@ -29,7 +31,9 @@ PLAN = REPO_ROOT / "docs" / "timing_plan.md"
 BEGIN, END = "<!-- timing table: begin (make timing) -->", "<!-- timing table: end -->"
 CLASS_WINDOW_MS = "5000"  # the class's perf_analyzer windows (servelab.perf.measurement_settings)
 
-READING_WPM = 150  # technical prose read with care, not skimmed (an estimate)
+# Adults read non-fiction silently at about 238 words a minute (Brysbaert, "How many words do we
+# read per minute?", J. Memory and Language 109, 2019); a lab text full of numbers, more slowly
+READING_WPM = 200
 WRITING = {  # minutes per thing the student writes (estimates for a median student)
     "perf_line": 2.0,
     "config_fragment": 3.0,
@@ -89,6 +93,20 @@ def cells(source: str) -> list[tuple[str, str]]:
     return out
 
 
+def split_core(source: str) -> tuple[str, str]:
+    """(core path, optional part) of a source: a `## ` section whose heading says "(optional" is
+    optional up to the next `## ` heading."""
+    core: list[str] = []
+    optional: list[str] = []
+    current = core
+    for kind, body in cells(source):
+        heading = re.search(r"^# ## (.*)$", body, flags=re.M) if kind == "markdown" else None
+        if heading:
+            current = optional if "(optional" in heading.group(1) else core
+        current.append(f"# %%{' [markdown]' if kind == 'markdown' else ''}\n{body}")
+    return "".join(core), "".join(optional)
+
+
 def prose_words(source: str) -> int:
     words = 0
     for kind, body in cells(source):
@@ -131,10 +149,13 @@ def machine_minutes(reference: Path, part: str | None, notebook: str) -> tuple[f
 def plan(reference: Path) -> list[dict]:
     rows = []
     for notebook, part in NOTEBOOKS.items():
-        source = (SOURCES / f"{notebook}.py").read_text()
+        source, optional = split_core((SOURCES / f"{notebook}.py").read_text())
         machine, machine_note = machine_minutes(reference, part, notebook)
         words = prose_words(source)
         written = writing(source)
+        optional_minutes = prose_words(optional) / READING_WPM + sum(
+            WRITING[k] * n for k, n in writing(optional).items()
+        )
         rows.append(
             {
                 "notebook": notebook,
@@ -146,33 +167,45 @@ def plan(reference: Path) -> list[dict]:
                 "written": written,
                 "waits": sum(m for m, _ in WAITS.get(notebook, [])),
                 "wait_notes": [w for _, w in WAITS.get(notebook, [])],
+                "optional": optional_minutes,
             }
         )
     return rows
 
 
 def table(rows: list[dict]) -> tuple[str, float]:
+    """The plan's table and the lease's total. A wait (a boot, a download) is time to read, so a
+    notebook takes machine + writing + the longer of reading and waiting; the answers to "What do
+    you see, and why?" need the saved outputs, not the node, so they are written after the lease
+    and counted apart."""
     lines = [
-        "| notebook | machine (measured) | reading | writing | waits | minutes |",
-        "|---|---|---|---|---|---|",
+        "| notebook | machine (measured) | reading | waits | writing | in the lease | "
+        "answers, after the lease | optional parts |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    total = 0.0
+    total = after = 0.0
     for r in rows:
-        minutes = r["machine"] + r["reading"] + r["writing"] + r["waits"]
-        total += minutes
-        written = ", ".join(f"{n} {k}" for k, n in r["written"].items()) or "nothing"
+        written = dict(r["written"])
+        answers = WRITING["answer"] * written.pop("answer", 0)
+        writing_now = r["writing"] - answers
+        minutes = r["machine"] + writing_now + max(r["reading"], r["waits"])
+        total, after = total + minutes, after + answers
+        typed = ", ".join(f"{n} {k}" for k, n in written.items()) or "nothing"
         waits = "; ".join(r["wait_notes"]) or "none"
         lines.append(
             f"| {r['notebook']} | {r['machine']:.1f} ({r['machine_note']}) | "
-            f"{r['reading']:.0f} ({r['words']} words) | {r['writing']:.0f} ({written}) | "
-            f"{r['waits']:.0f} ({waits}) | **{minutes:.0f}** |"
+            f"{r['reading']:.0f} ({r['words']} words) | {r['waits']:.0f} ({waits}) | "
+            f"{writing_now:.0f} ({typed}) | **{minutes:.0f}** | {answers:.0f} | "
+            f"{r['optional']:.0f} |"
         )
-    lines.append(f"| **notebooks 2–6** | | | | | **{total:.0f}** of 150 |")
+    lines.append(f"| **notebooks 2–6** | | | | | **{total:.0f}** of 150 | {after:.0f} | |")
     rules = ", ".join(f"{k} {v:g} min" for k, v in WRITING.items())
     lines += [
         "",
-        f"Rules (estimates, in labstack/timing.py): reading at {READING_WPM} words a minute; "
-        f"writing: {rules}. Machine minutes are measured; waits carry their sources.",
+        f"Rules (estimates, in labstack/timing.py): reading at {READING_WPM} words a minute, "
+        f"done while waiting where a notebook waits; writing: {rules}. Machine minutes are "
+        "measured; waits carry their sources. Optional parts (going further, the open exercises) "
+        "are reading and writing minutes outside the total.",
     ]
     return "\n".join(lines), total
 

@@ -63,21 +63,20 @@
 # %% [markdown]
 # ## Time budget for a ~3-hour Chameleon lease
 #
-# A lease ends on time, with or without you: plan for it.
+# A lease ends on time, with or without you: plan for it. `docs/timing_plan.md` has the minutes
+# per notebook, from measured run times and what you write: notebooks 2–6 fit in about two and a
+# half hours when you
 #
-# | step | about |
-# |------|-------|
-# | notebook 2: server boots (bare metal) | 10-20 min (wait, do not restart it) |
-# | notebook 2: setup script on the node | 5 min |
-# | notebook 3: build images, start the FastAPI stack | 10-15 min |
-# | notebook 4: FastAPI benchmarks | 30 min |
-# | notebook 5: Triton image and stack | 10-15 min |
-# | notebook 6: Triton benchmarks (a-g) | 60 min |
-# | margin, hand-in, tear down | 20 min |
+# * start notebook 2 right when the lease begins, and read while the server boots (10–20 min:
+#   wait, do not restart it) and while the images build;
+# * write the lines each exercise asks for, and your predictions, during the lease (they need
+#   the node);
+# * answer the "What do you see, and why?" questions **after** the lease, from the executed
+#   notebooks: they need the outputs, not the node. So before the lease ends, copy the executed
+#   notebooks and `results/` off the node (below): everything on the node is erased when it does.
 #
-# Tips: start notebook 2 right when the lease begins; read ahead in notebooks 4 and 6 while
-# images build; copy `results/` off the node **before** the lease ends (everything on the node is
-# erased when it does).
+# The parts marked *optional* (going further, the open exercises at the end) are for after the
+# lease or a second one, as notebook 7 is.
 #
 # When you are done, free the node for others: the last cell of notebook 2 deletes your server,
 # then the last cell of notebook 1 deletes your lease.
@@ -94,11 +93,12 @@
 # * the plots (throughput vs concurrency, latency split per configuration) as PNG files;
 # * your answers to the question at the end of each step, written in the notebooks themselves.
 #
-# Hand in the `results/` folder and the executed notebooks 4 and 6. To copy the folder from a
+# Hand in the `results/` folder and the executed notebooks 3 to 6. To copy them from a
 # Chameleon node to your computer (replace the address with your node's floating IP):
 #
 # ```
 # scp -r cc@A.B.C.D:serve-system-lab/results ./results
+# scp -r cc@A.B.C.D:serve-system-lab/notebooks ./notebooks
 # ```
 
 # %% [markdown]

@@ -378,7 +378,7 @@ claims.at_least("two workers keep at least 80% of one worker's throughput (they 
 labenv.use_fastapi_backend("pt")
 
 # %% [markdown]
-# ## 4.8 Exercise: latency against the number in flight
+# ## 4.8 Exercise: latency against the number in flight (optional: homework when time is short)
 # Measure the PyTorch service at a few concurrencies (change `LEVELS`), put the queueing
 # model's prediction beside each, and plot both. Where does the measurement part from the model,
 # and why? (Hint: what does the model assume about the time a request spends outside the queue?)

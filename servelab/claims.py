@@ -250,6 +250,20 @@ def not_checkable(claim: str, reason: str) -> str:
     return _record(claim, NOT_CHECKED, None, "", None, reason)
 
 
+def given(premises: dict[str, bool], check, claim: str, *args, **kwargs) -> str:
+    """Decide a claim only where the run shows what the claim presumes: `premises` maps the reason
+    a premise fails, in words, to whether it holds; the first that does not makes the claim not
+    checkable, with that reason. Otherwise check(claim, *args) (at_least, at_most, ...) decides.
+
+        claims.given({"without batching the instance kept up": overloaded},
+                     claims.at_least, "batching keeps latency far below none", ratio, 2)
+    """
+    for reason, holds in premises.items():
+        if not holds:
+            return not_checkable(claim, reason)
+    return check(claim, *args, **kwargs)
+
+
 def save(folder: Path) -> Path:
     """claims.csv (and predictions.csv, if any) in folder."""
     folder.mkdir(parents=True, exist_ok=True)

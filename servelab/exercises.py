@@ -241,6 +241,19 @@ def config_fragment(
     return text
 
 
+def on_every_gpu(count: int, n_gpus: int) -> dict[str, object]:
+    """The fields an instance_group needs to put `count` instances on every GPU of a server with
+    `n_gpus` GPUs, listed by number (`gpus: [ 0, 1 ]` on the class's 2-GPU node); without a GPU,
+    the count alone (the lab writes KIND_GPU as KIND_CPU there)."""
+    if n_gpus <= 0:
+        return {"instance_group.count": count}
+    return {
+        "instance_group.count": count,
+        "instance_group.kind": "KIND_GPU",
+        "instance_group.gpus": list(range(n_gpus)),
+    }
+
+
 def file_edit(
     path,
     before: str,

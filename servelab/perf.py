@@ -128,6 +128,7 @@ class PerfResult:
     table: object = None  # pandas DataFrame, one row per load level
     extra: dict = field(default_factory=dict)  # columns run_line() adds to row
     stats: dict = field(default_factory=dict)  # triton_stats.stats_delta() of the run
+    utilisation: list = field(default_factory=list)  # samples over time: {t_s, gpu0_util_pct, ..}
 
     @property
     def row(self) -> dict:
@@ -285,11 +286,13 @@ def _with_triton_view(
             "avg_batch_size": round(delta["avg_batch_size"], 2),
             "max_batch_size_seen": delta["max_batch_size_seen"],
             "batch_executions": delta["batch_executions"],
-            "execution_ms": round(delta["execution_ms_avg"], 3),
+            "execution_ms": round(_execution_ms(result, delta), 3),
             **sampler.summary(),
         }
     )
+    result.extra.update(_laws(result, model, url))
     result.stats = delta
+    result.utilisation = sampler.over_time()
     if verbose:
         util = {k: v for k, v in result.extra.items() if k.endswith("_util_pct")}
         late = result.extra["delayed_pct"]
@@ -300,6 +303,8 @@ def _with_triton_view(
             + (f"; {late:.1f}% of the requests were sent late" if late else ""),
             flush=True,
         )
+        if "busy_U" in result.extra:
+            print(laws_line(result.row), flush=True)
         if late > DELAYED_LIMIT_PCT:
             print(
                 f"WARNING: more than {DELAYED_LIMIT_PCT:g}% of the requests left late: this run is "
@@ -308,6 +313,52 @@ def _with_triton_view(
                 flush=True,
             )
     return result
+
+
+def laws_line(row: dict) -> str:
+    """The two laws of a run's row in words, as run_line prints them after each run."""
+    return (
+        f"laws: U = X·S = {row['busy_U']:.2f} (each of {row['instances']} instance(s) busy "
+        f"{row['busy_U']:.0%} of the time, {row['execution_ms']:.3g} ms per execution); "
+        f"N = X·R = {row['in_flight_N']:.1f} requests in flight, "
+        f"{row['waiting_N']:.1f} of them waiting in Triton's queue"
+    )
+
+
+def _execution_ms(result: PerfResult, delta: dict) -> float:
+    """The time of one execution during perf_analyzer's measurement windows: its compute time per
+    request (the windows' own), scaled by what Triton's batch statistics of the whole run say one
+    execution took against that per-request mean (1 without batches: per request, Triton counts a
+    batch's whole time for each request in it). Measured over the same windows as the
+    throughput, so U = X·S compares like with like."""
+    row = result.table.iloc[-1]
+    per_request = sum(row[f"server_compute_{k}_ms"] for k in ("input", "infer", "output"))
+    whole_run = sum(delta[f"compute_{k}_ms_avg"] for k in ("input", "infer", "output"))
+    return per_request * (delta["execution_ms_avg"] / whole_run if whole_run else 1.0)
+
+
+def _laws(result: PerfResult, model: str, url: str | None) -> dict:
+    """The utilisation law and Little's law for the run's row (queueing.run_laws), with the
+    instance count of the config Triton served (rounded, as the row shows them)."""
+    from servelab import queueing, triton_config
+
+    try:
+        served = triton_config.served_config(model, url)
+    except Exception:  # noqa: BLE001 - the laws are extra; the run itself is measured
+        return {}
+    gpus = [g for group in served.get("instance_group", []) for g in group.get("gpus", [])]
+    instances = triton_config.instance_count(served, max(gpus, default=-1) + 1)
+    row = {**result.table.iloc[-1].to_dict(), **result.extra}
+    laws = queueing.run_laws(
+        row["throughput_infer_s"],
+        row.get("avg_latency_ms", row["p50_ms"]),
+        row["server_queue_ms"],
+        row["execution_ms"],
+        batch=row["avg_batch_size"] or 1.0,
+        instances=instances,
+        client_batch=int(_arg(result.command, "-b") or _arg(result.command, "--batch-size") or 1),
+    )
+    return {k: round(v, 3) if isinstance(v, float) else v for k, v in laws.items()}
 
 
 # What the lab adds to a typed line when the line does not set it: the length of the measurement
@@ -388,3 +439,71 @@ def run_line(
     result.extra["command"] = line
     result.extra["run"] = name
     return result
+
+
+# ---------------------------------------------------------------- the rows, with the laws
+
+# what a step's table shows of each run: the load, what came back, and the two laws
+TABLE_COLUMNS = [
+    "concurrency",
+    "request_rate",
+    "throughput_infer_s",
+    "avg_latency_ms",
+    "p50_ms",
+    "p99_ms",
+    "server_queue_ms",
+    "execution_ms",
+    "avg_batch_size",
+    "instances",
+    "busy_U",
+    "in_flight_N",
+    "waiting_N",
+    "delayed_pct",
+]
+
+
+def table(runs: dict, names=None):
+    """The runs named (all by default) as one table, a row per run: the load (concurrency or
+    request_rate), throughput, mean, median and p99 latency, Triton's queue, the time of one execution,
+    the mean batch, the instances, the utilisation law (busy_U) and Little's law (in_flight_N,
+    waiting_N), and each device's mean utilisation."""
+    import pandas as pd
+
+    rows = [{"run": name, **runs[name].row} for name in (names or list(runs))]
+    frame = pd.DataFrame(rows).set_index("run")
+    util = [c for c in frame if c.endswith("_util_pct")]
+    shown = [c for c in TABLE_COLUMNS if c in frame and frame[c].notna().any()] + util
+    if "request_rate" not in shown and "delayed_pct" in shown:  # only a rate run can send late
+        shown.remove("delayed_pct")
+    return frame[shown].round(3)
+
+
+def against_model(frame, model_ms):
+    """`frame` (from table()) with the queueing model's mean latency beside each measured one:
+    model_ms (one per row) and measured_over_model."""
+    frame = frame.copy()
+    frame["model_ms"] = [round(float(m), 3) for m in model_ms]
+    frame["measured_over_model"] = (frame["avg_latency_ms"] / frame["model_ms"]).round(2)
+    return frame
+
+
+def model_readings(frame, alone_ms, open_loop: bool = False) -> None:
+    """Print, for each row of against_model()'s frame, queueing.model_miss's sentence: the model
+    within ±30 %, or which of its assumptions the run broke (read from the row's laws, its service
+    time against `alone_ms`, the one the model was given: one per row, or one for all, and, for
+    open-loop runs, the latency's tail p99 / median)."""
+    from servelab import queueing
+
+    alone = list(alone_ms) if hasattr(alone_ms, "__len__") else [alone_ms] * len(frame)
+    for (name, row), service in zip(frame.iterrows(), alone):
+        tail = row["p99_ms"] / row["p50_ms"] if open_loop and row["p50_ms"] else None
+        said = queueing.model_miss(
+            row["model_ms"],
+            row["avg_latency_ms"],
+            row["busy_U"],
+            service,
+            row["execution_ms"],
+            open_loop=open_loop,
+            tail=tail,
+        )
+        print(f"{name}: {said}")

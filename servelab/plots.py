@@ -227,3 +227,35 @@ def measured_vs_model(
     ax.grid(alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def utilisation_over_time(samples: dict[str, list[dict]], title: str) -> plt.Figure:
+    """Per-GPU utilisation (or the CPU's, where Triton reports no GPU) over each run's time, one
+    panel per run, from the samples perf.run_line takes (PerfResult.utilisation)."""
+    fig, axes = plt.subplots(
+        1,
+        max(1, len(samples)),
+        figsize=(max(7, 3.2 * len(samples)), 3.6),
+        sharey=True,
+        squeeze=False,
+    )
+    for ax, (run, rows) in zip(axes[0], samples.items()):
+        table = pd.DataFrame(rows)
+        columns = [c for c in table if c.endswith("_util_pct")]
+        for column in columns:
+            name = column.replace("_util_pct", "")
+            label = f"GPU {name[3:]}" if name.startswith("gpu") else "CPU, all cores"
+            ax.plot(table["t_s"], table[column], label=label)
+        ax.set_title(run, fontsize=9)
+        ax.set_xlabel("seconds into the run")
+        ax.set_ylim(0, 105)
+        ax.grid(alpha=0.3)
+        if columns:
+            ax.legend(fontsize=7, loc="lower right")
+    gpus = any(c.startswith("gpu") for rows in samples.values() for r in rows for c in r)
+    axes[0][0].set_ylabel(
+        "GPU busy (% of time a kernel ran)" if gpus else "CPU busy (% of all cores)"
+    )
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

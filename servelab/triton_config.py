@@ -362,3 +362,75 @@ def _reload(
             )
         )
     return result
+
+
+# ---------------------------------------------------------------- instances over the GPUs
+
+
+def instance_group(count: int, n_gpus: int) -> str:
+    """The instance_group that puts `count` instances on every GPU of a server with `n_gpus`
+    GPUs, listed by number (`gpus: [ 0, 1 ]` on the class's 2-GPU node), or `count` CPU
+    instances where the server has none. Notebook 6 writes its instance steps with it."""
+    if n_gpus <= 0:
+        return f"instance_group [ {{ count: {count}, kind: KIND_CPU }} ]"
+    gpus = ", ".join(str(i) for i in range(n_gpus))
+    return f"instance_group [ {{ count: {count}, kind: KIND_GPU, gpus: [ {gpus} ] }} ]"
+
+
+def _groups(config) -> list[dict]:
+    """The instance groups of a config given as config.pbtxt text, a ModelConfig, or the served
+    config's JSON, as dicts {kind, count, gpus}."""
+    if isinstance(config, str):
+        config = parse_config(config)
+    if isinstance(config, dict):
+        return [
+            {
+                "kind": g.get("kind", "KIND_AUTO"),
+                "count": int(g.get("count", 1)),
+                "gpus": list(g.get("gpus", [])),
+            }
+            for g in config.get("instance_group", [])
+        ]
+    kinds = model_config_pb2.ModelInstanceGroup.Kind
+    return [
+        {"kind": kinds.Name(g.kind), "count": g.count or 1, "gpus": list(g.gpus)}
+        for g in config.instance_group
+    ]
+
+
+def placement(config, n_gpus: int) -> dict[str, int]:
+    """Where Triton puts a config's instances on a server with `n_gpus` GPUs: instances per
+    device, e.g. {"GPU 0": 2, "GPU 1": 2} or {"CPU": 2}.
+
+    Triton's rules: a KIND_GPU group puts `count` instances on each GPU of its `gpus` list, or on
+    every GPU of the server without one; KIND_AUTO is KIND_GPU where there is a GPU, else
+    KIND_CPU; no instance_group at all is one instance per GPU (one CPU instance without GPU).
+    A KIND_GPU group on a server without (that) GPU does not load: ValueError says why."""
+    groups = _groups(config) or [{"kind": "KIND_AUTO", "count": 1, "gpus": []}]
+    where: dict[str, int] = {}
+    for group in groups:
+        kind = group["kind"]
+        if kind == "KIND_AUTO":
+            kind = "KIND_GPU" if n_gpus > 0 else "KIND_CPU"
+        if kind != "KIND_GPU":
+            device = "CPU" if kind == "KIND_CPU" else "the model's choice"
+            where[device] = where.get(device, 0) + group["count"]
+            continue
+        gpus = group["gpus"] or list(range(n_gpus))
+        if not gpus:
+            raise ValueError("a KIND_GPU instance group needs a GPU; this server has none")
+        missing = [g for g in gpus if not 0 <= g < n_gpus]
+        if missing:
+            raise ValueError(
+                f"the group lists GPU {missing[0]}, but the server has {n_gpus} GPU(s): "
+                f"gpus: [ {', '.join(str(i) for i in range(n_gpus))} ] at most"
+            )
+        for gpu in gpus:
+            where[f"GPU {gpu}"] = where.get(f"GPU {gpu}", 0) + group["count"]
+    return where
+
+
+def instance_count(config, n_gpus: int) -> int:
+    """How many instances (processes, for the Python backend) a config makes: the sum of
+    placement()."""
+    return sum(placement(config, n_gpus).values())

@@ -221,6 +221,18 @@ class UtilisationSampler:
     def __exit__(self, *exc):
         self.stop()
 
+    def over_time(self) -> list[dict]:
+        """The samples as rows {t_s, gpu0_util_pct, ...} (or cpu_util_pct), for a plot over time."""
+        rows = []
+        for sample in self.samples:
+            row = {"t_s": sample["t_s"]}
+            for i, value in enumerate(sample["gpus"]):
+                row[f"gpu{i}_util_pct"] = round(100 * value, 1)
+            if not sample["gpus"] and sample["cpu"] is not None:
+                row["cpu_util_pct"] = round(100 * sample["cpu"], 1)
+            rows.append(row)
+        return rows
+
     def summary(self) -> dict:
         """Mean utilisation during the run, per device and labelled with what was measured:
         gpu0_util_pct, gpu1_util_pct, ... when Triton reports GPUs (each GPU on its own: one busy
@@ -235,6 +247,69 @@ class UtilisationSampler:
             if values:
                 out["cpu_util_pct"] = round(100 * sum(values) / len(values), 1)
         return out
+
+
+def gpu_util_columns(row: dict, n_gpus: int) -> list[str]:
+    """The per-GPU utilisation columns a run's row should have on a server with n_gpus GPUs
+    (gpu0_util_pct, gpu1_util_pct, ...), in GPU order; ValueError when the row lacks one (the
+    metrics did not report that GPU during the run)."""
+    columns = [f"gpu{i}_util_pct" for i in range(n_gpus)]
+    missing = [c for c in columns if c not in row or row[c] != row[c]]
+    if missing:
+        raise ValueError(f"no {', '.join(missing)} in this run's row: Triton did not report it")
+    return columns
+
+
+def claim_each_gpu(check, claim: str, run, n_gpus: int, threshold: float) -> list[str]:
+    """Decide a claim about utilisation on each GPU of the server on its own (check is
+    claims.at_least or claims.at_most, run a perf run whose row has gpuN_util_pct), so "every
+    GPU" means each of them, however many there are; on a server without GPU (or whose metrics
+    do not report one) the claim is not checkable, and says why."""
+    from servelab import claims
+
+    if n_gpus <= 0:
+        cpu = run.row.get("cpu_util_pct")
+        seen = (
+            f"; the CPU (all cores) was {cpu:.0f}% busy" if cpu == cpu and cpu is not None else ""
+        )
+        return [claims.not_checkable(claim, f"this server has no GPU{seen}")]
+    try:
+        columns = gpu_util_columns(run.row, n_gpus)
+    except ValueError as exc:
+        return [claims.not_checkable(claim, str(exc))]
+    return [
+        check(f"{claim} (GPU {i} of {n_gpus}, mean %)", run.measured(column), threshold)
+        for i, column in enumerate(columns)
+    ]
+
+
+def python_stubs(model: str, repository: str | None = None) -> list[dict] | None:
+    """The Python-backend processes ("stubs") serving `model`, one per instance, as this machine's
+    process list shows them: [{pid, instance, cpu_pct}], or None where Triton's processes are not
+    visible from here (Docker: the Triton container's processes are its own; read `nvidia-smi` or
+    `ps` on the node instead). `repository` keeps only the stubs of that model repository (several
+    servers may run on one machine)."""
+    try:
+        listing = subprocess.run(
+            ["ps", "-eo", "pid=,pcpu=,args="], capture_output=True, text=True, check=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    stubs, found_any = [], False
+    for line in listing.splitlines():
+        parts = line.split()
+        if len(parts) < 3 or not parts[2].endswith("triton_python_backend_stub"):
+            continue
+        found_any = True
+        args = parts[3:]
+        model_py = args[0] if args else ""
+        if f"/{model}/" not in model_py or (
+            repository and not model_py.startswith(str(repository))
+        ):
+            continue
+        instance = next((a for a in args if a.startswith(f"{model}_")), "?")
+        stubs.append({"pid": int(parts[0]), "instance": instance, "cpu_pct": float(parts[1])})
+    return stubs if found_any else None
 
 
 def busiest_gpu_pct(row: dict) -> float | None:
