@@ -233,6 +233,15 @@ def _profile_with_admin_header() -> None:
     main()
 
 
+def remote_command(*args: str) -> list[str]:
+    """The command of the remote search's child: `model-analyzer *args` with the header."""
+    # __spec__, not __name__: under `python -m labstack.model_analyzer` __name__ is __main__,
+    # which the child cannot import from
+    module = __spec__.name if __spec__ else __name__
+    child = f"from {module} import _profile_with_admin_header as p; p()"
+    return [sys.executable, "-c", child, *args]
+
+
 def run(
     search: Search,
     workdir: Path | str,
@@ -267,8 +276,7 @@ def run(
             remote_config(search, workdir, repo, url, metrics_url),
             tools.perf_analyzer_env(),
         )
-        child = f"from {__name__} import _profile_with_admin_header as p; p()"
-        cmd = [sys.executable, "-c", child, "profile", "-f", str(workdir / "config.yaml")]
+        cmd = remote_command("profile", "-f", str(workdir / "config.yaml"))
     else:
         raise ValueError(f"launch must be 'local' or 'remote', not {launch!r}")
     (workdir / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
