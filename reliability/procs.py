@@ -111,9 +111,7 @@ def start_triton(workdir: Path) -> Proc:
     return proc
 
 
-def rss_tree_kib(pid: int) -> tuple[int, int]:
-    """(sum of VmRSS in KiB, number of processes) over pid and all its descendants: a worker
-    or a Triton Python-backend stub holds the model, so the parent alone would hide a leak."""
+def _parents() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -121,9 +119,24 @@ def rss_tree_kib(pid: int) -> tuple[int, int]:
             children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
         except (OSError, IndexError, ValueError):
             continue
-    total, count, todo = 0, 0, [pid]
+    return children
+
+
+def children(pid: int) -> list[int]:
+    """Every descendant of pid (Triton's Python-backend stubs, uvicorn's workers)."""
+    tree, found, todo = _parents(), [], [pid]
     while todo:
-        p = todo.pop()
+        kids = tree.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def rss_tree_kib(pid: int) -> tuple[int, int]:
+    """(sum of VmRSS in KiB, number of processes) over pid and all its descendants: a worker
+    or a Triton Python-backend stub holds the model, so the parent alone would hide a leak."""
+    total, count = 0, 0
+    for p in [pid, *children(pid)]:
         try:
             status = Path(f"/proc/{p}/status").read_text()
         except OSError:
@@ -131,7 +144,6 @@ def rss_tree_kib(pid: int) -> tuple[int, int]:
         m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
         total += int(m.group(1)) if m else 0
         count += 1
-        todo.extend(children.get(p, []))
     return total, count
 
 

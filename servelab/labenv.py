@@ -75,16 +75,25 @@ def triton_urls() -> tuple[str, str, str]:
     return http, grpc, metrics
 
 
-# Triton's model-repository API (load, unload, index) answers only requests carrying this header
-# with the node's secret (TRITON_ADMIN_KEY): the API can load a model.py, i.e. run code.
+# Every Triton API that changes the server's state or memory answers only requests carrying this
+# header with the node's secret (TRITON_ADMIN_KEY): the model repository (it can load a model.py,
+# i.e. run code), system and CUDA shared memory (a region registered by anyone could make the
+# server write into another process's memory), logging and trace settings. Triton's names for
+# these API groups (its --http-restricted-api / --grpc-restricted-protocol flags):
+RESTRICTED_APIS = ("model-repository", "shared-memory", "logging", "trace")
 ADMIN_HEADER = "lab-admin-key"
+# Over gRPC Triton looks for the same key as metadata with this prefix (Triton 2.51,
+# src/grpc/grpc_server.h: kRestrictedProtocolHeaderTemplate).
+GRPC_ADMIN_HEADER = "triton-grpc-protocol-" + ADMIN_HEADER
 
 
 def admin_headers() -> dict:
-    """The header Triton's model-repository API wants, for requests and tritonclient calls alike:
-    `client.load_model(name, headers=labenv.admin_headers())`."""
+    """The header Triton's restricted APIs want, for requests and both tritonclient clients
+    (HTTP and gRPC) alike: `client.load_model(name, headers=labenv.admin_headers())`,
+    `grpc_client.register_system_shared_memory(..., headers=labenv.admin_headers())`. It holds
+    the key under both names; each protocol reads its own and ignores the other."""
     key = os.environ.get("TRITON_ADMIN_KEY")
-    return {ADMIN_HEADER: key} if key else {}
+    return {ADMIN_HEADER: key, GRPC_ADMIN_HEADER: key} if key else {}
 
 
 def param(name: str, default: int) -> int:

@@ -305,13 +305,17 @@ def test_triton_keeps_serving_when_one_model_fails_to_load():
     assert "memlock" not in (triton.get("ulimits") or {})
 
 
-def test_triton_repository_api_needs_the_node_secret():
-    """HTTP and gRPC: model-repository restricted to the header with TRITON_ADMIN_KEY; Jupyter has it."""
+def test_triton_state_changing_apis_need_the_node_secret():
+    """HTTP and gRPC: every state-changing API group (model repository, shared memory, logging,
+    trace: the groups local mode restricts) behind the header with TRITON_ADMIN_KEY; Jupyter has it."""
+    from servelab.labenv import ADMIN_HEADER, RESTRICTED_APIS
+
     stack_services = stack("docker-compose-triton.yaml")
     cmd = stack_services["triton_server"]["command"]
+    groups = ",".join(RESTRICTED_APIS)
     for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
         (arg,) = [a for a in cmd if a.startswith(flag + "=")]
-        assert arg.startswith(f"{flag}=model-repository:lab-admin-key=${{TRITON_ADMIN_KEY:?"), arg
+        assert arg.startswith(f"{flag}={groups}:{ADMIN_HEADER}=${{TRITON_ADMIN_KEY:?"), arg
     assert stack_services["jupyter"]["environment"]["TRITON_ADMIN_KEY"].startswith("${TRITON_ADMIN_KEY:?")
     assert "TRITON_ADMIN_KEY" not in str(stack_services["flask"])  # the public page has no use for it
 

@@ -5,7 +5,11 @@ reliability`): each finding of the hardening issue, reproduced and bounded.
   (under gunicorn's threaded worker, 4 such sockets stopped it);
 - FastAPI answers a chunked body over its limit with 413 before 32 MiB arrive, memory flat;
 - 16 concurrent small PNGs declaring a 36 Mpx canvas: memory returns within 200 MB of the start;
-- Triton's model-repository API (it can load a model.py) refuses requests without the node's secret.
+- Triton's model-repository API (it can load a model.py) refuses requests without the node's secret;
+- so does every other API that changes Triton's state or memory (shared memory, logging, trace),
+  over HTTP and gRPC, and the lab's one admin header dict works for both protocols;
+- a stub's own /dev/shm region registered as an output region (it made tritonserver segfault) is
+  refused and the server keeps serving.
 """
 
 from __future__ import annotations
@@ -61,3 +65,28 @@ def test_the_repository_api_needs_the_node_secret(tmp_path, built_artifacts):
     assert all(r["ok"] for r in rows), "\n".join(_explain(r) for r in rows)
     assert [r["status"] for r in rows] == [403, 403, 403, 200]
     assert "pwned" not in (tmp_path / "model_repository").iterdir().__repr__()
+
+
+@pytest.fixture(scope="module")
+def triton(built_artifacts, tmp_path_factory):
+    from reliability import procs
+
+    server = procs.start_triton(tmp_path_factory.mktemp("hostile-triton"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_every_state_changing_triton_api_needs_the_node_secret(triton):
+    grpc = f"127.0.0.1:{triton.record['grpc_port']}"
+    rows = hostile.admin_apis(triton.url, grpc, labenv.admin_headers())
+    bad = [_explain(r) for r in rows if not r["ok"]]
+    assert not bad, "\n".join(bad)
+    assert len(rows) == len(hostile.HTTP_ADMIN_CALLS) + len(hostile.GRPC_ADMIN_CALLS)
+
+
+def test_a_stub_region_as_an_output_region_is_refused_and_triton_serves(triton):
+    row = hostile.stub_region_attack(triton.url, triton.pid)
+    assert row["ok"], _explain(row)
+    assert triton.alive()
