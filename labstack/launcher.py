@@ -243,9 +243,12 @@ def fastapi_service(port: int, runtime: str, workers: int | str = 1) -> Service:
     # uvicorn starts WEB_CONCURRENCY worker processes; each loads the model with its share of the
     # cores
     env = {"FASTAPI_BACKEND": setting, "WEB_CONCURRENCY": str(int(workers))}
+    from servelab.serving.inference_api import UVICORN_ARGS  # the header limit
+
     return Service(
         "fastapi",
-        _module("uvicorn") + [app, "--host", BIND, "--port", str(port), "--no-access-log"],
+        _module("uvicorn")
+        + [app, "--host", BIND, "--port", str(port), "--no-access-log", *UVICORN_ARGS],
         health=f"{_url(port)}/health",
         marker=app,
         env=env,
