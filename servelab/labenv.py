@@ -4,7 +4,8 @@ Introduced in notebook 3.
 
 Notebook cells only read URLs from environment variables. In Docker, compose sets them; in
 local mode `make up` writes them to .lab/urls.env and `load()` copies them into os.environ
-(never overriding a variable that is already set).
+(never overriding a variable that is already set, except the services' URLs in local mode: the
+launcher's file is where they are now, should a service have had to move to a new port).
 """
 
 from __future__ import annotations
@@ -21,11 +22,27 @@ from servelab.paths import LAB_DIR
 URLS_ENV = LAB_DIR / "urls.env"
 
 
+# in local mode, the launcher's urls.env is the truth for these (a JupyterLab started before a
+# service moved still has the old ones in its environment)
+_LOCAL_URLS = (
+    "FASTAPI_SERVER_URL",
+    "FLASK_SERVER_URL",
+    "TRITON_SERVER_URL",
+    "TRITON_GRPC_URL",
+    "TRITON_METRICS_URL",
+)
+
+
 def load() -> dict:
     if URLS_ENV.exists():
+        values = {}
         for line in URLS_ENV.read_text().splitlines():
             key, sep, value = line.partition("=")
-            if sep and key and key not in os.environ:
+            if sep and key:
+                values[key] = value
+        local = values.get("LAB_MODE") == "local" and os.environ.get("LAB_MODE", "local") == "local"
+        for key, value in values.items():
+            if key not in os.environ or (local and key in _LOCAL_URLS):
                 os.environ[key] = value
     os.environ.setdefault("LAB_MODE", "docker")
     keys = (
