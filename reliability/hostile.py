@@ -7,6 +7,8 @@
   how high does the service's memory go, and does it come back down?
 - endless_headers: sockets that send one request header without end; does the server cut each off
   early, and how much memory does it take meanwhile?
+- oversized_input: one BYTES element far larger than any image, over gRPC: refused, and the
+  stub's shared-memory region (Triton copies the request into it first) shrinks again;
 - repository_api: Triton's model-repository API without the node's secret (refused?) and with it.
 - admin_apis: every Triton API that changes the server's state or memory (model repository,
   system and CUDA shared memory, logging, trace), over HTTP and gRPC, without the secret, with a
@@ -455,4 +457,60 @@ def stub_region_attack(http_url: str, server_pid: int, model: str = "food_classi
         + ("yes" if serving else "NO"),
         "bound": "refused, server serves",
         "ok": _refused_http(register.status_code, register.text) and serving,
+    }
+
+
+def oversized_input(
+    http_url: str, grpc_url: str, server_pid: int, mib: int = 128, limit_s: float = 120.0
+) -> dict:
+    """One INPUT_IMAGE element of `mib` MiB to food_classifier over gRPC (Triton 2.51 has no size
+    limit of its own: it copies the request into the model's stub region). Refused? How large
+    does the region get, and is it back to its start size within limit_s, the model serving?"""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    from reliability.procs import children
+
+    def region_mib() -> float:
+        sizes = [0]
+        for pid in children(server_pid):
+            try:
+                maps = Path(f"/proc/{pid}/maps").read_text()
+            except OSError:
+                continue
+            for name in {ln.split()[-1] for ln in maps.splitlines() if " /dev/shm/" in ln}:
+                try:
+                    sizes.append(Path(name).stat().st_size)
+                except OSError:
+                    continue
+        return max(sizes) / 2**20
+
+    before = region_mib()
+    client = grpcclient.InferenceServerClient(grpc_url)
+    value = grpcclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
+    value.set_data_from_numpy(np.array([[b"A" * (mib * 2**20)]], dtype=np.object_))
+    try:
+        client.infer("food_classifier", [value], client_timeout=300)
+        answer = "answered"
+    except InferenceServerException as exc:
+        answer = f"{exc.status()}: {(exc.message() or '')[:90]}"
+    finally:
+        del value
+        client.close()
+    peak = region_mib()
+    start = time.monotonic()
+    while region_mib() > before + 1 and time.monotonic() - start < limit_s:
+        time.sleep(1.0)
+    after, took = region_mib(), time.monotonic() - start
+    body = {"inputs": [{"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "BYTES", "data": [""]}]}
+    probe = requests.post(f"{http_url}/v2/models/food_classifier/infer", json=body, timeout=60)
+    serving = probe.status_code == 400 and "empty" in probe.text  # model.py itself answered
+    return {
+        "check": f"Triton: one {mib} MiB INPUT_IMAGE element over gRPC",
+        "status": answer,
+        "region_mib": f"{before:.0f} -> {peak:.0f} -> {after:.0f} after {took:.0f} s",
+        "bound": f"refused; the stub's region back to {before:.0f} MiB within {limit_s:.0f} s; "
+        "serving",
+        "ok": "INVALID_ARGUMENT" in answer and after <= before + 1 and serving,
     }

@@ -81,10 +81,11 @@ def fastapi_and_flask():
             proc.stop()
 
 
-def start_triton(workdir: Path) -> Proc:
+def start_triton(workdir: Path, watchdog_args: list[str] | None = None) -> Proc:
     """tritonserver (local mode, CPU) on free ports, both models from a fresh repository under
     workdir, so a broken config written by a fault scenario never touches the user's
-    model_repository/."""
+    model_repository/. watchdog_args (a list, even empty): under the lab's watchdog, as `make up`
+    runs it (its health file in workdir)."""
     from labstack import triton_local
     from servelab import model_repository
 
@@ -98,10 +99,22 @@ def start_triton(workdir: Path) -> Proc:
     argv, env = triton_local.server_command(
         repo, http, grpc, metrics, backends=Path(workdir) / "backends"
     )
+    marker = argv[0]
+    if watchdog_args is not None:
+        marker = f"--health-file={Path(workdir) / 'triton_health.json'}"
+        argv = [
+            *launcher._module("servelab.serving.triton_watchdog"),
+            f"--url=http://127.0.0.1:{http}",
+            marker,
+            *watchdog_args,
+            "--",
+            *argv,
+        ]
     service = launcher.Service(
         "triton",
         argv,
         health=f"{launcher._url(http)}/v2/health/ready",
+        marker=marker,
         env=env,
         timeout=300,
         ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},

@@ -45,6 +45,10 @@ STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 # Limits that keep one odd upload from taking a service down.
 MAX_IMAGE_BYTES = 8 * 1024 * 1024  # encoded file size
 MAX_IMAGE_PIXELS = 40_000_000  # width * height declared in the header (decompression bombs)
+MAX_BASE64_CHARS = (MAX_IMAGE_BYTES * 4) // 3 + 4  # the base64 text of the largest file
+# ... with the line breaks of the `base64` command (one per 76 characters): a longer text is
+# refused by its length alone, before anything copies it
+MAX_BASE64_TEXT = MAX_BASE64_CHARS * 78 // 76 + 1024
 FORMATS = ("JPEG", "PNG", "WEBP")  # what a photo upload is; anything else is refused unread
 FORMAT_NAMES = "JPEG, PNG or WebP"
 # A decoded 40 Mpx PNG is 160 MB (Pillow keeps RGB in 4 bytes a pixel): at most this many decodes
@@ -85,7 +89,7 @@ def decode_base64(text: str) -> bytes:
     text = "".join(text.split())  # line breaks from `base64` CLI output are fine
     if not text:
         raise BadInput("'image' is empty: send the base64 encoding of a JPEG, PNG or WebP file.")
-    if len(text) > (MAX_IMAGE_BYTES * 4) // 3 + 4:
+    if len(text) > MAX_BASE64_CHARS:
         raise BadInput(
             f"The base64 text is {len(text):,} characters: the file it encodes must be at most "
             f"{MAX_IMAGE_BYTES // (1024 * 1024)} MiB.",

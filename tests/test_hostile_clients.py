@@ -17,6 +17,7 @@ reliability`): each finding of the hardening issue, reproduced and bounded.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from triton_helpers import start_local_triton
@@ -133,3 +134,26 @@ def test_a_stub_region_as_an_output_region_is_refused_and_triton_serves(triton):
     print(_explain(row))
     assert row["ok"], _explain(row)
     assert triton.alive()
+
+
+def test_an_oversized_input_is_refused_and_the_stub_region_shrinks(tmp_path, built_artifacts):
+    """Triton 2.51 copies a request into the stub's /dev/shm region whatever its size (no server
+    limit in 2.51; the model config cannot bound a BYTES element): model.py refuses it by its
+    length, and the watchdog (its region limit lowered here to 64 MiB) loads the model again so
+    the region does not keep the 128 MiB."""
+    from reliability import procs
+
+    server = procs.start_triton(tmp_path, watchdog_args=["--max-region-mib=64"])
+    try:
+        grpc = f"127.0.0.1:{server.record['grpc_port']}"
+        tritonserver = next(
+            p
+            for p in procs.children(server.pid)
+            if Path(f"/proc/{p}/comm").read_text().strip() == "tritonserver"
+        )
+        row = hostile.oversized_input(server.url, grpc, tritonserver, mib=128)
+    finally:
+        server.stop()
+    print(_explain(row))
+    assert row["ok"], _explain(row)
+    assert "INPUT_IMAGE holds" in row["status"]

@@ -22,6 +22,9 @@ What it does, every --every seconds (default 1):
   RESTART_WINDOW_S, then the watchdog exits with the server's status (Docker's restart policy,
   or `make status`, takes over);
 - the stubs' /dev/shm regions are made readable by their owner only (Triton creates them 0644);
+- a stub region that has grown over --max-region-mib (an oversized input: Triton 2.51 copies a
+  request into the stub's region whatever its size, and the region never shrinks) has its model
+  loaded again, which the old instance keeps serving through, and the region goes back to 1 MiB;
 - it writes what it saw to --health-file (JSON): the server, and per model: ready, stubs alive,
   dead, and whether a reload is under way. `--check` reads that file and asks Triton itself (server
   and per-model readiness): exit 0 only if all is well and the file is fresh. That is the Docker
@@ -54,6 +57,9 @@ DEFAULT_HEALTH_FILE = (
     os.environ.get("LAB_TRITON_HEALTH_FILE") or f"/tmp/triton_health_{os.getuid()}.json"
 )
 STALE_AFTER_S = 15.0  # a health file older than this means the watchdog itself is not running
+# The largest a stub's region may stay. The lab's largest legitimate batches are far below: 16
+# images of 8 MiB as base64 (food_classifier) is 180 MiB; 256 uint8 photos (notebook 7) 38 MiB.
+MAX_REGION_MIB = 512
 
 
 # ---------------------------------------------------------------- what /proc says
@@ -221,33 +227,60 @@ def log(message: str) -> None:
 class Watchdog:
     """One tritonserver, its stubs and its health file."""
 
-    def __init__(self, url: str, health_file: Path, key: str = "", prefix: str = ""):
+    def __init__(
+        self,
+        url: str,
+        health_file: Path,
+        key: str = "",
+        prefix: str = "",
+        max_region_mib: float = MAX_REGION_MIB,
+    ):
         self.url, self.health_file, self.key = url.rstrip("/"), Path(health_file), key
         self.prefix = prefix  # of the stubs' /dev/shm regions
+        self.max_region = max_region_mib * 2**20
         self.known: dict[int, str] = {}  # stub pid -> model, learned while the stub ran
         self.handled: set[int] = set()  # dead stubs already acted on (their zombies stay)
-        self.reloading: dict[str, threading.Thread] = {}
+        self.reloading: dict[str, tuple[threading.Thread, str]] = {}  # model -> (thread, why)
         self.events: list[str] = []
 
     def stubs(self, server_pid: int) -> tuple[dict[str, int], dict[str, list[int]]]:
-        """(stubs alive per model, dead stubs not yet acted on, per model) of the server now."""
+        """(stubs alive per model, stubs to act on per model: dead ones, and live ones whose
+        region grew over the limit) of the server now."""
         alive: dict[str, int] = {}
-        dead: dict[str, list[int]] = {}
+        act: dict[str, list[int]] = {}
         for pid in descendants(server_pid):
             state = _state(pid)
             model = stub_model(pid) if state not in ("Z", "gone") else None
             if model:
                 self.known[pid] = model
                 alive[model] = alive.get(model, 0) + 1
+                if pid not in self.handled and self._region_bytes(pid) > self.max_region:
+                    act.setdefault(model, []).append(pid)
             elif state == "Z" and pid in self.known and pid not in self.handled:
-                dead.setdefault(self.known[pid], []).append(pid)
-        return alive, dead
+                act.setdefault(self.known[pid], []).append(pid)
+        return alive, act
 
-    def _reload(self, model: str, pids: list[int]) -> None:
+    def _region_bytes(self, pid: int) -> int:
+        """The size of the largest /dev/shm region (of this server's prefix) the stub maps."""
+        if not self.prefix:
+            return 0
+        try:
+            maps = Path(f"/proc/{pid}/maps").read_text()
+        except OSError:
+            return 0
+        sizes = [0]
+        for name in {ln.split()[-1] for ln in maps.splitlines() if f"/dev/shm/{self.prefix}" in ln}:
+            try:
+                sizes.append(Path(name).stat().st_size)
+            except OSError:
+                continue
+        return max(sizes)
+
+    def _reload(self, model: str, pids: list[int], why: str) -> None:
         started = time.monotonic()
         ok, error = reload_model(self.url, model, self.key)
         event = (
-            f"{time.strftime('%T')} {model}: stub {pids} died, model loaded again in "
+            f"{time.strftime('%T')} {model}: {why}, model loaded again in "
             f"{time.monotonic() - started:.1f} s" + ("" if ok else f"; FAILED: {error}")
         )
         self.events = (self.events + [event])[-10:]
@@ -257,23 +290,29 @@ class Watchdog:
         """One look: start reloading what died, write and return the health report."""
         privatise_regions(self.prefix)
         server_ready = _ok(f"{self.url}/v2/health/ready")
-        alive, dead = self.stubs(server_pid) if server_ready else ({}, {})
-        names = set(loaded_models(self.url)) | set(dead) | set(self.reloading)
+        alive, act = self.stubs(server_pid) if server_ready else ({}, {})
+        names = set(loaded_models(self.url)) | set(act) | set(self.reloading)
         models = {m: {"ready": _ok(f"{self.url}/v2/models/{m}/ready")} for m in sorted(names)}
-        for model, pids in dead.items():
+        for model, pids in act.items():
             self.handled.update(pids)
             if not models[model]["ready"] or model in self.reloading:
                 continue  # unloaded since (nothing to bring back), or already being reloaded
-            log(f"{model}: stub process {pids} died; loading the model again")
-            thread = threading.Thread(target=self._reload, args=(model, pids), daemon=True)
-            self.reloading[model] = thread
+            dead = [p for p in pids if _state(p) in ("Z", "gone")]
+            why = (
+                f"stub {dead} died"
+                if dead
+                else f"stub {pids} holds a region over {self.max_region / 2**20:.0f} MiB"
+            )
+            log(f"{model}: {why}; loading the model again")
+            thread = threading.Thread(target=self._reload, args=(model, pids, why), daemon=True)
+            self.reloading[model] = (thread, why)
             thread.start()
-        for model, thread in list(self.reloading.items()):
+        for model, (thread, _) in list(self.reloading.items()):
             if not thread.is_alive():
                 del self.reloading[model]
         for model, info in models.items():
             info["stubs_alive"] = alive.get(model, 0)
-            info["reloading"] = model in self.reloading
+            info["reloading"] = self.reloading[model][1] if model in self.reloading else ""
         return self.write(server_pid, server_ready, models)
 
     def write(self, server_pid: int, ready: bool, models: dict) -> dict:
@@ -292,14 +331,20 @@ class Watchdog:
         return report
 
 
-def supervise(argv: list[str], url: str, health_file: Path, every: float) -> int:
+def supervise(
+    argv: list[str],
+    url: str,
+    health_file: Path,
+    every: float,
+    max_region_mib: float = MAX_REGION_MIB,
+) -> int:
     """Run tritonserver (argv) and keep it and its models serving; return its exit status."""
     os.umask(0o077)  # the stubs' /dev/shm regions and the health file: this user's only
     key = os.environ.get("TRITON_ADMIN_KEY", "")
     if not key:
         log("TRITON_ADMIN_KEY is not set: a model whose stub dies cannot be reloaded")
     prefix = shm_prefix(argv)
-    watchdog = Watchdog(url, health_file, key, prefix)
+    watchdog = Watchdog(url, health_file, key, prefix, max_region_mib)
     stopping = False
     server = None
 
@@ -395,7 +440,7 @@ def check(url: str, health_file: Path) -> tuple[bool, list[str]]:
         ready = _ok(f"{url}/v2/models/{model}/ready")
         ok = ready and not seen.get("reloading")
         healthy &= ok
-        state = "ready" if ok else ("a stub died: reloading" if ready else "NOT READY")
+        state = "ready" if ok else (f"reloading ({seen['reloading']})" if ready else "NOT READY")
         lines.append(f"{model}: {state} ({seen.get('stubs_alive', '?')} stub(s) running)")
     return healthy, lines
 
@@ -409,6 +454,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--health-file", default=DEFAULT_HEALTH_FILE)
     parser.add_argument("--every", type=float, default=1.0, help="seconds between looks")
     parser.add_argument("--check", action="store_true", help="health check: exit 0 if healthy")
+    parser.add_argument(
+        "--max-region-mib",
+        type=float,
+        default=MAX_REGION_MIB,
+        help="a stub's shared-memory region larger than this has its model loaded again",
+    )
     args = parser.parse_args(own)
     if args.check:
         healthy, lines = check(args.url, Path(args.health_file))
@@ -416,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if healthy else 1
     if not server_argv:
         parser.error("give the tritonserver command after --")
-    return supervise(server_argv, args.url, Path(args.health_file), args.every)
+    return supervise(server_argv, args.url, Path(args.health_file), args.every, args.max_region_mib)
 
 
 if __name__ == "__main__":
