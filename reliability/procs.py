@@ -54,6 +54,16 @@ class Proc:
     def stop(self) -> None:
         launcher._stop(self.pid, self.record["marker"], grace=5)
 
+    def tritonserver_pid(self) -> int:
+        """The tritonserver process: this one, or its child when it runs under the watchdog."""
+        for pid in [self.pid, *children(self.pid)]:
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "tritonserver":
+                    return pid
+            except OSError:
+                continue
+        return self.pid
+
 
 def start_fastapi(runtime: str, port: int | None = None) -> Proc:
     return Proc(

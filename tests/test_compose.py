@@ -307,7 +307,8 @@ def test_triton_keeps_serving_when_one_model_fails_to_load():
 
 def test_triton_state_changing_apis_need_the_node_secret():
     """HTTP and gRPC: every state-changing API group (model repository, shared memory, logging,
-    trace: the groups local mode restricts) behind the header with TRITON_ADMIN_KEY; Jupyter has it."""
+    trace: the groups local mode restricts) behind the header with TRITON_ADMIN_KEY; Jupyter has
+    it."""
     from servelab.labenv import ADMIN_HEADER, RESTRICTED_APIS
 
     stack_services = stack("docker-compose-triton.yaml")
