@@ -490,10 +490,12 @@ def _until_serving(cli, url: str, model: str, b64: str, limit_s: float) -> tuple
         watcher.join(timeout=90)
 
 
-def _outage_reported(said: list) -> bool:
-    return any(
-        any(w in ln for ln in lines for w in ("NOT READY", "reloading", "DOWN")) for lines in said
-    )
+OUTAGE_WORDS = ("NOT READY", "reloading", "DOWN")
+
+
+def _outage_reported(said: list) -> str:
+    """The first line of `status` that reported the outage ('' if none did)."""
+    return next((ln for lines in said for ln in lines if any(w in ln for w in OUTAGE_WORDS)), "")
 
 
 def triton_killed(tmp: Path, b64: str, limit_s: float = 120.0) -> list[dict]:
@@ -519,13 +521,13 @@ def triton_killed(tmp: Path, b64: str, limit_s: float = 120.0) -> list[dict]:
                 os.kill(victims[0], signal.SIGKILL)
                 took, said = _until_serving(cli, url, model, b64, limit_s)
                 reported = _outage_reported(said)
-                ok = took is not None and reported
+                ok = took is not None and bool(reported)
                 return ok, (
                     "serving again after "
                     + (f"{took:.1f} s" if took is not None else f"more than {limit_s:.0f} s: NO")
                     + f" (goal {SERVING_AGAIN_GOAL_S:.0f} s); `make status` during the outage: "
                     + (
-                        f"reported it ({next(ln for ls in said for ln in ls if ln)!r})"
+                        f"reported it ({reported!r})"
                         if reported
                         else f"did NOT report it ({said[:1]})"
                     )
