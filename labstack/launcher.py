@@ -540,7 +540,7 @@ def _group_of(stat: Path) -> int:
         return -1
 
 
-def _keep(name: str, rec: dict | None, state: dict, previous: dict) -> str:
+def _keep(name: str, rec: dict | None, state: dict) -> str:
     """Why a recorded service can stay as it is ('' if it must be started again)."""
     if not rec or not _healthy(rec):
         return ""
@@ -549,8 +549,6 @@ def _keep(name: str, rec: dict | None, state: dict, previous: dict) -> str:
         asked = os.environ.get("FASTAPI_BACKEND")
         if asked and fastapi_backend(asked) != env.get("FASTAPI_BACKEND"):
             return ""
-    if name == "triton" and previous.get("model_repository") != state.get("model_repository"):
-        return ""  # `make lab` asks for a repository of its own
     if name == "flask":
         urls = {k: v for k, v in _urls_for_clients(state).items() if k.endswith("_SERVER_URL")}
         if any(env.get(k) not in (None, v) for k, v in urls.items()):
@@ -573,12 +571,18 @@ def up(jupyter: bool = False, triton: bool = True) -> dict:
         state: dict = {"services": {}, "started": time.strftime("%F %T")}
         if triton:
             state["model_repository"] = str(model_repository_dir())
+        if triton and before.get("model_repository") not in (None, state["model_repository"]):
+            # another stack (`make lab` runs one of its own): nothing of the running one is kept
+            print("the running stack serves another model repository: starting afresh")
+            for name in reversed(list(previous)):
+                _stop_service(name, previous[name], "stopped")
+            previous = {}
         for name in [n for n in previous if n not in wanted]:  # `up` says what the stack is
             _stop_service(name, previous[name], "stopped")
         try:
             for name in wanted:
                 rec = previous.get(name)
-                why = _keep(name, rec, state, before)
+                why = _keep(name, rec, state)
                 if why:
                     print(f"{name}: {why} (pid {rec['pid']}), kept", flush=True)
                     state["services"][name] = rec
