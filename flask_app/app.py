@@ -61,13 +61,15 @@ def predict():
         )
     data = upload.read()
     try:  # refuse empty, damaged or non-image files before bothering the model server
-        food11.load_image(data)
+        # the services' own decoding path: bounded, and the memory of a large canvas given back;
+        # the pixels are kept for a model server that takes the tensor
+        pixels = food11.tensor_from_bytes(data)
     except food11.BadInput as exc:
         return _error(str(exc), exc.status)
     try:
         server = backends.from_env()
         start = time.perf_counter()
-        label, probability = server.predict(data)
+        label, probability = server.predict(data, pixels)
         elapsed_ms = (time.perf_counter() - start) * 1e3
     except (backends.ModelServerError, ValueError) as exc:
         return _error(str(exc), 502)

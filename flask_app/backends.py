@@ -44,7 +44,7 @@ class FastAPIServer:
         except (requests.RequestException, ValueError):
             return "unknown"
 
-    def predict(self, image: bytes) -> tuple[str, float]:
+    def predict(self, image: bytes, pixels: np.ndarray | None = None) -> tuple[str, float]:
         body = {"image": base64.b64encode(image).decode("ascii")}
         try:
             resp = requests.post(f"{self.url}/predict", json=body, timeout=60)
@@ -79,7 +79,9 @@ class TritonServer:
         except Exception:  # noqa: BLE001 - the page shows 'unknown' whatever went wrong
             return "unknown"
 
-    def predict(self, image: bytes) -> tuple[str, float]:
+    def predict(self, image: bytes, pixels: np.ndarray | None = None) -> tuple[str, float]:
+        """`pixels`: the image already pre-processed (food11.tensor_from_bytes), if the caller
+        has it; decoded here otherwise."""
         import tritonclient.http as httpclient
         from tritonclient.utils import InferenceServerException
 
@@ -109,9 +111,11 @@ class TritonServer:
                 return result.as_numpy("FOOD_LABEL")[0][0].decode(), float(
                     result.as_numpy("PROBABILITY")[0][0]
                 )
-            pixels = food11.tensor_from_bytes(image)[None]  # pre-processing in Flask
-            tensor = httpclient.InferInput("input", list(pixels.shape), "FP32")
-            tensor.set_data_from_numpy(pixels)
+            if pixels is None:
+                pixels = food11.tensor_from_bytes(image)
+            batch = pixels[None]  # pre-processing in Flask
+            tensor = httpclient.InferInput("input", list(batch.shape), "FP32")
+            tensor.set_data_from_numpy(batch)
             result = client.infer(
                 self.model, [tensor], outputs=[httpclient.InferRequestedOutput("output")]
             )

@@ -19,6 +19,9 @@ from flask_app.app import app
 THREADS = 8  # requests handled at once (each may wait up to 60 s on the model server)
 CONNECTIONS = 512  # open sockets accepted at once; idle ones are closed after CHANNEL_TIMEOUT
 CHANNEL_TIMEOUT_S = 30
+MAX_HEADER_BYTES = (
+    64 * 1024
+)  # request line + headers; waitress answers 431 above (its default: 256 KiB)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -36,6 +39,7 @@ def main(argv: list[str] | None = None) -> None:
         connection_limit=CONNECTIONS,
         channel_timeout=CHANNEL_TIMEOUT_S,
         max_request_body_size=4 * app.config["MAX_CONTENT_LENGTH"],
+        max_request_header_size=MAX_HEADER_BYTES,
         ident="food11-ui",
     )
 

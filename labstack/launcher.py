@@ -8,19 +8,33 @@
 
 Every service gets a port on 127.0.0.1 (LAB_BIND_HOST to change), runs in its own process
 session with its log in .lab/logs/<name>.log, and is recorded in .lab/state.json; `down` stops
-only processes recorded there whose command line still matches.
+only processes recorded there whose command line still matches. One command at a time changes
+the stack: up, restart and down hold a lock (.lab/launcher.lock), so two at once run one after
+the other and the state file records every process started.
 
-Restarts keep what a student relies on: each service gets the port it had last time when that port
-is free (.lab/ports.json), the Jupyter token and Triton's admin key stay the same
-(.lab/secrets.env), and `up` keeps edited config.pbtxt files in the model repository. Files
-holding a secret (secrets.env, urls.env, state.json) are readable by their owner only; no secret
-is on a command line the launcher starts (JupyterLab reads its token from the environment).
+Restarts keep what a student relies on: `up` after a crash starts only what is not running and
+healthy (JupyterLab and its kernels survive a FastAPI crash); each service comes back on the port
+it had (.lab/ports.json; a port just freed by a killed process is waited for, and one taken by
+another program is replaced, with Flask restarted on the new URLs and notebooks reading them with
+labenv.load()); the Jupyter token and Triton's admin key stay the same (.lab/secrets.env); `up`
+keeps edited config.pbtxt files in the model repository.
+
+Triton runs under servelab.serving.triton_watchdog: a model whose Python-backend stub dies is
+loaded again, a crashed tritonserver is started again on its ports, and `status` shows each
+model's health from it (.lab/triton_health.json). Its stubs' /dev/shm regions are private and
+removed after a crash.
+
+Secrets: files holding one (secrets.env, urls.env) and every log are readable by their owner
+only; nothing the launcher prints, records in state.json or writes to a log carries the token or
+the key (they are named, not shown). JupyterLab reads its token from its environment. Residual:
+tritonserver takes the admin key only on its command line, which other local users can read.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -43,8 +57,11 @@ URLS_ENV = LAB_DIR / "urls.env"
 SECRETS = LAB_DIR / "secrets.env"
 PORTS = LAB_DIR / "ports.json"
 LOGS = LAB_DIR / "logs"
+LOCK = LAB_DIR / "launcher.lock"
+TRITON_HEALTH = LAB_DIR / "triton_health.json"  # written by Triton's watchdog
 BIND = os.environ.get("LAB_BIND_HOST", "127.0.0.1")
 SECRET_KEYS = ("JUPYTER_TOKEN", "TRITON_ADMIN_KEY")
+PORT_WAIT_S = 20.0  # how long a port a killed process held may take to be free again
 
 
 def free_port() -> int:
@@ -54,7 +71,10 @@ def free_port() -> int:
 
 
 def _port_is_free(port: int) -> bool:
+    """Free to listen on, as the servers bind (SO_REUSEADDR: connections a killed server left in
+    TIME_WAIT do not count; without it, every crash moved the service to a new port)."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((BIND, port))
             return True
@@ -62,13 +82,25 @@ def _port_is_free(port: int) -> bool:
             return False
 
 
-def port_for(name: str) -> int:
-    """The port `name` had the last time (bookmarks and open browser tabs keep working), if free."""
-    try:
-        previous = json.loads(PORTS.read_text()).get(name)
-    except (OSError, ValueError):
-        previous = None
-    port = previous if previous and _port_is_free(previous) else free_port()
+def port_for(name: str, preferred: int | None = None, wait: float = PORT_WAIT_S) -> int:
+    """The port `name` had (`preferred`, else the last one in ports.json), waited for while a
+    process that just stopped lets it go; a new one only if another program holds it (said)."""
+    if preferred is None:
+        try:
+            preferred = json.loads(PORTS.read_text()).get(name)
+        except (OSError, ValueError):
+            preferred = None
+    port = None
+    if preferred:
+        deadline = time.time() + wait
+        while port is None and time.time() < deadline:
+            port = preferred if _port_is_free(preferred) else None
+            if port is None:
+                time.sleep(0.2)
+        if port is None:
+            port = free_port()
+            print(f"{name}: port {preferred} is taken by another program; now on port {port}")
+    port = port or free_port()
     _remember_port(name, port)
     return port
 
@@ -83,13 +115,50 @@ def _remember_port(name: str, port: int) -> None:
 
 
 def _write_private(path: Path, text: str) -> None:
-    """Write a file only its owner can read (0600), in a folder only its owner can list (0700)."""
+    """Write a file only its owner can read (0600), in a folder only its owner can list (0700),
+    all at once: a reader (status, another command) never sees it half written."""
     LAB_DIR.mkdir(parents=True, exist_ok=True)
     LAB_DIR.chmod(0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
-    path.chmod(0o600)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+_lock_depth = 0
+
+
+@contextlib.contextmanager
+def locked():
+    """Hold the launcher's lock: commands that change the stack (up, restart, down) run one at a
+    time, so none works from a state file that another is rewriting. Re-entrant in a process."""
+    global _lock_depth
+    if _lock_depth:
+        _lock_depth += 1
+        try:
+            yield
+        finally:
+            _lock_depth -= 1
+        return
+    LAB_DIR.mkdir(parents=True, exist_ok=True)
+    LAB_DIR.chmod(0o700)
+    fd = os.open(LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("another launcher command is running; waiting for it ...", flush=True)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        _lock_depth = 1
+        try:
+            yield
+        finally:
+            _lock_depth = 0
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def lab_secrets() -> dict:
@@ -119,6 +188,7 @@ class Service:
     env: dict = field(default_factory=dict)
     timeout: float = 120.0
     ports: dict = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)  # more to record in state.json (never a secret)
 
 
 # ---------------------------------------------------------------- process handling
@@ -166,14 +236,34 @@ def _log_tail(path: Path, lines: int = 25) -> str:
         return "(no log)"
 
 
+def _redact(text: str, env: dict) -> str:
+    """text with the value of every secret the launcher knows replaced by its name."""
+    known = {k: v for k in SECRET_KEYS for v in (env.get(k), os.environ.get(k)) if v}
+    if SECRETS.exists():
+        known.update({k: v for k, v in lab_secrets().items() if v})
+    for name, value in known.items():
+        text = text.replace(value, f"${name}")
+    return text
+
+
+def _private_log(path: Path):
+    """The service's log, appended to, readable by its owner only (it may hold what the service
+    prints about its requests)."""
+    LOGS.mkdir(parents=True, exist_ok=True)
+    LOGS.chmod(0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    os.fchmod(fd, 0o600)  # a log made by an older launcher
+    return os.fdopen(fd, "ab")
+
+
 def start(service: Service) -> dict:
     """Start one service in its own session and wait for its health URL; on failure, raise with
     its log."""
-    LOGS.mkdir(parents=True, exist_ok=True)
     log_path = LOGS / f"{service.name}.log"
     env = {**os.environ, **service.env}
-    with open(log_path, "ab") as log:
-        log.write(f"\n=== {time.strftime('%F %T')} {' '.join(service.argv)}\n".encode())
+    with _private_log(log_path) as log:
+        shown = _redact(" ".join(service.argv), service.env)
+        log.write(f"\n=== {time.strftime('%F %T')} {shown}\n".encode())
         log.flush()
         proc = subprocess.Popen(
             service.argv,
@@ -191,18 +281,18 @@ def start(service: Service) -> dict:
     record = {
         "pid": proc.pid,
         "marker": service.marker or service.argv[0],
-        "argv": service.argv,
         "health": service.health,
         "log": str(log_path),
         "env": kept_env,
         **{k: v for k, v in service.ports.items() if k not in SECRET_KEYS},
+        **{k: v for k, v in service.extra.items() if k not in SECRET_KEYS},
     }
     deadline = time.time() + service.timeout
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(
                 f"{service.name} exited with code {proc.returncode} before it was ready. "
-                f"Last lines of {log_path}:\n{_log_tail(log_path)}"
+                f"Last lines of {log_path}:\n{_redact(_log_tail(log_path), service.env)}"
             )
         try:
             if requests.get(service.health, timeout=2).status_code == 200:
@@ -213,7 +303,7 @@ def start(service: Service) -> dict:
     _stop(proc.pid, record["marker"])
     raise RuntimeError(
         f"{service.name} not healthy after {service.timeout:.0f} s ({service.health}). "
-        f"Last lines of {log_path}:\n{_log_tail(log_path)}"
+        f"Last lines of {log_path}:\n{_redact(_log_tail(log_path), service.env)}"
     )
 
 
@@ -243,9 +333,12 @@ def fastapi_service(port: int, runtime: str, workers: int | str = 1) -> Service:
     # uvicorn starts WEB_CONCURRENCY worker processes; each loads the model with its share of the
     # cores
     env = {"FASTAPI_BACKEND": setting, "WEB_CONCURRENCY": str(int(workers))}
+    from servelab.serving.inference_api import UVICORN_ARGS  # the header limit
+
     return Service(
         "fastapi",
-        _module("uvicorn") + [app, "--host", BIND, "--port", str(port), "--no-access-log"],
+        _module("uvicorn")
+        + [app, "--host", BIND, "--port", str(port), "--no-access-log", *UVICORN_ARGS],
         health=f"{_url(port)}/health",
         marker=app,
         env=env,
@@ -265,18 +358,33 @@ def flask_service(port: int, env: dict) -> Service:
     )
 
 
-def triton_service(repo: Path, admin_key: str) -> Service:
+def triton_service(repo: Path, admin_key: str, ports: dict | None = None) -> Service:
+    """tritonserver under its watchdog (servelab.serving.triton_watchdog), on the ports it had.
+
+    The watchdog gets the admin key in its environment (to load a model whose stub died again);
+    tritonserver takes it on its command line (Triton has no other way)."""
     from labstack import triton_local
 
-    http, grpc, metrics = port_for("triton"), port_for("triton_grpc"), port_for("triton_metrics")
+    ports = ports or {}
+    http = port_for("triton", ports.get("port"))
+    grpc = port_for("triton_grpc", ports.get("grpc_port"))
+    metrics = port_for("triton_metrics", ports.get("metrics_port"))
     argv, env = triton_local.server_command(repo, http, grpc, metrics, admin_key=admin_key)
+    health_file = f"--health-file={TRITON_HEALTH}"
+    watchdog = _module("servelab.serving.triton_watchdog") + [
+        f"--url=http://127.0.0.1:{http}",
+        health_file,
+        "--",
+    ]
     return Service(
         "triton",
-        argv,
+        watchdog + argv,
         health=f"{_url(http)}/v2/health/ready",
-        env=env,
+        marker=health_file,
+        env={**env, "TRITON_ADMIN_KEY": admin_key},
         timeout=300,
         ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
+        extra={"shm_prefix": triton_local.shm_prefix(http), "health_file": str(TRITON_HEALTH)},
     )
 
 
@@ -344,16 +452,6 @@ def _urls_for_clients(state: dict) -> dict:
     return dict(line.split("=", 1) for line in URLS_ENV.read_text().splitlines() if "=" in line)
 
 
-def clean_stale() -> None:
-    """After a crash: stop anything a previous `up` left running, forget its state."""
-    state = read_state()
-    for name, rec in state.get("services", {}).items():
-        if _stop(rec["pid"], rec["marker"]):
-            print(f"stopped leftover {name} (pid {rec['pid']})")
-    for path in (STATE, URLS_ENV):
-        path.unlink(missing_ok=True)
-
-
 def _flask_env(state: dict, urls: dict) -> dict:
     env = {k: v for k, v in urls.items() if k.endswith("_SERVER_URL") or k == "LAB_MODE"}
     env["FLASK_BACKEND"] = os.environ.get("FLASK_BACKEND", "fastapi")
@@ -375,89 +473,202 @@ def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
     """The Service for `name`, on the port it has (or had) and with its settings plus overrides."""
     rec = state["services"].get(name, {})
     env = {**rec.get("env", {}), **(overrides or {})}
-    port = rec.get("port") or port_for(name)
     if name == "fastapi":
         return fastapi_service(
-            port,
+            port_for(name, rec.get("port")),
             env.get("FASTAPI_BACKEND") or os.environ.get("FASTAPI_BACKEND", "pt"),
             env.get("WEB_CONCURRENCY") or 1,
         )
     if name == "flask":
+        port = port_for(name, rec.get("port"))
         return flask_service(port, {**_flask_env(state, _urls_for_clients(state)), **env})
     if name == "triton":
-        return triton_service(Path(state["model_repository"]), lab_secrets()["TRITON_ADMIN_KEY"])
+        key = lab_secrets()["TRITON_ADMIN_KEY"]
+        return triton_service(Path(state["model_repository"]), key, rec)
     if name == "jupyter":
+        port = port_for(name, rec.get("port"))
         return jupyter_service(port, lab_secrets()["JUPYTER_TOKEN"], _jupyter_env(state))
     raise SystemExit(f"no service called {name!r} (fastapi, flask, triton, jupyter)")
 
 
-def up(jupyter: bool = False, triton: bool = True) -> dict:
-    clean_stale()
-    lab_secrets()  # made once; the same token and key after every restart
-    state: dict = {"services": {}, "started": time.strftime("%F %T")}
+def _healthy(rec: dict) -> bool:
+    if not _alive(rec["pid"], rec["marker"]) or _zombie(rec["pid"]):
+        return False
     try:
+        return requests.get(rec["health"], timeout=5).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def _stop_service(name: str, rec: dict, say: str = "") -> bool:
+    """Stop a recorded service (its whole process group); after Triton, remove the /dev/shm
+    regions its stubs may have left. True if it was running."""
+    stopped = _stop(rec["pid"], rec["marker"])
+    if stopped and say:
+        print(f"{say} {name} (pid {rec['pid']})")
+    if name == "triton":
+        _wait_group_gone(rec["pid"])  # its stubs map their regions until they exit
+        from servelab.serving.triton_watchdog import remove_stale_regions
+
+        removed = remove_stale_regions(rec.get("shm_prefix", ""))
+        if removed:
+            print(f"removed {len(removed)} shared-memory region(s) Triton's stubs left behind")
+    return stopped
+
+
+def _wait_group_gone(pgid: int, timeout: float = 15.0) -> None:
+    """Wait until no process of the group is left (SIGKILL what remains after `timeout`/2)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        members = [
+            p
+            for p in Path("/proc").glob("[0-9]*/stat")
+            if _group_of(p) == pgid and not _zombie(int(p.parent.name))
+        ]
+        if not members:
+            return
+        if time.time() > deadline - timeout / 2:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        time.sleep(0.2)
+
+
+def _group_of(stat: Path) -> int:
+    try:
+        return int(stat.read_text().rsplit(")", 1)[1].split()[2])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def _keep(name: str, rec: dict | None, state: dict) -> str:
+    """Why a recorded service can stay as it is ('' if it must be started again)."""
+    if not rec or not _healthy(rec):
+        return ""
+    env = rec.get("env", {})
+    if name == "fastapi":
+        asked = os.environ.get("FASTAPI_BACKEND")
+        if asked and fastapi_backend(asked) != env.get("FASTAPI_BACKEND"):
+            return ""
+    if name == "flask":
+        urls = {k: v for k, v in _urls_for_clients(state).items() if k.endswith("_SERVER_URL")}
+        if any(env.get(k) not in (None, v) for k, v in urls.items()):
+            return ""  # a model server it calls moved
+        for key in ("FLASK_BACKEND", "FOOD11_MODEL_NAME"):
+            if os.environ.get(key) and os.environ[key] != env.get(key):
+                return ""
+    return "running and healthy"
+
+
+def up(jupyter: bool = False, triton: bool = True) -> dict:
+    """Bring the stack up: start what is not running and healthy, keep what is (a crash of one
+    service restarts that one; JupyterLab and its kernels survive), each on the port it had."""
+    with locked():
+        lab_secrets()  # made once; the same token and key after every restart
+        before = read_state()
+        previous = before.get("services", {})
+        wanted = ["fastapi", *(["triton"] if triton else []), "flask"]
+        wanted += ["jupyter"] if jupyter else []
+        state: dict = {"services": {}, "started": time.strftime("%F %T")}
+        if triton:
+            state["model_repository"] = str(model_repository_dir())
+        if triton and before.get("model_repository") not in (None, state["model_repository"]):
+            # another stack (`make lab` runs one of its own): nothing of the running one is kept
+            print("the running stack serves another model repository: starting afresh")
+            for name in reversed(list(previous)):
+                _stop_service(name, previous[name], "stopped")
+            previous = {}
+        for name in [n for n in previous if n not in wanted]:  # `up` says what the stack is
+            _stop_service(name, previous[name], "stopped")
+        try:
+            for name in wanted:
+                rec = previous.get(name)
+                why = _keep(name, rec, state)
+                if why:
+                    print(f"{name}: {why} (pid {rec['pid']}), kept", flush=True)
+                    state["services"][name] = rec
+                    write_state(state)
+                    continue
+                if rec:
+                    _stop_service(name, rec, "stopped leftover")
+                state["services"][name] = _start_fresh(name, state)
+                write_state(state)
+        except BaseException:
+            down(quiet=True)
+            raise
+        _moved(previous, state)
+        print_status(state)
+        return state
+
+
+def _start_fresh(name: str, state: dict) -> dict:
+    if name == "fastapi":
         runtime = os.environ.get("FASTAPI_BACKEND", "pt")
         print(f"starting fastapi ({runtime}) ...", flush=True)
-        state["services"]["fastapi"] = start(
-            _service("fastapi", state, {"FASTAPI_BACKEND": runtime})
-        )
-        write_state(state)
-        if triton:
-            from servelab import model_repository
+        return start(_service("fastapi", state, {"FASTAPI_BACKEND": runtime}))
+    if name == "triton":
+        from servelab import model_repository
 
-            state["model_repository"] = str(model_repository_dir())
-            model_repository.populate(model_repository_dir(), mode="local", keep_configs=True)
-            print(
-                "starting triton (loading every model; about 15-30 s per model on a 2-core CPU) "
-                "...",
-                flush=True,
-            )
-            state["services"]["triton"] = start(_service("triton", state))
-            write_state(state)
-        print("starting flask ...", flush=True)
-        state["services"]["flask"] = start(_service("flask", state))
-        write_state(state)
-        if jupyter:
-            print("starting jupyterlab ...", flush=True)
-            state["services"]["jupyter"] = start(_service("jupyter", state))
-            write_state(state)
-    except BaseException:
-        down(quiet=True)
-        raise
-    print_status(state)
-    return state
+        model_repository.populate(model_repository_dir(), mode="local", keep_configs=True)
+        print(
+            "starting triton (loading every model; about 15-30 s per model on a 2-core CPU) ...",
+            flush=True,
+        )
+        return start(_service("triton", state))
+    print(f"starting {'jupyterlab' if name == 'jupyter' else name} ...", flush=True)
+    return start(_service(name, state))
+
+
+def _moved(before: dict, state: dict) -> None:
+    """Tell the student which URLs changed (a port taken by another program): a running
+    JupyterLab keeps its environment, and its notebooks read the new ones with labenv.load()."""
+    changed = [
+        n
+        for n, r in state["services"].items()
+        if n in before and before[n].get("port") != r["port"]
+    ]
+    if changed and "jupyter" in state["services"]:
+        print(
+            f"{', '.join(changed)} moved to a new port: in a running notebook, run "
+            "`labenv.load()` again (it reads the new URLs from .lab/urls.env)"
+        )
 
 
 def restart(name: str, overrides: dict | None = None) -> dict:
     """Restart one service on its port, with the same secrets and, optionally, changed settings
     (e.g. FASTAPI_BACKEND=onnx). After a crash this brings back the one service that died; the
     model repository is not touched (Triton loads the configs as they are now)."""
-    state = read_state()
-    rec = state["services"].get(name)
-    if rec is None:
-        raise SystemExit(
-            f"{name} is not running (services: {sorted(state['services'])}); run `make up` first"
-        )
-    _stop(rec["pid"], rec["marker"])
-    for key in ("port", "grpc_port", "metrics_port"):
-        if key in rec:
-            _wait_port_free(rec[key])
-    state["services"][name] = start(_service(name, state, overrides))
-    write_state(state)
-    print(f"{name} restarted" + (f" with {overrides}" if overrides else ""))
-    return state
+    with locked():
+        state = read_state()
+        rec = state["services"].get(name)
+        if rec is None:
+            raise SystemExit(
+                f"{name} is not running (services: {sorted(state['services'])}); "
+                "run `make up` first"
+            )
+        _stop_service(name, rec)
+        state["services"][name] = start(_service(name, state, overrides))
+        write_state(state)
+        print(f"{name} restarted" + (f" with {overrides}" if overrides else ""))
+        new_port = state["services"][name]["port"]
+        if (
+            new_port != rec["port"]
+            and name in ("fastapi", "triton")
+            and "flask" in state["services"]
+        ):
+            _stop_service("flask", state["services"]["flask"])
+            state["services"]["flask"] = start(_service("flask", state))
+            write_state(state)
+            print("flask restarted: the model server it calls moved")
+        _moved({name: rec}, state)
+        return state
 
 
 def _wait_port_free(port: int, timeout: float = 30.0) -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
-        with socket.socket() as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((BIND, port))
-                return
-            except OSError:
-                time.sleep(0.2)
+        if _port_is_free(port):
+            return
+        time.sleep(0.2)
     raise RuntimeError(f"port {port} still in use after {timeout:.0f} s")
 
 
@@ -482,35 +693,60 @@ def paused(reason: str = ""):
 
 
 def down(quiet: bool = False) -> None:
-    state = read_state()
-    stopped = []
-    for name in reversed(list(state.get("services", {}))):
-        rec = state["services"][name]
-        if _stop(rec["pid"], rec["marker"]):
-            stopped.append(name)
-    for path in (STATE, URLS_ENV):
-        path.unlink(missing_ok=True)
+    with locked():
+        state = read_state()
+        stopped = []
+        for name in reversed(list(state.get("services", {}))):
+            if _stop_service(name, state["services"][name]):
+                stopped.append(name)
+        for path in (STATE, URLS_ENV, TRITON_HEALTH):
+            path.unlink(missing_ok=True)
     if not quiet:
         print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
 
 
+def _triton_models(rec: dict) -> tuple[bool, list[str]]:
+    """Triton's health per model: its own readiness and its watchdog's report on the stubs."""
+    from servelab.serving.triton_watchdog import check
+
+    health_file = Path(rec.get("health_file") or TRITON_HEALTH)
+    return check(f"http://127.0.0.1:{rec['port']}", health_file)
+
+
 def print_status(state: dict | None = None) -> None:
+    """Each service: running and healthy or not (Triton: per model), its URL and log; where the
+    secrets are, never their values."""
     state = state or read_state()
     if not state.get("services"):
         print("local stack is not running (make up)")
         return
     for name, rec in state["services"].items():
-        alive = _alive(rec["pid"], rec["marker"])
-        try:
-            healthy = alive and requests.get(rec["health"], timeout=2).status_code == 200
-        except requests.RequestException:
-            healthy = False
-        state = "healthy" if healthy else "DOWN"
-        print(
-            f"  {name:8s} pid {rec['pid']:<7d} {state:8s} {_url(rec['port'])}   log: {rec['log']}"
-        )
+        healthy = _healthy(rec)
+        models: list[str] = []
+        if name == "triton" and healthy:
+            healthy, models = _triton_models(rec)
+            word = "healthy" if healthy else "DEGRADED"
+        else:
+            word = "healthy" if healthy else "DOWN"
+        print(f"  {name:8s} pid {rec['pid']:<7d} {word:8s} {_url(rec['port'])}   log: {rec['log']}")
+        for line in models:
+            print(f"             {line}")
     if URLS_ENV.exists():
-        print(f"\n{URLS_ENV}:\n" + URLS_ENV.read_text())
+        shown = [
+            line
+            for line in URLS_ENV.read_text().splitlines()
+            if line.split("=", 1)[0] not in (*SECRET_KEYS, "JUPYTER_URL")
+        ]
+        print(f"\n{URLS_ENV} (what notebooks and tools read):\n  " + "\n  ".join(shown))
+        if "jupyter" in state["services"]:
+            print(
+                f"\nJupyterLab: {_url(state['services']['jupyter']['port'])}/lab; the link with "
+                f"its token is the JUPYTER_URL line of {URLS_ENV}"
+            )
+        print(
+            f"Secrets (the Jupyter token, Triton's admin key): {SECRETS} and {URLS_ENV}, "
+            "readable only by you; not shown here"
+        )
 
 
 def main(argv=None) -> None:

@@ -182,6 +182,13 @@ def check_stub_numpy(env: dict) -> str:
     return version
 
 
+def shm_prefix(http_port: int) -> str:
+    """The name prefix of the /dev/shm regions of the Python-backend stubs of the server on
+    http_port: a server started again on that port (after a crash) knows which regions were its
+    predecessor's (servelab.serving.triton_watchdog.remove_stale_regions), and no other server's."""
+    return f"servelab_triton_{int(http_port)}_"
+
+
 def server_command(
     repo: Path,
     http_port: int = 8000,
@@ -205,6 +212,7 @@ def server_command(
     generated and put into this process's environment, so its own clients can use the API).
     Triton takes the key only on its command line. The three endpoints
     listen on `address` (default LAB_BIND_HOST, as the launcher's other services, else 127.0.0.1).
+    The stubs' shared-memory regions are named with shm_prefix(http_port).
     """
     address = address or os.environ.get("LAB_BIND_HOST") or "127.0.0.1"
     argv = [
@@ -225,6 +233,7 @@ def server_command(
         "--metrics-interval-ms=500",
         "--exit-timeout-secs=5",
         "--log-verbose=0",
+        f"--backend-config=python,shm-region-prefix-name={shm_prefix(http_port)}",
         *restricted_api_args(admin_key),
         *(extra_args or []),
     ]
@@ -234,13 +243,17 @@ def server_command(
 
 
 def restricted_api_args(admin_key: str | None = None) -> list[str]:
-    """Triton's flags restricting the model-repository API (HTTP and gRPC) to the admin header."""
-    from servelab.labenv import ADMIN_HEADER
+    """Triton's flags restricting every API that changes the server's state or memory (labenv.
+    RESTRICTED_APIS: model repository, shared memory, logging, trace) to the admin header, over
+    HTTP and gRPC (gRPC metadata is the same header with Triton's 'triton-grpc-protocol-' prefix,
+    which labenv.admin_headers() sends too)."""
+    from servelab.labenv import ADMIN_HEADER, RESTRICTED_APIS
 
     key = admin_key or os.environ.get("TRITON_ADMIN_KEY")
     if not key:
         key = os.environ["TRITON_ADMIN_KEY"] = secrets.token_hex(16)
+    groups = ",".join(RESTRICTED_APIS)
     return [
-        f"--http-restricted-api=model-repository:{ADMIN_HEADER}={key}",
-        f"--grpc-restricted-protocol=model-repository:{ADMIN_HEADER}={key}",
+        f"--http-restricted-api={groups}:{ADMIN_HEADER}={key}",
+        f"--grpc-restricted-protocol={groups}:{ADMIN_HEADER}={key}",
     ]

@@ -33,6 +33,7 @@ from servelab.paths import REPO_ROOT
 REPORT = REPO_ROOT / "docs" / "reliability.md"
 PARTS = ("fuzz", "soak", "faults", "hostile", "safe")
 DEFAULTS = {"examples": 100, "soak_seconds": 12.0, "concurrency": 4, "seed": 0}
+OVERSIZED_MIB, REGION_MIB = 128, 64  # the oversized-input check: element size, region limit
 
 
 def run_all(
@@ -109,9 +110,18 @@ def run_all(
                     f"hostile: {hostile.SLOW_CLIENTS} slow clients on Flask, chunked body and "
                     "crafted images on FastAPI onnx ..."
                 )
+                onnx = apis["onnx"]
                 out["hostile"].append(hostile.slow_clients(flask.url))
-                out["hostile"].append(hostile.chunked_body(apis["onnx"].url, apis["onnx"].pid))
-                out["hostile"].append(hostile.crafted_canvases(apis["onnx"].url, apis["onnx"].pid))
+                out["hostile"].append(hostile.chunked_body(onnx.url, onnx.pid))
+                for target in (onnx, flask):
+                    out["hostile"].append(hostile.endless_headers(target.url, target.pid))
+                log("hostile: crafted canvases to FastAPI (whole, truncated) and Flask ...")
+                out["hostile"].append(hostile.crafted_canvases(onnx.url, onnx.pid))
+                out["hostile"].append(hostile.crafted_canvases(onnx.url, onnx.pid, truncated=True))
+                # Flask in front of FastAPI onnx: both decode each upload
+                out["hostile"].append(
+                    hostile.crafted_canvases(flask.url, flask.pid, target="flask")
+                )
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         tmp = Path(tmp)
         if "faults" in parts:
@@ -120,9 +130,16 @@ def run_all(
             out["faults"].append(faults.fastapi_killed_mid_benchmark(b64))
             out["faults"] += faults.crash_up_down_down(tmp / "launcher", full_stack=True)
             out["faults"].append(faults.stale_pid(tmp / "launcher"))
+            log("faults: two restarts at once, up after a crash with clients connected ...")
+            out["faults"].append(faults.concurrent_restarts(tmp / "launcher"))
+            out["faults"].append(faults.crash_keeps_ports_and_survivors(tmp / "launcher"))
+            log("faults: Triton's stubs, server and every process killed (make up's stack) ...")
+            out["faults"] += faults.triton_killed(tmp / "launcher", b64)
         if {"fuzz", "soak", "faults", "hostile"} & set(parts):
             log("triton: starting (both models) ...")
-            triton = start_triton(tmp / "triton")
+            # under the watchdog, as `make up` runs it; its region limit lowered so a 128 MiB
+            # element shows what a larger one does with the default
+            triton = start_triton(tmp / "triton", watchdog_args=[f"--max-region-mib={REGION_MIB}"])
             try:
                 out["triton_version"] = (
                     requests.get(f"{triton.url}/v2", timeout=10).json().get("version", "?")
@@ -155,6 +172,15 @@ def run_all(
                     log("hostile: Triton's repository API without the node's secret ...")
                     out["hostile"] += hostile.repository_api(
                         triton.url, labenv.ADMIN_HEADER, os.environ["TRITON_ADMIN_KEY"]
+                    )
+                    log("hostile: Triton's other state-changing APIs, HTTP and gRPC ...")
+                    grpc = f"127.0.0.1:{triton.record['grpc_port']}"
+                    out["hostile"] += hostile.admin_apis(triton.url, grpc, labenv.admin_headers())
+                    out["hostile"].append(hostile.stub_region_attack(triton.url, triton.pid))
+                    out["hostile"].append(
+                        hostile.oversized_input(
+                            triton.url, grpc, triton.tritonserver_pid(), mib=OVERSIZED_MIB
+                        )
                     )
                 if "faults" in parts:
                     log("faults: Triton broken configs, killed mid-benchmark ...")

@@ -54,6 +54,16 @@ class Proc:
     def stop(self) -> None:
         launcher._stop(self.pid, self.record["marker"], grace=5)
 
+    def tritonserver_pid(self) -> int:
+        """The tritonserver process: this one, or its child when it runs under the watchdog."""
+        for pid in [self.pid, *children(self.pid)]:
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "tritonserver":
+                    return pid
+            except OSError:
+                continue
+        return self.pid
+
 
 def start_fastapi(runtime: str, port: int | None = None) -> Proc:
     return Proc(
@@ -81,10 +91,11 @@ def fastapi_and_flask():
             proc.stop()
 
 
-def start_triton(workdir: Path) -> Proc:
+def start_triton(workdir: Path, watchdog_args: list[str] | None = None) -> Proc:
     """tritonserver (local mode, CPU) on free ports, both models from a fresh repository under
     workdir, so a broken config written by a fault scenario never touches the user's
-    model_repository/."""
+    model_repository/. watchdog_args (a list, even empty): under the lab's watchdog, as `make up`
+    runs it (its health file in workdir)."""
     from labstack import triton_local
     from servelab import model_repository
 
@@ -98,10 +109,22 @@ def start_triton(workdir: Path) -> Proc:
     argv, env = triton_local.server_command(
         repo, http, grpc, metrics, backends=Path(workdir) / "backends"
     )
+    marker = argv[0]
+    if watchdog_args is not None:
+        marker = f"--health-file={Path(workdir) / 'triton_health.json'}"
+        argv = [
+            *launcher._module("servelab.serving.triton_watchdog"),
+            f"--url=http://127.0.0.1:{http}",
+            marker,
+            *watchdog_args,
+            "--",
+            *argv,
+        ]
     service = launcher.Service(
         "triton",
         argv,
         health=f"{launcher._url(http)}/v2/health/ready",
+        marker=marker,
         env=env,
         timeout=300,
         ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
@@ -111,9 +134,7 @@ def start_triton(workdir: Path) -> Proc:
     return proc
 
 
-def rss_tree_kib(pid: int) -> tuple[int, int]:
-    """(sum of VmRSS in KiB, number of processes) over pid and all its descendants: a worker
-    or a Triton Python-backend stub holds the model, so the parent alone would hide a leak."""
+def _parents() -> dict[int, list[int]]:
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -121,9 +142,24 @@ def rss_tree_kib(pid: int) -> tuple[int, int]:
             children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
         except (OSError, IndexError, ValueError):
             continue
-    total, count, todo = 0, 0, [pid]
+    return children
+
+
+def children(pid: int) -> list[int]:
+    """Every descendant of pid (Triton's Python-backend stubs, uvicorn's workers)."""
+    tree, found, todo = _parents(), [], [pid]
     while todo:
-        p = todo.pop()
+        kids = tree.get(todo.pop(), [])
+        found += kids
+        todo += kids
+    return found
+
+
+def rss_tree_kib(pid: int) -> tuple[int, int]:
+    """(sum of VmRSS in KiB, number of processes) over pid and all its descendants: a worker
+    or a Triton Python-backend stub holds the model, so the parent alone would hide a leak."""
+    total, count = 0, 0
+    for p in [pid, *children(pid)]:
         try:
             status = Path(f"/proc/{p}/status").read_text()
         except OSError:
@@ -131,7 +167,6 @@ def rss_tree_kib(pid: int) -> tuple[int, int]:
         m = re.search(r"^VmRSS:\s+(\d+) kB", status, re.M)
         total += int(m.group(1)) if m else 0
         count += 1
-        todo.extend(children.get(p, []))
     return total, count
 
 

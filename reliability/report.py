@@ -289,11 +289,19 @@ def _hostile(rows: list[dict]) -> list[str]:
         "",
         "What an attacker on the network could try, bounded in count and time "
         "(reliability/hostile.py): connections that never finish their request (Flask, served by "
-        "waitress), a chunked body far over the limit and small PNG files declaring a huge canvas, "
-        "sent together (FastAPI onnx: resident memory of its process before, at the peak and 2 s "
-        "after), and Triton's model-repository API (which can load a model.py, i.e. run code) "
-        "without and with the node's secret. Triton also inflates gzip request bodies without a "
-        "limit of its own; it is therefore never published beyond 127.0.0.1 (docs/security.md).",
+        "waitress), a chunked body far over the limit, request headers that never end (uvicorn "
+        "and waitress), small PNG files declaring a 40 Mpx canvas, whole or truncated, sent "
+        "together to FastAPI onnx and to Flask (resident memory of the process tree before, at "
+        "the peak and 5 s after). Then Triton, run under the lab's watchdog as `make up` runs it: "
+        "every API that changes its state or memory (model repository, which can load a "
+        "model.py, i.e. run code; system and CUDA shared memory; logging; trace) over HTTP and "
+        "gRPC, without the node's secret, with a wrong one and with it; the shared-memory attack "
+        "that made tritonserver segfault (a Python-backend stub's own /dev/shm region registered "
+        "as an output region); and one INPUT_IMAGE element of 128 MiB (Triton 2.51 has no size "
+        "limit to set: the model refuses it, and the watchdog, its region limit lowered to 64 MiB "
+        "for this run from 512, gives the stub's region back). Triton also inflates gzip request "
+        "bodies without a limit of its own; it is therefore never published beyond 127.0.0.1 "
+        "(docs/security.md).",
         "",
         table(measured, ["check", "status", "measured", "bound", "ok"]),
         "",
@@ -341,7 +349,10 @@ def render(res: dict, command: str) -> str:
             "## 3. Faults",
             "",
             "The launcher scenarios run the CLI that `make up` / `make down` call, with their own "
-            "state folder and model repository.",
+            "state folder and model repository. The Triton process scenarios kill the processes of "
+            "the stack `make up` starts (tritonserver under its watchdog), as an OOM kill or a "
+            "crash would, and time the model until it answers an inference again while `make "
+            "status` runs beside it.",
             "",
             table(
                 [

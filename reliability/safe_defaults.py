@@ -241,6 +241,28 @@ def checks() -> list[tuple[str, bool, str]]:
             "above)",
         )
     )
+    # request headers: every HTTP server the lab runs cuts off an endless header
+    from flask_app import serve as flask_serve
+
+    uvicorn_local = " ".join(launcher.fastapi_service(1, "onnx").argv)
+    limit = " ".join(inference_api.UVICORN_ARGS)
+    docker_cmds = re.findall(
+        r"^CMD \[(.*?)\]", (REPO_ROOT / "docker" / "Dockerfile.fastapi").read_text(), re.M | re.S
+    )
+    docker_ok = bool(docker_cmds) and all(
+        '"--h11-max-incomplete-event-size"' in c and '"h11"' in c for c in docker_cmds
+    )
+    waitress_ok = 0 < flask_serve.MAX_HEADER_BYTES <= 256 * 1024 and (
+        "max_request_header_size=MAX_HEADER_BYTES" in Path(flask_serve.__file__).read_text()
+    )
+    out.append(
+        (
+            "every HTTP server of the lab limits request headers",
+            limit in uvicorn_local and docker_ok and waitress_ok,
+            f"uvicorn (local and Docker): {limit} (431 above); waitress: "
+            f"max_request_header_size={flask_serve.MAX_HEADER_BYTES:,}",
+        )
+    )
     # secrets: the token file is ignored, image build contexts are allow-lists, nothing in the files
     ignored = git(REPO_ROOT, "check-ignore", "-q", "docker/.env").returncode == 0
     out.append(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import io
 import json
 import os
@@ -44,12 +45,19 @@ STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 # Limits that keep one odd upload from taking a service down.
 MAX_IMAGE_BYTES = 8 * 1024 * 1024  # encoded file size
 MAX_IMAGE_PIXELS = 40_000_000  # width * height declared in the header (decompression bombs)
+MAX_BASE64_CHARS = (MAX_IMAGE_BYTES * 4) // 3 + 4  # the base64 text of the largest file
+# ... with the line breaks of the `base64` command (one per 76 characters): a longer text is
+# refused by its length alone, before anything copies it
+MAX_BASE64_TEXT = MAX_BASE64_CHARS * 78 // 76 + 1024
 FORMATS = ("JPEG", "PNG", "WEBP")  # what a photo upload is; anything else is refused unread
 FORMAT_NAMES = "JPEG, PNG or WebP"
-# A decoded 40 Mpx PNG is 120 MB: at most this many decodes run at once in one process, so a burst
-# of crafted images cannot take memory without bound (JPEGs decode at reduced size: little memory).
+# A decoded 40 Mpx PNG is 160 MB (Pillow keeps RGB in 4 bytes a pixel): at most this many decodes
+# run at once in one process, and of those only one of a canvas over LARGE_CANVAS pixels, so a
+# burst of crafted images cannot take memory without bound (JPEGs decode at reduced size).
 MAX_CONCURRENT_DECODES = max(2, min(4, os.cpu_count() or 2))
+LARGE_CANVAS = 4_000_000
 _decodes = threading.BoundedSemaphore(MAX_CONCURRENT_DECODES)
+_large_decode = threading.Lock()
 # Magic numbers of formats people do send, to name them in the refusal
 _OTHER_FORMATS = (
     (b"GIF8", "GIF"),
@@ -81,7 +89,7 @@ def decode_base64(text: str) -> bytes:
     text = "".join(text.split())  # line breaks from `base64` CLI output are fine
     if not text:
         raise BadInput("'image' is empty: send the base64 encoding of a JPEG, PNG or WebP file.")
-    if len(text) > (MAX_IMAGE_BYTES * 4) // 3 + 4:
+    if len(text) > MAX_BASE64_CHARS:
         raise BadInput(
             f"The base64 text is {len(text):,} characters: the file it encodes must be at most "
             f"{MAX_IMAGE_BYTES // (1024 * 1024)} MiB.",
@@ -120,14 +128,45 @@ def load_image(data: bytes) -> Image.Image:
 
     Only JPEG, PNG and WebP are opened. The size the header declares is checked before any pixel
     is decoded; a JPEG is decoded at a reduced scale (its format allows it: the model needs
-    224x224, not the full photo); the EXIF orientation of phone photos is applied. At most
-    MAX_CONCURRENT_DECODES decodes run at once in a process.
+    224x224, not the full photo); the EXIF orientation of phone photos is applied. The services
+    decode through tensor_from_bytes(), which keeps only the model's input (this keeps the image).
     """
-    with _decodes:
-        return _decode(data)
+    return _decoded(data, lambda img: img.copy())
 
 
-def _decode(data: bytes) -> Image.Image:
+def tensor_from_bytes(data: bytes) -> np.ndarray:
+    """File bytes -> the model's input: the one decoding path of every service (FastAPI, Flask,
+    Triton's Python model). The full-size image lives only inside the decode bound."""
+    return _decoded(data, preprocess)
+
+
+def _decoded(data: bytes, keep):
+    """Decode `data` and return keep(upright RGB image), with memory bounded and given back.
+
+    At most MAX_CONCURRENT_DECODES decodes run at once in a process, and a canvas over
+    LARGE_CANVAS pixels (up to 160 MB once decoded) decodes alone: a burst of crafted uploads
+    costs one large canvas at a time, not one per request. Once a large canvas is freed, on
+    success and on error alike, its pages are handed back to the OS.
+    """
+    img = _open(data)  # the header only: refusals here cost no pixel memory
+    large = img.width * img.height > LARGE_CANVAS
+    result = error = None
+    try:
+        # a large canvas waits for its turn without holding a slot that small photos need
+        with _large_decode if large else contextlib.nullcontext(), _decodes:
+            result, error = _keep_decoded(img, keep)
+    finally:
+        img.close()
+        del img
+        if large:
+            _return_freed_memory()
+    if error is not None:
+        raise error
+    return result
+
+
+def _open(data: bytes) -> Image.Image:
+    """Open the file and check what its header declares (format, pixels); decode nothing."""
     if not data:
         raise BadInput(f"The image is empty (0 bytes): send a {FORMAT_NAMES} file.")
     if len(data) > MAX_IMAGE_BYTES:
@@ -136,42 +175,50 @@ def _decode(data: bytes) -> Image.Image:
             "per image are accepted.",
             413,
         )
+    error = None
     try:
         with warnings.catch_warnings():
             # Pillow warns above its own limit (~89 Mpx) and raises above twice that, while reading
             # the header: both mean "too many pixels", never "not an image".
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data), formats=FORMATS)
-            width, height = img.size
-            if (
-                width * height > MAX_IMAGE_PIXELS
-            ):  # our cap is lower than Pillow's; checked before decoding
-                raise _too_many_pixels(f"{width}x{height} pixels")
-            if img.format == "JPEG":
-                img.draft(
-                    "RGB", (INPUT_SIZE, INPUT_SIZE)
-                )  # DCT scaling: >= 224 px, up to 8x less memory
-            img.load()
-            img = ImageOps.exif_transpose(img)  # a phone photo shot upright is classified upright
-            if getattr(img, "is_animated", False):
-                img.seek(0)  # first frame of an animated PNG/WebP
-            return img if img.mode == "RGB" else img.convert("RGB")
-    except BadInput:
-        raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        found = re.search(
-            r"\((\d+) pixels\)", str(exc)
-        )  # Pillow: "Image size (N pixels) exceeds limit ..."
-        size = (
+        # Pillow: "Image size (N pixels) exceeds limit ..."
+        found = re.search(r"\((\d+) pixels\)", str(exc))
+        error = _too_many_pixels(
             f"{int(found.group(1)):,} pixels" if found else "over Pillow's decompression-bomb limit"
         )
-        raise _too_many_pixels(size) from None
     except UnidentifiedImageError:
-        raise _not_accepted(data) from None
+        error = _not_accepted(data)
     except (OSError, SyntaxError, ValueError):
-        raise BadInput(
-            f"The image file is damaged or truncated: send a complete {FORMAT_NAMES} file."
-        ) from None
+        error = _damaged()
+    if error is not None:  # raised here, not inside `except`: nothing of the file stays referenced
+        raise error
+    width, height = img.size
+    if width * height > MAX_IMAGE_PIXELS:  # our cap is lower than Pillow's
+        img.close()
+        raise _too_many_pixels(f"{width}x{height} pixels")
+    return img
+
+
+def _keep_decoded(img: Image.Image, keep) -> tuple:
+    """(keep(decoded upright RGB image), None), or (None, BadInput) when decoding fails. The
+    error is returned, not raised, so no traceback keeps the half-decoded canvas alive."""
+    try:
+        if img.format == "JPEG":
+            img.draft("RGB", (INPUT_SIZE, INPUT_SIZE))  # DCT scaling: >= 224 px, up to 8x less
+        img.load()
+        upright = ImageOps.exif_transpose(img)  # a phone photo shot upright stays upright
+        if getattr(upright, "is_animated", False):
+            upright.seek(0)  # first frame of an animated PNG/WebP
+        rgb = upright if upright.mode == "RGB" else upright.convert("RGB")
+        return keep(rgb), None
+    except (OSError, SyntaxError, ValueError, EOFError):
+        return None, _damaged()
+
+
+def _damaged() -> BadInput:
+    return BadInput(f"The image file is damaged or truncated: send a complete {FORMAT_NAMES} file.")
 
 
 def preprocess(img: Image.Image) -> np.ndarray:
@@ -181,18 +228,6 @@ def preprocess(img: Image.Image) -> np.ndarray:
     )
     pixels = np.asarray(resized, dtype=np.float32) / 255.0
     return ((pixels - MEAN) / STD).transpose(2, 0, 1).copy()
-
-
-def tensor_from_bytes(data: bytes) -> np.ndarray:
-    """File bytes -> the model's input. The full-size image lives only inside the decode bound."""
-    with _decodes:
-        img = _decode(data)
-        large = img.width * img.height > 4_000_000
-        tensor = preprocess(img)
-        del img
-    if large:
-        _return_freed_memory()
-    return tensor
 
 
 def _return_freed_memory() -> None:

@@ -4,7 +4,8 @@ Introduced in notebook 3.
 
 Notebook cells only read URLs from environment variables. In Docker, compose sets them; in
 local mode `make up` writes them to .lab/urls.env and `load()` copies them into os.environ
-(never overriding a variable that is already set).
+(never overriding a variable that is already set, except the services' URLs in local mode: the
+launcher's file is where they are now, should a service have had to move to a new port).
 """
 
 from __future__ import annotations
@@ -21,11 +22,27 @@ from servelab.paths import LAB_DIR
 URLS_ENV = LAB_DIR / "urls.env"
 
 
+# in local mode, the launcher's urls.env is the truth for these (a JupyterLab started before a
+# service moved still has the old ones in its environment)
+_LOCAL_URLS = (
+    "FASTAPI_SERVER_URL",
+    "FLASK_SERVER_URL",
+    "TRITON_SERVER_URL",
+    "TRITON_GRPC_URL",
+    "TRITON_METRICS_URL",
+)
+
+
 def load() -> dict:
     if URLS_ENV.exists():
+        values = {}
         for line in URLS_ENV.read_text().splitlines():
             key, sep, value = line.partition("=")
-            if sep and key and key not in os.environ:
+            if sep and key:
+                values[key] = value
+        local = values.get("LAB_MODE") == "local" and os.environ.get("LAB_MODE", "local") == "local"
+        for key, value in values.items():
+            if key not in os.environ or (local and key in _LOCAL_URLS):
                 os.environ[key] = value
     os.environ.setdefault("LAB_MODE", "docker")
     keys = (
@@ -75,16 +92,25 @@ def triton_urls() -> tuple[str, str, str]:
     return http, grpc, metrics
 
 
-# Triton's model-repository API (load, unload, index) answers only requests carrying this header
-# with the node's secret (TRITON_ADMIN_KEY): the API can load a model.py, i.e. run code.
+# Every Triton API that changes the server's state or memory answers only requests carrying this
+# header with the node's secret (TRITON_ADMIN_KEY): the model repository (it can load a model.py,
+# i.e. run code), system and CUDA shared memory (a region registered by anyone could make the
+# server write into another process's memory), logging and trace settings. Triton's names for
+# these API groups (its --http-restricted-api / --grpc-restricted-protocol flags):
+RESTRICTED_APIS = ("model-repository", "shared-memory", "logging", "trace")
 ADMIN_HEADER = "lab-admin-key"
+# Over gRPC Triton looks for the same key as metadata with this prefix (Triton 2.51,
+# src/grpc/grpc_server.h: kRestrictedProtocolHeaderTemplate).
+GRPC_ADMIN_HEADER = "triton-grpc-protocol-" + ADMIN_HEADER
 
 
 def admin_headers() -> dict:
-    """The header Triton's model-repository API wants, for requests and tritonclient calls alike:
-    `client.load_model(name, headers=labenv.admin_headers())`."""
+    """The header Triton's restricted APIs want, for requests and both tritonclient clients
+    (HTTP and gRPC) alike: `client.load_model(name, headers=labenv.admin_headers())`,
+    `grpc_client.register_system_shared_memory(..., headers=labenv.admin_headers())`. It holds
+    the key under both names; each protocol reads its own and ignores the other."""
     key = os.environ.get("TRITON_ADMIN_KEY")
-    return {ADMIN_HEADER: key} if key else {}
+    return {ADMIN_HEADER: key, GRPC_ADMIN_HEADER: key} if key else {}
 
 
 def param(name: str, default: int) -> int:

@@ -10,7 +10,10 @@ Introduced in notebook 6.
 run_line() runs the line as typed and adds only what the lab reads back: the CSV file (-f,
 --verbose-csv), -v (each measurement window's numbers) and, when the line does not set them, the
 measurement window length and stability of this run's settings (LAB_PERF_* in `make lab`); it
-says what it added.
+says what it added. Triton's shared-memory API needs the node's secret: a line with
+`--shared-memory system|cuda` gets `-H lab-admin-key:$TRITON_ADMIN_KEY` (gRPC: the header
+`triton-grpc-protocol-lab-admin-key`) unless it carries it, and `$TRITON_ADMIN_KEY` in a -H value
+is read from the environment as a shell would; the key itself is never printed.
 
 perf_analyzer writes one CSV row per load level (-f FILE); its times are microseconds. Here they
 become milliseconds with these columns:
@@ -32,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab import tools
+from servelab import labenv, tools
 from servelab.paths import RESULTS
 
 CSV_COLUMNS = {
@@ -62,13 +65,56 @@ class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed; the message carries the command and the end of its output."""
 
 
+_HEADER_FLAGS = ("-H", "--header")
+_ADMIN_NAMES = (labenv.ADMIN_HEADER, labenv.GRPC_ADMIN_HEADER)
+_KEY_VARIABLES = ("${TRITON_ADMIN_KEY}", "$TRITON_ADMIN_KEY")
+
+
+def _admin_header(value: str) -> bool:
+    return value.split(":", 1)[0].strip().lower() in _ADMIN_NAMES
+
+
 def shell_line(cmd: list[str]) -> str:
     """The command as a line to retype (perf_analyzer by name when it is the one on PATH or in the
-    venv)."""
+    venv), with the node's secret shown as $TRITON_ADMIN_KEY, never its value."""
     shown = list(cmd)
     if shown and Path(shown[0]).name == "perf_analyzer":
         shown[0] = "perf_analyzer"
-    return shlex.join(shown)
+    words = [shlex.quote(a) for a in shown]
+    for i in range(1, len(shown)):
+        if shown[i - 1] in _HEADER_FLAGS and _admin_header(shown[i]):
+            # unquoted, so the line typed in a shell reads the variable
+            words[i] = shown[i].split(":", 1)[0] + ":$TRITON_ADMIN_KEY"
+    return " ".join(words)
+
+
+def with_admin_header(argv: list[str]) -> tuple[list[str], str]:
+    """argv with the node's secret where Triton needs it, and a note saying what was added.
+
+    Triton's shared-memory API (register/unregister, which perf_analyzer calls for
+    --shared-memory system|cuda) answers only requests carrying labenv.ADMIN_HEADER (over gRPC:
+    labenv.GRPC_ADMIN_HEADER). $TRITON_ADMIN_KEY in a -H value is replaced by the variable's value,
+    as a shell would (run_line does not go through a shell)."""
+    key = os.environ.get("TRITON_ADMIN_KEY", "")
+    argv = list(argv)
+    for i in range(1, len(argv)):
+        if argv[i - 1] in _HEADER_FLAGS and any(v in argv[i] for v in _KEY_VARIABLES):
+            if not key:
+                raise ValueError(
+                    "the line uses $TRITON_ADMIN_KEY but it is not set (the lab's Jupyter has it; "
+                    "local mode: .lab/secrets.env, Docker: docker/.env)"
+                )
+            for variable in _KEY_VARIABLES:
+                argv[i] = argv[i].replace(variable, key)
+    shared = (_arg(argv, "--shared-memory") or "none").lower()
+    has_header = any(
+        argv[i - 1] in _HEADER_FLAGS and _admin_header(argv[i]) for i in range(1, len(argv))
+    )
+    if shared == "none" or has_header or not key:
+        return argv, ""
+    grpc = (_arg(argv, "-i") or "http").lower() == "grpc"
+    name = labenv.GRPC_ADMIN_HEADER if grpc else labenv.ADMIN_HEADER
+    return [*argv, "-H", f"{name}:{key}"], f"-H {name}:$TRITON_ADMIN_KEY"
 
 
 def _arg(cmd: list[str], flag: str) -> str | None:
@@ -218,13 +264,23 @@ def _run(
     output = (proc.stdout or "") + (proc.stderr or "")
     if verbose:
         print(output.rstrip(), flush=True)
-    result = PerfResult(cmd, line, output, proc.returncode, seconds)
+    # the node's secret stays out of the result (a notebook may show run.command)
+    key = os.environ.get("TRITON_ADMIN_KEY")
+    kept = [a.replace(key, "$TRITON_ADMIN_KEY") if key else a for a in cmd]
+    result = PerfResult(kept, line, output, proc.returncode, seconds)
     if proc.returncode != 0 or not csv_path.is_file():
         hint = ""
         if "stable measurement" in output:
             hint = (
                 "\nHint: the load did not settle; use a longer measurement_interval_ms, a larger "
                 "stability_percentage, or request_count=N for a fixed number of requests."
+            )
+        elif "is restricted, expecting header" in output:
+            hint = (
+                "\nHint: Triton's shared-memory API needs the node's secret: add "
+                "-H lab-admin-key:$TRITON_ADMIN_KEY (gRPC: -H "
+                "triton-grpc-protocol-lab-admin-key:$TRITON_ADMIN_KEY) with TRITON_ADMIN_KEY set "
+                "(the lab's Jupyter has it)."
             )
         elif (
             "failed to get model metadata" in output
@@ -412,6 +468,7 @@ def run_line(
         # never settles, and that spread is the finding)
         settings.update({"--stability-percentage": "1000", "--max-trials": "3"})
     plumbing = ["-f", str(csv_path), "--verbose-csv", "-v"]
+    argv, secret_note = with_admin_header(argv)
     cmd = [
         tools.perf_analyzer_path(),
         *argv[1:],
@@ -425,6 +482,8 @@ def run_line(
             + ")",
             flush=True,
         )
+    if verbose and secret_note:
+        print(f"(Triton's shared-memory API needs the node's secret: added {secret_note})")
     once = lambda: _run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
     again = None
     relaxed = [*cmd]

@@ -315,15 +315,35 @@ def test_triton_keeps_serving_when_one_model_fails_to_load():
     assert "memlock" not in (triton.get("ulimits") or {})
 
 
-def test_triton_repository_api_needs_the_node_secret():
-    """HTTP and gRPC: model-repository restricted to the header with TRITON_ADMIN_KEY; Jupyter has it."""
+def test_triton_state_changing_apis_need_the_node_secret():
+    """HTTP and gRPC: every state-changing API group (model repository, shared memory, logging,
+    trace: the groups local mode restricts) behind the header with TRITON_ADMIN_KEY; Jupyter has
+    it."""
+    from servelab.labenv import ADMIN_HEADER, RESTRICTED_APIS
+
     stack_services = stack("docker-compose-triton.yaml")
     cmd = stack_services["triton_server"]["command"]
+    groups = ",".join(RESTRICTED_APIS)
     for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
         (arg,) = [a for a in cmd if a.startswith(flag + "=")]
-        assert arg.startswith(f"{flag}=model-repository:lab-admin-key=${{TRITON_ADMIN_KEY:?"), arg
+        assert arg.startswith(f"{flag}={groups}:{ADMIN_HEADER}=${{TRITON_ADMIN_KEY:?"), arg
     assert stack_services["jupyter"]["environment"]["TRITON_ADMIN_KEY"].startswith("${TRITON_ADMIN_KEY:?")
     assert "TRITON_ADMIN_KEY" not in str(stack_services["flask"])  # the public page has no use for it
+
+
+def test_triton_runs_under_the_watchdog_and_its_health_check_asks_each_model():
+    """A dead Python-backend stub left its model answering 500 while the health check (server
+    readiness only) stayed green: the watchdog reloads it, and the check asks it and each model."""
+    triton = stack("docker-compose-triton.yaml")["triton_server"]
+    cmd = triton["command"]
+    assert cmd[:3] == ["python3", "-m", "servelab.serving.triton_watchdog"], cmd[:4]
+    assert cmd[cmd.index("--") + 1] == "tritonserver"
+    assert "--backend-config=python,shm-region-prefix-name=servelab_triton_8000_" in cmd
+    health = triton["healthcheck"]["test"]
+    assert health[1:5] == ["python3", "-m", "servelab.serving.triton_watchdog", "--check"], health
+    health_file = next(a for a in cmd if a.startswith("--health-file="))
+    assert health_file in health and "--url=http://127.0.0.1:8000" in health
+    assert triton["environment"]["TRITON_ADMIN_KEY"].startswith("${TRITON_ADMIN_KEY:?")
 
 
 def test_every_variable_is_documented_in_env_example():

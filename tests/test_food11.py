@@ -122,3 +122,31 @@ def test_only_photo_formats_are_opened(fmt):
         and f"{fmt} file" in str(err.value)
         and "JPEG, PNG or WebP" in str(err.value)
     )
+
+
+def test_large_canvases_decode_one_at_a_time_and_never_hold_up_small_photos():
+    """Crafted canvases queue for the one large-decode turn without taking the slots that ordinary
+    photos need: with the turn held and more large uploads waiting than there are slots, a small
+    photo still decodes."""
+    import threading
+
+    side = int((food11.LARGE_CANVAS * 2) ** 0.5)
+    large = _encoded(Image.new("RGB", (side, side), (200, 120, 40)), "PNG")
+    small = _encoded(Image.new("RGB", (320, 240), (20, 120, 40)), "PNG")
+    waiting = [
+        threading.Thread(target=food11.tensor_from_bytes, args=(large,), daemon=True)
+        for _ in range(food11.MAX_CONCURRENT_DECODES + 1)
+    ]
+    with food11._large_decode:  # a large decode in progress
+        for t in waiting:
+            t.start()
+        done = []
+        small_decode = threading.Thread(
+            target=lambda: done.append(food11.tensor_from_bytes(small).shape), daemon=True
+        )
+        small_decode.start()
+        small_decode.join(timeout=60)
+        assert done == [(3, 224, 224)], "a small photo waited behind the queued large canvases"
+    for t in waiting:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in waiting)

@@ -1,6 +1,7 @@
 """labenv: the Triton addresses a notebook needs, and the host steps it prints in Docker."""
 
 import json
+import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -168,3 +169,22 @@ def test_a_switch_to_two_workers_waits_until_both_serve(monkeypatch):
     finally:
         server.shutdown()
     assert health["pid"] == 2 and seen[-1] == (2, 200) and len(seen) == 11
+
+
+def test_load_takes_the_launchers_urls_in_local_mode_only(tmp_path, monkeypatch):
+    """A JupyterLab started before a service moved to a new port has the old URL in its
+    environment: in local mode labenv.load() takes the launcher's file; in Docker (the
+    compose file's environment) nothing is overridden."""
+    urls = tmp_path / "urls.env"
+    urls.write_text("LAB_MODE=local\nTRITON_SERVER_URL=http://127.0.0.1:2222\nOTHER=file\n")
+    monkeypatch.setattr(labenv, "URLS_ENV", urls)
+    monkeypatch.setenv("TRITON_SERVER_URL", "http://127.0.0.1:1111")
+    monkeypatch.setenv("OTHER", "env")
+    monkeypatch.setenv("LAB_MODE", "local")
+    labenv.load()
+    assert os.environ["TRITON_SERVER_URL"] == "http://127.0.0.1:2222"
+    assert os.environ["OTHER"] == "env"
+    monkeypatch.setenv("LAB_MODE", "docker")
+    monkeypatch.setenv("TRITON_SERVER_URL", "http://triton_server:8000")
+    labenv.load()
+    assert os.environ["TRITON_SERVER_URL"] == "http://triton_server:8000"

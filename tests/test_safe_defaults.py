@@ -86,3 +86,10 @@ def test_secret_scanner_finds_a_planted_key(tmp_path, checkout):
         "OpenStack password",
         "private key",
     ]
+
+
+def test_every_http_server_limits_request_headers(checks):
+    """uvicorn's default parser buffered an unfinished header without limit (+513 MiB from 32
+    sockets): the lab's uvicorn commands (local and Docker) and waitress carry a limit."""
+    (row,) = [c for c in checks if c[0] == "every HTTP server of the lab limits request headers"]
+    assert row[1], row[2]

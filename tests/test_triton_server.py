@@ -162,6 +162,27 @@ def test_perf_analyzer_concurrency_run_parses(triton, tmp_path):
     assert (tmp_path / "perf_c2.csv").is_file()
 
 
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_perf_analyzer_shared_memory_runs_with_the_node_secret(triton, tmp_path, capsys, protocol):
+    """Triton's shared-memory API needs the node's secret; the line as notebook 7 types it works
+    (run_line adds the header for the protocol), and the key is never printed or kept."""
+    import os
+
+    address = host(triton) if protocol == "http" else f"127.0.0.1:{triton.grpc_port}"
+    line = (
+        f"perf_analyzer -m food_classifier_onnx -u {address} -i {protocol} --shape input:3,224,224 "
+        "--concurrency-range 1 --request-count 20 --shared-memory system"
+    )
+    status = requests.get(f"{triton.url}/v2/systemsharedmemory/status", timeout=10)
+    assert status.status_code == 403, status.text  # without the secret: refused
+    result = perf.run_line(line, f"shm_{protocol}", out=tmp_path, url=triton.url, timeout=300)
+    assert result.row["throughput_infer_s"] > 0 and result.row["command"] == line
+    key = os.environ["TRITON_ADMIN_KEY"]
+    printed = capsys.readouterr().out
+    assert "added -H " in printed and key not in printed
+    assert key not in " ".join(result.command) and key not in result.shell
+
+
 def test_dead_server_fails_fast(tmp_path):
     line = "perf_analyzer -m food_classifier -u 127.0.0.1:9 --concurrency-range 1"
     with pytest.raises(perf.PerfAnalyzerError, match="cannot reach Triton"):

@@ -1,3 +1,4 @@
 """What runs inside the services and Triton's models: the two model runtimes (PyTorch, ONNX
 Runtime), the tuned PyTorch runtime of notebook 7, the raw-model limit, the FastAPI app both
-FastAPI services serve, and the Flask UI's tritonclient per thread."""
+FastAPI services serve, the Flask UI's tritonclient per thread, and the watchdog that keeps
+Triton's models serving (local mode and the Triton container)."""

@@ -31,6 +31,11 @@ from servelab.serving.runtimes import RUNTIMES, thread_budget
 
 log = logging.getLogger("servelab.fastapi")
 MAX_BODY_BYTES = (food11.MAX_IMAGE_BYTES * 4) // 3 + 4096  # base64 of the largest image, plus JSON
+# Request line + headers: uvicorn's default parser (httptools) has no limit (32 clients sending
+# 16 MiB of unfinished header took 513 MiB), so the service runs uvicorn's h11 parser with this one
+# (UVICORN_ARGS; the same in docker/Dockerfile.fastapi): above it h11 answers 431 and closes.
+MAX_HEADER_BYTES = 64 * 1024
+UVICORN_ARGS = ["--http", "h11", "--h11-max-incomplete-event-size", str(MAX_HEADER_BYTES)]
 EXAMPLE_IMAGE = (  # an 8x8 orange PNG, so "Try it out" in Swagger works without a file at hand
     "iVBORw0KGgoAAAANSUhEUgAAAAgAAAAICAIAAABLbSncAAAAFUlEQVR42mO81GPDgA0wMeAAg1MCAETJAar3ayW4AAAAAElFTkSuQmCC"
 )

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pandas as pd
@@ -187,25 +188,17 @@ def test_the_repository_api_refuses_requests_without_the_node_secret(stack, sett
 
 @pytest.mark.parametrize("shared_memory", ["none", "system"])
 def test_perf_analyzer_in_jupyter(stack, shared_memory):
-    out = stack.exec(
-        "jupyter",
-        "perf_analyzer",
-        "-m",
-        "food_classifier_onnx",
-        "-u",
-        "triton_server:8000",
-        "--shape",
-        "input:3,224,224",
-        "--concurrency-range",
-        "1",
-        "--request-count",
-        "100",
-        "--shared-memory",
-        shared_memory,
-        user="jovyan",
-        timeout=300,
-        check=False,
+    """Shared memory needs the node's secret (Triton's shared-memory API is restricted): the
+    header as a person types it in Jupyter's terminal, where TRITON_ADMIN_KEY is set."""
+    line = (
+        "perf_analyzer -m food_classifier_onnx -u triton_server:8000 --shape input:3,224,224 "
+        f"--concurrency-range 1 --request-count 100 --shared-memory {shared_memory}"
     )
+    if shared_memory != "none":
+        refused = stack.exec("jupyter", "bash", "-c", line, user="jovyan", timeout=300, check=False)
+        assert refused.returncode != 0 and "restricted" in refused.stdout + refused.stderr
+        line += ' -H "lab-admin-key:$TRITON_ADMIN_KEY"'
+    out = stack.exec("jupyter", "bash", "-c", line, user="jovyan", timeout=300, check=False)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert re.search(r"Throughput: [0-9.]+ infer/sec", out.stdout), out.stdout[-2000:]
 
@@ -261,6 +254,113 @@ def test_the_ensemble_serves_raw_jpegs_with_per_step_statistics(stack, settings,
                 f"{url}/v2/repository/models/{model}/unload", headers=admin_headers(), timeout=120
             )
             shutil.rmtree(REPOSITORY / model, ignore_errors=True)
+
+
+def test_state_changing_apis_need_the_node_secret_over_http_and_grpc(stack, settings):
+    """Shared memory (system and CUDA), logging, trace and the model repository, from the host
+    over both protocols: refused without the secret and with a wrong one, answered with it (the
+    lab's one header dict, labenv.admin_headers(), for both clients)."""
+    from reliability import hostile
+    from servelab import labenv
+
+    key = admin_headers()["lab-admin-key"]
+    headers = {labenv.ADMIN_HEADER: key, labenv.GRPC_ADMIN_HEADER: key}
+    grpc = f"127.0.0.1:{settings.env['TRITON_GRPC_PORT']}"
+    rows = hostile.admin_apis(settings.url("TRITON_HTTP_PORT"), grpc, headers)
+    bad = [f"{r['check']}: {r['status']} {r['detail']}" for r in rows if not r["ok"]]
+    assert not bad, "\n".join(bad)
+
+
+def _stub_regions(stack) -> list[str]:
+    listed = stack.exec("triton_server", "ls", "/dev/shm").stdout.split()
+    return [name for name in listed if name.startswith("servelab_triton_8000_")]
+
+
+def test_a_stub_region_as_an_output_region_is_refused_and_triton_keeps_running(stack, settings):
+    """The crash of issue 29: a client registered a stub's own IPC region as a system
+    shared-memory region and had Triton write an inference output into it (Signal 11; the
+    container restarted). Now the registration is refused; the regions are private."""
+    started = stack.container("triton_server")["State"]["StartedAt"]
+    regions = _stub_regions(stack)
+    assert regions, "no Python-backend stub region in the Triton container"
+    modes = stack.exec("triton_server", "stat", "-c", "%a", *[f"/dev/shm/{r}" for r in regions])
+    assert set(modes.stdout.split()) == {"600"}, modes.stdout
+    register = requests.post(
+        settings.url("TRITON_HTTP_PORT", "/v2/systemsharedmemory/region/evil/register"),
+        json={"key": f"/{regions[0]}", "offset": 0, "byte_size": 44},
+        timeout=30,
+    )
+    assert register.status_code == 403, register.text
+    body = {
+        "inputs": [
+            {"name": "input", "shape": [1, 3, 224, 224], "datatype": "FP32", "data": [0.0] * 150528}
+        ],
+        "outputs": [
+            {
+                "name": "output",
+                "parameters": {"shared_memory_region": "evil", "shared_memory_byte_size": 44},
+            }
+        ],
+    }
+    infer = requests.post(
+        settings.url("TRITON_HTTP_PORT", "/v2/models/food_classifier_onnx/infer"),
+        json=body,
+        timeout=60,
+    )
+    assert infer.status_code == 400, infer.text  # no such region
+    assert stack.container("triton_server")["State"]["StartedAt"] == started
+    assert requests.get(settings.url("TRITON_HTTP_PORT", "/v2/health/ready"), timeout=10).ok
+
+
+KILL_STUB = (
+    "import os, signal, pathlib\n"
+    "for p in pathlib.Path('/proc').glob('[0-9]*/cmdline'):\n"
+    "    argv = p.read_bytes().split(b'\\0')\n"
+    "    stub = len(argv) > 1 and argv[0].endswith(b'triton_python_backend_stub')\n"
+    "    if stub and b'/food_classifier/' in argv[1]:\n"
+    "        os.kill(int(p.parent.name), signal.SIGKILL); print(p.parent.name); break\n"
+)
+CHECK = [
+    "python3",
+    "-m",
+    "servelab.serving.triton_watchdog",
+    "--check",
+    "--url=http://127.0.0.1:8000",
+    "--health-file=/tmp/triton_health.json",
+]
+
+
+def test_a_killed_stub_is_reported_and_its_model_serves_again(stack, client):
+    """kill -9 of a Python-backend stub (an OOM kill): the container's health check says so
+    while it lasts, the watchdog loads the model again, the container is not restarted."""
+    started = stack.container("triton_server")["State"]["StartedAt"]
+    image = np.array([[food11.encode_file(a_jpeg()).encode()]], dtype=object)
+    text_in = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
+    text_in.set_data_from_numpy(image)
+    assert client.infer("food_classifier", [text_in]).as_numpy("FOOD_LABEL").size == 1
+    killed = stack.exec("triton_server", "python3", "-c", KILL_STUB).stdout.strip()
+    assert killed.isdigit(), "no stub of food_classifier found"
+    t0 = time.monotonic()
+    reports, serving_after = [], None
+    while time.monotonic() - t0 < 180 and serving_after is None:
+        check = stack.exec("triton_server", *CHECK, check=False)
+        reports.append((check.returncode, check.stdout))
+        try:
+            client.infer("food_classifier", [text_in])
+            serving_after = time.monotonic() - t0
+        except Exception:  # noqa: BLE001 - 500 'Stub process ... is not healthy' meanwhile
+            time.sleep(1)
+    say(f"stub {killed} killed: food_classifier serving again after {serving_after} s")
+    assert serving_after is not None, reports[-3:]
+    assert any(code != 0 and "food_classifier: reloading" in out for code, out in reports), reports[
+        :3
+    ]
+    assert stack.container("triton_server")["State"]["StartedAt"] == started
+    wait_for(
+        lambda: stack.container("triton_server")["State"]["Health"]["Status"] == "healthy",
+        120,
+        "triton_server healthy again",
+    )
 
 
 @pytest.mark.timeout(3000)

@@ -71,6 +71,12 @@ class TritonPythonModel:
         values = pb_utils.get_input_tensor_by_name(request, "INPUT_IMAGE").as_numpy().reshape(-1)
         images = []
         for value in values:
+            if len(value) > food11.MAX_BASE64_TEXT:  # by its length, before any copy of it
+                raise food11.BadInput(
+                    f"INPUT_IMAGE holds {len(value):,} bytes: the base64 text of an image of at "
+                    f"most {food11.MAX_IMAGE_BYTES // 2**20} MiB is at most "
+                    f"{food11.MAX_BASE64_TEXT:,}."
+                )
             if isinstance(value, (bytes, bytearray, np.bytes_)):
                 try:
                     value = bytes(value).decode("ascii")
