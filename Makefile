@@ -28,6 +28,9 @@ $(STAMP): requirements/constraints.txt requirements/lab.txt scripts/install_syst
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PIP_INSTALL) -r requirements/lab.txt
+	@# triton-model-analyzer's wheel writes its own perf_analyzer (no version) over tritonclient's:
+	@# the lab's is tritonclient's 2.51, the server's release, so it goes back on top
+	$(PIP_INSTALL) --no-deps --force-reinstall tritonclient
 	$(PY) -m pip install -q --no-deps -e .
 	@# nbgrader only makes the student edition (make notebooks): its JupyterLab parts stay off
 	$(VENV)/bin/jupyter labextension disable --level=sys_prefix @jupyter/nbgrader >/dev/null

@@ -2,6 +2,7 @@
 names only."""
 
 import re
+import subprocess
 
 from servelab.paths import REPO_ROOT
 
@@ -65,3 +66,18 @@ def test_the_triton_pairing_that_works():
     assert pinned["nvidia-pytriton"] == "0.7.0"  # carries Triton 2.51
     assert pinned["numpy"].startswith("1.")  # numpy 2 broke responses of the wheel's Python backend
     assert int(pinned["protobuf"].split(".")[0]) < 5  # tritonclient[grpc] 2.51 needs protobuf < 5
+
+
+def test_perf_analyzer_is_the_servers_release():
+    """tritonclient's perf_analyzer, not the version-less one triton-model-analyzer's wheel
+    writes over it (the Makefile installs tritonclient again after requirements/lab.txt)."""
+    from servelab import tools
+
+    done = subprocess.run(
+        [tools.perf_analyzer_path(), "--version"],
+        env=tools.perf_analyzer_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "Perf Analyzer Version 2.51.0" in done.stdout + done.stderr, done.stderr
