@@ -1,4 +1,5 @@
-"""Which PyTorch path runs the food-11 MobileNetV2 fastest on this GPU, and does it keep the classes?
+"""Which PyTorch path runs the food-11 MobileNetV2 fastest on this GPU, and does it keep the
+classes?
 
     python3 gpu_reference/limit_variants.py OUT.json [--batches 1,16,64,128,256] [--seconds 2]
 

@@ -1,6 +1,7 @@
 """Blank the GPU code a shared library carries for other GPUs than the one it will run on.
 
-    python3 gpu_reference/prune_fatbin.py LIB.so SM      e.g. ... libonnxruntime_providers_cuda.so 90
+    python3 gpu_reference/prune_fatbin.py LIB.so SM
+        e.g. python3 gpu_reference/prune_fatbin.py ... libonnxruntime_providers_cuda.so 90
 
 Why: onnxruntime-gpu's CUDA provider (284 MB) holds compiled kernels (cubins) for sm_75, 80, 86,
 89, 90 and 120; the reference GPU is an H100 (sm_90), and a device call carries 64 MiB. Zeroing

@@ -115,7 +115,9 @@ def gpu_names() -> list[str]:
     if shutil.which("nvidia-smi") is None:
         return []
     try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20).stdout
+        out = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20
+        ).stdout
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line for line in out.splitlines() if line.startswith("GPU ")]
@@ -129,7 +131,9 @@ print("NVIDIA GPUs:", gpus or "none")
 print("docker CLI :", "yes" if has_docker else "no")
 print("LAB_MODE   :", os.environ.get("LAB_MODE", "(not set)"))
 if in_chameleon_jupyter:
-    print("-> This looks like the Chameleon Jupyter environment: continue with notebook 1 (reserve).")
+    print(
+        "-> This looks like the Chameleon Jupyter environment: continue with notebook 1 (reserve)."
+    )
 elif os.environ.get("LAB_MODE"):
     print("-> You are inside the lab's Jupyter: go on with the benchmark notebooks (4, 6).")
 elif has_docker:

@@ -67,9 +67,11 @@ from packaging.version import Version
 # 1.1.0 is the oldest python-chi these notebooks run with (tested); the lab is tested with 1.2.10.
 PYTHON_CHI = importlib.metadata.version("python-chi")
 if Version(PYTHON_CHI) < Version("1.1.0"):
-    raise RuntimeError(f"python-chi {PYTHON_CHI} is older than 1.1.0, which this lab needs: run "
-                       "`%pip install python-chi==1.2.10` in a new cell, then Kernel > Restart and "
-                       "run this notebook again.")
+    raise RuntimeError(
+        f"python-chi {PYTHON_CHI} is older than 1.1.0, which this lab needs: run "
+        "`%pip install python-chi==1.2.10` in a new cell, then Kernel > Restart and "
+        "run this notebook again."
+    )
 lab.check()  # stops here, naming each setting to fix in lab_settings.py, before anything exists
 
 # %% [markdown]
@@ -110,8 +112,9 @@ me = chi.session().get_user_id()
 
 
 def my_lab_leases():
-    return [x for x in lease.list_leases()
-            if x.user_id == me and x.name.startswith(lab.LEASE_PREFIX)]
+    return [
+        x for x in lease.list_leases() if x.user_id == me and x.name.startswith(lab.LEASE_PREFIX)
+    ]
 
 
 live = [x for x in my_lab_leases() if x.status in chi_helpers.LIVE]

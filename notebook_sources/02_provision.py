@@ -39,9 +39,11 @@ from packaging.version import Version
 # 1.1.0 is the oldest python-chi these notebooks run with (tested); the lab is tested with 1.2.10.
 PYTHON_CHI = importlib.metadata.version("python-chi")
 if Version(PYTHON_CHI) < Version("1.1.0"):
-    raise RuntimeError(f"python-chi {PYTHON_CHI} is older than 1.1.0, which this lab needs: run "
-                       "`%pip install python-chi==1.2.10` in a new cell, then Kernel > Restart and "
-                       "run this notebook again.")
+    raise RuntimeError(
+        f"python-chi {PYTHON_CHI} is older than 1.1.0, which this lab needs: run "
+        "`%pip install python-chi==1.2.10` in a new cell, then Kernel > Restart and "
+        "run this notebook again."
+    )
 lab.check()  # stops here, naming each setting to fix in lab_settings.py, before anything exists
 
 # %% [markdown]
@@ -107,8 +109,9 @@ else:
             print("deleted")
             break
     else:
-        raise RuntimeError(f"{SERVER_NAME} is still being deleted after 5 minutes: run this cell "
-                           "again later.")
+        raise RuntimeError(
+            f"{SERVER_NAME} is still being deleted after 5 minutes: run this cell again later."
+        )
 
 # %% [markdown]
 # Start the server, or find the one you already have. A bare-metal server takes
@@ -193,8 +196,10 @@ try:
     build = "make artifacts-only TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu"
     node.execute(f"cd {REPO_DIR} && bash -o pipefail -c '{build} 2>&1 | tail -n 15'")
 except UnexpectedExit as err:
-    raise RuntimeError(f"`make artifacts-only` failed on the node (exit code {err.result.exited}; its last lines "
-                       "are above). Fix what they say, then run this cell again.") from None
+    raise RuntimeError(
+        f"`make artifacts-only` failed on the node (exit code {err.result.exited}; its last lines "
+        "are above). Fix what they say, then run this cell again."
+    ) from None
 
 # %% [markdown]
 # Settings for the Docker stacks: `docker/init_env.sh` writes `docker/.env` with a random Jupyter
@@ -224,10 +229,19 @@ print("ssh command (from your computer; use the path of your own private key the
 print(f"    ssh -i {key} cc@{FLOATING_IP}")
 print()
 print("Next: notebook 3, in that ssh session:")
-print(f"    cd ~/{REPO_DIR}/docker && docker compose -f docker-compose-fastapi.yaml up -d --build --wait")
-print(f"The lab's Jupyter will be at http://{FLOATING_IP}:8888/lab?token=<JUPYTER_TOKEN in docker/.env>")
+print(
+    f"    cd ~/{REPO_DIR}/docker && "
+    "docker compose -f docker-compose-fastapi.yaml up -d --build --wait"
+)
+print(
+    f"The lab's Jupyter will be at http://{FLOATING_IP}:8888/lab?token="
+    "<JUPYTER_TOKEN in docker/.env>"
+)
 print("If port 8888 is not reachable from your network, use an SSH tunnel:")
-print(f"    ssh -i {key} -L 8888:127.0.0.1:8888 cc@{FLOATING_IP}   then http://127.0.0.1:8888/lab?token=...")
+print(
+    f"    ssh -i {key} -L 8888:127.0.0.1:8888 cc@{FLOATING_IP}"
+    "   then http://127.0.0.1:8888/lab?token=..."
+)
 
 # %% [markdown]
 # ## When you are done

@@ -58,7 +58,8 @@ from servelab.paths import RESULTS, TEST_IMAGES
 
 labenv.load()
 FASTAPI, FLASK = labenv.url("FASTAPI_SERVER_URL"), labenv.url("FLASK_SERVER_URL")
-N_SEQUENTIAL = labenv.param("N_SEQUENTIAL", 100)   # requests per run (`make lab QUICK=1` shrinks them)
+# requests per run (`make lab QUICK=1` shrinks them)
+N_SEQUENTIAL = labenv.param("N_SEQUENTIAL", 100)
 N_CONCURRENT = labenv.param("N_CONCURRENT", 1000)
 CONCURRENCY = labenv.param("CONCURRENCY", 16)
 OUT = RESULTS / "fastapi"
@@ -100,11 +101,16 @@ payload = (
 
 # %%
 exercises.result(
-    payload, "4.2", "the body of a /predict request",
-    check=lambda body: isinstance(body["image"], str)
-    and base64.b64decode(body["image"]) == image_path.read_bytes(),
+    payload,
+    "4.2",
+    "the body of a /predict request",
+    check=lambda body: (
+        isinstance(body["image"], str)
+        and base64.b64decode(body["image"]) == image_path.read_bytes()
+    ),
     hint='the service expects {"image": the file\'s bytes in base64, as text}',
-    noun="the dict", where="the text above it says what it holds",
+    noun="the dict",
+    where="the text above it says what it holds",
 )
 resp = requests.post(f"{FASTAPI}/predict", json=payload, timeout=60)
 print(resp.status_code, resp.json())
@@ -118,12 +124,18 @@ print("Server-Timing:", resp.headers.get("Server-Timing"))
 # A service must answer bad input with a clear 4xx and keep serving. Try a few:
 
 # %%
-bad = {"not base64": {"image": "%%%"}, "not an image": {"image": base64.b64encode(b"hello").decode()},
-       "empty": {"image": ""}, "missing field": {"img": "..."}}
+bad = {
+    "not base64": {"image": "%%%"},
+    "not an image": {"image": base64.b64encode(b"hello").decode()},
+    "empty": {"image": ""},
+    "missing field": {"img": "..."},
+}
 for name, body in bad.items():
     r = requests.post(f"{FASTAPI}/predict", json=body, timeout=30)
     print(f"{name:14s} -> {r.status_code}: {r.json()['detail'][:100]}")
-assert requests.post(f"{FASTAPI}/predict", json=payload, timeout=60).ok, "the service stopped serving"
+assert requests.post(f"{FASTAPI}/predict", json=payload, timeout=60).ok, (
+    "the service stopped serving"
+)
 
 # %% [markdown]
 # ## 4.3 The Flask UI, end to end
@@ -133,7 +145,9 @@ assert requests.post(f"{FASTAPI}/predict", json=payload, timeout=60).ok, "the se
 # %%
 print(f"Flask UI: {FLASK}/")
 with open(image_path, "rb") as f:
-    page = requests.post(f"{FLASK}/predict", files={"file": (image_path.name, f, "image/jpeg")}, timeout=60)
+    page = requests.post(
+        f"{FLASK}/predict", files={"file": (image_path.name, f, "image/jpeg")}, timeout=60
+    )
 label = re.search(r'class="label">([^<]+)<', page.text)
 print("status:", page.status_code, "| label shown:", label and label.group(1))
 assert page.status_code == 200 and label and label.group(1) in food11.CLASSES
@@ -157,6 +171,7 @@ claims.predict("4.4 PyTorch sequential median (ms)", None, why="")
 # return the four things its docstring names. The `Server-Timing` header is
 # `resp.headers.get("Server-Timing")`.
 
+
 # %%
 def send_one(session, url, payload):
     """POST payload to url once; return {"t_start": time.perf_counter() when it left,
@@ -166,18 +181,28 @@ def send_one(session, url, payload):
     start = time.perf_counter()
     resp = session.post(url, json=payload, timeout=60)
     latency_ms = (time.perf_counter() - start) * 1000
-    return {"t_start": start, "latency_ms": latency_ms, "status": resp.status_code,
-            "server_timing": resp.headers.get("Server-Timing")}
+    return {
+        "t_start": start,
+        "latency_ms": latency_ms,
+        "status": resp.status_code,
+        "server_timing": resp.headers.get("Server-Timing"),
+    }
     ### END SOLUTION
 
 
 # %%
 with requests.Session() as session:
     record = exercises.function(
-        send_one, "4.4", "send one request, time it, collect its status and Server-Timing",
+        send_one,
+        "4.4",
+        "send one request, time it, collect its status and Server-Timing",
         args=(session, f"{FASTAPI}/predict", payload),
-        check=lambda r: r["status"] == 200 and 0 < r["latency_ms"] < 60_000
-        and "infer" in r["server_timing"] and r["t_start"] <= time.perf_counter(),
+        check=lambda r: (
+            r["status"] == 200
+            and 0 < r["latency_ms"] < 60_000
+            and "infer" in r["server_timing"]
+            and r["t_start"] <= time.perf_counter()
+        ),
         hint="it should return the four keys of its docstring, the status 200",
     )
 record
@@ -197,8 +222,9 @@ runs = {}
 def measure(label: str, n: int, concurrency: int) -> pd.DataFrame:
     """n requests from `concurrency` senders, each sent by your send_one; saves them and
     returns their summary row."""
-    runs[label] = loadgen.run(f"{FASTAPI}/predict", payload, n=n, concurrency=concurrency,
-                              label=label, send=send_one)
+    runs[label] = loadgen.run(
+        f"{FASTAPI}/predict", payload, n=n, concurrency=concurrency, label=label, send=send_one
+    )
     runs[label].to_csv(OUT / f"requests_{label}.csv", index=False)
     return pd.DataFrame([loadgen.summarize(runs[label])]).round(2)
 
@@ -206,7 +232,9 @@ def measure(label: str, n: int, concurrency: int) -> pd.DataFrame:
 measure("pytorch_sequential", N_SEQUENTIAL, 1)
 
 # %%
-claims.compare_prediction("4.4 PyTorch sequential median (ms)", loadgen.median_ms(runs["pytorch_sequential"]))
+claims.compare_prediction(
+    "4.4 PyTorch sequential median (ms)", loadgen.median_ms(runs["pytorch_sequential"])
+)
 
 # %% [markdown]
 # ## 4.5 Switch to ONNX Runtime
@@ -241,8 +269,11 @@ measure("onnx_sequential", N_SEQUENTIAL, 1)
 # %% jupyter={"source_hidden": true}
 speedup = loadgen.median_ms(runs["pytorch_sequential"]) / loadgen.median_ms(runs["onnx_sequential"])
 claims.compare_prediction("4.5 ONNX speed-up, sequential (x)", speedup)
-claims.at_least("ONNX Runtime serves a sequential request faster than PyTorch eager (median speed-up)",
-                speedup, 1.0)
+claims.at_least(
+    "ONNX Runtime serves a sequential request faster than PyTorch eager (median speed-up)",
+    speedup,
+    1.0,
+)
 
 # %% [markdown]
 # ## 4.6 Sixteen concurrent senders
@@ -264,8 +295,10 @@ claims.predict("4.6 ONNX median at 16 in flight (ms)", None, why="")
 measure(f"onnx_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
 
 # %%
-claims.compare_prediction("4.6 ONNX median at 16 in flight (ms)",
-                          loadgen.median_ms(runs[f"onnx_concurrent_{CONCURRENCY}"]))
+claims.compare_prediction(
+    "4.6 ONNX median at 16 in flight (ms)",
+    loadgen.median_ms(runs[f"onnx_concurrent_{CONCURRENCY}"]),
+)
 
 # %% [markdown]
 # **The queueing model's line.** `servelab/queueing.py` predicts this run from the sequential one.
@@ -312,8 +345,15 @@ print(f"X·W     = {X:.0f}/s × {W * 1000:.1f} ms = {X * W:.1f}  (waiting for th
 # The lab's reading of the same numbers (open it after your answer):
 
 # %% jupyter={"source_hidden": true}
-print(queueing.model_miss(model["latency_ms"], loaded["mean_ms"], loaded["lock_busy_U"],
-                          seq["infer_mean_ms"], loaded["infer_mean_ms"]))
+print(
+    queueing.model_miss(
+        model["latency_ms"],
+        loaded["mean_ms"],
+        loaded["lock_busy_U"],
+        seq["infer_mean_ms"],
+        loaded["infer_mean_ms"],
+    )
+)
 
 # %% [markdown]
 # And the same with PyTorch, to compare both runtimes under load:
@@ -337,11 +377,20 @@ measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
 for runtime in ("onnx", "pytorch"):
     sequential, loaded = runs[f"{runtime}_sequential"], runs[f"{runtime}_concurrent_{CONCURRENCY}"]
     latency_growth = loadgen.median_ms(loaded) / loadgen.median_ms(sequential)
-    model_growth = loadgen.median_ms(loaded, "server_infer_ms") / loadgen.median_ms(sequential, "server_infer_ms")
-    claims.at_least(f"{runtime}: latency grows with {CONCURRENCY} senders (median at least 3x sequential)",
-                    latency_growth, 3)
-    claims.at_least(f"{runtime}: the growth is queuing, not the model (latency grew at least 3x more than "
-                    "the model's own time)", latency_growth / model_growth, 3)
+    model_growth = loadgen.median_ms(loaded, "server_infer_ms") / loadgen.median_ms(
+        sequential, "server_infer_ms"
+    )
+    claims.at_least(
+        f"{runtime}: latency grows with {CONCURRENCY} senders (median at least 3x sequential)",
+        latency_growth,
+        3,
+    )
+    claims.at_least(
+        f"{runtime}: the growth is queuing, not the model (latency grew at least 3x more than "
+        "the model's own time)",
+        latency_growth / model_growth,
+        3,
+    )
 
 # %% [markdown]
 # ## 4.7 Two worker processes
@@ -373,8 +422,12 @@ measure(f"onnx_concurrent_{CONCURRENCY}_2_workers", N_CONCURRENT, CONCURRENCY)
 one = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}"])["throughput_rps"]
 two = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"])["throughput_rps"]
 claims.compare_prediction("4.7 two workers vs one, ONNX throughput (rise/stay/fall)", two / one)
-claims.at_least("two workers keep at least 80% of one worker's throughput (they share the cores, "
-                "they do not fight over them)", claims.Measured.exact(two / one), 0.8)
+claims.at_least(
+    "two workers keep at least 80% of one worker's throughput (they share the cores, "
+    "they do not fight over them)",
+    claims.Measured.exact(two / one),
+    0.8,
+)
 labenv.use_fastapi_backend("pt")
 
 # %% [markdown]
@@ -388,12 +441,28 @@ LEVELS = [1, 4, CONCURRENCY]
 base = loadgen.summarize(runs["pytorch_sequential"])
 sweep = []
 for n in LEVELS:
-    row = loadgen.summarize(loadgen.run(f"{FASTAPI}/predict", payload, n=max(20, 6 * n), concurrency=n,
-                                        label=f"exercise_c{n}"))
-    predicted = queueing.closed_loop(n, base["infer_median_ms"], base["median_ms"] - base["infer_median_ms"])
-    sweep.append({"concurrency": n, "measured_median_ms": row["median_ms"], "model_ms": predicted["latency_ms"]})
+    row = loadgen.summarize(
+        loadgen.run(
+            f"{FASTAPI}/predict", payload, n=max(20, 6 * n), concurrency=n, label=f"exercise_c{n}"
+        )
+    )
+    predicted = queueing.closed_loop(
+        n, base["infer_median_ms"], base["median_ms"] - base["infer_median_ms"]
+    )
+    sweep.append(
+        {
+            "concurrency": n,
+            "measured_median_ms": row["median_ms"],
+            "model_ms": predicted["latency_ms"],
+        }
+    )
 sweep = pd.DataFrame(sweep).round(1)
-sweep.plot(x="concurrency", y=["measured_median_ms", "model_ms"], marker="o", title="PyTorch: latency vs in flight")
+sweep.plot(
+    x="concurrency",
+    y=["measured_median_ms", "model_ms"],
+    marker="o",
+    title="PyTorch: latency vs in flight",
+)
 sweep
 
 # %% [markdown]
@@ -402,9 +471,12 @@ sweep
 # %%
 summary = pd.DataFrame([loadgen.summarize(df) for name, df in runs.items()])
 summary.to_csv(OUT / "summary.csv", index=False)
-plots.latency_throughput(summary, "FastAPI: runtimes, senders, workers").savefig(OUT / "fastapi_runs.png", dpi=110)
-plots.latency_breakdown(summary, "Where the median request's time goes").savefig(OUT / "fastapi_breakdown.png",
-                                                                                  dpi=110)
+plots.latency_throughput(summary, "FastAPI: runtimes, senders, workers").savefig(
+    OUT / "fastapi_runs.png", dpi=110
+)
+plots.latency_breakdown(summary, "Where the median request's time goes").savefig(
+    OUT / "fastapi_breakdown.png", dpi=110
+)
 claims.save(OUT)
 summary.round(2)
 

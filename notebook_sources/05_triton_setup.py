@@ -93,8 +93,10 @@ client = httpclient.InferenceServerClient(TRITON.split("://")[-1])
 print("server ready:", client.is_server_ready(), "|", client.get_server_metadata()["version"])
 # the repository API wants the node's secret (it can load code); health and metadata do not
 for model in client.get_model_repository_index(headers=labenv.admin_headers()):
-    print(f"  {model['name']:22s} version {model.get('version', '-'):3s} {model.get('state', '?'):12s}"
-          f" {model.get('reason', '')}")
+    print(
+        f"  {model['name']:22s} version {model.get('version', '-'):3s}"
+        f" {model.get('state', '?'):12s} {model.get('reason', '')}"
+    )
 
 # %% [markdown]
 # The repository as the server sees it, and the config of the first model, exactly as the file
@@ -104,7 +106,11 @@ for model in client.get_model_repository_index(headers=labenv.admin_headers()):
 for path in sorted(REPOSITORY.rglob("*")):
     if "__pycache__" not in path.parts:
         depth = len(path.relative_to(REPOSITORY).parts) - 1
-        print("    " * depth + path.name + ("/" if path.is_dir() else f"  ({path.stat().st_size:,} bytes)"))
+        print(
+            "    " * depth
+            + path.name
+            + ("/" if path.is_dir() else f"  ({path.stat().st_size:,} bytes)")
+        )
 print()
 print((REPOSITORY / "food_classifier" / "config.pbtxt").read_text())
 
@@ -124,7 +130,9 @@ config = (
 
 # %%
 exercises.result(
-    config, "5.1", "the config Triton serves for food_classifier",
+    config,
+    "5.1",
+    "the config Triton serves for food_classifier",
     check=lambda c: c["name"] == "food_classifier" and "instance_group" in c,
     hint="get_model_config(model name) returns a dict whose name is the model's",
 )
@@ -142,7 +150,7 @@ exercises.result(
 
 # %%
 source = (REPOSITORY / "food_classifier" / "1" / "model.py").read_text()
-print(source[source.index("    def execute"):source.index("    def finalize")])
+print(source[source.index("    def execute") : source.index("    def finalize")])
 
 # %% [markdown]
 # ## Exercise 5.2: one request through the client library
@@ -180,7 +188,10 @@ def classify(photo):
 # %%
 photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 label, probability = exercises.function(
-    classify, "5.2", "one photo through tritonclient", args=(photo,),
+    classify,
+    "5.2",
+    "one photo through tritonclient",
+    args=(photo,),
     check=lambda answer: answer[0] in food11.CLASSES and 0 < answer[1] <= 1,
     hint="it returns a pair such as ('Soup', 0.41): the class as text, the probability as a number",
 )
@@ -202,7 +213,9 @@ stats_line = (
 
 # %%
 exercises.curl_line(
-    stats_line, "5.3", "ask for food_classifier's statistics",
+    stats_line,
+    "5.3",
+    "ask for food_classifier's statistics",
     f"{TRITON}/v2/models/food_classifier/stats",
 )
 # !{stats_line}
@@ -223,25 +236,37 @@ stats = (
 
 # %%
 exercises.result(
-    stats, "5.4", "food_classifier's statistics through the client",
+    stats,
+    "5.4",
+    "food_classifier's statistics through the client",
     check=lambda s: s["model_stats"][0]["name"] == "food_classifier",
     hint="get_inference_statistics(model name) returns {'model_stats': [{'name': ...}]}",
 )
 served = stats["model_stats"][0]
-{"requests": served["inference_count"], "executions": served["execution_count"],
- "executions by batch size": {b["batch_size"]: b["compute_infer"]["count"]
-                              for b in served["batch_stats"]}}
+{
+    "requests": served["inference_count"],
+    "executions": served["execution_count"],
+    "executions by batch size": {
+        b["batch_size"]: b["compute_infer"]["count"] for b in served["batch_stats"]
+    },
+}
 
 # %% [markdown]
-# Triton's Prometheus metrics (port 8002) are the third endpoint; notebook 6 reads utilisation there.
+# Triton's Prometheus metrics (port 8002) are the third endpoint; notebook 6 reads utilisation
+# there.
 
 # %%
 import requests
 
 lines = requests.get(METRICS, timeout=5).text.splitlines()
 print(f"{METRICS}: {len(lines)} lines, e.g.")
-print("\n".join(line for line in lines if line.startswith(("nv_inference_count", "nv_gpu_utilization",
-                                                          "nv_cpu_utilization"))))
+print(
+    "\n".join(
+        line
+        for line in lines
+        if line.startswith(("nv_inference_count", "nv_gpu_utilization", "nv_cpu_utilization"))
+    )
+)
 
 # %% [markdown]
 # **Question.** `config.pbtxt` says `max_batch_size: 16` and the input has `dims: [ 1 ]`. What

@@ -199,8 +199,12 @@ line_c8 = (
 
 # %%
 NEEDS_61 = {"-m": "food_classifier", "-u": HOST, "--input-data": PERF_INPUT}
-line_c8 = exercises.perf_line(line_c8, "6.1", "the step measures 8 requests in flight",
-                              needs={**NEEDS_61, "--concurrency-range": "8"})
+line_c8 = exercises.perf_line(
+    line_c8,
+    "6.1",
+    "the step measures 8 requests in flight",
+    needs={**NEEDS_61, "--concurrency-range": "8"},
+)
 runs["6.1 c8"] = perf.run_line(line_c8, "6.1 c8", out=OUT)
 
 # %% [markdown]
@@ -214,8 +218,12 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(line, "6.1", "the step measures 16 requests in flight",
-                           needs={**NEEDS_61, "--concurrency-range": "16"})
+line = exercises.perf_line(
+    line,
+    "6.1",
+    "the step measures 16 requests in flight",
+    needs={**NEEDS_61, "--concurrency-range": "16"},
+)
 runs["6.1 c16"] = perf.run_line(line, "6.1 c16", out=OUT)
 
 # %% [markdown]
@@ -233,8 +241,12 @@ stats_line = (
 )
 
 # %%
-exercises.curl_line(stats_line, "6.1", "ask for version 1 of food_classifier's statistics",
-                    f"{TRITON}/v2/models/food_classifier/versions/1/stats")
+exercises.curl_line(
+    stats_line,
+    "6.1",
+    "ask for version 1 of food_classifier's statistics",
+    f"{TRITON}/v2/models/food_classifier/versions/1/stats",
+)
 # !{stats_line} | head -n 40
 
 # %% [markdown]
@@ -246,9 +258,11 @@ exercises.curl_line(stats_line, "6.1", "ask for version 1 of food_classifier's s
 # %%
 table_61 = perf.against_model(
     perf.table(runs, ["6.1 c1", "6.1 c8", "6.1 c16"]),
-    [queueing.closed_loop(n, SERVICE_MS, OVERHEAD_MS)["latency_ms"] for n in (1, 8, 16)])
-plots.utilisation_over_time({n: runs[n].utilisation for n in table_61.index},
-                            "6.1: utilisation during each run")
+    [queueing.closed_loop(n, SERVICE_MS, OVERHEAD_MS)["latency_ms"] for n in (1, 8, 16)],
+)
+plots.utilisation_over_time(
+    {n: runs[n].utilisation for n in table_61.index}, "6.1: utilisation during each run"
+)
 table_61
 
 # %% [markdown]
@@ -268,10 +282,15 @@ table_61
 perf.model_readings(table_61, SERVICE_MS)
 q8, q16 = runs["6.1 c8"].measured("server_queue_ms"), runs["6.1 c16"].measured("server_queue_ms")
 claims.compare_prediction("6.1 queue at c16 (ms)", q16)
-claims.between("6.1: queue delay grows about linearly with what is in flight (queue c16 / c8)",
-               q16 / q8, 1.4, 3.2)
-triton_stats.claim_each_gpu(claims.at_most, "6.1: one instance leaves every GPU underused",
-                            runs["6.1 c16"], N_GPUS, 70)
+claims.between(
+    "6.1: queue delay grows about linearly with what is in flight (queue c16 / c8)",
+    q16 / q8,
+    1.4,
+    3.2,
+)
+triton_stats.claim_each_gpu(
+    claims.at_most, "6.1: one instance leaves every GPU underused", runs["6.1 c16"], N_GPUS, 70
+)
 
 # %% [markdown]
 # ## 6.2 Client-side batches: one request carrying 16 images
@@ -301,8 +320,12 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(line, "6.2", "the step sends batches of 16 images, one at a time",
-                           needs={**NEEDS_61, "-b": "16", "--concurrency-range": "1"})
+line = exercises.perf_line(
+    line,
+    "6.2",
+    "the step sends batches of 16 images, one at a time",
+    needs={**NEEDS_61, "-b": "16", "--concurrency-range": "1"},
+)
 runs["6.2 b16"] = perf.run_line(line, "6.2 b16", out=OUT)
 perf.table(runs, ["6.1 c1", "6.2 b16"])
 
@@ -320,8 +343,9 @@ perf.table(runs, ["6.1 c1", "6.2 b16"])
 # %% jupyter={"source_hidden": true}
 ratio = runs["6.2 b16"].measured("execution_ms") / runs["6.1 c1"].measured("execution_ms")
 claims.compare_prediction("6.2 compute of 16 images / compute of 1 (x)", ratio)
-claims.at_most("6.2: a batch of 16 costs less than 16 images one by one (execution time, x)",
-               ratio, 16)
+claims.at_most(
+    "6.2: a batch of 16 costs less than 16 images one by one (execution time, x)", ratio, 16
+)
 
 # %% [markdown]
 # ## 6.3 More instances of the Python-backend model
@@ -351,8 +375,15 @@ path.write_text(triton_config.replace_fields(before, triton_config.instance_grou
 ### END HIDDEN TESTS
 
 # %%
-print(exercises.file_edit(path, before, "6.3", "set the instance_group count to 2 on every GPU",
-                          needs=exercises.on_every_gpu(2, N_GPUS)))
+print(
+    exercises.file_edit(
+        path,
+        before,
+        "6.3",
+        "set the instance_group count to 2 on every GPU",
+        needs=exercises.on_every_gpu(2, N_GPUS),
+    )
+)
 print(triton_config.unload_model("food_classifier"))  # the new instances start from scratch
 
 # %% [markdown]
@@ -370,9 +401,13 @@ loaded = (
 )
 
 # %%
-exercises.result(loaded, "6.3", "load food_classifier again",
-                 check=lambda _: client.is_model_ready("food_classifier"),
-                 hint="after load_model the model must be READY (client.is_model_ready)")
+exercises.result(
+    loaded,
+    "6.3",
+    "load food_classifier again",
+    check=lambda _: client.is_model_ready("food_classifier"),
+    hint="after load_model the model must be READY (client.is_model_ready)",
+)
 served = client.get_model_config("food_classifier")
 print("Triton serves:", served["instance_group"])
 print("instances per device:", triton_config.placement(served, N_GPUS))
@@ -421,15 +456,18 @@ text = (
 )
 
 # %%
-text = exercises.config_fragment(text, "6.3", "four instances on every GPU",
-                                 needs=exercises.on_every_gpu(4, N_GPUS))
+text = exercises.config_fragment(
+    text, "6.3", "four instances on every GPU", needs=exercises.on_every_gpu(4, N_GPUS)
+)
 triton_config.edit("food_classifier", text)
 runs["6.3 4 inst c8"] = watched(line_c8, "6.3 4 inst c8", "food_classifier")
 
 # %%
 names_63 = ["6.1 c8", "6.3 2 inst c8", "6.3 4 inst c8"]
-plots.utilisation_over_time({n: runs[n].utilisation for n in names_63},
-                            "6.3: utilisation with 1, 2 and 4 instances per device")
+plots.utilisation_over_time(
+    {n: runs[n].utilisation for n in names_63},
+    "6.3: utilisation with 1, 2 and 4 instances per device",
+)
 perf.table(runs, names_63)
 
 # %% [markdown]
@@ -447,15 +485,24 @@ perf.table(runs, names_63)
 # %% jupyter={"source_hidden": true}
 t1, t2, t4 = (runs[name].throughput for name in names_63)
 claims.compare_prediction("6.3 throughput, 2 instances / 1 instance at c8 (x)", t2 / t1)
-claims.at_least("6.3: two instances per device serve at least 80% of one's throughput", t2 / t1,
-                0.8)
+claims.at_least(
+    "6.3: two instances per device serve at least 80% of one's throughput", t2 / t1, 0.8
+)
 if N_GPUS:
     claims.at_least("6.3: on a GPU node, two instances per GPU serve more than one", t2 / t1, 1.0)
-    triton_stats.claim_each_gpu(claims.at_least, "6.3: with 4 instances on it, every GPU works",
-                                runs["6.3 4 inst c8"], N_GPUS, 10)
+    triton_stats.claim_each_gpu(
+        claims.at_least,
+        "6.3: with 4 instances on it, every GPU works",
+        runs["6.3 4 inst c8"],
+        N_GPUS,
+        10,
+    )
 else:
-    claims.at_most(f"6.3: four instances on {os.cpu_count()} cores add little over the better of "
-                   "one and two", t4 / max(t1, t2, key=lambda m: m.value), 1.15)
+    claims.at_most(
+        f"6.3: four instances on {os.cpu_count()} cores add little over the better of one and two",
+        t4 / max(t1, t2, key=lambda m: m.value),
+        1.15,
+    )
 reloaded = triton_config.edit("food_classifier", ONE_INSTANCE, verbose=False)
 
 # %% [markdown]
@@ -481,15 +528,18 @@ claims.predict("6.4 ONNX / Python-backend throughput at c1 (x)", None, why="")
 # %%
 line = (
     ### BEGIN SOLUTION
-    f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range 1 "
-    "--shape input:3,224,224"
+    f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range 1 --shape input:3,224,224"
     ### END SOLUTION
 )
 
 # %%
 NEEDS_64 = {"-m": "food_classifier_onnx", "-u": HOST, "--shape": "input:3,224,224"}
-line = exercises.perf_line(line, "6.4", "the step measures the ONNX model, 1 in flight",
-                           needs={**NEEDS_64, "--concurrency-range": "1"})
+line = exercises.perf_line(
+    line,
+    "6.4",
+    "the step measures the ONNX model, 1 in flight",
+    needs={**NEEDS_64, "--concurrency-range": "1"},
+)
 runs["6.4 onnx c1"] = perf.run_line(line, "6.4 onnx c1", out=OUT)
 
 # %% [markdown]
@@ -504,8 +554,9 @@ text = (
 )
 
 # %%
-text = exercises.config_fragment(text, "6.4", "two ONNX instances on every GPU",
-                                 needs=exercises.on_every_gpu(2, N_GPUS))
+text = exercises.config_fragment(
+    text, "6.4", "two ONNX instances on every GPU", needs=exercises.on_every_gpu(2, N_GPUS)
+)
 reloaded = triton_config.edit("food_classifier_onnx", text)
 
 # %% [markdown]
@@ -523,14 +574,19 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(line, "6.4", "the warm-up sends 100 requests, 8 in flight",
-                           needs={**NEEDS_64, "--concurrency-range": "8", "--request-count": "100"})
+line = exercises.perf_line(
+    line,
+    "6.4",
+    "the warm-up sends 100 requests, 8 in flight",
+    needs={**NEEDS_64, "--concurrency-range": "8", "--request-count": "100"},
+)
 warm_up = perf.run_line(line, "6.4 warm-up", out=OUT, verbose=False)
 
 # %% [markdown]
 # Then the lab measures 8 in flight on the warm instances. Its own runs of the ONNX model, this
 # one and the rest of 6.6's rates, go through a small helper that writes the line you know with
 # the load it is given, and keeps the run:
+
 
 # %%
 def onnx_run(load: str, name: str, verbose=False):
@@ -555,8 +611,9 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(line, "6.4", "the step measures 16 in flight",
-                           needs={**NEEDS_64, "--concurrency-range": "16"})
+line = exercises.perf_line(
+    line, "6.4", "the step measures 16 in flight", needs={**NEEDS_64, "--concurrency-range": "16"}
+)
 runs["6.4 onnx 2 inst c16"] = perf.run_line(line, "6.4 onnx 2 inst c16", out=OUT)
 
 # %% [markdown]
@@ -568,9 +625,13 @@ onnx = runs["6.4 onnx c1"].row
 ONNX_MS, ONNX_OUTSIDE_MS = onnx["execution_ms"], onnx["avg_latency_ms"] - onnx["execution_ms"]
 names_64 = ["6.4 onnx c1", "6.4 onnx 2 inst c8", "6.4 onnx 2 inst c16"]
 table_64 = perf.table(runs, names_64)
-table_64 = perf.against_model(table_64, [
-    queueing.closed_loop(n, ONNX_MS, ONNX_OUTSIDE_MS, servers=k)["latency_ms"]
-    for n, k in zip((1, 8, 16), table_64["instances"])])
+table_64 = perf.against_model(
+    table_64,
+    [
+        queueing.closed_loop(n, ONNX_MS, ONNX_OUTSIDE_MS, servers=k)["latency_ms"]
+        for n, k in zip((1, 8, 16), table_64["instances"])
+    ],
+)
 table_64
 
 # %% [markdown]
@@ -591,19 +652,30 @@ table_64
 perf.model_readings(table_64, ONNX_MS)
 speedup = runs["6.4 onnx c1"].throughput / runs["6.1 c1"].throughput
 claims.compare_prediction("6.4 ONNX / Python-backend throughput at c1 (x)", speedup)
-claims.at_least("6.4: the ONNX model serves faster than the Python-backend model at c1", speedup,
-                1.0)
-claims.at_least("6.4: with 2 instances per device, requests still queue at 16 in flight (queue "
-                "c16 / c8)", runs["6.4 onnx 2 inst c16"].measured("server_queue_ms")
-                / runs["6.4 onnx 2 inst c8"].measured("server_queue_ms"), 1.0)
+claims.at_least(
+    "6.4: the ONNX model serves faster than the Python-backend model at c1", speedup, 1.0
+)
+claims.at_least(
+    "6.4: with 2 instances per device, requests still queue at 16 in flight (queue c16 / c8)",
+    runs["6.4 onnx 2 inst c16"].measured("server_queue_ms")
+    / runs["6.4 onnx 2 inst c8"].measured("server_queue_ms"),
+    1.0,
+)
 provider = triton_stats.onnx_provider("food_classifier_onnx", TRITON, METRICS)
 print(f"the server ran food_classifier_onnx with {provider}")
 if provider == "CUDAExecutionProvider" or not N_GPUS:
-    triton_stats.claim_each_gpu(claims.at_least, "6.4: every GPU is busy more than half the time",
-                                runs["6.4 onnx 2 inst c16"], N_GPUS, 50)
+    triton_stats.claim_each_gpu(
+        claims.at_least,
+        "6.4: every GPU is busy more than half the time",
+        runs["6.4 onnx 2 inst c16"],
+        N_GPUS,
+        50,
+    )
 else:
-    claims.not_checkable("6.4: every GPU is busy more than half the time",
-                         f"the server ran the ONNX model with {provider}, not on a GPU")
+    claims.not_checkable(
+        "6.4: every GPU is busy more than half the time",
+        f"the server ran the ONNX model with {provider}, not on a GPU",
+    )
 
 # %% [markdown]
 # ## 6.5 The Flask UI with the ONNX model
@@ -624,8 +696,9 @@ from servelab.paths import TEST_IMAGES
 labenv.use_flask_triton_model("food_classifier_onnx")
 photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 with open(photo, "rb") as f:
-    page = requests.post(f"{labenv.url('FLASK_SERVER_URL')}/predict",
-                         files={"file": (photo.name, f)}, timeout=60)
+    page = requests.post(
+        f"{labenv.url('FLASK_SERVER_URL')}/predict", files={"file": (photo.name, f)}, timeout=60
+    )
 flask_label = (re.search(r'class="label">([^<]+)<', page.text) or [None, None])[1]
 print(f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, {page.status_code}")
 
@@ -637,9 +710,11 @@ print(f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, {p
 image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
 image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
 direct = client.infer("food_classifier", [image]).as_numpy("FOOD_LABEL")[0][0].decode()
-claims.fact("6.5: Flask with the ONNX model shows the same class as the Python-backend model",
-            page.status_code == 200 and flask_label == direct,
-            {"flask_onnx": flask_label, "python_backend": direct})
+claims.fact(
+    "6.5: Flask with the ONNX model shows the same class as the Python-backend model",
+    page.status_code == 200 and flask_label == direct,
+    {"flask_onnx": flask_label, "python_backend": direct},
+)
 
 # %% [markdown]
 # ## 6.6 Bursty load, and dynamic batching
@@ -674,8 +749,12 @@ text = (
 )
 
 # %%
-text = exercises.config_fragment(text, "6.6", "one instance on the first GPU", needs={
-    "instance_group.count": 1, **({"instance_group.gpus": [0]} if N_GPUS else {})})
+text = exercises.config_fragment(
+    text,
+    "6.6",
+    "one instance on the first GPU",
+    needs={"instance_group.count": 1, **({"instance_group.gpus": [0]} if N_GPUS else {})},
+)
 reloaded = triton_config.edit("food_classifier_onnx", text)
 
 # %% [markdown]
@@ -689,8 +768,10 @@ CAPACITY = onnx_run("--concurrency-range 4", "6.6 capacity c4").throughput.value
 BUSY_MS = 1000 / CAPACITY  # time per request of an instance that never waits for work
 RATES = [int(f * CAPACITY) for f in (0.6, 1.0, 1.4)]  # offered loads: 60 %, 100 %, 140 %
 RATE = RATES[0]
-print(f"one instance: {CAPACITY:.0f} requests/s ({BUSY_MS:.2f} ms each when busy, {ONNX_MS:.2f} "
-      f"ms one at a time); the rates of 6.6: {RATES}")
+print(
+    f"one instance: {CAPACITY:.0f} requests/s ({BUSY_MS:.2f} ms each when busy, {ONNX_MS:.2f} "
+    f"ms one at a time); the rates of 6.6: {RATES}"
+)
 
 # %% [markdown]
 # **Predict.** At the first rate (60 % of capacity), evenly spaced or Poisson: which queues more,
@@ -715,8 +796,12 @@ line = (
 
 # %%
 NEEDS_66 = {**NEEDS_64, "--async": None, "--request-rate-range": RATE}
-line = exercises.perf_line(line, "6.6", f"the step offers {RATE} requests/s, evenly spaced",
-                           needs={**NEEDS_66, "--request-distribution": "constant"})
+line = exercises.perf_line(
+    line,
+    "6.6",
+    f"the step offers {RATE} requests/s, evenly spaced",
+    needs={**NEEDS_66, "--request-distribution": "constant"},
+)
 runs[f"6.6 constant {RATE}/s"] = perf.run_line(line, f"6.6 constant {RATE}/s", out=OUT)
 
 # %% [markdown]
@@ -731,9 +816,12 @@ line_poisson = (
 )
 
 # %%
-line_poisson = exercises.perf_line(line_poisson, "6.6", f"the step offers {RATE} requests/s at "
-                                   "random moments", needs={**NEEDS_66,
-                                                            "--request-distribution": "poisson"})
+line_poisson = exercises.perf_line(
+    line_poisson,
+    "6.6",
+    f"the step offers {RATE} requests/s at random moments",
+    needs={**NEEDS_66, "--request-distribution": "poisson"},
+)
 runs[f"6.6 poisson {RATE}/s"] = perf.run_line(line_poisson, f"6.6 poisson {RATE}/s", out=OUT)
 
 # %% [markdown]
@@ -743,9 +831,13 @@ runs[f"6.6 poisson {RATE}/s"] = perf.run_line(line_poisson, f"6.6 poisson {RATE}
 
 # %%
 names = [f"6.6 constant {RATE}/s", f"6.6 poisson {RATE}/s"]
-table_66 = perf.against_model(perf.table(runs, names), [
-    queueing.open_loop(RATE, BUSY_MS, ONNX_OUTSIDE_MS, poisson=p)["latency_ms"]
-    for p in (False, True)])
+table_66 = perf.against_model(
+    perf.table(runs, names),
+    [
+        queueing.open_loop(RATE, BUSY_MS, ONNX_OUTSIDE_MS, poisson=p)["latency_ms"]
+        for p in (False, True)
+    ],
+)
 table_66
 
 # %% [markdown]
@@ -765,11 +857,14 @@ perf.model_readings(table_66, BUSY_MS, open_loop=True)
 poisson, constant = (runs[name] for name in reversed(names))
 queues = poisson.measured("server_queue_ms") / constant.measured("server_queue_ms")
 claims.compare_prediction("6.6 queue, Poisson / constant at 60% load (x)", queues)
-claims.at_least("6.6: Poisson arrivals queue more than evenly spaced ones at the same mean rate",
-                queues, 1.0)
-claims.at_most("6.6: both runs were the open-loop load they claim (% of requests sent late)",
-               max(poisson.row["delayed_pct"], constant.row["delayed_pct"]),
-               perf.DELAYED_LIMIT_PCT)
+claims.at_least(
+    "6.6: Poisson arrivals queue more than evenly spaced ones at the same mean rate", queues, 1.0
+)
+claims.at_most(
+    "6.6: both runs were the open-loop load they claim (% of requests sent late)",
+    max(poisson.row["delayed_pct"], constant.row["delayed_pct"]),
+    perf.DELAYED_LIMIT_PCT,
+)
 
 # %% [markdown]
 # Now **dynamic batching**: when requests wait, Triton hands them to the model together, up to
@@ -796,9 +891,14 @@ dynamic_batching {
 
 # %%
 batching = exercises.config_fragment(
-    batching, "6.6", "dynamic batching, preferred 4, 6, 8, at most 100 µs",
-    needs={"dynamic_batching.preferred_batch_size": [4, 6, 8],
-           "dynamic_batching.max_queue_delay_microseconds": 100})
+    batching,
+    "6.6",
+    "dynamic batching, preferred 4, 6, 8, at most 100 µs",
+    needs={
+        "dynamic_batching.preferred_batch_size": [4, 6, 8],
+        "dynamic_batching.max_queue_delay_microseconds": 100,
+    },
+)
 reloaded = triton_config.edit("food_classifier_onnx", batching)
 
 # %% [markdown]
@@ -807,8 +907,9 @@ reloaded = triton_config.edit("food_classifier_onnx", batching)
 
 # %%
 before = triton_stats.model_stats("food_classifier_onnx", TRITON)
-runs[f"6.6 batching poisson {RATE}/s"] = watched(line_poisson, f"6.6 batching poisson {RATE}/s",
-                                                 "food_classifier_onnx")
+runs[f"6.6 batching poisson {RATE}/s"] = watched(
+    line_poisson, f"6.6 batching poisson {RATE}/s", "food_classifier_onnx"
+)
 after = triton_stats.model_stats("food_classifier_onnx", TRITON)
 triton_stats.batch_table(triton_stats.stats_delta(before, after))
 
@@ -827,15 +928,21 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(line, "6.6", "the step sends batches of 8, one at a time",
-                           needs={**NEEDS_64, "-b": "8", "--concurrency-range": "1"})
+line = exercises.perf_line(
+    line,
+    "6.6",
+    "the step sends batches of 8, one at a time",
+    needs={**NEEDS_64, "-b": "8", "--concurrency-range": "1"},
+)
 runs["6.6 b8"] = perf.run_line(line, "6.6 b8", out=OUT, verbose=False)
 B8_MS = runs["6.6 b8"].row["execution_ms"]
 # both measured one request at a time; under load each takes BUSY_MS / ONNX_MS times as long
 SERVICE = queueing.ServiceTime.from_two_batches(1, BUSY_MS, 8, B8_MS * BUSY_MS / ONNX_MS)
-print(f"a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image; service time of a batch of b: "
-      f"{SERVICE.fixed_ms:.2f} + {SERVICE.per_item_ms:.2f} x b ms; capacity with batches of 8: "
-      f"{queueing.saturation_rate(SERVICE, max_batch=8):.0f}/s (without batching {CAPACITY:.0f}/s)")
+print(
+    f"a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image; service time of a batch of b: "
+    f"{SERVICE.fixed_ms:.2f} + {SERVICE.per_item_ms:.2f} x b ms; capacity with batches of 8: "
+    f"{queueing.saturation_rate(SERVICE, max_batch=8):.0f}/s (without batching {CAPACITY:.0f}/s)"
+)
 
 # %% [markdown]
 # Whether batching lifts capacity depends on that one number, a batch's cost against its images
@@ -863,11 +970,15 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(line, "6.6", f"the step offers {RATES[-1]} requests/s, Poisson",
-                           needs={**NEEDS_66, "--request-rate-range": RATES[-1],
-                                  "--request-distribution": "poisson"})
+line = exercises.perf_line(
+    line,
+    "6.6",
+    f"the step offers {RATES[-1]} requests/s, Poisson",
+    needs={**NEEDS_66, "--request-rate-range": RATES[-1], "--request-distribution": "poisson"},
+)
 runs[f"6.6 batching poisson {RATES[-1]}/s"] = watched(
-    line, f"6.6 batching poisson {RATES[-1]}/s", "food_classifier_onnx")
+    line, f"6.6 batching poisson {RATES[-1]}/s", "food_classifier_onnx"
+)
 
 # %%
 POISSON = "--async --request-distribution poisson --request-rate-range"  # then the rate
@@ -882,20 +993,38 @@ for rate in RATES[1:]:
 # arrived during its last batch; the model's line ends where it saturates):
 
 # %%
-NO_BATCHING = {RATE: f"6.6 poisson {RATE}/s",
-               **{r: f"6.6 no batching poisson {r}/s" for r in RATES[1:]}}
+NO_BATCHING = {
+    RATE: f"6.6 poisson {RATE}/s",
+    **{r: f"6.6 no batching poisson {r}/s" for r in RATES[1:]},
+}
 BATCHING = {r: f"6.6 batching poisson {r}/s" for r in RATES}
-sweep = pd.concat([perf.table(runs, list(BATCHING.values())).assign(config="dynamic batching"),
-                   perf.table(runs, list(NO_BATCHING.values())).assign(config="no batching")])
+sweep = pd.concat(
+    [
+        perf.table(runs, list(BATCHING.values())).assign(config="dynamic batching"),
+        perf.table(runs, list(NO_BATCHING.values())).assign(config="no batching"),
+    ]
+)
 sweep["rate"] = sweep["request_rate"]
-sweep = perf.against_model(sweep, [
-    queueing.open_loop_batching(r, SERVICE, 8, 0.1, ONNX_OUTSIDE_MS)["latency_ms"]
-    if c == "dynamic batching" else queueing.open_loop(r, BUSY_MS, ONNX_OUTSIDE_MS)["latency_ms"]
-    for r, c in zip(sweep.rate, sweep.config)])
-plots.measured_vs_model(sweep, "rate", "avg_latency_ms", "config", "model_ms",
-                        "One instance, Poisson arrivals: mean latency vs offered rate",
-                        "offered rate (requests/s)", "mean latency (ms)", logy=True
-                        ).savefig(OUT / "latency_vs_rate.png", dpi=110)
+sweep = perf.against_model(
+    sweep,
+    [
+        queueing.open_loop_batching(r, SERVICE, 8, 0.1, ONNX_OUTSIDE_MS)["latency_ms"]
+        if c == "dynamic batching"
+        else queueing.open_loop(r, BUSY_MS, ONNX_OUTSIDE_MS)["latency_ms"]
+        for r, c in zip(sweep.rate, sweep.config)
+    ],
+)
+plots.measured_vs_model(
+    sweep,
+    "rate",
+    "avg_latency_ms",
+    "config",
+    "model_ms",
+    "One instance, Poisson arrivals: mean latency vs offered rate",
+    "offered rate (requests/s)",
+    "mean latency (ms)",
+    logy=True,
+).savefig(OUT / "latency_vs_rate.png", dpi=110)
 sweep
 
 # %% [markdown]
@@ -913,29 +1042,52 @@ sweep
 # The lab's verdict, and its reading of each row against the model (open it after your answer):
 
 # %% jupyter={"source_hidden": true}
-perf.model_readings(sweep, [SERVICE(b) if c == "dynamic batching" else BUSY_MS
-                            for b, c in zip(sweep.avg_batch_size, sweep.config)], open_loop=True)
+perf.model_readings(
+    sweep,
+    [
+        SERVICE(b) if c == "dynamic batching" else BUSY_MS
+        for b, c in zip(sweep.avg_batch_size, sweep.config)
+    ],
+    open_loop=True,
+)
 with_b, without = runs[BATCHING[RATES[-1]]], runs[NO_BATCHING[RATES[-1]]]
-claims.at_least("6.6: with dynamic batching the model ran batches of more than one request (top "
-                "rate)", with_b.row["avg_batch_size"], 1.05)
-claims.at_most("6.6: every rate run was the open-loop load it claims (% of requests sent late)",
-               float(sweep["delayed_pct"].max()), perf.DELAYED_LIMIT_PCT)
-claims.compare_prediction("6.6 mean latency at 140% of capacity, with batching (ms)",
-                          with_b.measured("avg_latency_ms"))
-claims.at_most("6.6: at 60% load requests rarely wait, so batches stay small (mean batch)",
-               runs[BATCHING[RATE]].row["avg_batch_size"], 1.5)
+claims.at_least(
+    "6.6: with dynamic batching the model ran batches of more than one request (top rate)",
+    with_b.row["avg_batch_size"],
+    1.05,
+)
+claims.at_most(
+    "6.6: every rate run was the open-loop load it claims (% of requests sent late)",
+    float(sweep["delayed_pct"].max()),
+    perf.DELAYED_LIMIT_PCT,
+)
+claims.compare_prediction(
+    "6.6 mean latency at 140% of capacity, with batching (ms)", with_b.measured("avg_latency_ms")
+)
+claims.at_most(
+    "6.6: at 60% load requests rarely wait, so batches stay small (mean batch)",
+    runs[BATCHING[RATE]].row["avg_batch_size"],
+    1.5,
+)
 # %% jupyter={"source_hidden": true}
 gain = queueing.saturation_rate(SERVICE, max_batch=8) / CAPACITY  # what batches of 8 can lift
-claims.given({  # the lesson's premises, each read from this run
-    f"{os.cpu_count()} cores: perf_analyzer and the batches share the model's cores":
-        provider == "CUDAExecutionProvider" or (os.cpu_count() or 1) >= 8,
-    f"a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image: batching lifts capacity {gain:.1f}x":
-        gain >= 1.6,
-    "without batching the instance kept up: this run did not overload it":
-        without.row["throughput_infer_s"] < 0.9 * RATES[-1]
-        or without.row["avg_latency_ms"] > 5 * BUSY_MS,
-}, claims.at_least, "6.6: at 140% of capacity, batching keeps mean latency far below none",
-    without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms"), 2)
+claims.given(
+    {  # the lesson's premises, each read from this run
+        f"{os.cpu_count()} cores: perf_analyzer and the batches share the model's cores": (
+            provider == "CUDAExecutionProvider" or (os.cpu_count() or 1) >= 8
+        ),
+        f"a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image: "
+        f"batching lifts capacity {gain:.1f}x": gain >= 1.6,
+        "without batching the instance kept up: this run did not overload it": (
+            without.row["throughput_infer_s"] < 0.9 * RATES[-1]
+            or without.row["avg_latency_ms"] > 5 * BUSY_MS
+        ),
+    },
+    claims.at_least,
+    "6.6: at 140% of capacity, batching keeps mean latency far below none",
+    without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms"),
+    2,
+)
 
 # %% [markdown]
 # ## Going further (optional)
@@ -956,20 +1108,38 @@ if GOING_FURTHER:
 # %%
 closed = []
 for on in (True, False) if GOING_FURTHER else ():
-    triton_config.edit("food_classifier_onnx", batching if on else "",
-                       remove=() if on else ("dynamic_batching",), verbose=False)
+    triton_config.edit(
+        "food_classifier_onnx",
+        batching if on else "",
+        remove=() if on else ("dynamic_batching",),
+        verbose=False,
+    )
     for n in (1, 4, 16):
         run = onnx_run(f"--concurrency-range {n}", f"6.6 {'' if on else 'no '}batching c{n}")
-        model = (queueing.closed_loop_batching(n, SERVICE, 16, ONNX_OUTSIDE_MS) if on
-                 else queueing.closed_loop(n, ONNX_MS, ONNX_OUTSIDE_MS))
-        closed.append({"config": f"{'' if on else 'no '}batching", "concurrency": n,
-                       "throughput_infer_s": run.row["throughput_infer_s"],
-                       "model_throughput": model["throughput_per_s"]})
+        model = (
+            queueing.closed_loop_batching(n, SERVICE, 16, ONNX_OUTSIDE_MS)
+            if on
+            else queueing.closed_loop(n, ONNX_MS, ONNX_OUTSIDE_MS)
+        )
+        closed.append(
+            {
+                "config": f"{'' if on else 'no '}batching",
+                "concurrency": n,
+                "throughput_infer_s": run.row["throughput_infer_s"],
+                "model_throughput": model["throughput_per_s"],
+            }
+        )
 if closed:
-    plots.measured_vs_model(pd.DataFrame(closed), "concurrency", "throughput_infer_s", "config",
-                            "model_throughput", "ONNX model, one instance: closed loop",
-                            "requests in flight", "inferences / s"
-                            ).savefig(OUT / "throughput_vs_concurrency.png", dpi=110)
+    plots.measured_vs_model(
+        pd.DataFrame(closed),
+        "concurrency",
+        "throughput_infer_s",
+        "config",
+        "model_throughput",
+        "ONNX model, one instance: closed loop",
+        "requests in flight",
+        "inferences / s",
+    ).savefig(OUT / "throughput_vs_concurrency.png", dpi=110)
 
 # %% [markdown]
 # ## Exercise: your own client (optional: homework when time is short)
@@ -1030,14 +1200,17 @@ print(f"my client, {N} in flight: {mine:.0f}/s; perf_analyzer, 1 in flight: {the
 # %%
 rows = pd.DataFrame([{"run": n, "step": n.split()[0], **r.row} for n, r in runs.items()])
 rows.drop(columns="step").to_csv(OUT / "summary.csv", index=False)
-plots.latency_split_stacked(rows, "Average latency: queue / compute / network"
-                            ).savefig(OUT / "latency_split.png", dpi=110)
-plots.batch_size_histogram({n: r.row["batch_executions"] for n, r in runs.items()
-                            if "6.6 batching" in n}, "Step 6.6: batch sizes the model ran with"
-                           ).savefig(OUT / "batch_sizes.png", dpi=110)
+plots.latency_split_stacked(rows, "Average latency: queue / compute / network").savefig(
+    OUT / "latency_split.png", dpi=110
+)
+plots.batch_size_histogram(
+    {n: r.row["batch_executions"] for n, r in runs.items() if "6.6 batching" in n},
+    "Step 6.6: batch sizes the model ran with",
+).savefig(OUT / "batch_sizes.png", dpi=110)
 watched_runs = ["6.1 c16", *names_63[1:], names_64[2]]
-plots.utilisation_over_time({n: runs[n].utilisation for n in watched_runs},
-                            "Utilisation over time").savefig(OUT / "utilisation.png", dpi=110)
+plots.utilisation_over_time(
+    {n: runs[n].utilisation for n in watched_runs}, "Utilisation over time"
+).savefig(OUT / "utilisation.png", dpi=110)
 claims.save(OUT)
 perf.table(runs)
 
@@ -1065,8 +1238,9 @@ perf.table(runs)
 # the Flask UI back on the first model:
 
 # %%
-reloaded = triton_config.edit("food_classifier_onnx", ONE_INSTANCE, remove=("dynamic_batching",),
-                              verbose=False)
+reloaded = triton_config.edit(
+    "food_classifier_onnx", ONE_INSTANCE, remove=("dynamic_batching",), verbose=False
+)
 labenv.use_flask_triton_model("food_classifier")
 
 # %% [markdown]

@@ -95,10 +95,13 @@ print(f"Triton at {HOST} (gRPC {GRPC_HOST}); {'a GPU' if ON_GPU else 'no GPU'}")
 # %%
 CLIENTS = labenv.param("HW_CLIENTS", 128 if ON_GPU else 16)  # requests in flight, 7.2-7.5
 MAX_CLIENTS = labenv.param("HW_MAX_CLIENTS", 1024 if ON_GPU else 32)  # the most in 7.6-7.8
-SWEEP = list(itertools.product(  # 7.6: instances x max batch size x queue delay (µs)
-    labenv.param_list("HW_INSTANCES", "4,8" if ON_GPU else "1,2"),
-    labenv.param_list("HW_MAX_BATCH", "64" if ON_GPU else "8,16"),
-    labenv.param_list("HW_DELAYS_US", "500" if ON_GPU else "2000")))
+SWEEP = list(
+    itertools.product(  # 7.6: instances x max batch size x queue delay (µs)
+        labenv.param_list("HW_INSTANCES", "4,8" if ON_GPU else "1,2"),
+        labenv.param_list("HW_MAX_BATCH", "64" if ON_GPU else "8,16"),
+        labenv.param_list("HW_DELAYS_US", "500" if ON_GPU else "2000"),
+    )
+)
 RAW_BATCHES = labenv.param_list("HW_RAW_BATCHES", "1,16,64,128,256" if ON_GPU else "1,8,16")
 RAW_SECONDS = labenv.param("HW_RAW_SECONDS", 1 if ON_GPU else 2)  # per runtime and batch, 7.1
 ROUNDS = labenv.param("HW_ROUNDS", 3 if ON_GPU else 2)  # runs of each transport, 7.4
@@ -111,8 +114,9 @@ runs, served_config = {}, {}  # name -> perf run; name -> the config.pbtxt it me
 # every switch this notebook turns.
 
 # %%
-folder = model_repository.add_model(MODEL, mode="local" if LOCAL else "docker",
-                                    kind="gpu" if ON_GPU else "cpu")
+folder = model_repository.add_model(
+    MODEL, mode="local" if LOCAL else "docker", kind="gpu" if ON_GPU else "cpu"
+)
 CONFIG = folder / "config.pbtxt"
 client.load_model(MODEL, headers=labenv.admin_headers())
 print(f"{MODEL} ready: {client.is_model_ready(MODEL)}\n")
@@ -122,6 +126,7 @@ print(CONFIG.read_text())
 # Every measurement of this notebook goes through one small function: `perf.run_line` (notebook 6)
 # runs your line, and the function keeps a copy of the `config.pbtxt` that run measured, so step
 # 7.8 can put the best run's configuration back exactly.
+
 
 # %%
 def measure(line: str, name: str, **options) -> perf.PerfResult:
@@ -157,19 +162,27 @@ def measure(line: str, name: str, **options) -> perf.PerfResult:
 LIMIT_JSON = OUT / "raw_limit.json"
 OUT.mkdir(parents=True, exist_ok=True)
 LIMIT_JSON.unlink(missing_ok=True)
-args = (f"--device {'cuda:0' if ON_GPU else 'cpu'} --seconds {RAW_SECONDS} "
-        f"--batches {','.join(map(str, RAW_BATCHES))}").split()
+args = (
+    f"--device {'cuda:0' if ON_GPU else 'cpu'} --seconds {RAW_SECONDS} "
+    f"--batches {','.join(map(str, RAW_BATCHES))}"
+).split()
 if LOCAL:
     from labstack import launcher
+
     with launcher.paused("the raw model gets the cores to itself"):
-        subprocess.run([sys.executable, "-m", "servelab.serving.raw_limit", *args,
-                        "--json", str(LIMIT_JSON)], check=True)
+        subprocess.run(
+            [sys.executable, "-m", "servelab.serving.raw_limit", *args, "--json", str(LIMIT_JSON)],
+            check=True,
+        )
 else:
-    labenv.ask_host(f"docker compose {labenv.compose_files()} exec -T "
-                    f"-e FOOD11_MODEL_PATH=/models/{MODEL}/1/food11.pth "
-                    "-e FOOD11_ONNX_PATH=/models/food_classifier_onnx/1/model.onnx triton_server "
-                    "python3 -m servelab.serving.raw_limit " + " ".join(args)
-                    + f" --json - > {labenv.host_path(LIMIT_JSON)}")
+    labenv.ask_host(
+        f"docker compose {labenv.compose_files()} exec -T "
+        f"-e FOOD11_MODEL_PATH=/models/{MODEL}/1/food11.pth "
+        "-e FOOD11_ONNX_PATH=/models/food_classifier_onnx/1/model.onnx triton_server "
+        "python3 -m servelab.serving.raw_limit "
+        + " ".join(args)
+        + f" --json - > {labenv.host_path(LIMIT_JSON)}"
+    )
     labenv.wait_for_file(LIMIT_JSON, lambda text: text.rstrip().endswith("}"), timeout=1800)
 
 # %% [markdown]
@@ -180,8 +193,10 @@ else:
 raw = json.loads(LIMIT_JSON.read_text())
 LIMIT, EAGER_LIMIT = raw["limit"], raw["eager_limit"]
 pd.DataFrame(raw["rows"]).to_csv(OUT / "raw_limit.csv", index=False)
-print(f"the limit on {raw['device_name']}: {LIMIT['images_per_s']:.0f} images/s "
-      f"({LIMIT['path']}, batch {LIMIT['batch']})")
+print(
+    f"the limit on {raw['device_name']}: {LIMIT['images_per_s']:.0f} images/s "
+    f"({LIMIT['path']}, batch {LIMIT['batch']})"
+)
 hardware.runtime_table(raw)
 
 # %% [markdown]
@@ -205,12 +220,15 @@ pd.DataFrame(raw["rows"]).pivot(index="batch", columns="path", values="images_pe
 by_batch = pd.DataFrame(raw["rows"]).query("path == 'eager fp32'").set_index("batch")
 gain = by_batch["images_per_s"].iloc[-1] / by_batch["images_per_s"].iloc[0]
 if ON_GPU:
-    claims.at_least("7.1: batching multiplies the raw throughput (largest batch / batch 1, "
-                    "eager fp32)", gain, 5)
+    claims.at_least(
+        "7.1: batching multiplies the raw throughput (largest batch / batch 1, eager fp32)", gain, 5
+    )
 else:
-    claims.not_checkable("7.1: batching multiplies the raw throughput",
-                         f"on this CPU batch {by_batch.index[-1]} gives {gain:.1f}x batch 1: "
-                         "the cores are busy already at small batches")
+    claims.not_checkable(
+        "7.1: batching multiplies the raw throughput",
+        f"on this CPU batch {by_batch.index[-1]} gives {gain:.1f}x batch 1: "
+        "the cores are busy already at small batches",
+    )
 
 # %% [markdown]
 # ## 7.2 The start: notebook 6's best setup
@@ -240,9 +258,18 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(line, "7.2", f"the start, {CLIENTS} one-image requests in flight",
-                           needs={"-m": MODEL, "-u": HOST, "--concurrency-range": CLIENTS,
-                                  "--async": None, "--shape": "input:3,224,224"})
+line = exercises.perf_line(
+    line,
+    "7.2",
+    f"the start, {CLIENTS} one-image requests in flight",
+    needs={
+        "-m": MODEL,
+        "-u": HOST,
+        "--concurrency-range": CLIENTS,
+        "--async": None,
+        "--shape": "input:3,224,224",
+    },
+)
 measure(line, "7.2 start").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -259,8 +286,11 @@ measure(line, "7.2 start").row["throughput_infer_s"]
 # %% jupyter={"source_hidden": true}
 start_ratio = runs["7.2 start"].throughput / LIMIT["images_per_s"]
 claims.compare_prediction("7.2 served / limit at the start", start_ratio)
-claims.at_most("7.2: served / limit is at most 1 (the limit is the best the device does with "
-               "this model)", start_ratio, 1.0)
+claims.at_most(
+    "7.2: served / limit is at most 1 (the limit is the best the device does with this model)",
+    start_ratio,
+    1.0,
+)
 if ON_GPU:
     claims.at_most("7.2: the start serves well under half of the limit", start_ratio, 0.5)
 
@@ -283,9 +313,12 @@ text = (
 )
 
 # %%
-text = exercises.config_fragment(text, "7.3", "raw pixels, 224 x 224 x 3 bytes per image",
-                                 needs={"input.name": "input", "input.data_type": "TYPE_UINT8",
-                                        "input.dims": [224, 224, 3]})
+text = exercises.config_fragment(
+    text,
+    "7.3",
+    "raw pixels, 224 x 224 x 3 bytes per image",
+    needs={"input.name": "input", "input.data_type": "TYPE_UINT8", "input.dims": [224, 224, 3]},
+)
 assert triton_config.edit(MODEL, text).ok, "Triton refused the config (see above)"
 
 # %% [markdown]
@@ -294,16 +327,20 @@ assert triton_config.edit(MODEL, text).ok, "Triton refused the config (see above
 
 # %%
 photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
-pixels = np.asarray(food11.load_image(photo.read_bytes()).resize((224, 224), Image.BILINEAR),
-                    dtype=np.uint8)
+pixels = np.asarray(
+    food11.load_image(photo.read_bytes()).resize((224, 224), Image.BILINEAR), dtype=np.uint8
+)
 tensor = httpclient.InferInput("input", [1, 224, 224, 3], "UINT8")
 tensor.set_data_from_numpy(pixels[None])
 tuned = food11.top_class(client.infer(MODEL, [tensor]).as_numpy("output")[0])[0]
 image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
 image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
 reference = client.infer("food_classifier", [image]).as_numpy("FOOD_LABEL")[0][0].decode()
-claims.fact("7.3: the uint8 model gives the same class as food_classifier on a test photo",
-            tuned == reference, {"tuned": tuned, "food_classifier": reference})
+claims.fact(
+    "7.3: the uint8 model gives the same class as food_classifier on a test photo",
+    tuned == reference,
+    {"tuned": tuned, "food_classifier": reference},
+)
 
 # %% [markdown]
 # **Exercise 7.3, the measurement.** The line of 7.2 again, with the shape the model now takes:
@@ -318,9 +355,18 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(line, "7.3", "the same load, with uint8 pixels of 224 x 224 x 3",
-                           needs={"-m": MODEL, "-u": HOST, "--concurrency-range": CLIENTS,
-                                  "--async": None, "--shape": "input:224,224,3"})
+line = exercises.perf_line(
+    line,
+    "7.3",
+    "the same load, with uint8 pixels of 224 x 224 x 3",
+    needs={
+        "-m": MODEL,
+        "-u": HOST,
+        "--concurrency-range": CLIENTS,
+        "--async": None,
+        "--shape": "input:224,224,3",
+    },
+)
 measure(line, "7.3 uint8 HTTP").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -336,13 +382,18 @@ measure(line, "7.3 uint8 HTTP").row["throughput_infer_s"]
 # %% jupyter={"source_hidden": true}
 uint8_gain = runs["7.3 uint8 HTTP"].throughput / runs["7.2 start"].throughput
 if ON_GPU:
-    claims.at_least("7.3: uint8 pixels serve at least as many images per second as float32 "
-                    "tensors", uint8_gain, 1.0)
+    claims.at_least(
+        "7.3: uint8 pixels serve at least as many images per second as float32 tensors",
+        uint8_gain,
+        1.0,
+    )
 else:  # measured on 2 cores: 0.79 to 1.12 from run to run
-    claims.not_checkable("7.3: uint8 pixels serve at least as many images per second as float32 "
-                         "tensors", f"measured uint8 / float32 = {uint8_gain}; on a CPU the server "
-                         "normalises the pixels on the cores the client also needs, and the bytes "
-                         "saved cross loopback in microseconds")
+    claims.not_checkable(
+        "7.3: uint8 pixels serve at least as many images per second as float32 tensors",
+        f"measured uint8 / float32 = {uint8_gain}; on a CPU the server "
+        "normalises the pixels on the cores the client also needs, and the bytes "
+        "saved cross loopback in microseconds",
+    )
 
 # %% [markdown]
 # ## 7.4 The transport: gRPC, then shared memory
@@ -363,12 +414,23 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(line, "7.4", "the same load over gRPC",
-                           needs={"-m": MODEL, "-u": GRPC_HOST, "-i": "grpc",
-                                  "--concurrency-range": CLIENTS, "--async": None,
-                                  "--shape": "input:224,224,3"},
-                           leave_out={"--shared-memory": "this run measures gRPC alone; shared "
-                                                         "memory is the next part of the step"})
+line = exercises.perf_line(
+    line,
+    "7.4",
+    "the same load over gRPC",
+    needs={
+        "-m": MODEL,
+        "-u": GRPC_HOST,
+        "-i": "grpc",
+        "--concurrency-range": CLIENTS,
+        "--async": None,
+        "--shape": "input:224,224,3",
+    },
+    leave_out={
+        "--shared-memory": "this run measures gRPC alone; shared "
+        "memory is the next part of the step"
+    },
+)
 measure(line, "7.4 uint8 gRPC").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -404,6 +466,7 @@ grpc_client.register_system_shared_memory("lab_photo", "/lab_photo", nbytes, hea
 # and return the class of `result.as_numpy("output")[0]`, the 11 logits
 # (`food11.top_class(logits)` gives `(class, probability)`).
 
+
 # %%
 def by_reference(region: str, nbytes: int) -> str:
     """The class food_classifier_tuned gives the pixels in the registered shared-memory region
@@ -418,12 +481,18 @@ def by_reference(region: str, nbytes: int) -> str:
 
 # %%
 by_region = exercises.function(
-    by_reference, "7.4", "the class of the photo in the region", args=("lab_photo", nbytes),
+    by_reference,
+    "7.4",
+    "the class of the photo in the region",
+    args=("lab_photo", nbytes),
     check=lambda answer: answer in food11.CLASSES,
     hint="it returns the class name, e.g. 'Soup', of the one image in the region",
 )
-claims.fact("7.4: a request naming a shared-memory region gets the class of one carrying the "
-            "pixels", by_region == tuned, {"shared_memory": by_region, "in_the_request": tuned})
+claims.fact(
+    "7.4: a request naming a shared-memory region gets the class of one carrying the pixels",
+    by_region == tuned,
+    {"shared_memory": by_region, "in_the_request": tuned},
+)
 
 # %% [markdown]
 # Shared memory outlives a process that forgets it: unregister the region and free it.
@@ -446,10 +515,20 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(line, "7.4", "gRPC with the pixels in system shared memory",
-                           needs={"-m": MODEL, "-u": GRPC_HOST, "-i": "grpc",
-                                  "--concurrency-range": CLIENTS, "--async": None,
-                                  "--shape": "input:224,224,3", "--shared-memory": "system"})
+line = exercises.perf_line(
+    line,
+    "7.4",
+    "gRPC with the pixels in system shared memory",
+    needs={
+        "-m": MODEL,
+        "-u": GRPC_HOST,
+        "-i": "grpc",
+        "--concurrency-range": CLIENTS,
+        "--async": None,
+        "--shape": "input:224,224,3",
+        "--shared-memory": "system",
+    },
+)
 measure(line, "7.4 uint8 gRPC + shm").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -467,18 +546,27 @@ measure(line, "7.4 uint8 gRPC + shm").row["throughput_infer_s"]
 # then gRPC (binary framing), then HTTP. The rule is `claims.choose`, in `servelab/claims.py`.
 
 # %%
-TRANSPORTS = {"HTTP": f"-u {HOST}", "gRPC": f"-u {GRPC_HOST} -i grpc",
-              "gRPC + shared memory": f"-u {GRPC_HOST} -i grpc --shared-memory system"}
-samples = {"HTTP": [runs["7.3 uint8 HTTP"]], "gRPC": [runs["7.4 uint8 gRPC"]],
-           "gRPC + shared memory": [runs["7.4 uint8 gRPC + shm"]]}  # round 1: the step's own runs
+TRANSPORTS = {
+    "HTTP": f"-u {HOST}",
+    "gRPC": f"-u {GRPC_HOST} -i grpc",
+    "gRPC + shared memory": f"-u {GRPC_HOST} -i grpc --shared-memory system",
+}
+samples = {
+    "HTTP": [runs["7.3 uint8 HTTP"]],
+    "gRPC": [runs["7.4 uint8 gRPC"]],
+    "gRPC + shared memory": [runs["7.4 uint8 gRPC + shm"]],
+}  # round 1: the step's own runs
 window = "--measurement-interval 1000" if ON_GPU else ""
 for round_, (name, flags) in itertools.product(range(2, ROUNDS + 1), TRANSPORTS.items()):
-    short = (f"perf_analyzer -m {MODEL} {flags} --concurrency-range {CLIENTS} --async "
-             f"--shape input:224,224,3 --max-trials 3 --stability-percentage 1000 {window}")
-    samples[name].append(perf.run_line(short, f"7.4 round {round_} {name}", out=OUT,
-                                       verbose=False))
-pd.DataFrame({name: [r.throughput.value for r in rs] for name, rs in samples.items()},
-             index=pd.RangeIndex(1, ROUNDS + 1, name="round")).round(1)
+    short = (
+        f"perf_analyzer -m {MODEL} {flags} --concurrency-range {CLIENTS} --async "
+        f"--shape input:224,224,3 --max-trials 3 --stability-percentage 1000 {window}"
+    )
+    samples[name].append(perf.run_line(short, f"7.4 round {round_} {name}", out=OUT, verbose=False))
+pd.DataFrame(
+    {name: [r.throughput.value for r in rs] for name, rs in samples.items()},
+    index=pd.RangeIndex(1, ROUNDS + 1, name="round"),
+).round(1)
 
 # %% [markdown]
 # **What do you see, and why?** Can these runs tell the three transports apart? Compare the spread
@@ -494,14 +582,22 @@ pd.DataFrame({name: [r.throughput.value for r in rs] for name, rs in samples.ite
 # notebook; the send time per request is read from the same runs.
 
 # %% jupyter={"source_hidden": true}
-CHOSEN = claims.choose("7.4: the transport", {n: [r.throughput.value for r in rs]
-                                              for n, rs in samples.items()},
-                       tie_order=["gRPC + shared memory", "gRPC", "HTTP"])
+CHOSEN = claims.choose(
+    "7.4: the transport",
+    {n: [r.throughput.value for r in rs] for n, rs in samples.items()},
+    tie_order=["gRPC + shared memory", "gRPC", "HTTP"],
+)
 TRANSPORT = TRANSPORTS[CHOSEN]
-send = {n: claims.Measured.from_windows([r.row["client_send_ms"] for r in samples[n]])
-        for n in ("gRPC", "gRPC + shared memory")}
-claims.at_least(f"7.4: with shared memory the client's send time per request falls ({ROUNDS} "
-                "runs each, under load)", send["gRPC"] / send["gRPC + shared memory"], 1.0)
+send = {
+    n: claims.Measured.from_windows([r.row["client_send_ms"] for r in samples[n]])
+    for n in ("gRPC", "gRPC + shared memory")
+}
+claims.at_least(
+    f"7.4: with shared memory the client's send time per request falls ({ROUNDS} "
+    "runs each, under load)",
+    send["gRPC"] / send["gRPC + shared memory"],
+    1.0,
+)
 print(f"from here on: perf_analyzer -m {MODEL} {TRANSPORT} ...")
 
 # %% [markdown]
@@ -543,11 +639,16 @@ text = (
 # and compares the two sets of logits.
 
 # %%
-fp16_text = exercises.config_fragment(text, "7.5", "half precision",
-                                      needs={"parameters.precision.string_value": "fp16"})
+fp16_text = exercises.config_fragment(
+    text, "7.5", "half precision", needs={"parameters.precision.string_value": "fp16"}
+)
 if ON_GPU:
-    photos = np.stack([np.asarray(food11.load_image(p.read_bytes()).resize((224, 224)), np.uint8)
-                       for p in sorted(TEST_IMAGES.iterdir())])
+    photos = np.stack(
+        [
+            np.asarray(food11.load_image(p.read_bytes()).resize((224, 224)), np.uint8)
+            for p in sorted(TEST_IMAGES.iterdir())
+        ]
+    )
     batch = httpclient.InferInput("input", list(photos.shape), "UINT8")
     batch.set_data_from_numpy(photos)
     fp32 = client.infer(MODEL, [batch]).as_numpy("output")
@@ -565,10 +666,16 @@ else:
 # %%
 if ON_GPU:
     same = agreement(fp32, fp16)
-    claims.fact("7.5: fp16's logits stay within 5% of the spread of fp32's on the test photos",
-                same["max_abs_diff"] <= 0.05 * same["logit_spread"], same)
-    measure(f"perf_analyzer -m {MODEL} {TRANSPORT} --concurrency-range {CLIENTS} --async "
-            "--shape input:224,224,3", "7.5 + fp16")
+    claims.fact(
+        "7.5: fp16's logits stay within 5% of the spread of fp32's on the test photos",
+        same["max_abs_diff"] <= 0.05 * same["logit_spread"],
+        same,
+    )
+    measure(
+        f"perf_analyzer -m {MODEL} {TRANSPORT} --concurrency-range {CLIENTS} --async "
+        "--shape input:224,224,3",
+        "7.5 + fp16",
+    )
 
 # %% [markdown]
 # **Exercise 7.5: CUDA graphs.** Write the fragment that sets `cuda_graphs` to `on`.
@@ -581,8 +688,9 @@ text = (
 )
 
 # %%
-graphs_text = exercises.config_fragment(text, "7.5", "CUDA graphs",
-                                        needs={"parameters.cuda_graphs.string_value": "on"})
+graphs_text = exercises.config_fragment(
+    text, "7.5", "CUDA graphs", needs={"parameters.cuda_graphs.string_value": "on"}
+)
 if ON_GPU:
     assert triton_config.edit(MODEL, graphs_text).ok, "Triton refused the config (see above)"
     measure(runs["7.5 + fp16"].row["command"], "7.5 + CUDA graphs")
@@ -601,9 +709,12 @@ if ON_GPU:
 # %% jupyter={"source_hidden": true}
 before = samples[CHOSEN][0]  # the chosen transport's run of 7.4
 if ON_GPU:
-    claims.at_most("7.5: fp16 + CUDA graphs cut the model's compute time per execution",
-                   runs["7.5 + CUDA graphs"].measured("server_compute_infer_ms")
-                   / before.measured("server_compute_infer_ms"), 1.0)
+    claims.at_most(
+        "7.5: fp16 + CUDA graphs cut the model's compute time per execution",
+        runs["7.5 + CUDA graphs"].measured("server_compute_infer_ms")
+        / before.measured("server_compute_infer_ms"),
+        1.0,
+    )
 else:
     claims.not_checkable("7.5: fp16 + CUDA graphs cut the model's compute time", "no GPU")
 
@@ -622,24 +733,39 @@ else:
 # fields for the numbers it is given, as one text (three lines). In an f-string a literal brace is
 # written twice: `f"{{ count: {instances} }}"` gives `{ count: 4 }`.
 
+
 # %%
 def shape(instances: int, max_batch: int, delay_us: int) -> str:
     """The instance_group, max_batch_size and dynamic_batching fields of one configuration."""
     ### BEGIN SOLUTION
-    return (f"instance_group [ {{ count: {instances}, kind: KIND_GPU, gpus: [ 0 ] }} ]\n"
-            f"max_batch_size: {max_batch}\n"
-            f"dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}")
+    return (
+        f"instance_group [ {{ count: {instances}, kind: KIND_GPU, gpus: [ 0 ] }} ]\n"
+        f"max_batch_size: {max_batch}\n"
+        f"dynamic_batching {{ max_queue_delay_microseconds: {delay_us} }}"
+    )
     ### END SOLUTION
 
 
 # %%
 first = SWEEP[0]
-text = exercises.function(shape, "7.6", "the three fields of one configuration", args=first,
-                          check=lambda answer: isinstance(answer, str),
-                          hint="it returns the fragment as one text")
-exercises.config_fragment(text, "7.6", "{} instances, max batch {}, {} µs".format(*first),
-                          needs={"instance_group.count": first[0], "max_batch_size": first[1],
-                                 "dynamic_batching.max_queue_delay_microseconds": first[2]})
+text = exercises.function(
+    shape,
+    "7.6",
+    "the three fields of one configuration",
+    args=first,
+    check=lambda answer: isinstance(answer, str),
+    hint="it returns the fragment as one text",
+)
+exercises.config_fragment(
+    text,
+    "7.6",
+    "{} instances, max batch {}, {} µs".format(*first),
+    needs={
+        "instance_group.count": first[0],
+        "max_batch_size": first[1],
+        "dynamic_batching.max_queue_delay_microseconds": first[2],
+    },
+)
 print(text)
 
 # %% [markdown]
@@ -657,8 +783,12 @@ for instances, max_batch, delay in SWEEP:
     loaded = triton_config.edit(MODEL, fragments[name], verbose=False)
     print(loaded)
     assert loaded.ok, loaded.error
-    measure(f"perf_analyzer -m {MODEL} {TRANSPORT} --concurrency-range {clients} --async "
-            "--shape input:224,224,3", name, verbose=False)
+    measure(
+        f"perf_analyzer -m {MODEL} {TRANSPORT} --concurrency-range {clients} --async "
+        "--shape input:224,224,3",
+        name,
+        verbose=False,
+    )
 sweep_table = hardware.sweep_table(runs, fragments)
 sweep_table.round(1)
 
@@ -676,9 +806,12 @@ sweep_table.round(1)
 
 # %% jupyter={"source_hidden": true}
 best_swept = max(fragments, key=lambda name: runs[name].throughput.value)
-claims.at_least("7.6: the sweep's best configuration serves more than the start",
-                runs[best_swept].throughput / runs["7.2 start"].throughput, 1.0,
-                {"best": best_swept})
+claims.at_least(
+    "7.6: the sweep's best configuration serves more than the start",
+    runs[best_swept].throughput / runs["7.2 start"].throughput,
+    1.0,
+    {"best": best_swept},
+)
 
 # %% [markdown]
 # ## 7.7 The compiled model (GPU of compute capability 7.0 or newer)
@@ -705,8 +838,9 @@ text = (
 )
 
 # %%
-compile_text = exercises.config_fragment(text, "7.7", "the compiled model",
-                                         needs={"parameters.compile.string_value": "on"})
+compile_text = exercises.config_fragment(
+    text, "7.7", "the compiled model", needs={"parameters.compile.string_value": "on"}
+)
 why_not = raw.get("skipped", {}).get(COMPILED, "") if ON_GPU else "no GPU"
 if why_not:
     print(f"7.7 skipped: {why_not}")
@@ -729,11 +863,15 @@ else:  # the sweep's best configuration with compile on: one reload, minutes
 # %% jupyter={"source_hidden": true}
 compiled = [name for name in runs if name.startswith("7.7")]
 if compiled:
-    claims.at_least("7.7: the compiled model serves more than the same configuration without it",
-                    runs[compiled[0]].throughput / runs[best_swept].throughput, 1.0)
+    claims.at_least(
+        "7.7: the compiled model serves more than the same configuration without it",
+        runs[compiled[0]].throughput / runs[best_swept].throughput,
+        1.0,
+    )
 else:
-    claims.not_checkable("7.7: the compiled model serves more than the same configuration "
-                         "without it", why_not)
+    claims.not_checkable(
+        "7.7: the compiled model serves more than the same configuration without it", why_not
+    )
 
 # %% [markdown]
 # ## 7.8 Does it hold still? The best configuration, again
@@ -753,8 +891,10 @@ best = max(runs, key=lambda name: runs[name].throughput.value)
 if CONFIG.read_text() != served_config[best]:  # a later step changed it: the best run's back
     assert triton_config.edit(MODEL, served_config[best], timeout=900).ok
 best_config = CONFIG.read_text()  # what the best run measured, as Triton loaded it
-repeats = [runs[best]] + [measure(runs[best].row["command"], f"7.8 repeat {i}", verbose=False)
-                          for i in range(2, REPEATS + 1)]
+repeats = [runs[best]] + [
+    measure(runs[best].row["command"], f"7.8 repeat {i}", verbose=False)
+    for i in range(2, REPEATS + 1)
+]
 ratios = [run.throughput.value / LIMIT["images_per_s"] for run in repeats]
 print(f"{best}: {', '.join(f'{run.throughput.value:.0f}' for run in repeats)} infer/s")
 print(hardware.spread_line(ratios, "runs in one server start"))
@@ -778,13 +918,33 @@ ratio = served / LIMIT["images_per_s"]
 print(f"served/limit = {served.value:.0f} / {LIMIT['images_per_s']:.0f} = {ratio} ({best})")
 table = hardware.summary(runs, LIMIT, served_config)
 table.to_csv(OUT / "summary.csv", index=False)
-hardware.record(OUT / "served_over_limit.json", raw, best, runs[best], best_config, repeats,
-                {"chosen": CHOSEN, "runs_infer_s": {n: [r.throughput.value for r in rs]
-                                                    for n, rs in samples.items()}})
+hardware.record(
+    OUT / "served_over_limit.json",
+    raw,
+    best,
+    runs[best],
+    best_config,
+    repeats,
+    {
+        "chosen": CHOSEN,
+        "runs_infer_s": {n: [r.throughput.value for r in rs] for n, rs in samples.items()},
+    },
+)
 util = [c for c in table if c.endswith("_util_pct")]
-table[["run", "throughput_infer_s", "served_over_limit", "p99_ms", "server_queue_ms",
-       "server_compute_infer_ms", "avg_batch_size", "in_flight_N", "instance_busy_U",
-       *util]].round(3)
+table[
+    [
+        "run",
+        "throughput_infer_s",
+        "served_over_limit",
+        "p99_ms",
+        "server_queue_ms",
+        "server_compute_infer_ms",
+        "avg_batch_size",
+        "in_flight_N",
+        "instance_busy_U",
+        *util,
+    ]
+].round(3)
 
 # %% [markdown]
 # **The laws beside the numbers.** Two columns of the table hold for any run, whatever limits it.
@@ -812,26 +972,38 @@ print(hardware.laws(runs[best].row, hardware.instances(best_config)))
 
 # %%
 print(hardware.time_split(runs[best].row, raw))
-print("utilisation during that run:", ", ".join(f"{c[:-9]} {runs[best].row[c]:.0f}%"
-                                                for c in util if c in runs[best].row) or "n/a")
+print(
+    "utilisation during that run:",
+    ", ".join(f"{c[:-9]} {runs[best].row[c]:.0f}%" for c in util if c in runs[best].row) or "n/a",
+)
 
 # %% [markdown]
 # The lab's verdicts on the whole notebook, and its plots (open it after your hand-in answers):
 
 # %% jupyter={"source_hidden": true}
-claims.at_most("served / limit is at most 1 for every run (the limit's definition)",
-               float(table["served_over_limit"].max()), 1.0)
+claims.at_most(
+    "served / limit is at most 1 for every run (the limit's definition)",
+    float(table["served_over_limit"].max()),
+    1.0,
+)
 goal = f"goal (issue 27): the best configuration serves at least {hardware.GOAL:.0%} of the limit"
 if ON_GPU:
     claims.at_least(goal, ratio, hardware.GOAL)
 else:
     claims.not_checkable(goal, f"set for a GPU; on this CPU served/limit = {ratio}")
-plots.steps_vs_limit(table, LIMIT, EAGER_LIMIT, "Served throughput, step by step, against the "
-                     "raw model", goal=hardware.GOAL).savefig(OUT / "steps_vs_limit.png", dpi=110)
+plots.steps_vs_limit(
+    table,
+    LIMIT,
+    EAGER_LIMIT,
+    "Served throughput, step by step, against the raw model",
+    goal=hardware.GOAL,
+).savefig(OUT / "steps_vs_limit.png", dpi=110)
 plots.latency_split_stacked(table, "Average latency: queue / compute / network").savefig(
-    OUT / "latency_split.png", dpi=110)
-plots.sweep_throughput(sweep_table, "7.6: throughput by instances, max batch size and delay"
-                       ).savefig(OUT / "sweep.png", dpi=110)
+    OUT / "latency_split.png", dpi=110
+)
+plots.sweep_throughput(
+    sweep_table, "7.6: throughput by instances, max batch size and delay"
+).savefig(OUT / "sweep.png", dpi=110)
 claims.save(OUT)
 
 # %% [markdown]

@@ -61,17 +61,19 @@ from servelab.paths import RESULTS, TEST_IMAGES
 
 env = labenv.load()
 TRITON, GRPC, METRICS = labenv.triton_urls()
-HOST = TRITON.split("://")[-1]                  # perf_analyzer and tritonclient take host:port
+HOST = TRITON.split("://")[-1]  # perf_analyzer and tritonclient take host:port
 LOCAL = env["LAB_MODE"] == "local"
 ON_GPU = triton_stats.gpu_count(TRITON, METRICS) > 0
 client = httpclient.InferenceServerClient(HOST)
 OUT = RESULTS / "going_further"
 CONCURRENCY = labenv.param("GF_CONCURRENCY", 16 if ON_GPU else 4)  # requests in flight, 8.2-8.4
-BUDGET_MS = 100                                  # notebook 7's question: p99 under 100 ms
+BUDGET_MS = 100  # notebook 7's question: p99 under 100 ms
 JPEGS = sorted(TEST_IMAGES.glob("*.jpg"))
 runs = {}
-print(f"Triton {client.get_server_metadata()['version']} at {HOST}; "
-      f"{'a GPU' if ON_GPU else 'no GPU'}; {CONCURRENCY} requests in flight in 8.2-8.4")
+print(
+    f"Triton {client.get_server_metadata()['version']} at {HOST}; "
+    f"{'a GPU' if ON_GPU else 'no GPU'}; {CONCURRENCY} requests in flight in 8.2-8.4"
+)
 
 # %% [markdown]
 # ## 8.1 The ensemble: the step mapping you write
@@ -83,8 +85,9 @@ print(f"Triton {client.get_server_metadata()['version']} at {HOST}; "
 # write: which model runs first, and which tensor goes where.
 
 # %%
-folders = ensemble.place(mode="local" if LOCAL else "docker", kind="gpu" if ON_GPU else "cpu",
-                         steps=False)
+folders = ensemble.place(
+    mode="local" if LOCAL else "docker", kind="gpu" if ON_GPU else "cpu", steps=False
+)
 for name in ("preprocess", "food_classifier_onnx", ensemble.ENSEMBLE):
     config = triton_config.parse_config(triton_config.config_path(name).read_text())
     tensors = lambda group: ", ".join(f"{t.name} {list(t.dims)}" for t in group)  # noqa: E731
@@ -133,8 +136,12 @@ ensemble_scheduling {
 )
 
 # %%
-mapping = exercises.config_fragment(mapping, "8.1", "the ensemble's two steps, preprocess first",
-                                    needs={"ensemble_scheduling.step.model_name": "preprocess"})
+mapping = exercises.config_fragment(
+    mapping,
+    "8.1",
+    "the ensemble's two steps, preprocess first",
+    needs={"ensemble_scheduling.step.model_name": "preprocess"},
+)
 mapping = ensemble.check_step_mapping(mapping, "8.1")  # and each tensor goes where it exists
 loaded = triton_config.edit(ensemble.ENSEMBLE, mapping)
 if not loaded.ok:
@@ -146,7 +153,7 @@ if not loaded.ok:
 
 # %%
 photo = JPEGS[0]
-data = np.array([[photo.read_bytes()]], dtype=object)      # shape [1, 1]: one image, one element
+data = np.array([[photo.read_bytes()]], dtype=object)  # shape [1, 1]: one image, one element
 request = httpclient.InferInput("IMAGE_BYTES", list(data.shape), "BYTES")
 request.set_data_from_numpy(data)
 logits = client.infer(ensemble.ENSEMBLE, [request]).as_numpy("LOGITS")
@@ -160,8 +167,11 @@ print(f"{photo.name} ({photo.stat().st_size:,} bytes sent) -> {food11.top_class(
 images = sorted(TEST_IMAGES.iterdir())
 served = [c for c, _ in ensemble.classify(images)]
 direct = [food11.top_class(row)[0] for row in ensemble.direct_logits(images)]
-claims.fact("8.1: the ensemble gives the class of client-side pre-processing + the ONNX model",
-            served == direct, {"images": len(images), "ensemble": served, "direct": direct})
+claims.fact(
+    "8.1: the ensemble gives the class of client-side pre-processing + the ONNX model",
+    served == direct,
+    {"images": len(images), "ensemble": served, "direct": direct},
+)
 
 # %% [markdown]
 # ## 8.2 Three ways to get a class, at the same load
@@ -185,13 +195,18 @@ inputs = {path: os.path.relpath(file) for path, file in files.items()}  # as you
 tensor_bytes = 3 * 224 * 224 * 4
 sizes = [p.stat().st_size for p in JPEGS]
 print(inputs)
-print(f"a request carries {np.mean(sizes):,.0f} bytes of JPEG (ensemble) or {tensor_bytes:,} bytes "
-      "of floats (client_onnx)")
+print(
+    f"a request carries {np.mean(sizes):,.0f} bytes of JPEG (ensemble) or {tensor_bytes:,} bytes "
+    "of floats (client_onnx)"
+)
 
 # %% jupyter={"source_hidden": true}
-claims.at_most("8.2: the ensemble's request carries less than a quarter of the client path's bytes",
-               np.mean(sizes) / tensor_bytes, 0.25,
-               {"mean JPEG": np.mean(sizes), "tensor": tensor_bytes})
+claims.at_most(
+    "8.2: the ensemble's request carries less than a quarter of the client path's bytes",
+    np.mean(sizes) / tensor_bytes,
+    0.25,
+    {"mean JPEG": np.mean(sizes), "tensor": tensor_bytes},
+)
 
 # %% [markdown]
 # **Predict.** At the same number of requests in flight, how much does the ensemble serve compared
@@ -208,11 +223,17 @@ claims.predict("8.2 ensemble / client-side ONNX throughput (x)", None, why="")
 
 # %%
 for path, (model, _) in ensemble.PATHS.items():
-    perf.run_line(f"perf_analyzer -m {model} -u {HOST} --input-data {inputs[path]} "
-                  "--concurrency-range 1 --request-count 20", f"8.2 warm-up {path}", out=OUT,
-                  verbose=False)
-line = (f"perf_analyzer -m food_classifier_ensemble -u {HOST} --input-data {inputs['ensemble']} "
-        f"--concurrency-range {CONCURRENCY}")
+    perf.run_line(
+        f"perf_analyzer -m {model} -u {HOST} --input-data {inputs[path]} "
+        "--concurrency-range 1 --request-count 20",
+        f"8.2 warm-up {path}",
+        out=OUT,
+        verbose=False,
+    )
+line = (
+    f"perf_analyzer -m food_classifier_ensemble -u {HOST} --input-data {inputs['ensemble']} "
+    f"--concurrency-range {CONCURRENCY}"
+)
 runs["8.2 ensemble closed"] = ensemble.measure(line, "8.2 ensemble closed", out=OUT)
 
 # %% [markdown]
@@ -224,8 +245,10 @@ runs["8.2 ensemble closed"] = ensemble.measure(line, "8.2 ensemble closed", out=
 # %%
 for path in ("python", "client_onnx"):
     model = ensemble.PATHS[path][0]
-    line = (f"perf_analyzer -m {model} -u {HOST} --input-data {inputs[path]} "
-            f"--concurrency-range {CONCURRENCY}")
+    line = (
+        f"perf_analyzer -m {model} -u {HOST} --input-data {inputs[path]} "
+        f"--concurrency-range {CONCURRENCY}"
+    )
     name = f"8.2 {path} closed"
     runs[name] = ensemble.measure(line, name, out=OUT, verbose=False)
     print(f"{path}: {runs[name].throughput} infer/s")
@@ -243,12 +266,15 @@ for path in ("python", "client_onnx"):
 RATE = max(1, round(0.5 * runs["8.2 ensemble closed"].throughput.value))
 REQUESTS = max(20, 2 * RATE)
 for path, (model, _) in ensemble.PATHS.items():
-    line = (f"perf_analyzer -m {model} -u {HOST} --input-data {inputs[path]} --async "
-            f"--request-rate-range {RATE}")
+    line = (
+        f"perf_analyzer -m {model} -u {HOST} --input-data {inputs[path]} --async "
+        f"--request-rate-range {RATE}"
+    )
     if runs[f"8.2 {path} closed"].throughput.hi < RATE:
         line += f" --request-count {REQUESTS}"
-    runs[f"8.2 {path} {RATE}/s"] = ensemble.measure(line, f"8.2 {path} {RATE}/s", out=OUT,
-                                                    verbose=False)
+    runs[f"8.2 {path} {RATE}/s"] = ensemble.measure(
+        line, f"8.2 {path} {RATE}/s", out=OUT, verbose=False
+    )
 columns = ["throughput_infer_s", "p95_ms", "p99_ms", "delayed_pct"]
 pd.DataFrame({name: {c: run.row[c] for c in columns} for name, run in runs.items()}).T.round(1)
 
@@ -264,13 +290,24 @@ pd.DataFrame({name: {c: run.row[c] for c in columns} for name, run in runs.items
 ens, py, onnx = (runs[f"8.2 {p} closed"].throughput for p in ("ensemble", "python", "client_onnx"))
 claims.compare_prediction("8.2 ensemble / Python-backend model throughput (x)", ens / py)
 claims.compare_prediction("8.2 ensemble / client-side ONNX throughput (x)", ens / onnx)
-claims.at_least("8.2: the ensemble serves more than the Python model that decodes and runs PyTorch",
-                ens / py, 1.0)
+claims.at_least(
+    "8.2: the ensemble serves more than the Python model that decodes and runs PyTorch",
+    ens / py,
+    1.0,
+)
 offered = runs[f"8.2 ensemble {RATE}/s"]
-claims.at_least(f"8.2: at {RATE} requests/s the ensemble keeps the offered rate (>= 95%)",
-                offered.throughput / RATE, 0.95, {"sent late %": offered.row["delayed_pct"]})
-claims.at_least(f"8.2: {RATE} requests/s is more than the Python model can serve (U = rate x "
-                "service time > 1: its queue only grows)", claims.Measured.exact(RATE) / py, 1.0)
+claims.at_least(
+    f"8.2: at {RATE} requests/s the ensemble keeps the offered rate (>= 95%)",
+    offered.throughput / RATE,
+    0.95,
+    {"sent late %": offered.row["delayed_pct"]},
+)
+claims.at_least(
+    f"8.2: {RATE} requests/s is more than the Python model can serve (U = rate x "
+    "service time > 1: its queue only grows)",
+    claims.Measured.exact(RATE) / py,
+    1.0,
+)
 
 # %% [markdown]
 # ## 8.3 Where each request waits, stage by stage
@@ -289,16 +326,25 @@ runs["8.2 ensemble closed"].steps
 # %%
 steps = runs["8.2 ensemble closed"].steps.set_index("model")
 slow = steps.loc[list(ensemble.STEPS), "queue_ms"].idxmax()
-print(f"longer queue: {slow} ({steps.loc[slow, 'queue_ms']:.1f} ms per request; "
-      f"the other step {steps.drop(index=[slow, ensemble.ENSEMBLE])['queue_ms'].iloc[0]:.1f} ms)")
+print(
+    f"longer queue: {slow} ({steps.loc[slow, 'queue_ms']:.1f} ms per request; "
+    f"the other step {steps.drop(index=[slow, ensemble.ENSEMBLE])['queue_ms'].iloc[0]:.1f} ms)"
+)
 
 # %% jupyter={"source_hidden": true}
 done = steps["requests"]
-claims.fact("8.3: every request went through both steps (the same request count at each)",
-            done.nunique() == 1, done.to_dict())
-claims.between("8.3: the ensemble's compute is the sum of its steps' (Triton adds them up)",
-               steps.loc[ensemble.ENSEMBLE, "compute_infer_ms"]
-               / steps.loc[list(ensemble.STEPS), "compute_infer_ms"].sum(), 0.9, 1.1)
+claims.fact(
+    "8.3: every request went through both steps (the same request count at each)",
+    done.nunique() == 1,
+    done.to_dict(),
+)
+claims.between(
+    "8.3: the ensemble's compute is the sum of its steps' (Triton adds them up)",
+    steps.loc[ensemble.ENSEMBLE, "compute_infer_ms"]
+    / steps.loc[list(ensemble.STEPS), "compute_infer_ms"].sum(),
+    0.9,
+    1.1,
+)
 
 # %% [markdown]
 # ## 8.4 More instances of the pre-processing step, and nothing else
@@ -314,10 +360,14 @@ claims.predict("8.4 throughput, 2 preprocess instances / 1 (x)", None, why="")
 
 # %%
 triton_config.edit("preprocess", "instance_group [ { count: 2, kind: KIND_CPU } ]")
-line = runs["8.2 ensemble closed"].row["command"]                  # the same line as in 8.2
+line = runs["8.2 ensemble closed"].row["command"]  # the same line as in 8.2
 runs["8.4 ensemble, 2 preprocess"] = ensemble.measure(line, "8.4 ensemble, 2 preprocess", out=OUT)
-pd.concat({"1 preprocess": runs["8.2 ensemble closed"].steps.set_index("model"),
-           "2 preprocess": runs["8.4 ensemble, 2 preprocess"].steps.set_index("model")})
+pd.concat(
+    {
+        "1 preprocess": runs["8.2 ensemble closed"].steps.set_index("model"),
+        "2 preprocess": runs["8.4 ensemble, 2 preprocess"].steps.set_index("model"),
+    }
+)
 
 # %% [markdown]
 # **What do you see, and why?** Whose queue got shorter, whose did not, and what happened to
@@ -333,18 +383,26 @@ claims.compare_prediction("8.4 throughput, 2 preprocess instances / 1 (x)", gain
 # judged only where preprocess queued for a good part of its own work: a queue of a millisecond or
 # two moves with anything else the cores do
 if one.row["preprocess_queue_ms"] >= 0.25 * one.row["preprocess_compute_ms"]:
-    claims.at_most("8.4: a second preprocess instance shortens preprocess's own queue",
-                   two.measured("preprocess_queue_ms") / one.measured("preprocess_queue_ms"), 1.0)
+    claims.at_most(
+        "8.4: a second preprocess instance shortens preprocess's own queue",
+        two.measured("preprocess_queue_ms") / one.measured("preprocess_queue_ms"),
+        1.0,
+    )
 else:
-    claims.not_checkable("8.4: a second preprocess instance shortens preprocess's own queue",
-                         f"preprocess hardly queued with one instance "
-                         f"({one.row['preprocess_queue_ms']} ms against "
-                         f"{one.row['preprocess_compute_ms']} ms of its own work)")
+    claims.not_checkable(
+        "8.4: a second preprocess instance shortens preprocess's own queue",
+        f"preprocess hardly queued with one instance "
+        f"({one.row['preprocess_queue_ms']} ms against "
+        f"{one.row['preprocess_compute_ms']} ms of its own work)",
+    )
 if slow == "food_classifier_onnx":
-    claims.at_least("8.4: with two decoders the requests still wait at the classifier (its queue "
-                    "stays longer than preprocess's)", two.measured("food_classifier_onnx_queue_ms")
-                    / two.measured("preprocess_queue_ms"), 1.0,
-                    note="throughput moves with whatever else the cores do; the queues say where")
+    claims.at_least(
+        "8.4: with two decoders the requests still wait at the classifier (its queue "
+        "stays longer than preprocess's)",
+        two.measured("food_classifier_onnx_queue_ms") / two.measured("preprocess_queue_ms"),
+        1.0,
+        note="throughput moves with whatever else the cores do; the queues say where",
+    )
 else:
     claims.at_least("8.4: requests waited for decoding: a second decoder serves more", gain, 1.0)
 triton_config.edit("preprocess", "instance_group [ { count: 1, kind: KIND_CPU } ]", verbose=False)
@@ -362,11 +420,14 @@ triton_config.edit("preprocess", "instance_group [ { count: 1, kind: KIND_CPU } 
 
 # %%
 step = max(1, CONCURRENCY - 1)
-line = (f"perf_analyzer -m food_classifier_ensemble -u {HOST} --input-data {inputs['ensemble']} "
-        f"--concurrency-range 1:{1 + 2 * step}:{step}")
+line = (
+    f"perf_analyzer -m food_classifier_ensemble -u {HOST} --input-data {inputs['ensemble']} "
+    f"--concurrency-range 1:{1 + 2 * step}:{step}"
+)
 watch = live_metrics.Watch(METRICS, models=list(ensemble.STEPS))
-runs["8.5 ramp"] = watch.during(lambda: perf.run_line(line, "8.5 ramp", out=OUT, verbose=False),
-                                save=OUT / "live_8.5")
+runs["8.5 ramp"] = watch.during(
+    lambda: perf.run_line(line, "8.5 ramp", out=OUT, verbose=False), save=OUT / "live_8.5"
+)
 watch.table().round(1).tail()
 
 # %% [markdown]
@@ -383,9 +444,12 @@ claims.at_least("8.5: the view sampled the run (intervals with requests)", len(b
 third = max(1, len(busy) // 3)
 first = claims.Measured.from_samples(busy[f"{slow}:queue_ms"].iloc[:third] + 0.1)
 last = claims.Measured.from_samples(busy[f"{slow}:queue_ms"].iloc[-third:] + 0.1)
-claims.at_least(f"8.5: {slow}'s queue climbs with the load (median of the last third of the "
-                "intervals vs the first, each + 0.1 ms so that an empty queue can divide)",
-                last / first, 2.0)
+claims.at_least(
+    f"8.5: {slow}'s queue climbs with the load (median of the last third of the "
+    "intervals vs the first, each + 0.1 ms so that an empty queue can divide)",
+    last / first,
+    2.0,
+)
 
 # %% [markdown]
 # The same endpoint can feed a dashboard (Prometheus and Grafana) that keeps the history of a
@@ -425,12 +489,14 @@ MA_CONCURRENCY = labenv.param_list("GF_MA_CONCURRENCY", "4,64" if ON_GPU else "1
 MA_WINDOW_MS = labenv.param("GF_MA_WINDOW_MS", 1500)
 MA_DIR = os.path.relpath(OUT / "model_analyzer")
 words = lambda values: " ".join(map(str, values))  # noqa: E731
-search = (f"python -m labstack.model_analyzer --model food_classifier_onnx "
-          f"--instances {words(MA_INSTANCES)} --max-batch-sizes {words(MA_MAX_BATCH)} "
-          f"--concurrency {words(MA_CONCURRENCY)} --budget-ms {BUDGET_MS} "
-          f"--window-ms {MA_WINDOW_MS} --kind {'KIND_GPU' if ON_GPU else 'KIND_CPU'} "
-          f"--launch {'local' if LOCAL else 'remote'} "
-          f"--workdir {MA_DIR}")
+search = (
+    f"python -m labstack.model_analyzer --model food_classifier_onnx "
+    f"--instances {words(MA_INSTANCES)} --max-batch-sizes {words(MA_MAX_BATCH)} "
+    f"--concurrency {words(MA_CONCURRENCY)} --budget-ms {BUDGET_MS} "
+    f"--window-ms {MA_WINDOW_MS} --kind {'KIND_GPU' if ON_GPU else 'KIND_CPU'} "
+    f"--launch {'local' if LOCAL else 'remote'} "
+    f"--workdir {MA_DIR}"
+)
 print("$", search, flush=True)
 done = subprocess.run([sys.executable, *shlex.split(search)[1:]], capture_output=True, text=True)
 print(done.stdout[-4000:], done.stderr[-3000:] if done.returncode else "")
@@ -442,8 +508,10 @@ done.check_returncode()
 
 # %%
 report = model_analyzer.load(OUT / "model_analyzer")
-print(f"{len(report.table)} measurements in {report.search['seconds']:.0f} s "
-      f"({report.search['launch']} launch mode); its own summary: {report.summary_report}")
+print(
+    f"{len(report.table)} measurements in {report.search['seconds']:.0f} s "
+    f"({report.search['launch']} launch mode); its own summary: {report.summary_report}"
+)
 report.table[model_analyzer.SHOWN].sort_values(["variant", "concurrency"]).round(1)
 
 # %% [markdown]
@@ -456,16 +524,20 @@ report.table[model_analyzer.SHOWN].sort_values(["variant", "concurrency"]).round
 # %%
 hand = model_analyzer.hand_tuned(RESULTS / "hardware", BUDGET_MS)
 if hand is None:
-    print("Notebook 7's summary (results/hardware/served_over_limit.json) is not there: notebook 7 "
-          "has not been run with this results folder, so there is no hand-tuned result and no "
-          "limit "
-          "to compare with. Run notebook 7, then this section again.")
+    print(
+        "Notebook 7's summary (results/hardware/served_over_limit.json) is not there: notebook 7 "
+        "has not been run with this results folder, so there is no hand-tuned result and no "
+        "limit "
+        "to compare with. Run notebook 7, then this section again."
+    )
 elif hand["run"] is None:
     print(f"No run of notebook 7 kept p99 under {BUDGET_MS} ms: it has no answer to compare with.")
 comparison = model_analyzer.comparison(report.table, BUDGET_MS, hand)
 if model_analyzer.best_per_objective(report.table, BUDGET_MS).empty:
-    print(f"None of the search's measurements kept p99 under {BUDGET_MS} ms on this machine: it "
-          "has no configuration to recommend within the budget (see the Pareto front below).")
+    print(
+        f"None of the search's measurements kept p99 under {BUDGET_MS} ms on this machine: it "
+        "has no configuration to recommend within the budget (see the Pareto front below)."
+    )
 comparison.round(3)
 
 # %%
@@ -488,22 +560,37 @@ best = model_analyzer.best_per_objective(report.table, BUDGET_MS)
 if hand and hand["run"] and not best.empty:
     limit = hand["limit"]["images_per_s"]
     found = claims.Measured.exact(best.iloc[0]["throughput_infer_s"] / limit)
-    theirs = claims.Measured(hand["served_over_limit"], hand["lo"], hand["hi"],
-                             "spread of notebook 7's repeats (7.8)")
-    claims.compare_prediction("8.6 Model Analyzer's best / notebook 7's best, served/limit (x)",
-                              found / theirs)
-    claims.at_least("8.6: the search's best under the budget serves at least notebook 7's best "
-                    "under it (served/limit)", found / theirs, 1.0,
-                    {"search": best.iloc[0]["variant"], "notebook 7": hand["run"]},
-                    note="the interval: notebook 7's run-to-run spread; the search ran once")
-    claims.at_most("8.6: the search found a lower p99 than notebook 7's best under the budget",
-                   best.iloc[1]["p99_ms"] / hand["p99_ms"], 1.0)
+    theirs = claims.Measured(
+        hand["served_over_limit"], hand["lo"], hand["hi"], "spread of notebook 7's repeats (7.8)"
+    )
+    claims.compare_prediction(
+        "8.6 Model Analyzer's best / notebook 7's best, served/limit (x)", found / theirs
+    )
+    claims.at_least(
+        "8.6: the search's best under the budget serves at least notebook 7's best "
+        "under it (served/limit)",
+        found / theirs,
+        1.0,
+        {"search": best.iloc[0]["variant"], "notebook 7": hand["run"]},
+        note="the interval: notebook 7's run-to-run spread; the search ran once",
+    )
+    claims.at_most(
+        "8.6: the search found a lower p99 than notebook 7's best under the budget",
+        best.iloc[1]["p99_ms"] / hand["p99_ms"],
+        1.0,
+    )
 else:
-    claims.not_checkable("8.6: the search against notebook 7's hand tuning",
-                         "notebook 7 has not run here" if hand is None else
-                         "no run of notebook 7 or of the search kept p99 under the budget")
-claims.at_least("8.6: the search measured every configuration at every load",
-                len(report.table), report.search["points"])
+    claims.not_checkable(
+        "8.6: the search against notebook 7's hand tuning",
+        "notebook 7 has not run here"
+        if hand is None
+        else "no run of notebook 7 or of the search kept p99 under the budget",
+    )
+claims.at_least(
+    "8.6: the search measured every configuration at every load",
+    len(report.table),
+    report.search["points"],
+)
 
 # %% [markdown]
 # ## What you measured
@@ -513,8 +600,9 @@ table = pd.DataFrame([{"run": name, **run.row} for name, run in runs.items()])
 table.to_csv(OUT / "summary.csv", index=False)
 comparison.to_csv(OUT / "model_analyzer_vs_hand_tuned.csv", index=False)
 claims.save(OUT)
-stage = [c for c in table
-         if c.startswith(ensemble.STEPS) and c.endswith(("_queue_ms", "_compute_ms"))]
+stage = [
+    c for c in table if c.startswith(ensemble.STEPS) and c.endswith(("_queue_ms", "_compute_ms"))
+]
 table[["run", "throughput_infer_s", "p95_ms", "delayed_pct", *stage]].round(1)
 
 # %% jupyter={"source_hidden": true}

@@ -101,12 +101,15 @@ def no_active_lease(picked, mine: list) -> str:
             f"Your lease {picked.name} is {picked.status} and starts at "
             f"{picked.start_date:%Y-%m-%d %H:%M} UTC: run this notebook again after that."
         )
-    return (f"You have no pending or active lease for this lab (yours: {describe(mine)}): make one "
-            "in notebook 1.")
+    return (
+        f"You have no pending or active lease for this lab (yours: {describe(mine)}): make one "
+        "in notebook 1."
+    )
 
 
 def others_unused(picked, live: list) -> str | None:
-    """Other ACTIVE leases hold a node nobody uses now (a PENDING one may be for a later session)."""
+    """Other ACTIVE leases hold a node nobody uses now (a PENDING one may be for a later
+    session)."""
     others = [x for x in live if x.id != picked.id and x.status == "ACTIVE"]
     if not others:
         return None

@@ -523,9 +523,9 @@ TABLE_COLUMNS = [
 
 def table(runs: dict, names=None):
     """The runs named (all by default) as one table, a row per run: the load (concurrency or
-    request_rate), throughput, mean, median and p99 latency, Triton's queue, the time of one execution,
-    the mean batch, the instances, the utilisation law (busy_U) and Little's law (in_flight_N,
-    waiting_N), and each device's mean utilisation."""
+    request_rate), throughput, mean, median and p99 latency, Triton's queue, the time of one
+    execution, the mean batch, the instances, the utilisation law (busy_U) and Little's law
+    (in_flight_N, waiting_N), and each device's mean utilisation."""
     import pandas as pd
 
     rows = [{"run": name, **runs[name].row} for name in (names or list(runs))]

@@ -10,6 +10,7 @@ something the notebooks use then fails the test suite instead of a student's lea
 
     python -m chi_contract notebooks/01_reserve.ipynb notebooks/02_provision.ipynb
 """
+
 from __future__ import annotations
 
 import ast
@@ -61,8 +62,8 @@ class _Checker(ast.NodeVisitor):
     def __init__(self, where: str, root_module):
         self.where = where
         self.root = root_module
-        self.names: dict[str, object] = {}      # local name -> python-chi module/function/class
-        self.instances: dict[str, type] = {}    # local name -> python-chi class of its value
+        self.names: dict[str, object] = {}  # local name -> python-chi module/function/class
+        self.instances: dict[str, type] = {}  # local name -> python-chi class of its value
         self.problems: list[Problem] = []
         self.checked_calls = 0
 
@@ -73,7 +74,11 @@ class _Checker(ast.NodeVisitor):
         for part in parts[1:]:
             if not hasattr(obj, part):
                 try:
-                    obj = importlib.import_module(f"{obj.__name__}.{part}") if inspect.ismodule(obj) else None
+                    obj = (
+                        importlib.import_module(f"{obj.__name__}.{part}")
+                        if inspect.ismodule(obj)
+                        else None
+                    )
                 except ImportError:
                     obj = None
                 if obj is None:
@@ -148,7 +153,9 @@ class _Checker(ast.NodeVisitor):
             elif isinstance(target, ast.Attribute):
                 owner = self._resolve(target.value)
                 if inspect.ismodule(owner) and not hasattr(owner, target.attr):
-                    self._problem(target, f"{owner.__name__} has no attribute {target.attr!r} to set")
+                    self._problem(
+                        target, f"{owner.__name__} has no attribute {target.attr!r} to set"
+                    )
 
     def _returns_class(self, value: ast.expr):
         if not isinstance(value, ast.Call):
@@ -156,7 +163,11 @@ class _Checker(ast.NodeVisitor):
         func = self._resolve(value.func)
         if inspect.isclass(func) and func.__module__.startswith(ROOT_PACKAGE):
             return func
-        method_owner = self._instance_class(value.func.value) if isinstance(value.func, ast.Attribute) else None
+        method_owner = (
+            self._instance_class(value.func.value)
+            if isinstance(value.func, ast.Attribute)
+            else None
+        )
         if method_owner is not None:
             func = getattr(method_owner, value.func.attr, None)
         if callable(func):
@@ -193,8 +204,12 @@ class _Checker(ast.NodeVisitor):
         except (TypeError, ValueError):
             return
         self.checked_calls += 1
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-            positional = None  # *args / **kwargs at the call site: only named keywords can be checked
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(
+            k.arg is None for k in node.keywords
+        ):
+            positional = (
+                None  # *args / **kwargs at the call site: only named keywords can be checked
+            )
         else:
             positional = len(node.args)
         params = sig.parameters
@@ -204,8 +219,10 @@ class _Checker(ast.NodeVisitor):
                 continue
             p = params.get(kw.arg)
             if p is None and not accepts_var_kw:
-                self._problem(node, f"{label}() has no keyword {kw.arg!r} "
-                                    f"(python-chi signature: {label}{sig})")
+                self._problem(
+                    node,
+                    f"{label}() has no keyword {kw.arg!r} (python-chi signature: {label}{sig})",
+                )
             elif p is not None and p.kind in (p.POSITIONAL_ONLY, p.VAR_POSITIONAL):
                 self._problem(node, f"{label}() cannot take {kw.arg!r} as a keyword")
         if positional is not None:
@@ -265,7 +282,10 @@ def main(argv: list[str]) -> int:
         for p in report.problems:
             print(p)
         failed |= bool(report.problems)
-        print(f"{arg}: {report.checked_calls} python-chi calls checked, {len(report.problems)} problem(s)")
+        print(
+            f"{arg}: {report.checked_calls} python-chi calls checked, "
+            f"{len(report.problems)} problem(s)"
+        )
     return 1 if failed else 0
 
 

@@ -331,14 +331,27 @@ def test_the_artifact_as_committed_stops_at_once_naming_each_setting(trovi_setti
 CHECKS, SITE_CHECKS = 0, 2  # notebook 1's cells: settings checked offline; against the site
 WRONG_SETTINGS = [
     ("tag not pushed", CHECKS, "REPO_REF v2 is not a tag or branch of"),
-    ("not my project", SITE_CHECKS, "PROJECT CHI-999999 is not one of your Chameleon projects "
-                                    "(CHI-000001, CHI-231138): set PROJECT in notebooks/"),
-    ("no such node type or image", SITE_CHECKS, "NODE_TYPE gpu_h100 has no node at CHI@TACC: set "
-                                                "NODE_TYPE in notebooks/lab_settings.py"),
-    ("no such node type or image", SITE_CHECKS, "IMAGE CC-Ubuntu99 does not exist at CHI@TACC: set "
-                                                "IMAGE in notebooks/lab_settings.py"),
-    ("no such site", SITE_CHECKS, "SITE CHI@Mars is not a Chameleon site: set SITE in "
-                                  "notebooks/lab_settings.py"),
+    (
+        "not my project",
+        SITE_CHECKS,
+        "PROJECT CHI-999999 is not one of your Chameleon projects "
+        "(CHI-000001, CHI-231138): set PROJECT in notebooks/",
+    ),
+    (
+        "no such node type or image",
+        SITE_CHECKS,
+        "NODE_TYPE gpu_h100 has no node at CHI@TACC: set NODE_TYPE in notebooks/lab_settings.py",
+    ),
+    (
+        "no such node type or image",
+        SITE_CHECKS,
+        "IMAGE CC-Ubuntu99 does not exist at CHI@TACC: set IMAGE in notebooks/lab_settings.py",
+    ),
+    (
+        "no such site",
+        SITE_CHECKS,
+        "SITE CHI@Mars is not a Chameleon site: set SITE in notebooks/lab_settings.py",
+    ),
 ]
 
 

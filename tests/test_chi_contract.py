@@ -2,6 +2,7 @@
 they make (and their helpers in notebooks/chi_helpers.py make) exists with those keywords in the
 pinned python-chi (what the calls do is checked by running notebooks 1-2 against a fake
 Chameleon: tests/test_chameleon_notebooks.py, tests/test_chameleon_trouble.py)."""
+
 from __future__ import annotations
 
 import ast
@@ -36,9 +37,15 @@ def test_notebook_valid_empty_and_in_sync(name):
     assert "jupytext" not in nb.metadata, "regenerate with --update-metadata '{\"jupytext\": null}'"
     for cell in nb.cells:
         if cell.cell_type == "code":
-            assert cell.outputs == [] and cell.execution_count is None, "commit notebooks without outputs"
-    assert code_cells(nb) == code_cells(jupytext.read(py)), f"{name}.ipynb is stale: run `make notebooks`"
-    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith(f"# {int(name[:2])}.")
+            assert cell.outputs == [] and cell.execution_count is None, (
+                "commit notebooks without outputs"
+            )
+    assert code_cells(nb) == code_cells(jupytext.read(py)), (
+        f"{name}.ipynb is stale: run `make notebooks`"
+    )
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith(
+        f"# {int(name[:2])}."
+    )
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
@@ -65,9 +72,12 @@ def test_provision_notebook_is_idempotent_by_construction():
     """The re-run guards the issue asks for are in the code, not only in the prose."""
     src = "\n".join(code_cells(nbformat.read(NB / "02_provision.ipynb", as_version=4)))
     tree = ast.parse(chi_contract._strip_magics(src))
-    calls = {(c.func.attr, kw.arg, ast.unparse(kw.value))
-             for c in ast.walk(tree) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-             for kw in c.keywords}
+    calls = {
+        (c.func.attr, kw.arg, ast.unparse(kw.value))
+        for c in ast.walk(tree)
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+        for kw in c.keywords
+    }
     assert ("submit", "idempotent", "True") in calls
     assert "lab.IMAGE" in src and "setup_host.sh" in src
     assert "if FLOATING_IP is None:" in src
@@ -77,17 +87,18 @@ def test_provision_notebook_is_idempotent_by_construction():
 
 # ------------------------------------------------------------------ the checker can fail
 
+
 def test_checker_flags_unknown_keyword_function_and_arity():
     snippet = (
         "import chi\n"
         "from chi import lease, server as srv\n"
-        "chi.use_site(site='CHI@TACC')\n"                   # keyword is site_name
+        "chi.use_site(site='CHI@TACC')\n"  # keyword is site_name
         "l = lease.get_lease('x')\n"
-        "l.submit(idempotent=True, wait=True)\n"            # no 'wait' keyword
-        "lease.no_such_helper()\n"                          # no such function
+        "l.submit(idempotent=True, wait=True)\n"  # no 'wait' keyword
+        "lease.no_such_helper()\n"  # no such function
         "s = srv.Server('n', image_name='img')\n"
         "s.check_connectivity(True, None, 22, 10, 'text', 'extra')\n"  # one positional too many
-        "s.execute('ls')\n"                                 # fine
+        "s.execute('ls')\n"  # fine
     )
     report = chi_contract.check_source(snippet)
     text = "\n".join(map(str, report.problems))
@@ -114,7 +125,9 @@ def test_checker_fails_when_pinned_api_drops_a_keyword(monkeypatch):
     provision = chi_contract.check_notebook(NB / "02_provision.ipynb")
     assert any("Server.submit() has no keyword 'idempotent'" in str(p) for p in provision.problems)
     reserve = chi_contract.check_notebook(NB / "01_reserve.ipynb")
-    assert any("add_node_reservation() has no keyword 'node_type'" in str(p) for p in reserve.problems)
+    assert any(
+        "add_node_reservation() has no keyword 'node_type'" in str(p) for p in reserve.problems
+    )
 
 
 def test_checker_against_a_fake_package():
@@ -128,7 +141,13 @@ def test_checker_against_a_fake_package():
 
     tools.reserve = reserve
     fake.tools = tools
-    ok = chi_contract.check_source("import chi\nchi.tools.reserve('a', hours=2)\n", root_module=fake)
+    ok = chi_contract.check_source(
+        "import chi\nchi.tools.reserve('a', hours=2)\n", root_module=fake
+    )
     assert ok.problems == [] and ok.checked_calls == 1
-    bad = chi_contract.check_source("import chi\nchi.tools.reserve('a', count=2)\n", root_module=fake)
-    assert [p.message.split(" (")[0] for p in bad.problems] == ["chi.tools.reserve() has no keyword 'count'"]
+    bad = chi_contract.check_source(
+        "import chi\nchi.tools.reserve('a', count=2)\n", root_module=fake
+    )
+    assert [p.message.split(" (")[0] for p in bad.problems] == [
+        "chi.tools.reserve() has no keyword 'count'"
+    ]

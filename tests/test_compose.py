@@ -4,6 +4,7 @@ Static checks, no Docker engine needed (`make test-docker` runs the stacks for r
 are parsed with PyYAML, validated against the Compose specification's JSON schema (the copy that
 the check-jsonschema package ships), `extends` resolved as Compose does.
 """
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,10 @@ REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker"
 BASE_FILES = ["docker-compose-fastapi.yaml", "docker-compose-triton.yaml"]
 SERVICES = "services.yaml"  # how each image is built; the stacks extend it
-CPU_OVERRIDES = {"docker-compose-fastapi.yaml": "docker-compose-cpu.yaml",
-                 "docker-compose-triton.yaml": "docker-compose-triton-cpu.yaml"}
+CPU_OVERRIDES = {
+    "docker-compose-fastapi.yaml": "docker-compose-cpu.yaml",
+    "docker-compose-triton.yaml": "docker-compose-triton-cpu.yaml",
+}
 COMPOSE_FILES = sorted(p.name for p in DOCKER.glob("docker-compose*.yaml")) + [SERVICES]
 # host folders made at run time, so a clean checkout lacks them: results/ and model_repository/
 # by the stacks, artifacts/ by `make artifacts` (each is gitignored: checked below)
@@ -71,7 +74,8 @@ def untag(obj):
 
 
 def interpolate(value: str, env: dict[str, str] | None = None) -> str:
-    """Compose-style ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error} with env (default: unset)."""
+    """Compose-style ${VAR}, ${VAR:-default}, ${VAR-default}, ${VAR:?error} with env (default:
+    unset)."""
     env = env or {}
 
     def sub(m):
@@ -100,7 +104,8 @@ def host_paths(doc: dict) -> list[tuple[str, str]]:
         for vol in svc.get("volumes") or []:
             if isinstance(vol, str):
                 parts = vol.split(":")
-                source = parts[0] if len(parts) > 1 else None  # "/data" alone is an anonymous volume
+                # "/data" alone is an anonymous volume
+                source = parts[0] if len(parts) > 1 else None
             else:
                 source = vol.get("source") if vol.get("type", "volume") == "bind" else None
             if source is not None and (source.startswith((".", "/", "~", "$")) or "/" in source):
@@ -133,7 +138,8 @@ ENV_LINE = re.compile(r"^(?P<commented># )?(?P<key>[A-Z][A-Z0-9_]*)=(?P<value>\S
 
 
 def env_example() -> dict[str, tuple[str, bool]]:
-    """docker/.env.example: KEY -> (value, set); `# KEY=value` lines document a default left unset."""
+    """docker/.env.example: KEY -> (value, set); `# KEY=value` lines document a default left
+    unset."""
     values = {}
     for line in (DOCKER / ".env.example").read_text().splitlines():
         m = ENV_LINE.match(line.strip())
@@ -153,17 +159,24 @@ def defaults() -> dict[str, set[str]]:
 
 
 def gpu_devices(svc: dict) -> list[dict]:
-    return (((svc.get("deploy") or {}).get("resources") or {}).get("reservations") or {}).get("devices") or []
+    reservations = ((svc.get("deploy") or {}).get("resources") or {}).get("reservations") or {}
+    return reservations.get("devices") or []
 
 
 # ------------------------------------------------------------------------------------ the files
 
+
 def test_expected_files_exist():
-    for name in BASE_FILES + list(CPU_OVERRIDES.values()) + [SERVICES, ".env.example", "init_env.sh",
-                                                            "setup_host.sh"]:
+    for name in (
+        BASE_FILES
+        + list(CPU_OVERRIDES.values())
+        + [SERVICES, ".env.example", "init_env.sh", "setup_host.sh"]
+    ):
         assert (DOCKER / name).is_file(), name
     for image in ("fastapi", "flask", "jupyter", "triton"):
-        assert (DOCKER / f"Dockerfile.{image}").is_file() and (DOCKER / f"Dockerfile.{image}.dockerignore").is_file()
+        assert (DOCKER / f"Dockerfile.{image}").is_file() and (
+            DOCKER / f"Dockerfile.{image}.dockerignore"
+        ).is_file()
     assert set(COMPOSE_FILES) == set(BASE_FILES) | set(CPU_OVERRIDES.values()) | {SERVICES}
 
 
@@ -196,8 +209,9 @@ def test_folders_made_at_run_time_are_gitignored():
     """Only output folders may be missing from a checkout, never a tracked one misnamed."""
     ignored = {line.strip().strip("/") for line in (REPO / ".gitignore").read_text().splitlines()}
     assert CREATED_AT_RUN_TIME <= ignored, CREATED_AT_RUN_TIME - ignored
-    tracked = subprocess.run(["git", "ls-files", *sorted(CREATED_AT_RUN_TIME)], cwd=REPO,
-                             capture_output=True, text=True).stdout
+    tracked = subprocess.run(
+        ["git", "ls-files", *sorted(CREATED_AT_RUN_TIME)], cwd=REPO, capture_output=True, text=True
+    ).stdout
     assert tracked == "", tracked
 
 
@@ -211,13 +225,18 @@ def test_every_service_extends_services_yaml_and_builds_from_the_repository(name
         dockerfile = REPO / build["dockerfile"]
         assert dockerfile.is_file(), f"{svc_name}: {dockerfile}"
         for arg in build.get("args", {}):
-            assert re.search(rf"^ARG {arg}$", dockerfile.read_text(), flags=re.M), f"{dockerfile.name}: no ARG {arg}"
+            assert re.search(rf"^ARG {arg}$", dockerfile.read_text(), flags=re.M), (
+                f"{dockerfile.name}: no ARG {arg}"
+            )
 
 
 def test_one_fastapi_dockerfile_two_targets_sharing_the_torch_stage():
     text = (DOCKER / "Dockerfile.fastapi").read_text()
     assert re.findall(r"^FROM (\S+) AS (\w+)$", text, flags=re.M) == [
-        ("${PYTHON_IMAGE}", "torch"), ("torch", "pt"), ("torch", "onnx")]
+        ("${PYTHON_IMAGE}", "torch"),
+        ("torch", "pt"),
+        ("torch", "onnx"),
+    ]
     target = load(SERVICES)["services"]["fastapi_server"]["build"]["target"]
     for backend in ("pt", "onnx"):
         assert interpolate(target, {"FASTAPI_BACKEND": backend}) == backend
@@ -239,8 +258,13 @@ def test_every_service_has_a_healthcheck(name):
 def test_gpu_services_reserve_all_gpus(name):
     services = stack(name)
     gpu_svcs = {n for n, s in services.items() if gpu_devices(s)}
-    assert gpu_svcs == {"docker-compose-fastapi.yaml": {"fastapi_server"},
-                        "docker-compose-triton.yaml": {"triton_server"}}[name]
+    assert (
+        gpu_svcs
+        == {
+            "docker-compose-fastapi.yaml": {"fastapi_server"},
+            "docker-compose-triton.yaml": {"triton_server"},
+        }[name]
+    )
     for n in gpu_svcs:
         (dev,) = gpu_devices(services[n])
         assert dev == {"driver": "nvidia", "count": "all", "capabilities": ["gpu"]}
@@ -251,7 +275,9 @@ def test_cpu_override_resets_every_gpu_reservation(base):
     services = stack(base)
     override = load(CPU_OVERRIDES[base])["services"]
     gpu_svcs = {n for n, s in services.items() if gpu_devices(s)}
-    assert set(override) == gpu_svcs | {"jupyter"}, "the override touches the GPU services and jupyter's note"
+    assert set(override) == gpu_svcs | {"jupyter"}, (
+        "the override touches the GPU services and jupyter's note"
+    )
     for n in gpu_svcs:
         deploy = override[n]["deploy"]
         assert deploy.get("__compose_tag__") == "!reset", f"{n}: deploy is not reset"
@@ -264,7 +290,8 @@ def test_cpu_override_resets_every_gpu_reservation(base):
 
 @pytest.mark.parametrize("base", BASE_FILES)
 def test_jupyter_knows_the_compose_files_its_stack_runs_with(base):
-    """labenv prints host commands with LAB_COMPOSE_FILES: with the CPU override they must keep it."""
+    """labenv prints host commands with LAB_COMPOSE_FILES: with the CPU override they must keep
+    it."""
     assert stack(base)["jupyter"]["environment"]["LAB_COMPOSE_FILES"] == f"-f {base}"
     override = load(CPU_OVERRIDES[base])["services"]["jupyter"]["environment"]["LAB_COMPOSE_FILES"]
     assert override == f"-f {base} -f {CPU_OVERRIDES[base]}"
@@ -281,14 +308,19 @@ def test_ports_and_urls():
     for key in ("FASTAPI_SERVER_URL", "FLASK_SERVER_URL"):
         assert key in fastapi["jupyter"]["environment"]
     triton = stack("docker-compose-triton.yaml")
-    assert triton["triton_server"]["ports"] == ["127.0.0.1:${TRITON_HTTP_PORT:-8000}:8000",
-                                                "127.0.0.1:${TRITON_GRPC_PORT:-8001}:8001",
-                                                "127.0.0.1:${TRITON_METRICS_PORT:-8002}:8002"]
+    assert triton["triton_server"]["ports"] == [
+        "127.0.0.1:${TRITON_HTTP_PORT:-8000}:8000",
+        "127.0.0.1:${TRITON_GRPC_PORT:-8001}:8001",
+        "127.0.0.1:${TRITON_METRICS_PORT:-8002}:8002",
+    ]
     assert triton["flask"]["environment"]["TRITON_SERVER_URL"] == "http://triton_server:8000"
     assert "FOOD11_MODEL_NAME" in triton["flask"]["environment"]
     assert triton["triton_server"]["shm_size"] in ("2gb", "2g", "2GB")
     # system shared memory (notebook 7): perf_analyzer in jupyter and Triton share one /dev/shm
-    assert triton["triton_server"]["ipc"] == "shareable" and triton["jupyter"]["ipc"] == "service:triton_server"
+    assert (
+        triton["triton_server"]["ipc"] == "shareable"
+        and triton["jupyter"]["ipc"] == "service:triton_server"
+    )
     assert "triton_server" in triton["jupyter"]["depends_on"]
     assert "../model_repository:/models" in triton["triton_server"]["volumes"]
     jup_vols = triton["jupyter"]["volumes"]
@@ -298,7 +330,8 @@ def test_ports_and_urls():
         assert jupyter["environment"]["LAB_MODE"] == "docker"
         assert jupyter["environment"]["JUPYTER_TOKEN"].startswith("${JUPYTER_TOKEN:?")
         assert "init_env.sh" in jupyter["environment"]["JUPYTER_TOKEN"]
-        # the Jupyter user is the host's (files saved belong to the student) and can write what it mounts
+        # the Jupyter user is the host's (files saved belong to the student) and can write what
+        # it mounts
         assert jupyter["environment"]["NB_UID"] == "${LAB_UID:-1000}"
         writable = {v.split(":")[1] for v in jupyter["volumes"] if not v.endswith(":ro")}
         assert set(jupyter["environment"]["CHOWN_EXTRA"].split(",")) == writable
@@ -308,8 +341,13 @@ def test_ports_and_urls():
 def test_triton_keeps_serving_when_one_model_fails_to_load():
     triton = stack("docker-compose-triton.yaml")["triton_server"]
     cmd = triton["command"]
-    for flag in ("--model-control-mode=explicit", "--model-repository=/models", "--load-model=*",
-                 "--exit-on-error=false", "--strict-readiness=false"):
+    for flag in (
+        "--model-control-mode=explicit",
+        "--model-repository=/models",
+        "--load-model=*",
+        "--exit-on-error=false",
+        "--strict-readiness=false",
+    ):
         assert flag in cmd, flag
     # an engine that cannot raise RLIMIT_MEMLOCK (rootless, CI) refuses `memlock: -1`
     assert "memlock" not in (triton.get("ulimits") or {})
@@ -327,8 +365,11 @@ def test_triton_state_changing_apis_need_the_node_secret():
     for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
         (arg,) = [a for a in cmd if a.startswith(flag + "=")]
         assert arg.startswith(f"{flag}={groups}:{ADMIN_HEADER}=${{TRITON_ADMIN_KEY:?"), arg
-    assert stack_services["jupyter"]["environment"]["TRITON_ADMIN_KEY"].startswith("${TRITON_ADMIN_KEY:?")
-    assert "TRITON_ADMIN_KEY" not in str(stack_services["flask"])  # the public page has no use for it
+    assert stack_services["jupyter"]["environment"]["TRITON_ADMIN_KEY"].startswith(
+        "${TRITON_ADMIN_KEY:?"
+    )
+    # the public page has no use for it
+    assert "TRITON_ADMIN_KEY" not in str(stack_services["flask"])
 
 
 def test_triton_runs_under_the_watchdog_and_its_health_check_asks_each_model():
@@ -350,7 +391,9 @@ def test_every_variable_is_documented_in_env_example():
     documented = env_example()
     for name in COMPOSE_FILES:
         for var in variables_used((DOCKER / name).read_text()):
-            assert var in documented, f"{name} uses ${{{var}}} but docker/.env.example does not mention it"
+            assert var in documented, (
+                f"{name} uses ${{{var}}} but docker/.env.example does not mention it"
+            )
 
 
 def test_each_version_and_image_has_one_default_and_env_example_shows_it():
@@ -359,27 +402,43 @@ def test_each_version_and_image_has_one_default_and_env_example_shows_it():
         assert len(values) == 1, f"${{{var}}} has different defaults: {values}"
         (default,) = values
         value, is_set = documented[var]
-        assert value == default, f".env.example shows {var}={value}, the compose files default to {default}"
-    # settings only init_env.sh can know are set; the rest stay defaults until a student changes them
+        assert value == default, (
+            f".env.example shows {var}={value}, the compose files default to {default}"
+        )
+    # settings only init_env.sh can know are set; the rest stay defaults until a student
+    # changes them
     assert {k for k, (_, is_set) in documented.items() if is_set} == {
-        "JUPYTER_TOKEN", "TRITON_ADMIN_KEY", "LAB_UID", "LAB_GID", "FASTAPI_BACKEND", "FOOD11_MODEL_NAME"}
+        "JUPYTER_TOKEN",
+        "TRITON_ADMIN_KEY",
+        "LAB_UID",
+        "LAB_GID",
+        "FASTAPI_BACKEND",
+        "FOOD11_MODEL_NAME",
+    }
     assert documented["JUPYTER_TOKEN"] == documented["TRITON_ADMIN_KEY"] == ("", True)
 
 
 def test_base_images_are_named_only_in_services_yaml():
-    args = {arg: value for svc in load(SERVICES)["services"].values()
-            for arg, value in (svc["build"].get("args") or {}).items() if arg.endswith("_IMAGE")}
+    args = {
+        arg: value
+        for svc in load(SERVICES)["services"].values()
+        for arg, value in (svc["build"].get("args") or {}).items()
+        if arg.endswith("_IMAGE")
+    }
     assert {k: interpolate(v) for k, v in args.items()} == {
         "PYTHON_IMAGE": "python:3.11.10-slim-bookworm",
-        "TRITON_IMAGE": "nvcr.io/nvidia/tritonserver:24.10-py3",          # Triton 2.51, as local mode
-        "JUPYTER_IMAGE": "quay.io/jupyter/minimal-notebook:python-3.11.10"}
+        "TRITON_IMAGE": "nvcr.io/nvidia/tritonserver:24.10-py3",  # Triton 2.51, as local mode
+        "JUPYTER_IMAGE": "quay.io/jupyter/minimal-notebook:python-3.11.10",
+    }
     for dockerfile in sorted(DOCKER.glob("Dockerfile.*")):
         if dockerfile.suffix == ".dockerignore":
             continue
         text = dockerfile.read_text()
         first = re.search(r"^FROM (\S+)", text, flags=re.M).group(1)
         assert re.fullmatch(r"\$\{\w+_IMAGE\}", first), f"{dockerfile.name}: FROM {first}"
-        assert not re.search(r"^ARG \w+=", text, flags=re.M), f"{dockerfile.name}: an ARG default pins a version"
+        assert not re.search(r"^ARG \w+=", text, flags=re.M), (
+            f"{dockerfile.name}: an ARG default pins a version"
+        )
 
 
 def test_service_requirements_are_names_only():
@@ -387,28 +446,42 @@ def test_service_requirements_are_names_only():
     for line in (REPO / "requirements/constraints.txt").read_text().splitlines():
         if "==" in line and not line.startswith("#"):
             pinned.add(re.sub(r"\[.*\]", "", line.split("==")[0]).strip().lower())
-    for req in ["fastapi_pt/requirements.txt", "fastapi_onnx/requirements.txt",
-                "flask_app/requirements.txt", "docker/requirements-jupyter.txt"]:
+    for req in [
+        "fastapi_pt/requirements.txt",
+        "fastapi_onnx/requirements.txt",
+        "flask_app/requirements.txt",
+        "docker/requirements-jupyter.txt",
+    ]:
         for line in (REPO / req).read_text().splitlines():
             line = line.split("#")[0].strip()
             if line:
                 assert not re.search(r"[=<>~!]", line), f"{req}: {line} carries a version"
-                assert re.sub(r"\[.*\]", "", line).lower() in pinned, f"{req}: {line} not in constraints"
+                assert re.sub(r"\[.*\]", "", line).lower() in pinned, (
+                    f"{req}: {line} not in constraints"
+                )
 
 
 def test_init_env_makes_a_private_env_once(tmp_path):
-    """docker/init_env.sh in a copy of the folder layout: token, ids, folders; a second run keeps the token."""
+    """docker/init_env.sh in a copy of the folder layout: token, ids, folders; a second run
+    keeps the token."""
     repo = tmp_path / "repo"
     (repo / "docker").mkdir(parents=True)
     for name in ("init_env.sh", ".env.example"):
         (repo / "docker" / name).write_bytes((DOCKER / name).read_bytes())
+
     def run():
-        return subprocess.run(["bash", "docker/init_env.sh"], cwd=repo, capture_output=True, text=True)
+        return subprocess.run(
+            ["bash", "docker/init_env.sh"], cwd=repo, capture_output=True, text=True
+        )
+
     first = run()
     assert first.returncode == 0, first.stderr
     env_file = repo / "docker" / ".env"
-    values = dict(line.split("=", 1) for line in env_file.read_text().splitlines()
-                  if line and not line.startswith("#"))
+    values = dict(
+        line.split("=", 1)
+        for line in env_file.read_text().splitlines()
+        if line and not line.startswith("#")
+    )
     assert re.fullmatch(r"[0-9a-f]{32}", values["JUPYTER_TOKEN"])
     assert re.fullmatch(r"[0-9a-f]{32}", values["TRITON_ADMIN_KEY"])
     assert values["TRITON_ADMIN_KEY"] != values["JUPYTER_TOKEN"]
@@ -422,8 +495,10 @@ def test_init_env_makes_a_private_env_once(tmp_path):
 
 # ------------------------------------------------------------------ the checks can fail
 
+
 def test_checks_catch_bad_files(compose_schema):
-    bad = yaml.load("""
+    bad = yaml.load(
+        """
 services:
   web:
     image: nginx:1.27
@@ -438,10 +513,17 @@ services:
       context: /opt/src
 volumes:
   cache: {}
-""", Loader=ComposeLoader)
+""",
+        Loader=ComposeLoader,
+    )
     validator_cls = jsonschema.validators.validator_for(compose_schema)
     assert list(validator_cls(compose_schema).iter_errors(bad)), "schema accepted a bad file"
-    assert sorted(absolute_host_paths(bad)) == ["web: ${DATA:-/srv/lab}", "web: /home/cc/data",
-                                                "web: /opt/src"]
+    assert sorted(absolute_host_paths(bad)) == [
+        "web: ${DATA:-/srv/lab}",
+        "web: /home/cc/data",
+        "web: /opt/src",
+    ]
     assert interpolate("${A:-x}/${B}", {"B": "y"}) == "x/y"
-    assert ENV_LINE.match("# TORCH_VERSION=2.4.1").group("commented") and not ENV_LINE.match("# a comment")
+    assert ENV_LINE.match("# TORCH_VERSION=2.4.1").group("commented") and not ENV_LINE.match(
+        "# a comment"
+    )

@@ -1,4 +1,5 @@
-"""labstack.script_runner: a jupytext source run cell by cell, as a kernel would, each cell timed."""
+"""labstack.script_runner: a jupytext source run cell by cell, as a kernel would, each cell
+timed."""
 
 import json
 

@@ -5,6 +5,7 @@ stub commands plus a few harmless real tools, so nothing on this machine can be 
 stubs for apt-get, usermod, nvidia-ctk, systemctl, docker... only record their arguments and
 update a small fake package/group database under the fake root.
 """
+
 from __future__ import annotations
 
 import json
@@ -19,28 +20,54 @@ REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "docker" / "setup_host.sh"
 USER = "student"
 
+
 class FakeHost:
-    def __init__(self, base: Path, gpu: bool = True, os_id: str = "ubuntu", version: str = "24.04",
-                 extra_stubs: dict | None = None):
+    def __init__(
+        self,
+        base: Path,
+        gpu: bool = True,
+        os_id: str = "ubuntu",
+        version: str = "24.04",
+        extra_stubs: dict | None = None,
+    ):
         self.root = base / "root"
         self.state = base / "state"
         self.bin = base / "bin"
         self.calls = base / "calls.log"
         # what a bare Ubuntu already has
-        for d in (self.root / "etc/apt/sources.list.d", self.root / "usr/share/keyrings", self.state):
+        for d in (
+            self.root / "etc/apt/sources.list.d",
+            self.root / "usr/share/keyrings",
+            self.state,
+        ):
             d.mkdir(parents=True)
         codename = {"22.04": "jammy", "24.04": "noble"}.get(version, "x")
         (self.root / "etc" / "os-release").write_text(
-            f'NAME="Ubuntu"\nID={os_id}\nVERSION_ID="{version}"\nVERSION_CODENAME={codename}\n')
+            f'NAME="Ubuntu"\nID={os_id}\nVERSION_ID="{version}"\nVERSION_CODENAME={codename}\n'
+        )
         (self.state / "installed").write_text("")
         (self.state / "group").write_text("")
         make_bin(self.bin, {**STUBS, **(GPU_STUB if gpu else {}), **(extra_stubs or {})})
 
-    def run(self, *args: str, expect_rc: int = 0, env: dict | None = None) -> subprocess.CompletedProcess:
-        env = {"PATH": str(self.bin), "SETUP_FAKE_ROOT": str(self.root), "STATE": str(self.state),
-               "CALLS": str(self.calls), "HOME": str(self.root), "LANG": "C.UTF-8", **(env or {})}
-        proc = subprocess.run(["bash", str(SCRIPT), "--user", USER, *args], env=env,
-                              capture_output=True, text=True, timeout=60)
+    def run(
+        self, *args: str, expect_rc: int = 0, env: dict | None = None
+    ) -> subprocess.CompletedProcess:
+        env = {
+            "PATH": str(self.bin),
+            "SETUP_FAKE_ROOT": str(self.root),
+            "STATE": str(self.state),
+            "CALLS": str(self.calls),
+            "HOME": str(self.root),
+            "LANG": "C.UTF-8",
+            **(env or {}),
+        }
+        proc = subprocess.run(
+            ["bash", str(SCRIPT), "--user", USER, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == expect_rc, proc.stdout + proc.stderr
         return proc
 
@@ -62,7 +89,11 @@ def executed(proc: subprocess.CompletedProcess) -> list[str]:
 
 
 def planned(proc: subprocess.CompletedProcess) -> list[str]:
-    return [line[len("DRY-RUN: "):] for line in proc.stdout.splitlines() if line.startswith("DRY-RUN: ")]
+    return [
+        line[len("DRY-RUN: ") :]
+        for line in proc.stdout.splitlines()
+        if line.startswith("DRY-RUN: ")
+    ]
 
 
 def mutating_calls(calls: list[str]) -> list[str]:
@@ -72,7 +103,9 @@ def mutating_calls(calls: list[str]) -> list[str]:
 def test_shellcheck_clean():
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed (scripts/install_system_packages.sh installs it)")
-    proc = subprocess.run(["shellcheck", "--shell=bash", str(SCRIPT)], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["shellcheck", "--shell=bash", str(SCRIPT)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -81,12 +114,21 @@ def test_dry_run_prints_every_change_and_makes_none(tmp_path):
     before = host.files()
     proc = host.run("--dry-run")
     plan = "\n".join(planned(proc))
-    for expected in ["docker.asc", "download.docker.com/linux/ubuntu noble stable",
-                     "apt-get install", "docker-ce ", "docker-compose-plugin",
-                     f"usermod -aG docker {USER}", "nvidia-container-toolkit.list",
-                     "nvidia-container-toolkit", "nvidia-ctk runtime configure --runtime=docker",
-                     "native.cgroupdriver=cgroupfs", "systemctl restart docker", "nvtop",
-                     "docker run --rm --gpus all"]:
+    for expected in [
+        "docker.asc",
+        "download.docker.com/linux/ubuntu noble stable",
+        "apt-get install",
+        "docker-ce ",
+        "docker-compose-plugin",
+        f"usermod -aG docker {USER}",
+        "nvidia-container-toolkit.list",
+        "nvidia-container-toolkit",
+        "nvidia-ctk runtime configure --runtime=docker",
+        "native.cgroupdriver=cgroupfs",
+        "systemctl restart docker",
+        "nvtop",
+        "docker run --rm --gpus all",
+    ]:
         assert expected in plan, f"dry run does not mention {expected!r}:\n{plan}"
     assert executed(proc) == []
     assert mutating_calls(host.calls_made()) == [], "dry run ran a system-changing command"
@@ -97,19 +139,28 @@ def test_dry_run_prints_every_change_and_makes_none(tmp_path):
 def test_second_run_changes_nothing(tmp_path):
     # The dry run on an identical fresh host must announce everything run 1 then really runs.
     preview_host = FakeHost(tmp_path / "preview")
-    preview = [c.replace(str(preview_host.root), "") for c in planned(preview_host.run("--dry-run"))]
+    preview = [
+        c.replace(str(preview_host.root), "") for c in planned(preview_host.run("--dry-run"))
+    ]
 
     host = FakeHost(tmp_path / "host")
     daemon = host.root / "etc" / "docker" / "daemon.json"
     daemon.parent.mkdir(parents=True)
-    daemon.write_text(json.dumps({"log-driver": "json-file", "exec-opts": ["native.cgroupdriver=systemd"]}))
+    daemon.write_text(
+        json.dumps({"log-driver": "json-file", "exec-opts": ["native.cgroupdriver=systemd"]})
+    )
 
     first = host.run()
     assert executed(first), "run 1 on a bare host should have changed things"
     for cmd in executed(first):
         cmd = cmd.replace(str(host.root), "")
         assert cmd in preview, f"run 1 ran a command the dry run did not print: {cmd}"
-    assert {"docker-ce", "docker-compose-plugin", "nvidia-container-toolkit", "nvtop"} <= host.installed()
+    assert {
+        "docker-ce",
+        "docker-compose-plugin",
+        "nvidia-container-toolkit",
+        "nvtop",
+    } <= host.installed()
     assert f"docker:x:999:{USER}" in (host.state / "group").read_text()
     cfg = host.daemon_json()
     assert cfg["log-driver"] == "json-file", "daemon.json was overwritten instead of merged"
@@ -156,7 +207,9 @@ def test_install_script_has_no_stray_shellcheck_directive():
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed (scripts/install_system_packages.sh installs it)")
     script = REPO / "scripts" / "install_system_packages.sh"
-    proc = subprocess.run(["shellcheck", "--shell=bash", str(script)], capture_output=True, text=True)
+    proc = subprocess.run(
+        ["shellcheck", "--shell=bash", str(script)], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -172,7 +225,7 @@ def test_waits_for_cloud_init_and_a_busy_package_manager(tmp_path):
     proc = host.run(env={"SETUP_LOCK_POLL": "0"})
     calls = host.calls_made()
     assert "cloud-init status --wait" in calls
-    before_apt = calls[:first_call(calls, "apt-get")]
+    before_apt = calls[: first_call(calls, "apt-get")]
     fuser = [i for i, c in enumerate(before_apt) if c.startswith("fuser ")]
     assert len(fuser) == 4, calls  # busy, busy, free; free again right before the first apt-get
     assert "/var/lib/dpkg/lock-frontend" in calls[fuser[0]]
@@ -199,8 +252,10 @@ def test_gives_up_with_a_clear_message_when_the_lock_stays_busy(tmp_path):
 
 
 def test_without_fuser_busy_means_an_apt_or_dpkg_process(tmp_path):
-    pgrep = ('n=$(cat "$STATE/lock_busy" 2>/dev/null || echo 0)\n'
-             '[ "$n" -gt 0 ] && { echo $((n - 1)) > "$STATE/lock_busy"; exit 0; }\nexit 1\n')
+    pgrep = (
+        'n=$(cat "$STATE/lock_busy" 2>/dev/null || echo 0)\n'
+        '[ "$n" -gt 0 ] && { echo $((n - 1)) > "$STATE/lock_busy"; exit 0; }\nexit 1\n'
+    )
     host = FakeHost(tmp_path, extra_stubs={"pgrep": pgrep})
     (host.bin / "fuser").unlink()
     (host.state / "lock_busy").write_text("1")
@@ -230,8 +285,10 @@ def test_warns_where_python_is_too_old_for_the_lab_environment(tmp_path):
     """Ubuntu 22.04's python3 is 3.10; the pins (requirements/constraints.txt) need 3.11+."""
     import sys
 
-    old_python = (f'case "$*" in *version_info*) exit 1;; -V) echo "Python 3.10.12"; exit 0;; esac\n'
-                  f'exec {sys.executable} "$@"\n')
+    old_python = (
+        f'case "$*" in *version_info*) exit 1;; -V) echo "Python 3.10.12"; exit 0;; esac\n'
+        f'exec {sys.executable} "$@"\n'
+    )
     host = FakeHost(tmp_path, version="22.04", extra_stubs={"python3": old_python})
     proc = host.run()
     assert "needs Python 3.11 or newer; this host's python3 is 3.10.12" in proc.stderr
@@ -247,7 +304,11 @@ def test_lab_environment_needs_python_311_as_the_docs_say():
 
     from packaging.specifiers import SpecifierSet
 
-    pins = dict(re.findall(r"^([A-Za-z0-9_.\-]+)==(\S+)", (REPO / "requirements/constraints.txt").read_text(), re.M))
+    pins = dict(
+        re.findall(
+            r"^([A-Za-z0-9_.\-]+)==(\S+)", (REPO / "requirements/constraints.txt").read_text(), re.M
+        )
+    )
     floor = (3, 0)
     for name in pins:
         try:
@@ -277,7 +338,7 @@ def test_every_apt_get_waits_for_automatic_updates_that_start_in_between(tmp_pat
         assert calls[i - 1].startswith("fuser "), f"{calls[i]} ran without checking the locks first"
     docker = next(i for i in apt if "docker-ce" in calls[i])
     after = apt[apt.index(docker) + 1]
-    waits = [c for c in calls[docker + 1:after] if c.startswith("fuser ")]
+    waits = [c for c in calls[docker + 1 : after] if c.startswith("fuser ")]
     assert len(waits) == 3  # busy, busy, free
     assert {"docker-ce", "nvidia-container-toolkit", "nvtop"} <= host.installed()
     assert not host.installed() & {"-o", "DPkg::Lock::Timeout=30"}

@@ -258,7 +258,8 @@ def main(argv=None) -> None:
     )
     parser.add_argument(
         "--json",
-        help="write the rows and the best path to this file ('-': stdout, the progress lines then go to stderr)",
+        help="write the rows and the best path to this file "
+        "('-': stdout, the progress lines then go to stderr)",
     )
     args = parser.parse_args(argv)
     import torch

@@ -15,7 +15,8 @@ from servelab.paths import MODEL_ONNX, MODEL_PTH
 
 
 def cpu_cores() -> int:
-    """Cores this process may run on (a container or taskset may allow fewer than the machine has)."""
+    """Cores this process may run on (a container or taskset may allow fewer than the machine
+    has)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
@@ -106,8 +107,9 @@ class TorchClassifier:
         try:
             model = torch.load(path, map_location=self.device, weights_only=False)
         except Exception:
-            # A whole-model pickle from a newer torch/torchvision than this one (the GPU images pin an
-            # older pair): rebuild the architecture and load the plain state_dict saved beside it.
+            # A whole-model pickle from a newer torch/torchvision than this one (the GPU images
+            # pin an older pair): rebuild the architecture and load the plain state_dict saved
+            # beside it.
             state = Path(path).with_name("food11_state_dict.pth")
             if not state.is_file():
                 raise
@@ -155,7 +157,8 @@ class OnnxClassifier:
 
 def _load_cuda_libraries() -> None:
     """ONNX Runtime's CUDA provider needs the CUDA and cuDNN libraries in the process; the PyTorch
-    CUDA wheels bring them, and importing torch loads them (else ONNX Runtime searches the system)."""
+    CUDA wheels bring them, and importing torch loads them (else ONNX Runtime searches the
+    system)."""
     try:
         import torch  # noqa: F401
     except ImportError:

@@ -181,7 +181,8 @@ class TunedClassifier:
         torch.cuda.synchronize(self.device)
 
     def replay(self, size: int) -> None:
-        """One replay of the graph captured for `size`, on whatever its input buffer holds (raw timing)."""
+        """One replay of the graph captured for `size`, on whatever its input buffer holds (raw
+        timing)."""
         self._graphs[size][0].replay()
 
     def graph_input(self, size: int):
@@ -189,7 +190,8 @@ class TunedClassifier:
         return self._graphs[size][1]
 
     def run(self, parts: list[np.ndarray]) -> np.ndarray:
-        """The requests' arrays ([n_i, *item_shape] each) -> logits [sum n_i, 11] as numpy float32."""
+        """The requests' arrays ([n_i, *item_shape] each) -> logits [sum n_i, 11] as numpy
+        float32."""
         torch = self._torch
         n = sum(len(p) for p in parts)
         if n > self.max_batch:

@@ -7,6 +7,7 @@ for real), with PATH limited to links to harmless real tools, git, and the stub 
 of host_stubs (apt-get, systemctl, docker, nvidia-smi, cloud-init, ..., and `make`, whose exit
 status a scenario sets in $STATE/make_rc), and with docker/setup_host.sh pointed at a fake root.
 """
+
 from __future__ import annotations
 
 import socket
@@ -18,10 +19,12 @@ import paramiko
 
 from .host_stubs import GPU_STUB, STUBS, make_bin
 
-MAKE_STUB = ('echo "make $*: building the lab environment and the model files ..."\n'
-             'rc=$(cat "$STATE/make_rc" 2>/dev/null || echo 0)\n'
-             '[ "$rc" -ne 0 ] && echo "ERROR: No matching distribution found for torch==2.14.1" >&2\n'
-             'echo "... last line of make"\nexit "$rc"\n')
+MAKE_STUB = (
+    'echo "make $*: building the lab environment and the model files ..."\n'
+    'rc=$(cat "$STATE/make_rc" 2>/dev/null || echo 0)\n'
+    '[ "$rc" -ne 0 ] && echo "ERROR: No matching distribution found for torch==2.14.1" >&2\n'
+    'echo "... last line of make"\nexit "$rc"\n'
+)
 
 
 class _Interface(paramiko.ServerInterface):
@@ -36,7 +39,11 @@ class _Interface(paramiko.ServerInterface):
         return paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED
 
     def check_channel_request(self, kind, chanid):
-        return paramiko.OPEN_SUCCEEDED if kind == "session" else paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+        return (
+            paramiko.OPEN_SUCCEEDED
+            if kind == "session"
+            else paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+        )
 
     def check_channel_env_request(self, channel, name, value):
         return False  # like Ubuntu's sshd (AcceptEnv LANG LC_* only)
@@ -56,22 +63,59 @@ class FakeNode:
         self.bin = base / "bin"
         self.calls = base / "calls.log"
         self.commands: list[dict] = []
-        for d in (self.home, self.root / "etc/apt/sources.list.d", self.root / "usr/share/keyrings", self.state):
+        for d in (
+            self.home,
+            self.root / "etc/apt/sources.list.d",
+            self.root / "usr/share/keyrings",
+            self.state,
+        ):
             d.mkdir(parents=True, exist_ok=True)
         os_release = 'NAME="Ubuntu"\nID=ubuntu\nVERSION_ID="24.04"\nVERSION_CODENAME=noble\n'
         (self.root / "etc/os-release").write_text(os_release)
         (self.state / "installed").write_text("")
         (self.state / "group").write_text("")
-        make_bin(self.bin, {**STUBS, **GPU_STUB, "make": MAKE_STUB},
-                 real_tools=["bash", "sh", "python3", "sed", "grep", "cut", "head", "tail", "id", "cat", "chmod",
-                             "install", "env", "mkdir", "dirname", "tr", "sleep", "od", "stat", "git", "ls"])
+        make_bin(
+            self.bin,
+            {**STUBS, **GPU_STUB, "make": MAKE_STUB},
+            real_tools=[
+                "bash",
+                "sh",
+                "python3",
+                "sed",
+                "grep",
+                "cut",
+                "head",
+                "tail",
+                "id",
+                "cat",
+                "chmod",
+                "install",
+                "env",
+                "mkdir",
+                "dirname",
+                "tr",
+                "sleep",
+                "od",
+                "stat",
+                "git",
+                "ls",
+            ],
+        )
         self.host_key = paramiko.RSAKey.generate(2048)
         self._socks: dict[str, socket.socket] = {}
 
     def env(self) -> dict:
-        return {"PATH": str(self.bin), "HOME": str(self.home), "USER": "cc", "LANG": "C.UTF-8",
-                "SETUP_FAKE_ROOT": str(self.root), "STATE": str(self.state), "CALLS": str(self.calls),
-                "GIT_CONFIG_NOSYSTEM": "1", "SETUP_LOCK_POLL": "0"}
+        return {
+            "PATH": str(self.bin),
+            "HOME": str(self.home),
+            "USER": "cc",
+            "LANG": "C.UTF-8",
+            "SETUP_FAKE_ROOT": str(self.root),
+            "STATE": str(self.state),
+            "CALLS": str(self.calls),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "SETUP_LOCK_POLL": "0",
+        }
 
     def listen(self, address: str) -> None:
         """Answer SSH on address (the floating IP now bound to this node's server)."""
@@ -113,8 +157,13 @@ class FakeNode:
     def run_command(self, channel, command: str, address: str):
         record = {"command": command, "via": address}  # via: the floating IP the client used
         self.commands.append(record)
-        proc = subprocess.Popen(["bash", "-c", command], cwd=self.home, env=self.env(),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            ["bash", "-c", command],
+            cwd=self.home,
+            env=self.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
         def pump(stream, send):
             for chunk in iter(lambda: stream.read1(4096), b""):
