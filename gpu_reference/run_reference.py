@@ -190,7 +190,7 @@ def run_stability(out: Path, starts: int) -> dict:
             launcher.up(jupyter=False, triton=True)
             urls = launcher._urls_for_clients(launcher.read_state())
             url, grpc = urls["TRITON_SERVER_URL"], urls["TRITON_GRPC_URL"]
-            os.environ["TRITON_SERVER_URL"] = url
+            os.environ.update(urls)  # this start's URLs and its secret (the repository API's)
             folder = model_repository.add_model("food_classifier_tuned", kind="gpu", verbose=False)
             (folder / "config.pbtxt").write_text(best["best_config"])
             ok, seconds, error = triton_config.load_model("food_classifier_tuned", url, 900)
