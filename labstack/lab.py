@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from labstack import editions, launcher
+from labstack import launcher
 from servelab.food11 import read_metadata
 from servelab.paths import RESULTS
 
@@ -175,7 +175,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small request counts (a few minutes)")
     args = parser.parse_args(argv)
-    from labstack import notebook_runner  # needs nbclient: only `make lab` itself does
+    # nbclient and jupytext: only `make lab` itself needs them (the GPU machine has neither)
+    from labstack import editions, notebook_runner
 
     params = QUICK_PARAMS if args.quick else FULL_PARAMS
     params = {k: v for k, v in params.items() if f"LAB_{k}" not in os.environ}  # yours win

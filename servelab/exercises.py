@@ -169,7 +169,10 @@ def _field(message, path: str):
         descriptor = value.DESCRIPTOR.fields_by_name.get(name)
         if descriptor is None:
             raise KeyError(f"{value.DESCRIPTOR.name} has no field {name}")
-        repeated = descriptor.label == descriptor.LABEL_REPEATED
+        # protobuf 6+ has is_repeated and drops label (the GPU machine's); 4.x has only label
+        repeated = getattr(descriptor, "is_repeated", None)
+        if repeated is None:
+            repeated = descriptor.label == descriptor.LABEL_REPEATED
         entry = descriptor.message_type
         if entry is not None and entry.GetOptions().map_entry:  # parameters { key: ... }
             key, entries = names.pop(0), getattr(value, name)
@@ -374,7 +377,16 @@ def _body_is_blank(fn) -> bool:
         tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
     except (OSError, TypeError, SyntaxError):
         return False
-    body = tree.body[0].body if tree.body else []
+    # the def itself: a script runner's cell source can put other statements first
+    defs = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.name == getattr(fn, "__name__", None)
+    ]
+    if not defs:
+        return False
+    body = defs[0].body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
         if isinstance(body[0].value.value, str):
             body = body[1:]  # the docstring

@@ -56,3 +56,12 @@ def test_page_shows_the_ratio_every_claim_and_its_plots(page):
             ), row
     for png in re.findall(r"!\[[^]]*\]\(([^)]+)\)", readme):
         assert (page / png).stat().st_size > 10_000, png
+
+
+def test_the_reference_run_imports_nothing_the_gpu_machine_lacks():
+    """The GPU machine has no jupytext, nbclient or nbformat (only `make lab` and the editions
+    need them): run_reference.py's imports must not pull them in (a device call stopped on it)."""
+    blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in ("jupytext", "nbclient", "nbformat"))
+    code = f"import sys; {blocked}; import labstack.lab, labstack.launcher, labstack.script_runner"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
