@@ -198,9 +198,12 @@ def run_stability(out: Path, starts: int) -> dict:
                 raise RuntimeError(f"start {i + 1}: the best config did not load: {error}")
             target = grpc if " -i grpc" in best["command"] else url.split("://")[-1]
             line = re.sub(r"-u \S+", f"-u {target}", best["command"])
-            run = perf.run_line(
-                line, f"fresh start {i + 1}", out=out / "results" / "hardware", url=url
-            )
+            # a fresh start compiles on its first batches (torch.compile, CUDA graphs), which kept
+            # perf_analyzer from stabilising within its default limit (100 s at 5 s windows,
+            # H100 2026-11-24): one run to warm up, not counted, and room for both
+            to = out / "results" / "hardware"
+            perf.run_line(line, f"fresh start {i + 1} warm-up", out=to, url=url, timeout=400)
+            run = perf.run_line(line, f"fresh start {i + 1}", out=to, url=url, timeout=400)
             fresh.append(run.row["throughput_infer_s"])
             print(f"start {i + 1}: loaded in {seconds:.0f} s, {fresh[-1]:.0f} infer/s", flush=True)
         finally:

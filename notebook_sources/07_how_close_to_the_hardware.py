@@ -39,11 +39,11 @@
 #
 # **The goal, and what is known.** Issue 27 of this project sets a goal for the H100 reference:
 # the best configuration serves at least **70 %** of the limit (median over separately started
-# servers). The best measured there so far is **0.59**: 28,898 inferences/s served against a
-# limit of 48,635 images/s (`docs/results/h100_levers/`). The goal is not reached yet, and the
-# claim at the end says whether your run reaches it: *holds*, *does not hold*, or
-# *inconclusive*. Without a GPU the same steps run, the GPU-only ones are skipped with the reason,
-# and the goal is not checked (it is set for a GPU).
+# servers). This notebook's reference run there served 28,970 and 30,114 inferences/s against a
+# limit of 45,372 images/s: **0.64 and 0.66** (`docs/results/h100_2026-11-24/`). The goal is not
+# reached yet, and the claim at the end says whether your run reaches it: *holds*, *does not
+# hold*, or *inconclusive*. Without a GPU the same steps run, the GPU-only ones are skipped with
+# the reason, and the goal is not checked (it is set for a GPU).
 #
 # ## Setup
 
