@@ -50,3 +50,63 @@ def test_check_without_a_server_or_with_a_stale_report_is_unhealthy(tmp_path, mo
     monkeypatch.setattr(wd, "loaded_models", lambda url: [])
     healthy, lines = wd.check("http://127.0.0.1:9", report)
     assert not healthy and "no fresh report" in lines[0]
+
+
+def test_expected_stubs_follow_the_served_config():
+    gpu = {"kind": "KIND_GPU", "count": 2, "gpus": [0, 1]}
+    assert wd.expected_stubs({"backend": "python", "instance_group": [gpu]}) == 4
+    assert wd.expected_stubs({"backend": "python", "instance_group": [{"count": 3}]}) == 3
+    assert wd.expected_stubs({"backend": "python"}) == 1
+    assert wd.expected_stubs({"backend": "onnxruntime", "instance_group": [gpu]}) is None
+    assert wd.expected_stubs({"platform": "ensemble"}) is None
+
+
+class _Server:
+    """What the watchdog asks Triton, answered from a dict (models: name -> instance count)."""
+
+    def __init__(self, models: dict[str, int]):
+        self.models = models
+
+    def get(self, url, timeout=5.0):
+        if url.endswith("/v2/models/stats"):
+            return 200, {"model_stats": [{"name": m} for m in self.models]}
+        name = url.split("/v2/models/")[1].split("/")[0]
+        config = {"backend": "python", "instance_group": [{"count": self.models[name]}]}
+        return 200, config
+
+
+def _watchdog(monkeypatch, tmp_path, server, alive):
+    monkeypatch.setattr(wd, "_get", server.get)
+    monkeypatch.setattr(wd, "_ok", lambda url, timeout=3.0: True)
+    monkeypatch.setattr(wd, "privatise_regions", lambda prefix: 0)
+    dog = wd.Watchdog("http://t", tmp_path / "health.json", "key", "", 512)
+    monkeypatch.setattr(dog, "stubs", lambda server_pid: (dict(alive), {}))
+    reloads = []
+    monkeypatch.setattr(dog, "_reload", lambda model, pids, why: reloads.append((model, why)))
+    return dog, reloads
+
+
+def test_a_stub_that_vanished_without_a_zombie_has_its_model_loaded_again(monkeypatch, tmp_path):
+    """Triton may reap a dead stub before the watchdog sees its zombie (the Docker stack): a model
+    that had all its stubs and now misses one for SHORT_STEPS looks is loaded again."""
+    alive = {"food_classifier": 2}
+    dog, reloads = _watchdog(monkeypatch, tmp_path, _Server({"food_classifier": 2}), alive)
+    dog.step(1)
+    alive["food_classifier"] = 1
+    for _ in range(wd.SHORT_STEPS - 1):
+        dog.step(1)
+    assert reloads == []  # a dip while a load replaces stubs is not a death
+    report = dog.step(1)
+    for thread, _ in dog.reloading.values():
+        thread.join(5)
+    assert reloads == [("food_classifier", "1 of 2 stub(s) running")], report
+
+
+def test_a_smaller_config_loaded_on_purpose_is_not_a_dead_stub(monkeypatch, tmp_path):
+    server, alive = _Server({"food_classifier": 4}), {"food_classifier": 4}
+    dog, reloads = _watchdog(monkeypatch, tmp_path, server, alive)
+    dog.step(1)
+    server.models["food_classifier"], alive["food_classifier"] = 2, 2  # a student's edit()
+    for _ in range(2 * wd.SHORT_STEPS):
+        dog.step(1)
+    assert reloads == [] and dog.reloading == {}

@@ -60,6 +60,9 @@ STALE_AFTER_S = 15.0  # a health file older than this means the watchdog itself 
 # The largest a stub's region may stay. The lab's largest legitimate batches are far below: 16
 # images of 8 MiB as base64 (food_classifier) is 180 MiB; 256 uint8 photos (notebook 7) 38 MiB.
 MAX_REGION_MIB = 512
+# looks in a row (one a second) a model must miss a stub before it counts as dead: a load through
+# the repository API replaces stubs, and the count dips while it does
+SHORT_STEPS = 3
 
 
 # ---------------------------------------------------------------- what /proc says
@@ -198,6 +201,26 @@ def loaded_models(url: str) -> list[str]:
     return sorted({m["name"] for m in (stats or {}).get("model_stats", [])})
 
 
+def expected_stubs(config: dict) -> int | None:
+    """How many stubs a Python-backend model's served config asks for (one per instance: count
+    per GPU listed for KIND_GPU); None for models without stubs (ensembles, other backends)."""
+    if config.get("backend") != "python":
+        return None
+    total = 0
+    for group in config.get("instance_group") or [{"count": 1}]:
+        gpus = group.get("gpus") or []
+        per = len(gpus) if group.get("kind") == "KIND_GPU" and gpus else 1
+        total += int(group.get("count", 1)) * per
+    return total
+
+
+def served_config(url: str, model: str) -> dict:
+    try:
+        return _get(f"{url}/v2/models/{model}/config")[1] or {}
+    except (urllib.error.URLError, OSError, ValueError):
+        return {}
+
+
 def reload_model(url: str, model: str, key: str, timeout: float = 600.0) -> tuple[bool, str]:
     """Load `model` again with the config it is serving (repository API, the node's secret)."""
     try:
@@ -242,6 +265,12 @@ class Watchdog:
         self.handled: set[int] = set()  # dead stubs already acted on (their zombies stay)
         self.reloading: dict[str, tuple[threading.Thread, str]] = {}  # model -> (thread, why)
         self.events: list[str] = []
+        # a stub that died can vanish at once (Triton reaps it when it next looks at it, seen in
+        # the Docker stack): a model with fewer stubs than its config asks for, after it had them
+        # all, for SHORT_STEPS looks in a row, is a model with a dead stub too
+        self.expected: dict[str, int | None] = {}  # model -> stubs its config asked for last look
+        self.complete: set[str] = set()  # models seen with every stub running since (re)load
+        self.short: dict[str, int] = {}  # model -> looks in a row with stubs missing
 
     def stubs(self, server_pid: int) -> tuple[dict[str, int], dict[str, list[int]]]:
         """(stubs alive per model, stubs to act on per model: dead ones, and live ones whose
@@ -293,16 +322,40 @@ class Watchdog:
         alive, act = self.stubs(server_pid) if server_ready else ({}, {})
         names = set(loaded_models(self.url)) | set(act) | set(self.reloading)
         models = {m: {"ready": _ok(f"{self.url}/v2/models/{m}/ready")} for m in sorted(names)}
+        for model in models:
+            if not models[model]["ready"] or model in self.reloading:
+                self.short.pop(model, None)
+                continue
+            want = expected_stubs(served_config(self.url, model))
+            if self.expected.get(model, want) != want:  # loaded since with another config
+                self.complete.discard(model)
+                self.short.pop(model, None)
+            self.expected[model] = want
+            have = alive.get(model, 0)
+            if want is None:
+                continue
+            if have >= want:
+                self.complete.add(model)
+                self.short.pop(model, None)
+            elif model in self.complete:
+                self.short[model] = self.short.get(model, 0) + 1
+                if self.short[model] >= SHORT_STEPS and model not in act:
+                    act[model] = []
         for model, pids in act.items():
             self.handled.update(pids)
             if not models[model]["ready"] or model in self.reloading:
                 continue  # unloaded since (nothing to bring back), or already being reloaded
             dead = [p for p in pids if _state(p) in ("Z", "gone")]
-            why = (
-                f"stub {dead} died"
-                if dead
-                else f"stub {pids} holds a region over {self.max_region / 2**20:.0f} MiB"
-            )
+            if not pids:
+                why = f"{alive.get(model, 0)} of {self.expected[model]} stub(s) running"
+            elif dead:
+                why = f"stub {dead} died"
+            else:
+                why = f"stub {pids} holds a region over {self.max_region / 2**20:.0f} MiB"
+            # after the reload: the config may differ, and the stubs must all run again first
+            self.expected.pop(model, None)
+            self.complete.discard(model)
+            self.short.pop(model, None)
             log(f"{model}: {why}; loading the model again")
             thread = threading.Thread(target=self._reload, args=(model, pids, why), daemon=True)
             self.reloading[model] = (thread, why)

@@ -307,7 +307,8 @@ def test_a_stub_region_as_an_output_region_is_refused_and_triton_keeps_running(s
         json=body,
         timeout=60,
     )
-    assert infer.status_code == 400, infer.text  # no such region
+    # no such region (the stand-in's Triton 2.51 answers 404; other builds 400)
+    assert infer.status_code in (400, 404) and "Unable to find shared memory region" in infer.text
     assert stack.container("triton_server")["State"]["StartedAt"] == started
     assert requests.get(settings.url("TRITON_HTTP_PORT", "/v2/health/ready"), timeout=10).ok
 
