@@ -12,11 +12,13 @@ as long as the server runs: nothing in Triton notices or repairs it.
 
 What it does, every --every seconds (default 1):
 - a stub is recognised by its command line (triton_python_backend_stub <repository>/<model>/
-  <version>/model.py ...); a stub that has died stays a zombie child of tritonserver (Triton does
-  not reap it), so a zombie that was a known stub of a model Triton still calls READY is a dead
-  instance: the model is loaded again with the config it was serving (GET /v2/models/<m>/config,
-  then the repository API with the node's secret, TRITON_ADMIN_KEY), so a config.pbtxt edited in
-  the meantime is not picked up by surprise;
+  <version>/model.py ...); a stub that has died stays a zombie child of tritonserver, or is
+  reaped soon (seen in the Docker stack), while Triton keeps the model READY; so a zombie that
+  was a known stub of a model Triton still calls READY is a dead instance, and so is a missing
+  one: a Python-backend model that had every stub its served config asks for and misses one for
+  SHORT_STEPS looks in a row. The model is loaded again with the config it was serving
+  (GET /v2/models/<m>/config, then the repository API with the node's secret,
+  TRITON_ADMIN_KEY), so a config.pbtxt edited in the meantime is not picked up by surprise;
 - a tritonserver that exits (a crash) is started again with the same command line (same ports),
   after its Python-backend shared-memory regions are removed; at most MAX_RESTARTS in
   RESTART_WINDOW_S, then the watchdog exits with the server's status (Docker's restart policy,
