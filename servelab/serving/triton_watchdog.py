@@ -223,19 +223,32 @@ def served_config(url: str, model: str) -> dict:
         return {}
 
 
-def reload_model(url: str, model: str, key: str, timeout: float = 600.0) -> tuple[bool, str]:
-    """Load `model` again with the config it is serving (repository API, the node's secret)."""
-    try:
-        _, config = _get(f"{url}/v2/models/{model}/config")
-        body = json.dumps({"parameters": {"config": json.dumps(config)}}).encode()
+def reload_model(
+    url: str, model: str, key: str, timeout: float = 600.0, unload_first: bool = False
+) -> tuple[bool, str]:
+    """Load `model` again with the config it is serving (repository API, the node's secret).
+    unload_first: for a dead stub. A load with an unchanged config can keep the instances it
+    has (seen in the Docker stack: 'loaded again in 0.0 s', the dead stub still there)."""
+
+    def post(action: str, body: bytes) -> bool:
         request = urllib.request.Request(
-            f"{url}/v2/repository/models/{model}/load",
+            f"{url}/v2/repository/models/{model}/{action}",
             data=body,
             headers={ADMIN_HEADER: key, "Content-Type": "application/json"},
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=timeout) as resp:
-            return resp.status == 200, ""
+            return resp.status == 200
+
+    try:
+        _, config = _get(f"{url}/v2/models/{model}/config")
+        if unload_first:
+            post("unload", b"{}")
+            deadline = time.monotonic() + timeout
+            while _ok(f"{url}/v2/models/{model}/ready") and time.monotonic() < deadline:
+                time.sleep(0.2)  # unload returns before the model is gone
+        body = json.dumps({"parameters": {"config": json.dumps(config)}}).encode()
+        return post("load", body), ""
     except urllib.error.HTTPError as exc:
         return False, f"HTTP {exc.code}: {exc.read()[:300].decode(errors='replace')}"
     except (urllib.error.URLError, OSError, ValueError) as exc:
@@ -309,7 +322,8 @@ class Watchdog:
 
     def _reload(self, model: str, pids: list[int], why: str) -> None:
         started = time.monotonic()
-        ok, error = reload_model(self.url, model, self.key)
+        dead = not pids or any(_state(p) in ("Z", "gone") for p in pids)
+        ok, error = reload_model(self.url, model, self.key, unload_first=dead)
         event = (
             f"{time.strftime('%T')} {model}: {why}, model loaded again in "
             f"{time.monotonic() - started:.1f} s" + ("" if ok else f"; FAILED: {error}")
@@ -495,7 +509,9 @@ def check(url: str, health_file: Path) -> tuple[bool, list[str]]:
         ready = _ok(f"{url}/v2/models/{model}/ready")
         ok = ready and not seen.get("reloading")
         healthy &= ok
-        state = "ready" if ok else (f"reloading ({seen['reloading']})" if ready else "NOT READY")
+        state = "ready" if ok else "NOT READY"
+        if seen.get("reloading"):  # unloaded and loaded again after a stub died: not ready a while
+            state = f"reloading ({seen['reloading']})"
         lines.append(f"{model}: {state} ({seen.get('stubs_alive', '?')} stub(s) running)")
     return healthy, lines
 
