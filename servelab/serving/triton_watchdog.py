@@ -204,9 +204,11 @@ def loaded_models(url: str) -> list[str]:
 
 
 def expected_stubs(config: dict) -> int | None:
-    """How many stubs a Python-backend model's served config asks for (one per instance: count
-    per GPU listed for KIND_GPU); None for models without stubs (ensembles, other backends)."""
-    if config.get("backend") != "python":
+    """How many instances a model's served config asks for: one stub each for a Python-based
+    backend (count per GPU listed for KIND_GPU; a KIND_GPU group without a list counts once, so
+    the figure is never too high). None for an ensemble or an unreadable config. A backend
+    without stubs (Triton's C++ onnxruntime) never shows them all, so it is never acted on."""
+    if not config or config.get("platform") == "ensemble":
         return None
     total = 0
     for group in config.get("instance_group") or [{"count": 1}]:
@@ -362,6 +364,9 @@ class Watchdog:
             if not models[model]["ready"] or model in self.reloading:
                 continue  # unloaded since (nothing to bring back), or already being reloaded
             dead = [p for p in pids if _state(p) in ("Z", "gone")]
+            want = self.expected.get(model)
+            if dead and (want is None or alive.get(model, 0) >= want):
+                continue  # a stub replaced on purpose (a load with another config) exits too
             if not pids:
                 why = f"{alive.get(model, 0)} of {self.expected[model]} stub(s) running"
             elif dead:
