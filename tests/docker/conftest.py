@@ -27,6 +27,11 @@ def settings() -> Settings:
     say(f"GPU runtime: {'yes' if s.gpu else 'no (CPU override files)'}; settings: {s.env}")
     if HOST_RESULTS.exists():
         shutil.rmtree(HOST_RESULTS, ignore_errors=True)
+    # owned like results/ (init_env.sh gives it Jupyter's user): a test that writes here from the
+    # host first (the ensemble's input file) must not leave a folder Jupyter cannot write into
+    HOST_RESULTS.mkdir(parents=True)
+    owner = HOST_RESULTS.parent.stat()
+    os.chown(HOST_RESULTS, owner.st_uid, owner.st_gid)
     yield s
     usage = subprocess.run(["docker", "system", "df"], capture_output=True, text=True).stdout
     say("disk used by Docker at the end of the run:\n" + usage)
