@@ -14,6 +14,7 @@ from pathlib import Path
 import requests
 
 from labstack import launcher
+from servelab.serving import triton_watchdog
 
 
 def running(pid: int, marker: str) -> bool:
@@ -134,25 +135,9 @@ def start_triton(workdir: Path, watchdog_args: list[str] | None = None) -> Proc:
     return proc
 
 
-def _parents() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    return children
-
-
 def children(pid: int) -> list[int]:
     """Every descendant of pid (Triton's Python-backend stubs, uvicorn's workers)."""
-    tree, found, todo = _parents(), [], [pid]
-    while todo:
-        kids = tree.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
+    return triton_watchdog.descendants(pid)
 
 
 def rss_tree_kib(pid: int) -> tuple[int, int]:

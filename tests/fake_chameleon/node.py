@@ -17,7 +17,7 @@ from pathlib import Path
 
 import paramiko
 
-from .host_stubs import GPU_STUB, STUBS, make_bin
+from .host_stubs import GPU_STUB, SAFE_REAL_TOOLS, STUBS, make_bin
 
 MAKE_STUB = (
     'echo "make $*: building the lab environment and the model files ..."\n'
@@ -77,29 +77,7 @@ class FakeNode:
         make_bin(
             self.bin,
             {**STUBS, **GPU_STUB, "make": MAKE_STUB},
-            real_tools=[
-                "bash",
-                "sh",
-                "python3",
-                "sed",
-                "grep",
-                "cut",
-                "head",
-                "tail",
-                "id",
-                "cat",
-                "chmod",
-                "install",
-                "env",
-                "mkdir",
-                "dirname",
-                "tr",
-                "sleep",
-                "od",
-                "stat",
-                "git",
-                "ls",
-            ],
+            real_tools=[*SAFE_REAL_TOOLS, "git", "ls"],
         )
         self.host_key = paramiko.RSAKey.generate(2048)
         self._socks: dict[str, socket.socket] = {}
