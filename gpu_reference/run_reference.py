@@ -35,8 +35,10 @@ PARTS = {
     "triton": "06_triton_benchmarks",
     "hardware": "07_how_close_to_the_hardware",
 }
-# not a notebook: notebook 7's best configuration on freshly started servers (after "hardware")
+# not notebooks: notebook 7's best configuration on freshly started servers (gpu_reference/
+# stability.py, one start per invocation), and ONNX Runtime's cost of a batch-size change
 STABILITY = "stability"
+BATCH_SWITCH = "batch_switch"
 TITLES = {
     "fastapi": "Notebook 4: FastAPI, PyTorch vs ONNX Runtime",
     "triton": "Notebook 6: Triton",
@@ -170,54 +172,30 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
     return runs
 
 
-def run_stability(out: Path, starts: int) -> dict:
-    """Notebook 7's best configuration served again by `starts` freshly started servers: the
-    spread of a served/limit figure lies between server starts (which instance lands where, the
-    batcher's rhythm, the compile), not between repeats inside one start. Each start: the local
-    stack up, the tuned model placed with the best run's full config.pbtxt, loaded, measured with
-    the best run's perf_analyzer line (pointed at this start's ports), the stack down."""
-    import re
-
-    from labstack import launcher
-    from servelab import model_repository, perf, triton_config
-
-    ratio_file = out / "results" / "hardware" / "served_over_limit.json"
-    best = json.loads(ratio_file.read_text())
-    limit = best["limit"]["images_per_s"]
-    fresh, started, start = [], time.strftime("%F %T %Z"), time.time()
-    for i in range(starts):
-        try:
-            launcher.up(jupyter=False, triton=True)
-            urls = launcher._urls_for_clients(launcher.read_state())
-            url, grpc = urls["TRITON_SERVER_URL"], urls["TRITON_GRPC_URL"]
-            os.environ.update(urls)  # this start's URLs and its secret (the repository API's)
-            folder = model_repository.add_model("food_classifier_tuned", kind="gpu", verbose=False)
-            (folder / "config.pbtxt").write_text(best["best_config"])
-            ok, seconds, error = triton_config.load_model("food_classifier_tuned", url, 900)
-            if not ok:
-                raise RuntimeError(f"start {i + 1}: the best config did not load: {error}")
-            target = grpc if " -i grpc" in best["command"] else url.split("://")[-1]
-            line = re.sub(r"-u \S+", f"-u {target}", best["command"])
-            # a fresh start compiles on its first batches (torch.compile, CUDA graphs), which kept
-            # perf_analyzer from stabilising within its default limit (100 s at 5 s windows,
-            # H100 2026-11-24): one run to warm up, not counted, and room for both
-            to = out / "results" / "hardware"
-            perf.run_line(line, f"fresh start {i + 1} warm-up", out=to, url=url, timeout=400)
-            run = perf.run_line(line, f"fresh start {i + 1}", out=to, url=url, timeout=400)
-            fresh.append(run.row["throughput_infer_s"])
-            print(f"start {i + 1}: loaded in {seconds:.0f} s, {fresh[-1]:.0f} infer/s", flush=True)
-        finally:
-            launcher.down()
-    best["fresh_starts_infer_s"] = fresh
-    best["starts_served_over_limit"] = [best["served_infer_s"] / limit] + [x / limit for x in fresh]
-    ratio_file.write_text(json.dumps(best, indent=2) + "\n")
+def run_batch_switch(out: Path) -> dict:
+    """labstack.batch_switch's runtime mode: ONNX Runtime's cost of a batch-size change on this
+    GPU, one session per cuDNN search setting and the lab's stand-in (its verdict: rc 1 if mixed
+    sizes cost more than twice the same sizes grouped)."""
+    started, start = time.strftime("%F %T %Z"), time.time()
+    target = out / "results" / "batch_switch.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(out / "batch_switch.log", "w") as log:
+        rc = subprocess.run(
+            [sys.executable, "-m", "labstack.batch_switch", "runtime", "--rounds", "1"]
+            + ["--out", str(target)],
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        ).returncode
+    print((out / "batch_switch.log").read_text()[-2500:], flush=True)
     return {
-        "notebook": "(notebook 7's best configuration, fresh servers)",
-        "rc": 0,
+        "notebook": "(labstack.batch_switch runtime: batch-size changes in ONNX Runtime)",
+        "rc": rc,
         "started": started,
         "seconds": round(time.time() - start),
         "quick": False,
-        "settings": {"starts": starts},
+        "settings": {"rounds": 1},
+        "versions": versions(),
     }
 
 
@@ -228,8 +206,9 @@ def write_report(out: Path) -> Path:
 
     runs = json.loads((out / "runs.json").read_text())
     res = out / "results"
-    first = next(iter(runs.values()))
-    v = first["versions"]
+    # a notebook part knows the weights; any part that ran Python on the machine its versions
+    first = next((r for r in runs.values() if "weights" in r), {"weights": "not recorded"})
+    v = next((r["versions"] for r in runs.values() if "versions" in r), {"gpu": "this machine"})
     lines = [
         f"# Reference run: {v['gpu']}",
         "",
@@ -281,17 +260,7 @@ def write_report(out: Path) -> Path:
             f"The best run's perf_analyzer command: `{r['command']}`",
             "",
         ]
-        if r.get("starts_served_over_limit"):
-            lines += [
-                stability_line(r["starts_served_over_limit"], "separately started servers"),
-                "",
-                f"(The best configuration, {r['best']}: notebook 7's own run, then "
-                f"{len(r['fresh_starts_infer_s'])} fresh starts of the stack with its full "
-                f"config.pbtxt: {', '.join(f'{x:.0f}' for x in r['fresh_starts_infer_s'])} "
-                "infer/s.)",
-                "",
-            ]
-        elif r.get("repeats_served_over_limit"):
+        if r.get("repeats_served_over_limit"):
             lines += [
                 stability_line(r["repeats_served_over_limit"], "runs"),
                 "",
@@ -300,13 +269,33 @@ def write_report(out: Path) -> Path:
                 "",
             ]
 
+    from gpu_reference import stability
+
+    lines += stability.report_lines(out, 0.70)
+    switch = res / "batch_switch.json"
+    if switch.exists():
+        from labstack import batch_switch
+
+        data = json.loads(switch.read_text())
+        lines += [
+            "## ONNX Runtime and batch-size changes (`python -m labstack.batch_switch runtime`)",
+            "",
+            f"Batch sizes, mixed: {data['sizes']}; grouped: the same sizes sorted, each group's "
+            "first call (the switch) untimed. One call at a time, milliseconds per call.",
+            "",
+            batch_switch.table(data["rows"]),
+            "",
+            f"Verdict on the lab's row (mixed <= {batch_switch.MAX_RATIO:g}x grouped): "
+            f"{'holds' if data['verdict'] else '**does not hold**'}.",
+            "",
+        ]
     lines += [
         "## For instructors: what each step should show, and what it showed here",
         "",
         "| notebook | step: what it should show | verdict | measured | note |",
         "|---|---|---|---|---|",
     ]
-    for part in runs:
+    for part in [p for p in runs if p in PARTS]:
         claims = res / part / "claims.csv"
         if claims.exists():
             for _, c in lab.claims_with_verdicts(claims).iterrows():
@@ -317,7 +306,7 @@ def write_report(out: Path) -> Path:
                 )
     lines.append("")
 
-    for part in runs:
+    for part in [p for p in runs if p in PARTS]:
         folder = res / part
         if not folder.exists():
             continue
@@ -388,9 +377,11 @@ def main() -> int:
     rc = 0
     if not args.report:
         parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-        unknown = set(parts) - set(PARTS) - {STABILITY}
+        unknown = set(parts) - set(PARTS) - {STABILITY, BATCH_SWITCH}
         if unknown:
-            parser.error(f"unknown parts {sorted(unknown)}: choose from {[*PARTS, STABILITY]}")
+            parser.error(
+                f"unknown parts {sorted(unknown)}: choose from {[*PARTS, STABILITY, BATCH_SWITCH]}"
+            )
         # servelab reads these at import: set them first
         # (the stack's state and model repository stay out of DIR: DIR is what gets committed)
         scratch = Path(tempfile.mkdtemp(prefix="gpu_reference_"))
@@ -399,12 +390,35 @@ def main() -> int:
             LAB_STATE_DIR=str(scratch / "lab"),
             TRITON_MODEL_REPOSITORY=str(scratch / "model_repository"),
         )
-        notebooks = [p for p in parts if p != STABILITY]
-        runs = run_parts(out, notebooks, args.quick) if notebooks else {}
+        runs_file = out / "runs.json"
+        runs = json.loads(runs_file.read_text()) if runs_file.exists() else {}
+        if BATCH_SWITCH in parts:
+            runs[BATCH_SWITCH] = run_batch_switch(out)
+            runs_file.write_text(json.dumps(runs, indent=2) + "\n")
+        notebooks = [p for p in parts if p in PARTS]
+        if notebooks:
+            runs = run_parts(out, notebooks, args.quick)
         if STABILITY in parts:
-            runs_file = out / "runs.json"
-            runs = json.loads(runs_file.read_text())
-            runs[STABILITY] = run_stability(out, int(os.environ.get("LAB_STABILITY_STARTS", 2)))
+            from gpu_reference import stability
+
+            runs = json.loads(runs_file.read_text()) if runs_file.exists() else {}
+            # one start, then more while the longest start so far still fits before the deadline
+            # (LAB_STABILITY_DEADLINE_S from now: what is left of a device call)
+            deadline = time.time() + float(os.environ.get("LAB_STABILITY_DEADLINE_S", 0))
+            entry = stability.run_one_start(out)
+            longest = entry["seconds"]
+            while "error" not in entry and time.time() + 1.2 * longest + 20 < deadline:
+                entry = stability.run_one_start(out)
+                longest = max(longest, entry["seconds"])
+            record = stability.load(out)
+            runs[STABILITY] = {
+                "notebook": "(notebook 7's best configuration, one fresh server per call)",
+                "rc": 1 if "error" in entry else 0,
+                "started": record["starts"][0]["started"],
+                "seconds": sum(s["seconds"] for s in record["starts"]),
+                "quick": False,
+                "settings": {"starts": len(record["starts"]), "window_ms": record["window_ms"]},
+            }
             runs_file.write_text(json.dumps(runs, indent=2) + "\n")
         rc = 0 if all(runs[p]["rc"] == 0 for p in parts) else 1
     readme = write_report(out)
@@ -413,8 +427,6 @@ def main() -> int:
         r = json.loads(ratio.read_text())
         served, limit = r["served_infer_s"], r["limit"]["images_per_s"]
         print(f"served/limit = {served:.0f} / {limit:.0f} = {r['served_over_limit']:.3f}")
-        if r.get("starts_served_over_limit"):
-            print(stability_line(r["starts_served_over_limit"], "separately started servers"))
     print(f"report: {readme}")
     return rc
 

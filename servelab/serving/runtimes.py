@@ -128,10 +128,20 @@ class TorchClassifier:
 
 
 class OnnxClassifier:
+    """An ONNX Runtime session on model.onnx. With `batch_sizes` (a batching server's sizes,
+    shape_buckets.bucket_sizes) and the CUDA provider, one session per size instead, each batch
+    padded to the nearest: the CUDA provider rebuilds its convolution plans whenever a session's
+    batch size changes (serving/shape_buckets.py says why and how much). On the CPU provider one
+    session serves every size, as there is nothing to rebuild."""
+
     name = "onnx"
 
     def __init__(
-        self, path: Path | str = MODEL_ONNX, device: str | None = None, threads: int | None = None
+        self,
+        path: Path | str = MODEL_ONNX,
+        device: str | None = None,
+        threads: int | None = None,
+        batch_sizes: list[int] | None = None,
     ):
         import onnxruntime as ort
 
@@ -147,10 +157,21 @@ class OnnxClassifier:
             providers = [("CUDAExecutionProvider", {"device_id": gpu}), "CPUExecutionProvider"]
         else:
             providers = ["CPUExecutionProvider"]
-        self.session = ort.InferenceSession(str(path), sess_options=options, providers=providers)
+
+        def new_session():
+            return ort.InferenceSession(str(path), sess_options=options, providers=providers)
+
+        self.session = new_session()
         self.device = self.session.get_providers()[0]
+        self.buckets = None  # shape_buckets.BucketedSessions where the provider needs them
+        if batch_sizes and self.device == "CUDAExecutionProvider":
+            from servelab.serving.shape_buckets import BucketedSessions
+
+            self.buckets = BucketedSessions(new_session, batch_sizes)
 
     def __call__(self, batch: np.ndarray) -> np.ndarray:
+        if self.buckets is not None:
+            return self.buckets(batch)
         x = np.ascontiguousarray(batch, dtype=np.float32)
         return self.session.run(["output"], {"input": x})[0]
 

@@ -7,6 +7,11 @@ model.onnx with ONNX Runtime (servelab.serving.runtimes.OnnxClassifier), one ses
 execute() call over the stacked requests. Its timings include the Python backend's per-request
 overhead, which the real onnxruntime backend (Docker route) does not have.
 
+On a GPU it keeps one session per batch size (powers of two up to max_batch_size, and every
+dynamic_batching.preferred_batch_size) and pads each batch to the nearest: ONNX Runtime's CUDA
+provider rebuilds its convolution plans whenever a session's batch size changes, which cost over
+a second per batch under dynamic batching (servelab/serving/shape_buckets.py).
+
 Where it runs is reported by the server itself: Triton's metrics endpoint carries
 lab_onnx_execution_provider{model=..., provider=...} 1 for the provider each instance's session
 uses (CUDAExecutionProvider or CPUExecutionProvider), so a notebook never has to guess from its
@@ -15,6 +20,7 @@ own ONNX Runtime.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +32,7 @@ try:
         triton_instance_device,
         triton_thread_budget,
     )
+    from servelab.serving.shape_buckets import bucket_sizes
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
         "food_classifier_onnx (local stand-in) needs the lab's 'servelab' package: put the "
@@ -47,14 +54,21 @@ class TritonPythonModel:
                 "(python -m servelab.model_repository does it)"
             )
         threads, why = triton_thread_budget(args)
+        config = json.loads(args["model_config"])
+        preferred = config.get("dynamic_batching", {}).get("preferred_batch_size", [])
         self.classifier = OnnxClassifier(
-            weights, device=triton_instance_device(args), threads=threads
+            weights,
+            device=triton_instance_device(args),
+            threads=threads,
+            batch_sizes=bucket_sizes(max(1, int(config.get("max_batch_size", 1))), preferred),
         )
+        buckets = self.classifier.buckets
         self.logger.log_warn(
             f"{self.model_name}: LOCAL STAND-IN for Triton's onnxruntime backend (that backend is "
             f"not in the pip-installed Triton): a Python-backend model running {weights.name} with "
-            f"ONNX Runtime ({self.classifier.device}, {self.classifier.threads} thread(s): {why}); "
-            "same name and I/O as the real one, plus Python-backend overhead"
+            f"ONNX Runtime ({self.classifier.device}, {self.classifier.threads} thread(s): {why}"
+            + (f"; one session per batch size {buckets.sizes}" if buckets else "")
+            + "); same name and I/O as the real one, plus Python-backend overhead"
         )
         # the family must outlive its metric: both are kept until finalize()
         self._provider_family = pb_utils.MetricFamily(
