@@ -150,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from servelab import labenv
 
+        labenv.load()  # the running stack's URLs (make up writes them)
         url = args.url or labenv.url("TRITON_SERVER_URL")
         settings = {f"{args.name} served at {url}": triton_call(url, args.name)}
     rows = {}

@@ -144,18 +144,23 @@ def spread_line(ratios: list[float], what: str) -> str:
 
 
 def time_split(row: dict, raw: dict) -> str:
-    """A run's compute time per execution (input + infer + output, Triton's statistics) beside
-    what the raw model, on the limit's path, takes for a batch of the run's average size."""
+    """A run's time per execution (Triton's batch statistics, execution_ms) split as perf_analyzer
+    splits it (input, infer, output), beside what the raw model, on the limit's path, takes for a
+    batch of the run's average size. perf_analyzer's own parts are per-request averages, which
+    count a batch of 60 sixty times: they overstate an execution when batches vary in size, so
+    they are scaled to the per-execution total."""
     batch = max(1.0, float(row["avg_batch_size"]))
     path = raw["limit"]["path"]
     points = sorted((r["batch"], r["images_per_s"]) for r in raw["rows"] if r["path"] == path)
     raw_ms = 1000 * batch / float(np.interp(batch, *zip(*points)))
-    parts = [row[f"server_compute_{p}_ms"] for p in ("input", "infer", "output")]
+    per_request = [row[f"server_compute_{p}_ms"] for p in ("input", "infer", "output")]
+    total = execution_ms(row)
+    parts = [part * total / sum(per_request) for part in per_request]
     return (
         f"average batch {batch:.1f}; per execution: input {parts[0]:.2f} + infer {parts[1]:.2f}"
-        f" + output {parts[2]:.2f} = {sum(parts):.2f} ms; the raw model ({path}) takes "
-        f"{raw_ms:.2f} ms for a batch of {batch:.0f}: the execution takes "
-        f"{sum(parts) / raw_ms:.1f}x the raw model's time"
+        f" + output {parts[2]:.2f} = {total:.2f} ms (per request, weighted by batch size: "
+        f"{sum(per_request):.2f} ms); the raw model ({path}) takes {raw_ms:.2f} ms for a batch of "
+        f"{batch:.0f}: the execution takes {total / raw_ms:.1f}x the raw model's time"
     )
 
 

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 
 from servelab import claims, exercises, hardware, perf, triton_config, triton_stats
-from servelab.paths import STAGING
+from servelab.paths import REPO_ROOT, STAGING
 from servelab.serving import raw_limit, tuned_runtime
 
+REFERENCE_2026_11_24 = REPO_ROOT / "docs" / "results" / "h100_2026-11-24"
 RAW = {
     "device_name": "NVIDIA H100 80GB HBM3",
     "compute_capability": "9.0",
@@ -182,3 +183,22 @@ def test_execution_time_is_per_execution_not_per_request():
     row = {**run(1.0).row, "execution_ms": 5.5}
     assert hardware.execution_ms(row) == 5.5
     assert hardware.execution_ms({**row, "execution_ms": 0}) == pytest.approx(13.9)
+
+
+def test_time_per_execution_is_tritons_not_the_request_weighted_mean():
+    """The H100 reference's best run (2026-11-24, 7.7): perf_analyzer's per-request parts add up
+    to 13.08 ms, but a request in a batch of 60 counts its batch's time once for each of the 60;
+    Triton's batch statistics give 11.33 ms per execution, 9.1x the raw compiled model's 1.24 ms
+    for a batch of 47, and each of the 8 instances busy 0.87 of the time."""
+    folder = REFERENCE_2026_11_24 / "results" / "hardware"
+    summary = pd.read_csv(folder / "summary.csv").set_index("run")
+    row = summary.loc["7.7 compiled, 8 inst, max batch 64, delay 500 us, c1024"].to_dict()
+    record = json.loads((folder / "served_over_limit.json").read_text())
+    raw = {
+        "limit": record["limit"],
+        "rows": pd.read_csv(folder / "raw_limit.csv").to_dict("records"),
+    }
+    split = hardware.time_split(row, raw)
+    assert "= 11.33 ms (per request, weighted by batch size: 13.08 ms)" in split
+    assert "takes 9.1x the raw model's time" in split
+    assert "/ 8 = 0.87 " in hardware.laws(row, 8)
