@@ -353,6 +353,14 @@ def stability_line(values: list[float], what: str) -> str:
 
 
 def command_line(part: str, run: dict) -> str:
+    if part == STABILITY:  # one start per call; the settings are counts, not variables
+        return (
+            "LAB_STABILITY_BEST=FILE LAB_STABILITY_DEADLINE_S=SECONDS python3 "
+            "gpu_reference/run_reference.py --out DIR --parts stability   # once per call, "
+            f"{run['settings']['starts']} starts here"
+        )
+    if part == BATCH_SWITCH:
+        return "python3 gpu_reference/run_reference.py --out DIR --parts batch_switch"
     settings = " ".join(f"{k}={v}" for k, v in run["settings"].items())
     return (
         f"{settings + ' ' if settings else ''}python3 gpu_reference/run_reference.py --out DIR "

@@ -79,8 +79,9 @@ def runtime_settings(model: Path, max_batch: int) -> dict:
     from servelab.serving.runtimes import OnnxClassifier
     from servelab.serving.shape_buckets import bucket_sizes
 
+    ort.set_default_logger_severity(3)  # DEFAULT's "Conv running in Fallback mode", per call
     options = ort.SessionOptions()
-    options.log_severity_level = 3  # DEFAULT's "Conv running in Fallback mode", once per call
+    options.log_severity_level = 3
     found = {}
     if "CUDAExecutionProvider" in ort.get_available_providers():
         for search in SEARCHES:
