@@ -9,7 +9,9 @@
 # %% [markdown]
 # # 7. How close to the hardware? (optional)
 #
-# Notebook 6 ended with a model that batches requests and absorbs bursts. This notebook asks a
+# Notebook 6 ended with a model that batches requests and absorbs bursts (on the H100 reference,
+# at 140 % of one instance's capacity, 130x lower mean latency than without batching:
+# `docs/results/h100_2026-11-25/`). This notebook asks a
 # harder question: **how much of what the hardware can do with this model does the served model
 # deliver?** First you measure the limit: the model alone, the batch already in memory, no server.
 # Then you close the gap between that and a server answering one-image requests, one change at a
@@ -40,10 +42,12 @@
 # **The goal, and what is known.** Issue 27 of this project sets a goal for the H100 reference:
 # the best configuration serves at least **70 %** of the limit (median over separately started
 # servers). This notebook's reference run there served 28,970 and 30,114 inferences/s against a
-# limit of 45,372 images/s: **0.64 and 0.66** (`docs/results/h100_2026-11-24/`). The goal is not
-# reached yet, and the claim at the end says whether your run reaches it: *holds*, *does not
-# hold*, or *inconclusive*. Without a GPU the same steps run, the GPU-only ones are skipped with
-# the reason, and the goal is not checked (it is set for a GPU).
+# limit of 45,372 images/s: **0.64 and 0.66** in one start (`docs/results/h100_2026-11-24/`);
+# three separately started servers served **0.49, 0.53 and 0.55** (median 0.525,
+# `docs/results/h100_2026-11-25/`). The goal is not reached, and the claim at the end says whether
+# your run reaches it: *holds*, *does not hold*, or *inconclusive*. Without a GPU the same steps
+# run, the GPU-only ones are skipped with the reason, and the goal is not checked (it is set for
+# a GPU).
 #
 # ## Setup
 

@@ -2,8 +2,10 @@
 writes from the files next to it, and it shows what issue 5 asks for: the served/limit line, every
 claim of notebooks 4, 6 and 7 with a verdict and its numbers, the plots it links."""
 
+import json
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 
@@ -41,11 +43,14 @@ def test_readme_is_regenerated_exactly_from_the_committed_files(tmp_path, page):
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_page_shows_the_ratio_every_claim_and_its_plots(page):
     readme = (page / "README.md").read_text()
-    ratio = re.search(r"served/limit = (\d+) / (\d+) images/s = ([\d.]+)", readme)
-    assert ratio, "no served/limit line"
-    served, limit, shown = int(ratio[1]), int(ratio[2]), float(ratio[3])
-    assert abs(served / limit - shown) < 0.006
-    for part in ("fastapi", "triton", "hardware"):
+    parts = [p for p in ("fastapi", "triton", "hardware") if (page / "results" / p).is_dir()]
+    assert parts, f"{page} has no notebook results"
+    if "hardware" in parts:
+        ratio = re.search(r"served/limit = (\d+) / (\d+) images/s = ([\d.]+)", readme)
+        assert ratio, "no served/limit line"
+        served, limit, shown = int(ratio[1]), int(ratio[2]), float(ratio[3])
+        assert abs(served / limit - shown) < 0.006
+    for part in parts:
         claims = pd.read_csv(page / "results" / part / "claims.csv", keep_default_na=False)
         assert len(claims) >= 5
         for claim in claims["claim"]:
@@ -71,3 +76,62 @@ def test_the_reference_run_imports_nothing_the_gpu_machine_lacks():
     code = f"import sys; {blocked}; import labstack.lab, labstack.launcher, labstack.script_runner"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_stability_line_is_the_median_of_the_recorded_starts():
+    """The 2026-11-25 page: served/limit over the separately started servers, as recorded one
+    start per device call in results/stability/starts.json (issue 32 asks for at least 3)."""
+    page = REPO_ROOT / "docs/results/h100_2026-11-25"
+    record = json.loads((page / "results/stability/starts.json").read_text())
+    limit = record["limit_images_per_s"]
+    ratios = sorted(s["infer_s"] / limit for s in record["starts"] if "infer_s" in s)
+    assert len(ratios) >= 3
+    line = (
+        f"served/limit over {len(ratios)} separately started servers: median "
+        f"{statistics.median(ratios):.3f}, min {ratios[0]:.3f}, max {ratios[-1]:.3f}"
+    )
+    assert line in (page / "README.md").read_text()
+
+
+def test_mixed_batch_sizes_cost_at_most_twice_grouped_on_the_h100():
+    """Issue 32's bar for the lab's ONNX runtime on the GPU, read from the committed run: the
+    one-session rows show the stall (the check can fail), the lab's row stays within 2x, in
+    process and served by Triton."""
+    results = REPO_ROOT / "docs/results/h100_2026-11-25/results"
+    rows = json.loads((results / "batch_switch.json").read_text())["rows"]
+    assert rows["one session, EXHAUSTIVE"]["ratio"] > 100  # the stall, measured
+    lab = next(r for name, r in rows.items() if name.startswith("the lab's") and "CUDA" in name)
+    assert lab["ratio"] <= 2 and lab["mixed_mean_ms"] < 10
+    (served,) = json.loads((results / "batch_switch_triton.json").read_text())["rows"].values()
+    assert served["ratio"] <= 2
+
+
+def prose(source: str) -> str:
+    """A notebook source's markdown as one line of text (comment marks and line breaks gone)."""
+    lines = (REPO_ROOT / "notebook_sources" / source).read_text().splitlines()
+    return " ".join(line[2:] for line in lines if line.startswith("# "))
+
+
+def test_notebook_texts_quote_the_2026_11_25_reference():
+    """Notebook 6's lesson on batch-size changes and notebook 7's intro cite the 2026-11-25 run:
+    each figure they print is recomputed here from its files."""
+    page = REPO_ROOT / "docs/results/h100_2026-11-25"
+    rows = json.loads((page / "results/batch_switch.json").read_text())["rows"]
+    one = rows["one session, EXHAUSTIVE"]
+    lab = next(r for name, r in rows.items() if name.startswith("the lab's"))
+    six = prose("06_triton_benchmarks.py")
+    assert (
+        f"took {one['mixed_mean_ms'] / 1000:.1f} s a batch, the same sizes grouped "
+        f"{one['grouped_mean_ms']:.1f} ms" in six
+    )
+    assert f"mixed sizes then cost {lab['ratio']:.2f}x grouped" in six
+    triton = pd.read_csv(page / "results/triton/summary.csv").set_index("run")
+    top = max(r for r in triton.index if r.startswith("6.6 batching poisson"))
+    without = top.replace("6.6 batching", "6.6 no batching")
+    gain = triton.loc[without, "avg_latency_ms"] / triton.loc[top, "avg_latency_ms"]
+    seven = prose("07_how_close_to_the_hardware.py")
+    assert f"{gain:.0f}x lower mean latency than without batching" in seven
+    record = json.loads((page / "results/stability/starts.json").read_text())
+    ratios = [s["served_over_limit"] for s in record["starts"]]
+    shown = f"{ratios[0]:.2f}, {ratios[1]:.2f} and {ratios[2]:.2f}"
+    assert f"**{shown}** (median {statistics.median(ratios):.3f}" in seven
