@@ -6,6 +6,7 @@ config a best run is put back with (servelab.hardware, claims.choose, exercises 
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -202,3 +203,18 @@ def test_time_per_execution_is_tritons_not_the_request_weighted_mean():
     assert "= 11.33 ms (per request, weighted by batch size: 13.08 ms)" in split
     assert "takes 9.1x the raw model's time" in split
     assert "/ 8 = 0.87 " in hardware.laws(row, 8)
+
+
+def test_the_answer_key_quotes_the_per_execution_laws_of_the_best_run():
+    """Notebook 7's hand-in answer 1 quotes the laws of the 7.7 row as hardware.laws prints them
+    and the 9.1x of time_split, not the request-weighted 13.1 ms."""
+    folder = REFERENCE_2026_11_24 / "results" / "hardware"
+    summary = pd.read_csv(folder / "summary.csv").set_index("run")
+    row = summary.loc["7.7 compiled, 8 inst, max batch 64, delay 500 us, c1024"].to_dict()
+    key = " ".join((REPO_ROOT / "docs" / "answer_key.md").read_text().split())
+    law = hardware.laws(row, 8).splitlines()[1]
+    executions, ms, u = re.search(
+        r"= (\d+) executions/s × ([\d.]+) ms / 8 = ([\d.]+)", law
+    ).groups()
+    assert f"U = {executions} executions/s × {ms} ms / 8 instances = {u}" in key
+    assert f"{ms} ms per execution (9.1x" in key
