@@ -203,6 +203,21 @@ def test_perf_analyzer_in_jupyter(stack, shared_memory):
     assert re.search(r"Throughput: [0-9.]+ infer/sec", out.stdout), out.stdout[-2000:]
 
 
+def test_the_instructors_batch_size_check_runs_in_jupyter(stack):
+    """docs/instructors.md's check for the day before class, as typed there: batches of mixed
+    sizes to the served food_classifier_onnx against the same sizes grouped, the verdict in its
+    exit status (here the CPU stand-in; on a GPU node, Triton's onnxruntime backend)."""
+    out = stack.exec(
+        "jupyter", "python", "-m", "labstack.batch_switch", "triton", timeout=600, check=False
+    )
+    text = out.stdout + out.stderr
+    assert "food_classifier_onnx served at http://triton_server:8000" in text, text[-2000:]
+    verdict = re.search(r"(PASS|FAIL): .* mixed batch sizes cost ([\d.]+)x", text)
+    assert verdict, text[-2000:]
+    assert out.returncode == (0 if verdict[1] == "PASS" else 1)
+    assert float(verdict[2]) > 0
+
+
 def test_the_ensemble_serves_raw_jpegs_with_per_step_statistics(stack, settings, client):
     """Notebook 8's ensemble in the class stack: preprocess (Python backend; model.py imports the
     servelab that the Triton image copies) then food_classifier_onnx (the onnxruntime backend),
