@@ -1,6 +1,6 @@
 """Served/limit over separately started servers: notebook 7's best configuration, one fresh start
-of the local stack per invocation (a device call has 10 minutes; one start with its compile and
-two perf_analyzer runs takes about half of that), each start appended to
+of the local stack per invocation (a device call has 10 minutes; on the H100 one start, with its
+compile and two perf_analyzer runs, took 191-277 s), each start appended to
 DIR/results/stability/starts.json. Run it once per device call until enough starts are recorded:
 
     python3 gpu_reference/run_reference.py --out DIR --parts stability   # one more start
