@@ -135,3 +135,28 @@ def test_notebook_texts_quote_the_2026_11_25_reference():
     ratios = [s["served_over_limit"] for s in record["starts"]]
     shown = f"{ratios[0]:.2f}, {ratios[1]:.2f} and {ratios[2]:.2f}"
     assert f"**{shown}** (median {statistics.median(ratios):.3f}" in seven
+
+
+def test_readme_and_instructors_quote_the_2026_11_25_reference():
+    page = REPO_ROOT / "docs/results/h100_2026-11-25"
+    rows = json.loads((page / "results/batch_switch.json").read_text())["rows"]
+    one = rows["one session, EXHAUSTIVE"]
+    lab = next(r for name, r in rows.items() if name.startswith("the lab's"))
+    served = json.loads((page / "results/batch_switch_triton.json").read_text())["rows"]
+    starts = json.loads((page / "results/stability/starts.json").read_text())["starts"]
+    ratios = ", ".join(f"{s['served_over_limit']:.3f}" for s in starts[:-1])
+    ratios += f" and {starts[-1]['served_over_limit']:.3f}"
+    readme = " ".join((REPO_ROOT / "README.md").read_text().split())
+    guide = " ".join((REPO_ROOT / "docs/instructors.md").read_text().split())
+    assert f"**{ratios} of the limit**" in readme and f"{ratios} of the limit" in guide
+    assert f"{lab['ratio']:.2f}x the same sizes grouped" in readme
+    assert f"{one['mixed_mean_ms']:,.0f} ms a call against {one['grouped_mean_ms']:.1f} ms" in guide
+    assert f"{lab['ratio']:.2f}x grouped on the same GPU" in guide
+    assert f"Triton gave {next(iter(served.values()))['ratio']:.2f}x" in guide
+    triton = pd.read_csv(page / "results/triton/summary.csv").set_index("run")
+    gain = (
+        triton.loc["6.6 no batching poisson 637/s", "avg_latency_ms"]
+        / triton.loc["6.6 batching poisson 637/s", "avg_latency_ms"]
+    )
+    assert f"latency {gain:.0f}x lower than none" in readme
+    assert f"mean latency {gain:.0f}x below no batching" in guide
