@@ -8,12 +8,17 @@ Each notebook's minutes are the sum of
   (<notebook>_cell_times.json of gpu_reference/run_reference.py), else its runs.json total;
 - reading: the words of the notebook's prose at READING_WPM;
 - writing: what the student writes, counted in the notebook's source (solution regions by the
-  check that follows them, predictions, answer cells), at the minutes in WRITING;
+  check that follows them: exercises, decisions and the answers before each verdict; the edits
+  made in an editor; predictions), at the minutes in WRITING, answers included (notebook 0 asks
+  for them during the lease);
+- host commands: each command a notebook prints for a terminal on the node, at HOST_MINUTES;
 counted over the core path: a section whose `## ` heading says "(optional" (going further, the
 open exercise at the end) is shown in its own column and left out of the total;
 - waits outside the notebook (a bare-metal boot, image downloads), from WAITS, each with its
   source. The figures in the rules are estimates and say so; the machine times are measured.
 The table sits between the two markers of docs/timing_plan.md; the rest of that page is prose.
+docs/instructors.md's table of notebooks reads each notebook's minutes from the same plan (the
+spans `<!-- minutes:NAME -->...<!-- /minutes -->`, rewritten by `make timing`).
 """
 
 from __future__ import annotations
@@ -28,12 +33,13 @@ from servelab.paths import REPO_ROOT
 
 SOURCES = REPO_ROOT / "notebook_sources"
 PLAN = REPO_ROOT / "docs" / "timing_plan.md"
+GUIDE = REPO_ROOT / "docs" / "instructors.md"  # its table quotes each notebook's minutes
 BEGIN, END = "<!-- timing table: begin (make timing) -->", "<!-- timing table: end -->"
 CLASS_WINDOW_MS = "5000"  # the class's perf_analyzer windows (servelab.perf.measurement_settings)
 
 # Adults read non-fiction silently at about 238 words a minute (Brysbaert, "How many words do we
 # read per minute?", J. Memory and Language 109, 2019); a lab text full of numbers, more slowly
-READING_WPM = 200
+READING_WPM = 150
 WRITING = {  # minutes per thing the student writes (estimates for a median student)
     "perf_line": 2.0,
     "config_fragment": 3.0,
@@ -41,10 +47,13 @@ WRITING = {  # minutes per thing the student writes (estimates for a median stud
     "curl_line": 2.0,
     "result": 3.0,
     "function": 5.0,
+    "decision": 2.0,  # a choice read off your own rows (servelab.judgement)
     "other exercise": 3.0,
     "prediction": 1.5,
-    "answer": 3.0,
+    "answer": 3.0,  # a "What do you see, and why?" answer (before its verdict, if it has one)
 }
+HOST_MINUTES = 0.5  # switching to the node's terminal, pasting a printed command, coming back
+HOST_CALLS = re.compile(r"labenv\.(?:use_fastapi_backend|use_flask_triton_model|ask_host)\(")
 NOTEBOOKS = {  # the lease's notebooks and the reference run part that measures each
     "02_provision": None,
     "03_fastapi_setup": None,
@@ -121,12 +130,26 @@ def writing(source: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for match in re.finditer(r"### BEGIN SOLUTION", source):
         after = source[match.end() :]
-        check = re.search(r"exercises\.(\w+)\(", after[:3000])
-        kind = check.group(1) if check and check.group(1) in WRITING else "other exercise"
+        check = re.search(r"(exercises|judgement)\.(\w+)\(", after[:3000])
+        kind = "other exercise"
+        if check and check.group(1) == "judgement":
+            kind = "answer" if check.group(2) == "verdict_after" else "decision"
+        elif check and check.group(2) in WRITING:
+            kind = check.group(2)
         counts[kind] = counts.get(kind, 0) + 1
+    # an edit made in an editor has no solution region (the solved edition makes it in a hidden
+    # test region); its check names it
+    counts["file_edit"] = len(re.findall(r"exercises\.file_edit\(", source))
     counts["prediction"] = len(re.findall(r"claims\.predict\(", source))
-    counts["answer"] = len(re.findall(r"\*\*Your answer:\*\*", source))
+    # an answer with no verdict after it stays a markdown cell
+    counts["answer"] = counts.get("answer", 0) + len(re.findall(r"\*\*Your answer:\*\*", source))
     return {k: v for k, v in counts.items() if v}
+
+
+def host_commands(source: str) -> int:
+    """Commands a notebook prints for the node's terminal (Docker route): the labenv calls that
+    print one, and each ```bash block of its prose."""
+    return len(HOST_CALLS.findall(source)) + len(re.findall(r"^# ```bash", source, flags=re.M))
 
 
 def machine_minutes(reference: Path, part: str | None, notebook: str) -> tuple[float, str]:
@@ -165,6 +188,8 @@ def plan(reference: Path) -> list[dict]:
                 "words": words,
                 "writing": sum(WRITING[k] * n for k, n in written.items()),
                 "written": written,
+                "host": host_commands(source) * HOST_MINUTES,
+                "host_commands": host_commands(source),
                 "waits": sum(m for m, _ in WAITS.get(notebook, [])),
                 "wait_notes": [w for _, w in WAITS.get(notebook, [])],
                 "optional": optional_minutes,
@@ -173,51 +198,60 @@ def plan(reference: Path) -> list[dict]:
     return rows
 
 
+def in_lease(r: dict) -> float:
+    """A notebook's minutes in the lease: a wait (a boot, a download) is time to read."""
+    return r["machine"] + r["writing"] + r["host"] + max(r["reading"], r["waits"])
+
+
 def table(rows: list[dict]) -> tuple[str, float]:
     """The plan's table and the lease's total. A wait (a boot, a download) is time to read, so a
-    notebook takes machine + writing + the longer of reading and waiting; the answers to "What do
-    you see, and why?" need the saved outputs, not the node, so they are written after the lease
-    and counted apart."""
+    notebook takes machine + writing + host commands + the longer of reading and waiting."""
     lines = [
-        "| notebook | machine (measured) | reading | waits | writing | in the lease | "
-        "answers, after the lease | optional parts |",
+        "| notebook | machine (measured) | reading | waits | writing (answers included) | "
+        "host commands | in the lease | optional parts |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    total = after = 0.0
+    total = 0.0
     for r in rows:
-        written = dict(r["written"])
-        answers = WRITING["answer"] * written.pop("answer", 0)
-        writing_now = r["writing"] - answers
-        minutes = r["machine"] + writing_now + max(r["reading"], r["waits"])
-        total, after = total + minutes, after + answers
-        typed = ", ".join(f"{n} {k}" for k, n in written.items()) or "nothing"
+        minutes = in_lease(r)
+        total += minutes
+        typed = ", ".join(f"{n} {k}" for k, n in r["written"].items()) or "nothing"
         waits = "; ".join(r["wait_notes"]) or "none"
         lines.append(
             f"| {r['notebook']} | {r['machine']:.1f} ({r['machine_note']}) | "
             f"{r['reading']:.0f} ({r['words']} words) | {r['waits']:.0f} ({waits}) | "
-            f"{writing_now:.0f} ({typed}) | **{minutes:.0f}** | {answers:.0f} | "
-            f"{r['optional']:.0f} |"
+            f"{r['writing']:.0f} ({typed}) | {r['host']:.1f} ({r['host_commands']}) | "
+            f"**{minutes:.0f}** | {r['optional']:.0f} |"
         )
-    lines.append(f"| **notebooks 2–6** | | | | | **{total:.0f}** of 150 | {after:.0f} | |")
+    lines.append(f"| **notebooks 2–6** | | | | | | **{total:.0f}** of 150 | |")
     rules = ", ".join(f"{k} {v:g} min" for k, v in WRITING.items())
     lines += [
         "",
         f"Rules (estimates, in labstack/timing.py): reading at {READING_WPM} words a minute, "
-        f"done while waiting where a notebook waits; writing: {rules}. Machine minutes are "
-        "measured; waits carry their sources. Optional parts (going further, the open exercises) "
-        "are reading and writing minutes outside the total.",
+        f"done while waiting where a notebook waits; writing: {rules}; a host command "
+        f"{HOST_MINUTES:g} min. Machine minutes are measured; waits carry their sources. Optional "
+        "parts (going further, the open exercises) are reading and writing minutes outside the "
+        "total.",
     ]
     return "\n".join(lines), total
 
 
-def render(reference: Path) -> str:
+def render(reference: Path) -> tuple[str, str]:
+    """(timing_plan.md, instructors.md) with the plan's table and minutes put in."""
     page = PLAN.read_text()
     if BEGIN not in page or END not in page:
         raise SystemExit(f"{PLAN}: the markers {BEGIN!r} and {END!r} are missing")
-    body, _ = table(plan(reference))
+    rows = plan(reference)
+    body, _ = table(rows)
     head, rest = page.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    return f"{head}{BEGIN}\n{body}\n{END}{tail}"
+    minutes = {r["notebook"]: in_lease(r) for r in rows}
+    guide = re.sub(
+        r"<!-- minutes:(\w+) -->.*?<!-- /minutes -->",
+        lambda m: f"<!-- minutes:{m[1]} -->{minutes[m[1]]:.0f} min<!-- /minutes -->",
+        GUIDE.read_text(),
+    )
+    return f"{head}{BEGIN}\n{body}\n{END}{tail}", guide
 
 
 def main(argv=None) -> int:
@@ -226,13 +260,15 @@ def main(argv=None) -> int:
     parser.add_argument("--reference", type=Path, default=reference)
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
     args = parser.parse_args(argv)
-    page = render(args.reference.resolve())
+    page, guide = render(args.reference.resolve())
     if args.check:
-        if page != PLAN.read_text():
-            print(f"{PLAN} is stale: run `make timing`", file=sys.stderr)
+        stale = [p for p, text in ((PLAN, page), (GUIDE, guide)) if text != p.read_text()]
+        if stale:
+            print(f"{', '.join(map(str, stale))} stale: run `make timing`", file=sys.stderr)
             return 1
         return 0
     PLAN.write_text(page)
+    GUIDE.write_text(guide)
     _, total = table(plan(args.reference.resolve()))
     print(f"{PLAN}: notebooks 2-6 take {total:.0f} minutes for a median student")
     return 0

@@ -69,11 +69,11 @@
 #
 # * start notebook 2 right when the lease begins, and read while the server boots (10–20 min:
 #   wait, do not restart it) and while the images build;
-# * write the lines each exercise asks for, and your predictions, during the lease (they need
-#   the node);
-# * answer the "What do you see, and why?" questions **after** the lease, from the executed
-#   notebooks: they need the outputs, not the node. So before the lease ends, copy the executed
-#   notebooks and `results/` off the node (below): everything on the node is erased when it does.
+# * write your predictions, exercises, decisions and the "What do you see, and why?" answers as
+#   you go, during the lease: the lab's verdict on each step appears only once your answer is
+#   written, so you think first and compare second (the plan counts three minutes an answer);
+# * copy the executed notebooks and `results/` off the node before the lease ends (below):
+#   everything on the node is erased when it does.
 #
 # The parts marked *optional* (going further, the open exercises at the end) are for after the
 # lease or a second one, as notebook 7 is.

@@ -19,13 +19,9 @@
 # | `fastapi_server` | `POST /predict` with a base64 image; PyTorch first, ONNX later | 8000, on the node only |
 # | `jupyter` | where you run notebook 4; reaches the others **by service name** (`http://fastapi_server:8000`) | 8888 |
 #
-# The inference service has no password, so it is published on the node's loopback address
-# (127.0.0.1) only: Flask and Jupyter reach it over the stack's own network, and from your laptop
-# it is one SSH tunnel away (below). The two pages meant for your browser, Flask and Jupyter
-# (which asks for its token), are published on the node's public address.
-#
-# This part runs on the **host** (the node's shell, over SSH), not inside the lab's Jupyter.
-# Pick the section for the way you run the lab.
+# The inference service has no password, so it listens on the node's 127.0.0.1 only; Flask and
+# Jupyter (which asks for its token) are on the node's public address. This part runs on the
+# **host** (the node's shell, over SSH).
 #
 # ## A. Chameleon node or any CUDA host (Docker)
 #
@@ -41,13 +37,9 @@
 # docker compose -f docker-compose-fastapi.yaml ps
 # ```
 #
-# `--wait` returns once every container reports healthy; the inference service is healthy only
-# when its model is loaded (if it never gets there, `docker compose -f docker-compose-fastapi.yaml
-# logs fastapi_server` says why). On a host without an NVIDIA GPU, give the CPU override after the
-# stack's file, in this and every later command:
-# `docker compose -f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml up -d --build --wait`.
-# The Triton stack of notebook 5 uses the same container names: stop one stack (`... down`)
-# before you start the other.
+# `--wait` returns once every container is healthy, the inference service once its model is
+# loaded (if never, `... logs fastapi_server` says why). Without an NVIDIA GPU add `-f
+# docker-compose-cpu.yaml` after the stack's file, in every command.
 #
 # **Jupyter URL.** The token is the `JUPYTER_TOKEN` in `docker/.env`. Open
 # `http://<floating IP>:8888/lab?token=<token>`; print it with
@@ -56,16 +48,8 @@
 # echo "http://$(curl -s ifconfig.me):8888/lab?token=$(grep ^JUPYTER_TOKEN= .env | cut -d= -f2)"
 # ```
 #
-# In that Jupyter, open `work/notebooks/04_fastapi_benchmarks.ipynb`. To open the inference
-# service's own page (`/docs`) in your laptop's browser, connect with a tunnel,
-# `ssh -L 8000:127.0.0.1:8000 cc@<floating IP>`, and open `http://127.0.0.1:8000/docs`.
-#
-# **Switching to ONNX later** is one setting, no file to edit. Notebook 4 prints the exact
-# command when it is time, with the compose files your stack runs with, e.g.:
-#
-# ```bash
-# FASTAPI_BACKEND=onnx docker compose -f docker-compose-fastapi.yaml up -d --build --wait fastapi_server
-# ```
+# In that Jupyter, open `work/notebooks/04_fastapi_benchmarks.ipynb`. Notebook 4 prints each
+# command that switches the service (to ONNX Runtime, to two workers) when it is time.
 #
 # ## B. Local mode (no Docker, no GPU)
 #
@@ -76,9 +60,7 @@
 # make status    # health of each, its URL and log file
 # ```
 #
-# `make up` prints the JupyterLab URL with its token, and writes every service URL to
-# `.lab/urls.env`. Switching to ONNX: notebook 4 does it for you (`labenv.use_fastapi_backend`),
-# or `FASTAPI_BACKEND=onnx make up`.
+# `make up` prints the JupyterLab URL with its token; notebook 4 switches the service itself.
 #
 # ## Check: can this Jupyter reach the services?
 # Run the next cell from the lab's Jupyter (either way). It only reads URLs from the environment.
@@ -105,15 +87,10 @@ for name, path in (("FASTAPI_SERVER_URL", "/health"), ("FLASK_SERVER_URL", "/hea
 # trained. If the FastAPI service answers 503, the model is still loading: wait and re-run.
 #
 # ## Exercise 3.1: the same question, from a shell
-# The cell above asked in Python. From a shell (on the node, or in a cell starting with `!`) the
-# tool is `curl`: `curl -s URL` prints the body of the answer, `-s` leaving out the progress bar.
-# The body is JSON on one line; piped into Python's own JSON printer, `| python -m json.tool`, it
-# comes out one field per line.
-#
-# Write the line that asks the FastAPI service's `/health`, at the address this Jupyter reaches
-# it: the variable `FASTAPI` holds that address, and an f-string puts it in the line
-# (`f"... {FASTAPI}/..."`). Replace the `...` below with your line, in quotes. The cell after it
-# checks the line and, if it does what the step needs, hands it to the shell.
+# From a shell the tool is `curl`: `curl -s URL` prints the answer's body (`-s`: no progress
+# bar); piped into `python -m json.tool` the JSON comes out one field per line. Write the line that
+# asks the FastAPI service's `/health` at the address in `FASTAPI`, as an f-string
+# (`f"... {FASTAPI}/..."`). The next cell checks it and runs it.
 
 # %%
 health_line = (
@@ -127,9 +104,26 @@ exercises.curl_line(health_line, "3.1", "ask the FastAPI service's /health", f"{
 # !{health_line}
 
 # %% [markdown]
-# Each field of the answer on its own line: find the runtime and the device in it. You will use
-# the same `curl ... | python -m json.tool` on Triton in notebook 5.
+# Find the runtime and the device in the answer.
 #
+# ## The code behind a request
+# Each `POST /predict` runs this handler (`servelab/serving/inference_api.py`, shared by the
+# PyTorch and ONNX services): decode the photo, take the model's lock, infer; the three times go
+# back in the `Server-Timing` header, which notebook 4 reads. Then Flask's upload page
+# (`flask_app/app.py`): check the file, decode it with the same code, ask the model server.
+
+# %%
+from pathlib import Path
+
+for path, start, end in (
+    ("servelab/serving/inference_api.py", "    def predict(req", "    # The body limit"),
+    ("flask_app/app.py", '@app.post("/predict")', "\n\n\n"),
+):
+    source = (Path("..") / path).read_text()
+    code = source[source.index(start) :]
+    print(f"--- {path}\n{code[: code.index(end)]}\n")
+
+# %% [markdown]
 # **Question.** The Flask container calls `http://fastapi_server:8000`, but your browser cannot
 # use that name. Why not, and which address does your browser use instead?
 #

@@ -9,39 +9,26 @@
 # %% [markdown]
 # # 4. FastAPI benchmarks: where does a request's time go?
 #
-# You have a Flask page and a FastAPI inference service (PyTorch first). A user who uploads a
-# photo waits for three things: the HTTP round trip, the model's own computation, and, when other
-# users are served at the same time, **waiting in line**. This notebook separates the three by
-# measuring, one change at a time:
+# A user who uploads a photo waits for three things: the HTTP round trip, the model's own
+# computation, and, when others are served at the same time, **waiting in line**. This notebook
+# separates the three, one change at a time:
 #
 # | step | what you do | what it shows |
 # |---|---|---|
-# | 4.1-4.3 | call the service from Swagger and Python; the Flask page | the API; what a request's time is |
+# | 4.1-4.3 | call the service from Swagger, Python and the Flask page | the API |
 # | 4.4 | 100 sequential requests, PyTorch | the best-case latency |
 # | 4.5 | the same with ONNX Runtime | a faster runtime, same HTTP layer |
-# | 4.6 | 16 concurrent senders | queuing: latency grows, the model's time does not |
-# | 4.7 | two worker processes | what a second copy of the model buys on this machine |
+# | 4.6 | 16 concurrent senders | queuing |
+# | 4.7 | two worker processes | what a second copy of the model buys here |
 #
-# **Predict, then measure.** Before each measurement you write down what you expect, as a number
-# with one line of why, in the prediction cell. After it, a cell sets your prediction beside the
-# measurement. Predictions that miss teach the most.
+# **How this lab works** (notebooks 4 to 8). An exercise cell holds a blank, `...`, for the line
+# that matters; the next cell checks it. You **predict** before measuring; after it you explain
+# what you see in an answer cell, and the lab's verdict appears once your answer is there. A
+# **decision** is judged against your own numbers. A verdict is *holds*, *does not hold*, or
+# *inconclusive* when the 95 % interval straddles the line, so noise could decide.
 #
-# **You write the lines that matter.** An exercise cell holds a blank, `...`, for you to replace:
-# the request's body (4.2) and the function that sends one request and times it (4.4), which
-# every measurement of this notebook then uses. The cell after each checks your answer before
-# anything long runs, and says in one sentence what is missing. After each measurement, **What do
-# you see, and why?** asks you to explain it in the answer cell; the lab's own verdict on the same
-# numbers follows, folded (click to open it after you have written yours).
-#
-# **How the lab judges a claim.** Every number measured here comes with an interval: the 95%
-# bootstrap interval of a median over the run's requests. A "what to notice" claim **holds** when
-# the whole interval agrees with it, **does not hold** when the whole interval contradicts it, and
-# is **inconclusive** when the interval straddles the line: noise could decide it, so the lab does
-# not.
-#
-# **About the model.** Unless your instructor gave you a trained checkpoint, the lab builds an
-# *untrained* MobileNetV2 (seeded random weights). Its labels are arbitrary, but it does exactly
-# the same computation as a trained one, so every latency and throughput number here is real.
+# The model is an *untrained* MobileNetV2 (unless your instructor gave you a checkpoint): arbitrary
+# labels, real timings.
 #
 # ## Setup
 
@@ -53,7 +40,7 @@ import time
 import pandas as pd
 import requests
 
-from servelab import claims, exercises, food11, labenv, loadgen, plots, queueing
+from servelab import claims, exercises, food11, judgement, labenv, loadgen, plots, queueing
 from servelab.paths import RESULTS, TEST_IMAGES
 
 labenv.load()
@@ -68,9 +55,8 @@ print(f"FastAPI at {FASTAPI}, Flask at {FLASK}; {N_SEQUENTIAL=} {N_CONCURRENT=} 
 
 # %% [markdown]
 # ## 4.1 Is the service up?
-# `GET /health` answers 200 only once the model is loaded. It also says which runtime serves
-# (`pytorch` or `onnx`), on which device, in how many worker processes with how many threads each,
-# and whether the weights are trained.
+# `GET /health` answers 200 once the model is loaded, with the runtime, the device, the worker
+# processes and whether the weights are trained.
 
 # %%
 health = labenv.wait_healthy(f"{FASTAPI}/health", timeout=300)
@@ -78,17 +64,13 @@ health
 
 # %% [markdown]
 # ## 4.2 One request by hand
-# Open the interactive API docs (`/docs`, URL below) in your browser: expand **POST /predict**,
-# press *Try it out*, then *Execute*; the example body is a tiny valid PNG. In Docker the service
-# listens on the node only, so open an SSH tunnel first (`ssh -L 8000:127.0.0.1:8000
-# cc@<floating IP>`) and use `http://127.0.0.1:8000/docs`.
-#
-# Then the same call from Python, with one of the lab's test photos.
+# Open the API docs (`/docs`) in your browser and try **POST /predict** (*Try it out*, *Execute*).
+# In Docker, tunnel first: `ssh -L 8000:127.0.0.1:8000 cc@<floating IP>`, then
+# `http://127.0.0.1:8000/docs`.
 #
 # **Exercise 4.2: the request's body.** `/predict` takes JSON with one field, `image`: the photo's
-# file, bytes and all, as base64 text (JSON has no bytes). `image_path.read_bytes()` gives the
-# file's bytes, `base64.b64encode(...)` turns bytes into base64 bytes, and `.decode("ascii")`
-# makes those text. Replace the `...` with the dict the service expects.
+# file as base64 text. `image_path.read_bytes()` gives its bytes, `base64.b64encode(...)` base64
+# bytes, `.decode("ascii")` text. Replace the `...` with the dict the service expects.
 
 # %%
 print(f"Swagger UI: {FASTAPI}/docs")
@@ -117,11 +99,9 @@ print(resp.status_code, resp.json())
 print("Server-Timing:", resp.headers.get("Server-Timing"))
 
 # %% [markdown]
-# The `Server-Timing` header is the service telling you how long it spent **decoding** the
-# photo, **waiting** for the model (`queue`), and running the model (`infer`), in ms. Keep an eye
-# on it: it splits a slow request into "the model is slow" and "the request waited".
-#
-# A service must answer bad input with a clear 4xx and keep serving. Try a few:
+# The `Server-Timing` header says how long the service spent **decoding** the photo, **waiting**
+# for the model (`queue`) and running it (`infer`), in ms: "the model is slow" or "the request
+# waited". Bad input must get a clear 4xx while the service keeps serving:
 
 # %%
 bad = {
@@ -139,8 +119,8 @@ assert requests.post(f"{FASTAPI}/predict", json=payload, timeout=60).ok, (
 
 # %% [markdown]
 # ## 4.3 The Flask UI, end to end
-# Open the Flask page (URL below; in Docker it is port 80 of your node), upload a photo and check
-# you get a class and a probability. The cell does the same upload programmatically.
+# Open the Flask page (URL below; in Docker, port 80 of your node) and upload a photo. The cell
+# does the same upload.
 
 # %%
 print(f"Flask UI: {FLASK}/")
@@ -154,22 +134,19 @@ assert page.status_code == 200 and label and label.group(1) in food11.CLASSES
 
 # %% [markdown]
 # ## 4.4 Sequential requests, PyTorch
-# One request at a time: each request's latency is its own work plus the HTTP round trip. Nothing
-# ever waits for another request, so this is the service's best-case latency.
+# One request at a time: nothing waits for another request, so this is the best-case latency.
 #
-# **Predict.** From the `Server-Timing` of your request in 4.2, what median latency (ms) do you
-# expect for 100 such requests in a row? Write the number and why.
+# **Predict.** From the `Server-Timing` of 4.2, what median latency (ms) for 100 requests in a row?
 
 # %%
 claims.predict("4.4 PyTorch sequential median (ms)", None, why="")
 
 # %% [markdown]
-# **Exercise 4.4: send one request, time it, collect what came back.** This is the core of any
-# load generator. Write the body of `send_one`: note the time (`time.perf_counter()`, seconds),
-# send the request with the session (`session.post(url, json=payload, timeout=60)`: a session
-# keeps the connection open between requests, as a browser does), note the time again, and
-# return the four things its docstring names. The `Server-Timing` header is
-# `resp.headers.get("Server-Timing")`.
+# **Exercise 4.4: send one request, time it, collect what came back**, the core of any load
+# generator. Write the body of `send_one`: note the time (`time.perf_counter()`, seconds), send
+# with the session (`session.post(url, json=payload, timeout=60)`: a session keeps the connection
+# open), note the time again, and return the four things its docstring names
+# (`resp.headers.get("Server-Timing")` is the header).
 
 
 # %%
@@ -208,12 +185,10 @@ with requests.Session() as session:
 record
 
 # %% [markdown]
-# **Measure.** `loadgen.run` (in `servelab/loadgen.py`) calls your `send_one` from one sender, or
-# from several at once, and keeps one row per request: its latency and the three parts of its
-# `Server-Timing`. Each summary row also shows two laws that hold for any run: **U = X·S**
-# (`lock_busy_U`: throughput × mean `infer`, how many model locks were busy on average) and
-# **N = X·R** (`in_flight_N`: throughput × mean latency, how many requests were in flight on
-# average: Little's law). 4.6 uses them.
+# `loadgen.run` (`servelab/loadgen.py`) calls your `send_one` from one sender or several at once
+# and keeps one row per request. Each summary row also carries two laws that hold for any run:
+# **U = X·S** (`lock_busy_U`: throughput × mean `infer`) and **N = X·R** (`in_flight_N`:
+# throughput × mean latency, Little's law). 4.6 uses them.
 
 # %%
 runs = {}
@@ -236,57 +211,59 @@ claims.compare_prediction(
     "4.4 PyTorch sequential median (ms)", loadgen.median_ms(runs["pytorch_sequential"])
 )
 
+# %%
+claims.compare_prediction(
+    "4.4 PyTorch sequential median (ms)", loadgen.median_ms(runs["pytorch_sequential"])
+)
+
 # %% [markdown]
 # ## 4.5 Switch to ONNX Runtime
-# The ONNX service has the same API and the same HTTP code; only the runtime differs: ONNX Runtime
-# runs an optimised graph exported from the same PyTorch model.
+# Same API, same HTTP code; only the runtime differs: ONNX Runtime runs a graph exported from the
+# same PyTorch model. In Docker, run the command the next cell prints on the host; the cell waits
+# until the service answers with ONNX Runtime.
 #
 # **Predict.** How many times faster (median) will ONNX Runtime serve a sequential request?
 
 # %%
 claims.predict("4.5 ONNX speed-up, sequential (x)", None, why="")
 
-# %% [markdown]
-# In Docker, run the command the next cell prints on the host, in the repository's `docker/`
-# folder; the cell waits until the service answers with ONNX Runtime. In local mode the cell
-# restarts the service itself.
-
 # %%
 labenv.use_fastapi_backend("onnx")
 measure("onnx_sequential", N_SEQUENTIAL, 1)
 
 # %% [markdown]
-# **What do you see, and why?** Same model, same HTTP layer, same photo; only the runtime
-# changed. Compare the two rows: the median latency, then the `infer` and the `decode` columns.
-# Which part of a request's time did the runtime change, which did it not, and why is the
-# end-to-end speed-up smaller than the runtime's own?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# **What do you see, and why?** Compare the two rows: the median, then `infer` and `decode`. Which
+# part did the runtime change, and why is the end-to-end speed-up smaller than the runtime's own?
+# Write your answer between the quotes.
 
-# %% [markdown]
-# The lab's verdict on your numbers (open it after you have written your answer):
+# %%
+answer_45 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 4.5)
+### END SOLUTION
+"""
 
 # %% jupyter={"source_hidden": true}
-speedup = loadgen.median_ms(runs["pytorch_sequential"]) / loadgen.median_ms(runs["onnx_sequential"])
-claims.compare_prediction("4.5 ONNX speed-up, sequential (x)", speedup)
-claims.at_least(
-    "ONNX Runtime serves a sequential request faster than PyTorch eager (median speed-up)",
-    speedup,
-    1.0,
-)
+with judgement.verdict_after(answer_45, "4.5"):
+    speedup = loadgen.median_ms(runs["pytorch_sequential"]) / loadgen.median_ms(
+        runs["onnx_sequential"]
+    )
+    claims.compare_prediction("4.5 ONNX speed-up, sequential (x)", speedup)
+    claims.at_least(
+        "ONNX Runtime serves a sequential request faster than PyTorch eager (median speed-up)",
+        speedup,
+        1.0,
+    )
 
 # %% [markdown]
 # ## 4.6 Sixteen concurrent senders
-# Now 16 clients send requests as fast as they get answers (a *closed loop*: a new request leaves
-# as soon as one comes back). The service runs **one copy of the model in one Python process**,
-# and the lab's code (`servelab/serving/inference_api.py`) puts a lock around it, so the model
-# computes one request at a time; the others wait, and the time between a request's decoding and
-# its turn at the model is the `queue` part of `Server-Timing`. Without the lock, 16 threads
-# would still share one process's cores and Python interpreter: the lock makes the waiting
-# visible instead of hiding it inside the model's time.
+# Now 16 clients send requests as fast as they get answers (a *closed loop*). The service runs
+# **one copy of the model in one Python process**, behind a lock (`servelab/serving/
+# inference_api.py`): the model computes one request at a time, and the wait for the lock is the
+# `queue` part of `Server-Timing`.
 #
-# **Predict.** One request's model time is *t* (the `infer` median of 4.5). With 16 requests
-# always in flight and one at a time served, about how long does each one take (ms)?
+# **Predict.** One request's model time is *t* (the `infer` median of 4.5). With 16 in flight and
+# one served at a time, about how long does each take (ms)?
 
 # %%
 claims.predict("4.6 ONNX median at 16 in flight (ms)", None, why="")
@@ -301,12 +278,11 @@ claims.compare_prediction(
 )
 
 # %% [markdown]
-# **The queueing model's line.** `servelab/queueing.py` predicts this run from the sequential one.
-# It sees the service as one station, the model behind its lock, with service time *S* = the mean
-# `infer` of 4.5, and assumes two things: *S* stays the same under load, and everything else a
-# request spends (decoding, JSON, HTTP) is a pure delay that every request gets at once, without
-# waiting for anything. With *N* in flight, mean-value analysis then gives a latency of about
-# *N* × *S* once the lock is always busy:
+# **The queueing model's line** (`servelab/queueing.py`): one station, the model behind its lock,
+# with service time *S* = the mean `infer` of 4.5, assumed constant, and the rest of a request's
+# time a delay that never waits: about *N* × *S* with *N* in flight. Then the laws by hand:
+# **U = X·S** (the lock's busy share), **N = X·R** (in flight) and X·W with W = the mean `queue`
+# (waiting for the lock).
 
 # %%
 seq = loadgen.summarize(runs["onnx_sequential"])
@@ -315,15 +291,6 @@ model = queueing.closed_loop(CONCURRENCY, seq["infer_mean_ms"], outside)
 loaded = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}"])
 print(f"model:    {model['latency_ms']:6.1f} ms mean, {model['throughput_per_s']:5.0f} requests/s")
 print(f"measured: {loaded['mean_ms']:6.1f} ms mean, {loaded['throughput_rps']:5.0f} requests/s")
-
-# %% [markdown]
-# **The laws beside the numbers.** Two laws hold for any run, whatever a model assumes. The
-# utilisation law, **U = X·S**: throughput × mean service time = the share of time the lock was
-# busy. Little's law, **N = X·R**: throughput × mean latency = the requests in flight on average;
-# applied to the lock's queue alone (R = the mean `queue` time), it counts the requests waiting
-# for the lock. Here is the arithmetic once, by hand; every summary row carries U and N.
-
-# %%
 X = loaded["throughput_rps"]  # requests per second
 S = loaded["infer_mean_ms"] / 1000  # seconds holding the lock
 R = loaded["mean_ms"] / 1000  # seconds from send to answer
@@ -333,101 +300,115 @@ print(f"N = X·R = {X:.0f}/s × {R * 1000:.1f} ms = {X * R:.1f}  (in flight; {CO
 print(f"X·W     = {X:.0f}/s × {W * 1000:.1f} ms = {X * W:.1f}  (waiting for the lock, on average)")
 
 # %% [markdown]
-# **What do you see, and why?** Compare the model's line with the measurement. Then read the
-# laws: how busy was the lock, and how many requests were waiting for it at the same time? A
-# request that is ready to run takes a free lock at once; what must the waiting requests have
-# been waiting for, if the lock was free part of that time? Which of the model's two assumptions
-# does this run break? (Look at `infer` too: sequential against loaded.)
-#
-# **Your answer:** *(double-click this cell and write it here)*
-
-# %% [markdown]
-# The lab's reading of the same numbers (open it after your answer):
-
-# %% jupyter={"source_hidden": true}
-print(
-    queueing.model_miss(
-        model["latency_ms"],
-        loaded["mean_ms"],
-        loaded["lock_busy_U"],
-        seq["infer_mean_ms"],
-        loaded["infer_mean_ms"],
-    )
-)
-
-# %% [markdown]
-# And the same with PyTorch, to compare both runtimes under load:
+# The same load with PyTorch, to compare both runtimes:
 
 # %%
 labenv.use_fastapi_backend("pt")
 measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
-# **What do you see, and why?** For each runtime, set the 16-sender row beside the sequential
-# one: how many times did the median latency grow, and how many times the model's own time
-# (`infer`)? Where did the rest of the time go (`queue`, `decode`)? Why can the throughput not
-# keep rising with more senders here?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# **What do you see, and why?** How far was the model's line from the measurement? How busy was the
+# lock, and how many requests waited for it? A request ready to run takes a free lock at once:
+# what were the waiting ones waiting for, and which of the model's assumptions does the run
+# break? For each runtime, how many times did the median grow from sequential, and how many times
+# the model's own time (`infer`)? Write your answer between the quotes.
 
-# %% [markdown]
-# The lab's verdict (open it after your answer):
+# %%
+answer_46 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 4.6)
+### END SOLUTION
+"""
 
 # %% jupyter={"source_hidden": true}
-for runtime in ("onnx", "pytorch"):
-    sequential, loaded = runs[f"{runtime}_sequential"], runs[f"{runtime}_concurrent_{CONCURRENCY}"]
-    latency_growth = loadgen.median_ms(loaded) / loadgen.median_ms(sequential)
-    model_growth = loadgen.median_ms(loaded, "server_infer_ms") / loadgen.median_ms(
-        sequential, "server_infer_ms"
+with judgement.verdict_after(answer_46, "4.6"):
+    print(
+        queueing.model_miss(
+            model["latency_ms"],
+            loaded["mean_ms"],
+            loaded["lock_busy_U"],
+            seq["infer_mean_ms"],
+            loaded["infer_mean_ms"],
+        )
     )
-    claims.at_least(
-        f"{runtime}: latency grows with {CONCURRENCY} senders (median at least 3x sequential)",
-        latency_growth,
-        3,
-    )
-    claims.at_least(
-        f"{runtime}: the growth is queuing, not the model (latency grew at least 3x more than "
-        "the model's own time)",
-        latency_growth / model_growth,
-        3,
-    )
+    for runtime in ("onnx", "pytorch"):
+        sequential = runs[f"{runtime}_sequential"]
+        under_load = runs[f"{runtime}_concurrent_{CONCURRENCY}"]
+        latency_growth = loadgen.median_ms(under_load) / loadgen.median_ms(sequential)
+        model_growth = loadgen.median_ms(under_load, "server_infer_ms") / loadgen.median_ms(
+            sequential, "server_infer_ms"
+        )
+        claims.at_least(
+            f"{runtime}: latency grows with {CONCURRENCY} senders (median at least 3x sequential)",
+            latency_growth,
+            3,
+        )
+        claims.at_least(
+            f"{runtime}: the growth is queuing, not the model (latency grew at least 3x more "
+            "than the model's own time)",
+            latency_growth / model_growth,
+            3,
+        )
 
 # %% [markdown]
 # ## 4.7 Two worker processes
-# uvicorn can run the app in several **worker processes**, each with its own copy of the model
-# (and its own share of the cores: one worker's PyTorch or ONNX Runtime gets cores ÷ workers
-# threads). Two workers serve two requests at once.
-#
-# **Predict.** With two workers on this machine, will the throughput at 16 senders rise, stay, or
-# fall compared with one worker (ONNX)? Why, given how many cores the machine has?
-
-# %%
-claims.predict("4.7 two workers vs one, ONNX throughput (rise/stay/fall)", None, why="")
+# uvicorn can run the app in several **worker processes**, each with its own copy of the model and
+# its share of the cores (cores ÷ workers threads each).
 
 # %%
 labenv.use_fastapi_backend("onnx", workers=2)
 measure(f"onnx_concurrent_{CONCURRENCY}_2_workers", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
-# **What do you see, and why?** Compare this row with the one-worker run at the same load: the
-# throughput, the median, and the `infer` column. Did a second copy of the model help, and what
-# on this machine decides how much? (How many cores does it have, and who else uses them?)
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# **Decision 4.7: how many worker processes would you run on this machine, 1 or 2?** The fewer
+# that serves at least 90 % of the better throughput at 16 senders: a worker costs memory and
+# cores. The check reads your two rows.
+
+# %%
+workers = (
+    ### BEGIN SOLUTION
+    1
+    if loadgen.throughput(runs[f"onnx_concurrent_{CONCURRENCY}"])
+    >= 0.9 * loadgen.throughput(runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"])
+    else 2
+    ### END SOLUTION
+)
+
+# %%
+workers = judgement.fewest_near_best(
+    workers,
+    "4.7",
+    "the worker processes to run",
+    {
+        1: loadgen.throughput(runs[f"onnx_concurrent_{CONCURRENCY}"]),
+        2: loadgen.throughput(runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"]),
+    },
+)
 
 # %% [markdown]
-# The lab's verdict (open it after your answer):
+# **What do you see, and why?** Compare this row with the one-worker run: throughput, median and
+# `infer`. What on this machine decides how much a second copy helps? Write your answer between
+# the quotes.
+
+# %%
+answer_47 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 4.7)
+### END SOLUTION
+"""
 
 # %% jupyter={"source_hidden": true}
-one = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}"])["throughput_rps"]
-two = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"])["throughput_rps"]
-claims.compare_prediction("4.7 two workers vs one, ONNX throughput (rise/stay/fall)", two / one)
-claims.at_least(
-    "two workers keep at least 80% of one worker's throughput (they share the cores, "
-    "they do not fight over them)",
-    claims.Measured.exact(two / one),
-    0.8,
-)
+with judgement.verdict_after(answer_47, "4.7"):
+    one = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}"])["throughput_rps"]
+    two = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"])["throughput_rps"]
+    claims.at_least(
+        "two workers keep at least 80% of one worker's throughput (they share the cores, "
+        "they do not fight over them)",
+        claims.Measured.exact(two / one),
+        0.8,
+    )
+
+# %%
 labenv.use_fastapi_backend("pt")
 
 # %% [markdown]
@@ -481,12 +462,9 @@ claims.save(OUT)
 summary.round(2)
 
 # %% [markdown]
-# **Hand in** `summary.csv`, the two plots and your predictions table (`predictions.csv` in the
-# results folder), with one sentence per run explaining its latency. Then answer:
+# **Hand in** `summary.csv`, the two plots, your predictions (`predictions.csv`) and your answers
+# above, and answer:
 #
-# 1. Which part of `Server-Timing` changed between PyTorch and ONNX, and which did not?
-# 2. With one model instance taking *t* ms per request and 16 senders, what latency did the
-#    queueing model predict, what did you measure, and what explains the difference?
-# 3. A colleague proposes buying a GPU twice as fast to fix the concurrent p99. Using the
-#    breakdown plot, what would you answer, and what would you try first?
-# 4. Why did a second worker help (or not) on this machine?
+# 1. A colleague proposes a GPU twice as fast to fix the concurrent p99. Using the breakdown plot,
+#    what would you answer, and what would you try first?
+# 2. Your decision of 4.7 on a machine with twice the cores: would it change, and why?

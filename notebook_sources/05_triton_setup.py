@@ -31,20 +31,16 @@
 #         └── model.onnx
 # ```
 #
-# The sources live in `models_staging/` (configs and `model.py`, tracked in git) and `artifacts/`
-# (the weights and `model.onnx` that `make artifacts` built); you *copy* them into
-# `model_repository/` (which is mounted into the Triton container), so you can edit configs there
-# freely and always go back to the originals. The copy step also puts the built weights next to
-# `model.py` and, on a machine without a GPU, switches `KIND_GPU` to `KIND_CPU`.
+# You *copy* the sources (`models_staging/`: configs and `model.py`; `artifacts/`: the weights and
+# `model.onnx` that `make artifacts` built) into `model_repository/`, the folder mounted into the
+# Triton container, so you can edit there and always go back (without a GPU the copy switches
+# `KIND_GPU` to `KIND_CPU`).
 #
-# The server runs with `--model-control-mode=explicit --load-model=*`: it loads every model at
-# start, and later loads or reloads single models when asked through its **repository API**. That
-# is how notebook 6 changes a model's config without restarting the server or rebuilding an image.
-# With `--exit-on-error=false` a model that fails to load is marked `UNAVAILABLE` (with the
-# reason) while the server keeps serving the others. Because a load request can carry a new
-# `model.py`, that is, code the server will run, the repository API answers only requests with
-# the header `lab-admin-key` set to this node's secret (`TRITON_ADMIN_KEY`, which your Jupyter has;
-# `labenv.admin_headers()` gives the header); inference, health and metadata need nothing.
+# The server loads every model at start (`--model-control-mode=explicit --load-model=*`) and later
+# reloads single models when asked through its **repository API**: notebook 6 changes configs that
+# way, without a restart. A model that fails to load is marked `UNAVAILABLE` while the others
+# keep serving. Since a load can bring new code, the repository API wants this node's secret in a
+# header (`labenv.admin_headers()` gives it); inference, health and metadata need nothing.
 #
 # ## A. Chameleon node or any CUDA host (Docker)
 # On the node, in the repository folder:
@@ -58,26 +54,20 @@
 # docker logs triton_server 2>&1 | grep -E "READY|UNAVAILABLE|Started"
 # ```
 #
-# The log ends with a table of models (each should be `READY`) and three lines saying which
-# ports Triton listens on: **HTTP 8000**, **gRPC 8001**, **metrics 8002**. On the node they are
-# published on 127.0.0.1 only: Triton has no password and its repository API loads models, so
-# only the node itself (and Jupyter and Flask, over the stack's network) may reach it. Without an
-# NVIDIA GPU add `-f docker-compose-triton-cpu.yaml` after the first `-f` (in the `down` line
-# too, if you started the FastAPI stack with its override). The Jupyter URL is the same as in
-# notebook 3; open `work/notebooks/06_triton_benchmarks.ipynb` there.
+# The log ends with the models (each `READY`) and the ports: **HTTP 8000**, **gRPC 8001**,
+# **metrics 8002**, published on the node's 127.0.0.1 only (Jupyter and Flask reach them over the
+# stack's network). Without an NVIDIA GPU add `-f docker-compose-triton-cpu.yaml` after the first
+# `-f`. Jupyter's URL is the one of notebook 3.
 #
 # ## B. Local mode (no Docker, no GPU)
-# `make up` already did all of this: it copied the models into `model_repository/` (CPU
-# instances), started the real `tritonserver` (the Triton 2.51 build that ships in the
-# `nvidia-pytriton` wheel) with free ports, and wrote `TRITON_SERVER_URL` to `.lab/urls.env`.
-# One difference, said plainly: that build has **no onnxruntime backend**, so in local mode
-# `food_classifier_onnx` is served by a small Python-backend model that runs the same
-# `model.onnx` with ONNX Runtime, under the same name and with the same inputs and outputs.
+# `make up` did all of this with the real `tritonserver` (Triton 2.51, from the `nvidia-pytriton`
+# wheel). That build has **no onnxruntime backend**, so `food_classifier_onnx` is a small
+# Python-backend model running the same `model.onnx` with ONNX Runtime, same name and I/O.
 #
 # ## Check: is Triton ready, and what does it serve?
-# Run this from the lab's Jupyter, in either setup. From here on you talk to Triton through its
-# own client library, `tritonclient`: `InferenceServerClient` speaks Triton's HTTP protocol (its
-# gRPC twin is `tritonclient.grpc`). It takes `host:port`, without `http://`.
+# From here on you talk to Triton through its client library, `tritonclient`:
+# `InferenceServerClient` speaks its HTTP protocol (`tritonclient.grpc` its gRPC) and takes
+# `host:port`.
 
 # %%
 from pathlib import Path
@@ -99,8 +89,8 @@ for model in client.get_model_repository_index(headers=labenv.admin_headers()):
     )
 
 # %% [markdown]
-# The repository as the server sees it, and the config of the first model, exactly as the file
-# says it (comments included):
+# The repository as the server sees it, and both models' configs as the files say them (the
+# Python-backend model decodes JPEGs; the ONNX model takes the tensor):
 
 # %%
 for path in sorted(REPOSITORY.rglob("*")):
@@ -112,7 +102,8 @@ for path in sorted(REPOSITORY.rglob("*")):
             + ("/" if path.is_dir() else f"  ({path.stat().st_size:,} bytes)")
         )
 print()
-print((REPOSITORY / "food_classifier" / "config.pbtxt").read_text())
+for model in ("food_classifier", "food_classifier_onnx"):
+    print(f"--- {model}/config.pbtxt\n" + (REPOSITORY / model / "config.pbtxt").read_text())
 
 # %% [markdown]
 # ## Exercise 5.1: the config as the server serves it
@@ -140,17 +131,15 @@ exercises.result(
 
 # %% [markdown]
 # ## What runs for each request: `model.py`
-# The Python backend calls `execute()` with a **list** of requests: one, or several when they
-# arrive together (and, once you turn on dynamic batching in notebook 6, as many as the batcher
-# combined). Read the function below and find the single line that runs the network: every image of
-# every request in the call is decoded first, then **one** forward pass runs on the stacked batch.
-# That is why a batch of 16 costs far less than 16 separate calls on a GPU: the arithmetic units
-# work on all 16 images at once, and the fixed costs (a kernel launch, Python's overhead, moving
-# data to the GPU) are paid once.
+# Triton calls `initialize()` once per instance (it loads the weights onto the instance's device)
+# and `execute()` with a **list** of requests: one, or as many as arrived together (or, in notebook
+# 6, as the batcher combined). Find the line that runs the network: every image is decoded first,
+# then **one** forward pass runs on the stacked batch, so a batch pays the fixed costs (a kernel
+# launch, Python, the copy to the GPU) once.
 
 # %%
 source = (REPOSITORY / "food_classifier" / "1" / "model.py").read_text()
-print(source[source.index("    def execute") : source.index("    def finalize")])
+print(source[source.index("    def initialize") : source.index("    def finalize")])
 
 # %% [markdown]
 # ## Exercise 5.2: one request through the client library
@@ -223,26 +212,10 @@ exercises.curl_line(
 # %% [markdown]
 # Find `inference_count` and `execution_count`: your request of 5.2 is in them (with any the
 # lab's own checks sent). `batch_stats` lists the executions by batch size: so far, batches of one.
-#
-# ## Exercise 5.4: the statistics, with the client library
-# The same numbers as a dict: `client.get_inference_statistics(model_name)`. Write the call.
+# The client library gives the same numbers as a dict, `client.get_inference_statistics(name)`:
 
 # %%
-stats = (
-    ### BEGIN SOLUTION
-    client.get_inference_statistics("food_classifier")
-    ### END SOLUTION
-)
-
-# %%
-exercises.result(
-    stats,
-    "5.4",
-    "food_classifier's statistics through the client",
-    check=lambda s: s["model_stats"][0]["name"] == "food_classifier",
-    hint="get_inference_statistics(model name) returns {'model_stats': [{'name': ...}]}",
-)
-served = stats["model_stats"][0]
+served = client.get_inference_statistics("food_classifier")["model_stats"][0]
 {
     "requests": served["inference_count"],
     "executions": served["execution_count"],

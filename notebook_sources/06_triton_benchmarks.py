@@ -10,55 +10,26 @@
 # # 6. Triton benchmarks: instances, runtimes, batching and bursty load
 #
 # Notebook 4 ended with requests waiting in line for one copy of the model. Triton gives you the
-# levers to shorten that line; here you pull them one at a time and measure each with
+# levers to shorten that line; you pull them one at a time and measure each with
 # **perf_analyzer**, Triton's load generator:
 #
 # | step | what you change | what to look for |
 # |---|---|---|
-# | 6.1 | nothing: the Python-backend model at 1, 8, 16 requests in flight | where the time goes |
-# | 6.2 | one request carries 16 images | what a batch costs against one image |
-# | 6.3 | 2, then 4 instances of the model on every GPU | what more copies buy, and where it ends |
-# | 6.4 | the ONNX model, 1 then 2 instances per GPU | a faster runtime; the GPU's share |
-# | 6.5 | Flask calls the ONNX model | pre- and post-processing move into the web app |
-# | 6.6 | requests at a fixed rate, evenly or at random; dynamic batching | bursts, and batches |
+# | 6.1 | nothing: 1, 8, 16 requests in flight | where the time goes |
+# | 6.2 | one request carries 16 images | what a batch costs |
+# | 6.3 | 2, then 4 instances per GPU | what more copies buy |
+# | 6.4 | the ONNX model | a faster runtime; who is the bottleneck |
+# | 6.5 | Flask calls the ONNX model | pre-processing moves to the web app |
+# | 6.6 | requests at a fixed rate; dynamic batching | bursts, and batches |
 #
-# **You write the lines that are the lesson.** Each perf_analyzer line whose flag is what a step
-# studies, each `config.pbtxt` change, one `curl` and one client call is an exercise: a cell with
-# a blank, `...`, and before it a paragraph that says what to write and which flags or fields do
-# it. The cell after it checks your answer in a second, before anything long runs, and says in
-# one sentence what is missing. Once a line is right, the lab runs it exactly as you wrote it
-# (`perf.run_line`, in `servelab/perf.py`): you see the command, perf_analyzer's own output, then
-# one row the lab reads back from it and from Triton's statistics. A config change goes through
-# `triton_config.edit`, which checks your text against Triton's own schema, shows the diff, writes
-# it into the model repository and asks Triton to load the model again: nothing is rebuilt, the
-# server keeps running. One change you make yourself, in an editor, on the file.
+# It works as notebook 4 did: exercises, predictions, answers before verdicts, and three
+# **decisions** judged against your own rows. Every row carries the two laws: **U = X·S**
+# (`busy_U`: how busy each instance was, 1.0 = never idle) and **N = X·R** (`in_flight_N`; with R
+# the time in Triton's queue, `waiting_N`). A queueing model (`servelab/queueing.py`) predicts
+# each step; where it misses by more than 30 %, the lab says which assumption the run broke.
 #
-# **Predict, measure, explain**, as in notebook 4: a prediction cell before each experiment; after
-# it, **What do you see, and why?** with an answer cell for you; then the lab's verdict on the same
-# numbers, folded (open it once you have written yours). A verdict is *holds*, *does not hold* or
-# *inconclusive* (the measurement's interval straddles the line: noise could decide it), or *not
-# checked here* when this hardware cannot show it, with the reason.
-#
-# **Two laws beside every number.** Whatever a model of the server assumes, every run obeys two
-# laws, and each row the lab prints carries both. The *utilisation law*, **U = X·S**: executions
-# per second × the time of one execution = how busy each instance was (`busy_U`, 1.0 = never
-# idle). *Little's law*, **N = X·R**: requests per second × mean latency = requests in flight on
-# average (`in_flight_N`); with R = the time in Triton's queue it counts those waiting
-# (`waiting_N`). A **queueing model** (`servelab/queueing.py`) then predicts each step from the
-# step before; where its line misses the measurement by more than 30 %, the lab says which of the
-# model's assumptions the run broke. The laws never miss: they are how you find out why the model
-# did.
-#
-# **Your hardware decides the numbers.** The class's node has 2 GPUs (P100), and the instance steps
-# put copies of the model on each of them. On a 1-GPU host they use the one; on a machine without
-# a GPU every instance is a CPU instance, and claims only a GPU can show are *not checked here*.
-# The lab's measured reference is a 1-GPU H100 node, whose numbers are in the answer key.
-#
-# **The core path fits your lease.** Its 18 measurements take about 7 minutes on a GPU node at
-# the class's 5-second windows (estimated from the H100 reference's runs); the rest of the time is
-# yours, to read, predict and answer. A few runs are **going further** (a light rate, the
-# closed-loop batching curves, about 3 minutes more): they are skipped unless you set
-# `GOING_FURTHER = 1` in the setup cell (or `LAB_GOING_FURTHER=1` in Jupyter's environment).
+# The class's node has 2 GPUs and the instance steps use both; without a GPU, claims only a GPU
+# can show are *not checked here*. The core path's 18 runs take about 7 minutes on a GPU node.
 #
 # ## Setup
 
@@ -69,7 +40,17 @@ import numpy as np
 import pandas as pd
 import tritonclient.http as httpclient
 
-from servelab import claims, exercises, labenv, perf, plots, queueing, triton_config, triton_stats
+from servelab import (
+    claims,
+    exercises,
+    judgement,
+    labenv,
+    perf,
+    plots,
+    queueing,
+    triton_config,
+    triton_stats,
+)
 from servelab.paths import PERF_INPUT_JSON, RESULTS, model_repository_dir
 
 labenv.load()
@@ -78,10 +59,6 @@ HOST = TRITON.split("://")[-1]  # perf_analyzer and tritonclient take host:port
 PERF_INPUT = os.path.relpath(PERF_INPUT_JSON)  # a real JPEG, for the model that decodes it
 REPOSITORY = model_repository_dir()
 client = httpclient.InferenceServerClient(HOST)
-
-# %% [markdown]
-# How many GPUs the server sees decides where the instance steps put their copies; the class's
-# node prints 2. The settings of this notebook follow.
 
 # %%
 N_GPUS = triton_stats.gpu_count(TRITON, METRICS)
@@ -93,10 +70,7 @@ runs = {}  # name -> perf_analyzer run, for the summary at the end
 print(f"Triton {client.get_server_metadata()['version']} at {HOST}; GPUs seen: {N_GPUS} {GPUS}")
 
 # %% [markdown]
-# Two runs, 6.3's and 6.6's, are also drawn live from Triton's metrics while they run (queue and
-# compute time, inferences per second, utilisation). That view is `servelab/live_metrics.py`,
-# arriving with another part of the lab: where it is not installed yet, the run goes without it
-# and says so.
+# The lab also draws 6.3's and 6.6's runs live from Triton's metrics (`servelab/live_metrics.py`).
 
 # %%
 try:  # LIVE METRICS (issue 26): servelab/live_metrics.py; until it lands, runs go without it
@@ -115,50 +89,28 @@ def watched(line, name, model):
     return live.during(lambda: perf.run_line(line, name, out=OUT), save=OUT / f"live_{tag}")
 
 
-# %% [markdown]
-# Both models start as notebook 5 left them: one instance, no dynamic batching.
-
 # %%
 for model in ("food_classifier", "food_classifier_onnx"):
     config = client.get_model_config(model)
     print(f"{model:22s} backend={config['backend']:12s} instances={config['instance_group']}")
 
 # %% [markdown]
-# ## Watch the hardware while you measure
-# A table after a run says how busy a device was on average; watching it while the load runs
-# shows how that average comes about. Open a terminal **on the node** (an SSH session, as in
-# notebook 2; the Jupyter container has no GPU of its own) and leave one of these running through
-# 6.1, 6.3 and 6.4:
-#
-# - `nvtop`: one bar per GPU (utilisation and memory) and the processes using each, live;
-# - `nvidia-smi dmon -s u`: one line per GPU per second, `sm` being the share of time a kernel ran.
-#
-# In local mode without a GPU, watch the cores instead: `top`, then press `1` for one line per
-# core (JupyterLab's *File → New → Terminal* runs on the same machine). Notice which device is busy
-# during each run, and whether it is busy all the time or in bursts. The lab also samples Triton's
-# own utilisation gauge during every run (twice a second) and plots it over time after 6.1 and 6.3.
+# **Watch the hardware.** In a terminal on the node, leave `nvtop` running through 6.1 to 6.4
+# (without a GPU: `top`, then `1`). Note which device is busy during each run.
 #
 # ## 6.1 One instance of the Python-backend model: 1, 8, 16 requests in flight
-# The first line, written for you, with each flag:
-#
-# - `-m food_classifier`: the model to load; `-u {HOST}`: Triton's HTTP address (host:port);
-# - `--concurrency-range 1`: keep 1 request in flight. This is a *closed loop*: a new request
-#   leaves only when one comes back, like users who each wait for their answer;
-# - `--input-data {PERF_INPUT}`: a real photo (a JSON file holding a JPEG), since random bytes are
-#   no image.
-#
-# perf_analyzer measures in windows (the lab sets 5 s) until three in a row agree; the row is their
-# mean.
+# The first line, written for you: `-m` the model, `-u` Triton's address, `--concurrency-range 1`
+# keeps 1 request in flight (a *closed loop*), `--input-data` a real photo. perf_analyzer measures
+# in 5 s windows until three in a row agree.
 
 # %%
 line = f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 1 --input-data {PERF_INPUT}"
 runs["6.1 c1"] = perf.run_line(line, "6.1 c1", out=OUT)
 
 # %% [markdown]
-# Read the output: `Client` is what perf_analyzer saw, `Server` what Triton measured inside: the
-# *queue* (waiting for a free instance) and the *compute* (input, the model's `execute`, output).
-# The last line is the lab's: the two laws for this run. Here they are once by hand, from the
-# row's numbers (every later row carries them, computed the same way in `servelab/queueing.py`):
+# `Client` is what perf_analyzer saw; `Server` what Triton measured inside: the *queue* (waiting
+# for a free instance) and the *compute* (input, the model's `execute`, output). The two laws, once
+# by hand (every later row carries them):
 
 # %%
 c1 = runs["6.1 c1"].row
@@ -169,26 +121,16 @@ print(f"U = X·S = {X:.1f}/s × {S:.2f} ms = {X * S / 1000:.2f}  (share of time 
 print(f"N = X·R = {X:.1f}/s × {R:.2f} ms = {X * R / 1000:.2f}  (requests in flight: 1 by design)")
 
 # %% [markdown]
-# With one request at a time, the instance can be idle only while an answer travels back to
-# perf_analyzer and the next request travels in: `1 − U` is the share of that trip. How large was
-# it here? Keep U in mind for what follows.
-#
-# **Predict.** With one instance, 16 requests in flight and the execution time you just read, how
-# long will a request spend in Triton's queue (ms)? The queueing model's answer follows (mean-value
-# analysis of one station with that service time, and the rest of a request's time as a delay).
+# **Predict.** With one instance, 16 requests in flight and that execution time, how long will a
+# request wait in Triton's queue (ms)? The model's answer is in the table after your runs.
 
 # %%
 claims.predict("6.1 queue at c16 (ms)", None, why="")
 
-# %%
-SERVICE_MS = c1["execution_ms"]
-OVERHEAD_MS = c1["avg_latency_ms"] - SERVICE_MS  # everything a request spends outside the instance
-pd.DataFrame([queueing.closed_loop(n, SERVICE_MS, OVERHEAD_MS) for n in (1, 8, 16)]).round(1)
-
 # %% [markdown]
-# **Exercise 6.1a: 8 requests in flight.** Write the perf_analyzer line that measures the same
-# model with **8** requests in flight: the line above, with the one flag that sets the load
-# changed. Write it as a Python f-string, so `{HOST}` and `{PERF_INPUT}` are filled in.
+# **Exercise 6.1a: 8 requests in flight.** Write the perf_analyzer line for the same model with
+# **8** requests in flight, as a Python f-string (so `{HOST}` and `{PERF_INPUT}` are filled in).
+# The lab then runs your line again at 16 in flight.
 
 # %%
 line_c8 = (
@@ -206,32 +148,15 @@ line_c8 = exercises.perf_line(
     needs={**NEEDS_61, "--concurrency-range": "8"},
 )
 runs["6.1 c8"] = perf.run_line(line_c8, "6.1 c8", out=OUT)
+line_c16 = perf.with_load(line_c8, "--concurrency-range 16")
+runs["6.1 c16"] = perf.run_line(line_c16, "6.1 c16", out=OUT)
 
 # %% [markdown]
-# **Exercise 6.1b: 16 in flight.** The same, with 16 requests in flight.
-
-# %%
-line = (
-    ### BEGIN SOLUTION
-    f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 16 --input-data {PERF_INPUT}"
-    ### END SOLUTION
-)
-
-# %%
-line = exercises.perf_line(
-    line,
-    "6.1",
-    "the step measures 16 requests in flight",
-    needs={**NEEDS_61, "--concurrency-range": "16"},
-)
-runs["6.1 c16"] = perf.run_line(line, "6.1 c16", out=OUT)
-
-# %% [markdown]
-# **Exercise 6.1c: Triton's own count, with `curl`.** Triton keeps statistics per model *version*
-# too: `GET /v2/models/<name>/versions/<version>/stats`. Write the `curl` line that asks for those
-# of version 1 of `food_classifier`, at the address in `TRITON`, and prints them one field per
-# line (pipe it through `python -m json.tool`, as in 5.3). In what it prints, find
-# `inference_stats.queue` (`count` requests, `ns` nanoseconds waited in all) and `batch_stats`.
+# **Exercise 6.1c: Triton's own count, with `curl`.** Triton keeps statistics per model version:
+# `GET /v2/models/<name>/versions/<version>/stats`. Write the `curl` line for version 1 of
+# `food_classifier` at `TRITON`, piped through `python -m json.tool`. In what it prints, find
+# `inference_stats.queue` (`count` requests, `ns` waited in all) and `batch_stats` (executions per
+# batch size).
 
 # %%
 stats_line = (
@@ -247,15 +172,16 @@ exercises.curl_line(
     "ask for version 1 of food_classifier's statistics",
     f"{TRITON}/v2/models/food_classifier/versions/1/stats",
 )
-# !{stats_line} | head -n 40
+# !{stats_line}
 
 # %% [markdown]
-# The three runs side by side, each with its laws, and the queueing model's mean latency beside
-# the measured one (`measured_over_model` = 1 where they agree); then each run's utilisation over
-# time, as Triton's gauge reported it (each GPU on its own, or all cores together where the server
-# has no GPU).
+# The three runs with their laws, the queueing model's latency beside each (mean-value analysis of
+# one station with the c1 execution time; `measured_over_model` = 1 where they agree), and each
+# run's utilisation over time:
 
 # %%
+SERVICE_MS = c1["execution_ms"]
+OVERHEAD_MS = c1["avg_latency_ms"] - SERVICE_MS  # everything a request spends outside the instance
 table_61 = perf.against_model(
     perf.table(runs, ["6.1 c1", "6.1 c8", "6.1 c16"]),
     [queueing.closed_loop(n, SERVICE_MS, OVERHEAD_MS)["latency_ms"] for n in (1, 8, 16)],
@@ -266,50 +192,18 @@ plots.utilisation_over_time(
 table_61
 
 # %% [markdown]
-# **What do you see, and why?** Compare the three rows: how did throughput change from 1 to 16 in
-# flight, and how did the queue time grow? From the laws: how busy was the instance at each
-# load, and how many requests were waiting on average? Did the model's line hold, and if it missed,
-# by how much? Then the device: on a GPU, how busy was it (your terminal, and the utilisation
-# columns), while the instance was busy nearly all the time? What must the instance have been
-# doing that is not GPU work? (Notebook 5 showed `model.py`.)
-#
-# **Your answer:** *(double-click this cell and write it here)*
-
-# %% [markdown]
-# The lab's verdict and its reading of the model's line (open it after your answer):
-
-# %% jupyter={"source_hidden": true}
-perf.model_readings(table_61, SERVICE_MS)
-q8, q16 = runs["6.1 c8"].measured("server_queue_ms"), runs["6.1 c16"].measured("server_queue_ms")
-claims.compare_prediction("6.1 queue at c16 (ms)", q16)
-claims.between(
-    "6.1: queue delay grows about linearly with what is in flight (queue c16 / c8)",
-    q16 / q8,
-    1.4,
-    3.2,
-)
-triton_stats.claim_each_gpu(
-    claims.at_most, "6.1: one instance leaves every GPU underused", runs["6.1 c16"], N_GPUS, 70
-)
-
-# %% [markdown]
 # ## 6.2 Client-side batches: one request carrying 16 images
-# perf_analyzer's `-b N` makes every request a batch of N photos (the model's config allows up to
-# `max_batch_size: 16`). `model.py` decodes and resizes each of the N photos, one after another on
-# the CPU, then runs **one** forward pass over all of them (notebook 5 showed the line). So a batch
-# has two parts that scale differently: the decoding, paid once per image, and the forward pass,
-# which on a GPU costs much less than N separate ones.
+# perf_analyzer's `-b N` makes every request a batch of N photos (`max_batch_size: 16` allows it).
+# `model.py` decodes each photo on the CPU, one after another, then runs **one** forward pass over
+# all of them.
 #
-# **Predict.** How many times the execution time of one image will a batch of 16 take? Less than
-# 16 means a batch costs less than its images one by one, and the same instance serves more
-# images per second.
+# **Predict.** How many times the execution time of one image will a batch of 16 take?
 
 # %%
 claims.predict("6.2 compute of 16 images / compute of 1 (x)", None, why="")
 
 # %% [markdown]
-# **Exercise 6.2: a batch of 16.** Write the line: the model, the address and the photo as in 6.1,
-# **one** request in flight, and `-b 16`.
+# **Exercise 6.2: a batch of 16.** The line of 6.1, **one** request in flight, batches of 16.
 
 # %%
 line = (
@@ -330,41 +224,56 @@ runs["6.2 b16"] = perf.run_line(line, "6.2 b16", out=OUT)
 perf.table(runs, ["6.1 c1", "6.2 b16"])
 
 # %% [markdown]
-# **What do you see, and why?** `throughput_infer_s` counts images. Set the two rows side by side:
-# how many times longer did one execution take for 16 images, and how many more images per second
-# did the instance serve? Which part of the execution grew with the batch, and which would have
-# barely grown on this device? Was the instance busy (`busy_U`) in both runs?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# **What do you see, and why?** 6.1: from 1 to 16 in flight, what happened to throughput and to
+# the queue time? How busy was the instance (`busy_U`), how many requests waited (`waiting_N`),
+# and did the model's line hold? How busy was the GPU meanwhile, so what was the instance doing?
+# (Notebook 5 showed `model.py`.) 6.2: `throughput_infer_s` counts images; how many times longer
+# did an execution of 16 take, and which part of it grew with the batch? Write your answer between
+# the quotes.
 
-# %% [markdown]
-# The lab's verdict (open it after your answer):
+# %%
+answer_61 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 6.1 and 6.2)
+### END SOLUTION
+"""
 
 # %% jupyter={"source_hidden": true}
-ratio = runs["6.2 b16"].measured("execution_ms") / runs["6.1 c1"].measured("execution_ms")
-claims.compare_prediction("6.2 compute of 16 images / compute of 1 (x)", ratio)
-claims.at_most(
-    "6.2: a batch of 16 costs less than 16 images one by one (execution time, x)", ratio, 16
-)
+with judgement.verdict_after(answer_61, "6.1 and 6.2"):
+    perf.model_readings(table_61, SERVICE_MS)
+    q8 = runs["6.1 c8"].measured("server_queue_ms")
+    q16 = runs["6.1 c16"].measured("server_queue_ms")
+    claims.compare_prediction("6.1 queue at c16 (ms)", q16)
+    claims.between(
+        "6.1: queue delay grows about linearly with what is in flight (queue c16 / c8)",
+        q16 / q8,
+        1.4,
+        3.2,
+    )
+    triton_stats.claim_each_gpu(
+        claims.at_most, "6.1: one instance leaves every GPU underused", runs["6.1 c16"], N_GPUS, 70
+    )
+    ratio = runs["6.2 b16"].measured("execution_ms") / runs["6.1 c1"].measured("execution_ms")
+    claims.compare_prediction("6.2 compute of 16 images / compute of 1 (x)", ratio)
+    claims.at_most(
+        "6.2: a batch of 16 costs less than 16 images one by one (execution time, x)", ratio, 16
+    )
 
 # %% [markdown]
 # ## 6.3 More instances of the Python-backend model
-# An `instance_group` says how many copies of the model Triton runs, and where. On a GPU:
+# An `instance_group` says how many copies of the model Triton runs, and where:
 #
 # ```
 # instance_group [ { count: 2, kind: KIND_GPU, gpus: [ 0, 1 ] } ]
 # ```
 #
-# puts `count` copies **on each GPU listed** in `gpus`: on the class's 2-GPU node, 2 on GPU 0 and
-# 2 on GPU 1, four in all. (Leave `gpus` out and Triton uses every GPU it sees; listing them says
-# what you mean.) Each copy of a Python-backend model is its own process, a *stub*, with its own
-# interpreter, so two copies decode and compute at the same time. Without a GPU the file says
-# `kind: KIND_CPU` and has no `gpus`: `count` alone decides.
+# puts `count` copies **on each GPU** in `gpus` (without `gpus`: on every GPU). Each copy of a
+# Python-backend model is its own process, a *stub*. Without a GPU: `kind: KIND_CPU`, no
+# `gpus`.
 #
-# **Exercise 6.3a: the edit, in an editor.** Open the model's `config.pbtxt` in JupyterLab (*File →
-# Open from Path*, the path the next cell prints) or in `nano` on the node. In its `instance_group`
-# set `count: 2` and list every GPU of your server in `gpus` (the cell prints the list), save, and
-# run the cell after it: it shows your diff and checks it with Triton's schema.
+# **Exercise 6.3a: the edit, in an editor.** Open the model's `config.pbtxt` (*File → Open from
+# Path* in JupyterLab, the path the next cell prints, or `nano` on the node), set `count: 2` on
+# every GPU, save, and run the cell after it: it shows your diff and checks it.
 
 # %%
 path = REPOSITORY / "food_classifier" / "config.pbtxt"
@@ -387,10 +296,8 @@ print(
 print(triton_config.unload_model("food_classifier"))  # the new instances start from scratch
 
 # %% [markdown]
-# The file is changed; the server still runs the old config (the lab has just unloaded it, so
-# every instance will start afresh with the new one). **Exercise 6.3b: load it, with the client
-# library.** `client.load_model(model_name, headers=...)` asks Triton's repository API to load a
-# model from the repository folder; that API wants the node's secret,
+# **Exercise 6.3b: load it, with the client library.** `client.load_model(name, headers=...)` asks
+# Triton's repository API to load a model; that API wants the node's secret,
 # `headers=labenv.admin_headers()`. Write the call for `food_classifier`.
 
 # %%
@@ -409,60 +316,42 @@ exercises.result(
     hint="after load_model the model must be READY (client.is_model_ready)",
 )
 served = client.get_model_config("food_classifier")
-print("Triton serves:", served["instance_group"])
-print("instances per device:", triton_config.placement(served, N_GPUS))
-
-# %% [markdown]
-# **Count the processes.** On the node, run `nvidia-smi`: its last table, *Processes*, lists each
-# process that holds a GPU. Find the `triton_python_backend_stub` lines: how many on each GPU, and
-# does that match the placement the cell printed? (`nvtop` shows the same list.) In local mode this
-# machine's process list is Triton's, and the next cell reads it; in Docker it says to look on the
-# node.
-
-# %%
+placed = triton_config.placement(served, N_GPUS)
+print("instances per device:", placed)
 stubs = triton_stats.python_stubs("food_classifier", REPOSITORY)
-pd.DataFrame(stubs) if stubs is not None else "not visible from here: read nvidia-smi on the node"
+pd.DataFrame(stubs) if stubs is not None else "in Docker: count the stubs in nvidia-smi on the node"
 
 # %% [markdown]
-# Each instance also gets its share of the CPU for its own arithmetic: the `cpu_threads` parameter
-# at the end of the config says `auto`, the machine's cores divided by the instances. Without that
-# budget every instance would start a thread per core and, on a small machine, they would fight
-# over the cores and serve *less* than one.
-#
-# **Predict.** At 8 requests in flight (your 6.1 line), what throughput will 2 instances per GPU
-# serve against one instance (`6.1 c8`), as a factor? Think of what each instance needs to run.
+# **Your observation.** On the node, run `nvidia-smi`: its *Processes* table lists one
+# `triton_python_backend_stub` per instance, on its GPU. How many are on GPU 0? (Without a GPU,
+# count the stubs of the table above.) The check compares your count with Triton's placement.
 
 # %%
-claims.predict("6.3 throughput, 2 instances / 1 instance at c8 (x)", None, why="")
-
-# %% [markdown]
-# Your line of 6.1a, run again, with Triton's metrics drawn live while it runs:
-
-# %%
-runs["6.3 2 inst c8"] = watched(line_c8, "6.3 2 inst c8", "food_classifier")
-
-# %% [markdown]
-# **Exercise 6.3c: four per GPU.** Now a fragment instead of the editor: write the
-# `instance_group` for **4** instances on every GPU of your server, as text in `config.pbtxt`
-# syntax (the block shown above, changed). `GPUS` holds your server's list; in an f-string, write
-# each literal brace twice (`{{`). The lab applies it with `triton_config.edit` and runs your 6.1a
-# line again.
-
-# %%
-text = (
+stubs_seen = (
     ### BEGIN SOLUTION
-    f"instance_group [ {{ count: 4, kind: KIND_GPU, gpus: {GPUS} }} ]"
+    placed.get("GPU 0", placed.get("CPU", 0))
     ### END SOLUTION
 )
 
 # %%
-text = exercises.config_fragment(
-    text, "6.3", "four instances on every GPU", needs=exercises.on_every_gpu(4, N_GPUS)
+on_gpu0 = placed.get("GPU 0", placed.get("CPU", 0))
+stubs_seen = judgement.number_in(
+    stubs_seen,
+    "6.3",
+    "the stubs on GPU 0",
+    on_gpu0,
+    on_gpu0 + 1,
+    why=f"Triton placed {placed}: count the stub lines again.",
 )
-triton_config.edit("food_classifier", text)
-runs["6.3 4 inst c8"] = watched(line_c8, "6.3 4 inst c8", "food_classifier")
+
+# %% [markdown]
+# Your 6.1a line, run on 2 instances per GPU, then on 4 (the lab applies the same block with
+# `count: 4`), each drawn live:
 
 # %%
+runs["6.3 2 inst c8"] = watched(line_c8, "6.3 2 inst c8", "food_classifier")
+triton_config.edit("food_classifier", triton_config.instance_group(4, N_GPUS))
+runs["6.3 4 inst c8"] = watched(line_c8, "6.3 4 inst c8", "food_classifier")
 names_63 = ["6.1 c8", "6.3 2 inst c8", "6.3 4 inst c8"]
 plots.utilisation_over_time(
     {n: runs[n].utilisation for n in names_63},
@@ -471,59 +360,46 @@ plots.utilisation_over_time(
 perf.table(runs, names_63)
 
 # %% [markdown]
-# **What do you see, and why?** How many times one instance's throughput did 2 and 4 instances
-# per GPU serve, and what happened to the queue time? Read `busy_U` (each instance's share of busy
-# time) and `instances`: were the instances the bottleneck, or something they share? Which device
-# did your terminal show busy, and did every GPU take part? How many stub processes did
-# `nvidia-smi` list, and where? What would you add next, and what would it need?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# **Decision 6.3: how many instances per GPU would you deploy?** The fewest of 1, 2 and 4 that
+# serve at least 90 % of the best throughput in your table: more copies cost memory and CPU for
+# nothing. Write the number; the check judges it on your rows.
 
-# %% [markdown]
-# The lab's verdict (open it after your answer):
-
-# %% jupyter={"source_hidden": true}
-t1, t2, t4 = (runs[name].throughput for name in names_63)
-claims.compare_prediction("6.3 throughput, 2 instances / 1 instance at c8 (x)", t2 / t1)
-claims.at_least(
-    "6.3: two instances per device serve at least 80% of one's throughput", t2 / t1, 0.8
+# %%
+deploy = (
+    ### BEGIN SOLUTION
+    next(
+        n
+        for n, name in zip((1, 2, 4), names_63)
+        if runs[name].throughput.value >= 0.9 * max(runs[m].throughput.value for m in names_63)
+    )
+    ### END SOLUTION
 )
-if N_GPUS:
-    claims.at_least("6.3: on a GPU node, two instances per GPU serve more than one", t2 / t1, 1.0)
-    triton_stats.claim_each_gpu(
-        claims.at_least,
-        "6.3: with 4 instances on it, every GPU works",
-        runs["6.3 4 inst c8"],
-        N_GPUS,
-        10,
-    )
-else:
-    claims.at_most(
-        f"6.3: four instances on {os.cpu_count()} cores add little over the better of one and two",
-        t4 / max(t1, t2, key=lambda m: m.value),
-        1.15,
-    )
+
+# %%
+deploy = judgement.fewest_near_best(
+    deploy,
+    "6.3",
+    "the instances per GPU to deploy",
+    {n: runs[name].throughput for n, name in zip((1, 2, 4), names_63)},
+)
+
+# %%
 reloaded = triton_config.edit("food_classifier", ONE_INSTANCE, verbose=False)
 
 # %% [markdown]
 # ## 6.4 The ONNX model
-# `food_classifier_onnx` takes the already pre-processed tensor (`input`, FP32 [3, 224, 224]) and
-# returns the 11 logits (`output`). On NVIDIA's Triton image it runs on Triton's onnxruntime
-# backend: no Python in the request path. (Local mode's Triton has no such backend: there a small
-# Python-backend model runs the same `model.onnx` with ONNX Runtime, under the same name.) Where the
-# server ran it, on a GPU or on the CPU, the server says at the end of this step.
-#
-# perf_analyzer fills a tensor input with random numbers; it needs only its shape, without the
-# batch dimension: `--shape input:3,224,224` (name, colon, dimensions).
-#
-# **Predict.** How many times the Python-backend model's throughput at 1 in flight (6.1 c1)?
-
-# %%
-claims.predict("6.4 ONNX / Python-backend throughput at c1 (x)", None, why="")
+# `food_classifier_onnx` takes the pre-processed tensor (`input`, FP32 [3, 224, 224]) and returns
+# the 11 logits. On NVIDIA's Triton image it runs on the onnxruntime backend: no Python per
+# request. (Local mode's Triton lacks that backend: a small Python-backend model runs the same
+# `model.onnx` under the same name.) perf_analyzer fills a tensor input with random numbers and
+# needs only its shape, without the batch dimension: `--shape input:3,224,224`.
 
 # %% [markdown]
-# **Exercise 6.4a: one request in flight, a tensor input.** Write the line for
+# **Exercise 6.4: one request in flight, a tensor input.** Write the line for
 # `food_classifier_onnx`, 1 in flight, with `--shape` (no `--input-data`: the input is numbers).
+# The lab then puts 2 instances on every GPU, warms them with 100 requests (`--request-count 100`
+# replaces the windows with a fixed number of requests; new instances answer their first requests
+# slowly) and runs your line at 8 and 16 in flight.
 
 # %%
 line = (
@@ -534,93 +410,30 @@ line = (
 
 # %%
 NEEDS_64 = {"-m": "food_classifier_onnx", "-u": HOST, "--shape": "input:3,224,224"}
-line = exercises.perf_line(
+line_onnx = exercises.perf_line(
     line,
     "6.4",
     "the step measures the ONNX model, 1 in flight",
     needs={**NEEDS_64, "--concurrency-range": "1"},
 )
-runs["6.4 onnx c1"] = perf.run_line(line, "6.4 onnx c1", out=OUT)
-
-# %% [markdown]
-# **Exercise 6.4b: two instances on every GPU.** Write the `instance_group` fragment for 2
-# instances of the ONNX model on every GPU of your server (as in 6.3c).
-
-# %%
-text = (
-    ### BEGIN SOLUTION
-    f"instance_group [ {{ count: 2, kind: KIND_GPU, gpus: {GPUS} }} ]"
-    ### END SOLUTION
-)
-
-# %%
-text = exercises.config_fragment(
-    text, "6.4", "two ONNX instances on every GPU", needs=exercises.on_every_gpu(2, N_GPUS)
-)
-reloaded = triton_config.edit("food_classifier_onnx", text)
-
-# %% [markdown]
-# New instances answer their first requests slowly (memory to allocate, kernels to pick), and a
-# measurement that starts cold mixes that in. **Exercise 6.4c: a bounded warm-up.** Write a line
-# that sends exactly **100** requests at 8 in flight and stops: `--request-count 100` replaces the
-# measurement windows with a fixed number of requests. The lab runs it and keeps nothing.
-
-# %%
-line = (
-    ### BEGIN SOLUTION
-    f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range 8 "
-    "--shape input:3,224,224 --request-count 100"
-    ### END SOLUTION
-)
-
-# %%
-line = exercises.perf_line(
-    line,
-    "6.4",
-    "the warm-up sends 100 requests, 8 in flight",
-    needs={**NEEDS_64, "--concurrency-range": "8", "--request-count": "100"},
-)
-warm_up = perf.run_line(line, "6.4 warm-up", out=OUT, verbose=False)
-
-# %% [markdown]
-# Then the lab measures 8 in flight on the warm instances. Its own runs of the ONNX model, this
-# one and the rest of 6.6's rates, go through a small helper that writes the line you know with
-# the load it is given, and keeps the run:
+runs["6.4 onnx c1"] = perf.run_line(line_onnx, "6.4 onnx c1", out=OUT)
 
 
-# %%
 def onnx_run(load: str, name: str, verbose=False):
-    """The lab's own runs of the ONNX model: `load` is perf_analyzer's flags for the load."""
-    line = f"perf_analyzer -m food_classifier_onnx -u {HOST} --shape input:3,224,224 {load}"
-    runs[name] = perf.run_line(line, name, out=OUT, verbose=verbose)
+    """The lab's runs of the ONNX model: your 6.4 line with the load given (perf.with_load)."""
+    runs[name] = perf.run_line(perf.with_load(line_onnx, load), name, out=OUT, verbose=verbose)
     return runs[name]
 
 
-c8 = onnx_run("--concurrency-range 8", "6.4 onnx 2 inst c8", verbose=True)
-
-# %% [markdown]
-# The cell measured 8 in flight. **Exercise 6.4d: 16 in flight**, on the same two instances per
-# GPU.
-
-# %%
-line = (
-    ### BEGIN SOLUTION
-    f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range 16 "
-    "--shape input:3,224,224"
-    ### END SOLUTION
+reloaded = triton_config.edit("food_classifier_onnx", triton_config.instance_group(2, N_GPUS))
+perf.run_line(
+    perf.with_load(line_onnx, "--concurrency-range 8 --request-count 100"),
+    "6.4 warm-up",
+    out=OUT,
+    verbose=False,
 )
-
-# %%
-line = exercises.perf_line(
-    line, "6.4", "the step measures 16 in flight", needs={**NEEDS_64, "--concurrency-range": "16"}
-)
-runs["6.4 onnx 2 inst c16"] = perf.run_line(line, "6.4 onnx 2 inst c16", out=OUT)
-
-# %% [markdown]
-# The three runs with their laws and the model's line: one station of the execution time measured
-# at 1 in flight, with as many servers as there are instances.
-
-# %%
+onnx_run("--concurrency-range 8", "6.4 onnx 2 inst c8")
+onnx_run("--concurrency-range 16", "6.4 onnx 2 inst c16", verbose=True)
 onnx = runs["6.4 onnx c1"].row
 ONNX_MS, ONNX_OUTSIDE_MS = onnx["execution_ms"], onnx["avg_latency_ms"] - onnx["execution_ms"]
 names_64 = ["6.4 onnx c1", "6.4 onnx 2 inst c8", "6.4 onnx 2 inst c16"]
@@ -635,55 +448,103 @@ table_64 = perf.against_model(
 table_64
 
 # %% [markdown]
-# **What do you see, and why?** Against the Python-backend model at 1 in flight, how many times
-# the throughput, and why (what does this model not do per request)? With two instances per GPU:
-# how busy was each instance (`busy_U`), and how many requests waited at 8 and at 16 in flight
-# (`waiting_N`)? Did the execution time stay what it was at 1 in flight? Where the model's line
-# misses, which of its assumptions does the row show broken? Which device did your terminal show
-# busy?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# **Decision 6.4: at 16 in flight, what limited the two instances per GPU?** `"instances"` (each
+# busy nearly all the time: `busy_U` at least 0.9), `"device"` (the busiest GPU, or the CPU where
+# there is none, at least 90 % busy: the utilisation columns) or `"neither"`.
+
+# %%
+limit = (
+    ### BEGIN SOLUTION
+    "instances"
+    if runs["6.4 onnx 2 inst c16"].row["busy_U"] >= 0.9
+    else "device"
+    if (triton_stats.busiest_gpu_pct(runs["6.4 onnx 2 inst c16"].row) or 0) >= 90
+    else "neither"
+    ### END SOLUTION
+)
+
+# %%
+row = runs["6.4 onnx 2 inst c16"].row
+gpu = triton_stats.busiest_gpu_pct(row)
+limit = judgement.bottleneck(
+    limit,
+    "6.4",
+    busy_u=row["busy_U"],
+    device_pct=gpu if gpu is not None else row.get("cpu_util_pct"),
+    device="the busiest GPU" if gpu is not None else "the CPU",
+)
 
 # %% [markdown]
-# The lab's verdict (open it after your answer): where the server ran the model, as the server
-# says (its metrics, or the instance kind of Triton's own onnxruntime backend), and the rest.
+# **What do you see, and why?** 6.3: what did each added copy of the Python-backend model bring,
+# and which device did your terminal show busy? 6.4: why does the ONNX model serve more at 1 in
+# flight? With two instances per GPU, how many requests waited at 16 (`waiting_N`), and did the
+# execution time stay what it was at 1 in flight? Where the model's line misses, which assumption
+# broke?
+
+# %%
+answer_64 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 6.3 and 6.4)
+### END SOLUTION
+"""
 
 # %% jupyter={"source_hidden": true}
-perf.model_readings(table_64, ONNX_MS)
-speedup = runs["6.4 onnx c1"].throughput / runs["6.1 c1"].throughput
-claims.compare_prediction("6.4 ONNX / Python-backend throughput at c1 (x)", speedup)
-claims.at_least(
-    "6.4: the ONNX model serves faster than the Python-backend model at c1", speedup, 1.0
-)
-claims.at_least(
-    "6.4: with 2 instances per device, requests still queue at 16 in flight (queue c16 / c8)",
-    runs["6.4 onnx 2 inst c16"].measured("server_queue_ms")
-    / runs["6.4 onnx 2 inst c8"].measured("server_queue_ms"),
-    1.0,
-)
-provider = triton_stats.onnx_provider("food_classifier_onnx", TRITON, METRICS)
-print(f"the server ran food_classifier_onnx with {provider}")
-if provider == "CUDAExecutionProvider" or not N_GPUS:
-    triton_stats.claim_each_gpu(
-        claims.at_least,
-        "6.4: every GPU is busy more than half the time",
-        runs["6.4 onnx 2 inst c16"],
-        N_GPUS,
-        50,
+with judgement.verdict_after(answer_64, "6.3 and 6.4"):
+    t1, t2, t4 = (runs[name].throughput for name in names_63)
+    claims.at_least(
+        "6.3: two instances per device serve at least 80% of one's throughput", t2 / t1, 0.8
     )
-else:
-    claims.not_checkable(
-        "6.4: every GPU is busy more than half the time",
-        f"the server ran the ONNX model with {provider}, not on a GPU",
+    if N_GPUS:
+        claims.at_least(
+            "6.3: on a GPU node, two instances per GPU serve more than one", t2 / t1, 1.0
+        )
+        triton_stats.claim_each_gpu(
+            claims.at_least,
+            "6.3: with 4 instances on it, every GPU works",
+            runs["6.3 4 inst c8"],
+            N_GPUS,
+            10,
+        )
+    else:
+        claims.at_most(
+            f"6.3: four instances on {os.cpu_count()} cores add little over the better of one "
+            "and two",
+            t4 / max(t1, t2, key=lambda m: m.value),
+            1.15,
+        )
+    perf.model_readings(table_64, ONNX_MS)
+    speedup = runs["6.4 onnx c1"].throughput / runs["6.1 c1"].throughput
+    claims.at_least(
+        "6.4: the ONNX model serves faster than the Python-backend model at c1", speedup, 1.0
     )
+    claims.at_least(
+        "6.4: with 2 instances per device, requests still queue at 16 in flight (queue c16 / c8)",
+        runs["6.4 onnx 2 inst c16"].measured("server_queue_ms")
+        / runs["6.4 onnx 2 inst c8"].measured("server_queue_ms"),
+        1.0,
+    )
+    provider = triton_stats.onnx_provider("food_classifier_onnx", TRITON, METRICS)
+    print(f"the server ran food_classifier_onnx with {provider}")
+    if provider == "CUDAExecutionProvider" or not N_GPUS:
+        triton_stats.claim_each_gpu(
+            claims.at_least,
+            "6.4: every GPU is busy more than half the time",
+            runs["6.4 onnx 2 inst c16"],
+            N_GPUS,
+            50,
+        )
+    else:
+        claims.not_checkable(
+            "6.4: every GPU is busy more than half the time",
+            f"the server ran the ONNX model with {provider}, not on a GPU",
+        )
 
 # %% [markdown]
 # ## 6.5 The Flask UI with the ONNX model
-# The ONNX model expects a tensor, not a photo, so the web app must now do the pre-processing
-# (decode, resize, normalise) and the post-processing (softmax, class name) itself, with the same
-# shared module (`servelab/food11.py`) the services use, and call Triton through `tritonclient`
+# The ONNX model expects a tensor, so the web app now decodes, resizes and normalises the photo
+# itself (`servelab/food11.py`, the services' shared code) and calls Triton with `tritonclient`
 # (`flask_app/backends.py`). Switch Flask to that model; in Docker, run the printed command on the
-# host.
+# host. The Python-backend model, asked directly, should name the same class.
 
 # %%
 import re
@@ -702,10 +563,6 @@ with open(photo, "rb") as f:
 flask_label = (re.search(r'class="label">([^<]+)<', page.text) or [None, None])[1]
 print(f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, {page.status_code}")
 
-# %% [markdown]
-# The Python-backend model, asked directly through the client library (your `classify` of 5.2,
-# written out again here), should name the same class:
-
 # %%
 image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
 image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
@@ -718,73 +575,30 @@ claims.fact(
 
 # %% [markdown]
 # ## 6.6 Bursty load, and dynamic batching
-# Real users do not wait for each other's answers: they arrive when they arrive. perf_analyzer
-# can send requests at a fixed **rate**, an *open loop*:
+# Real users do not wait for each other's answers. An *open loop* offers a fixed **rate**:
+# `--request-rate-range R` sends R requests per second whether or not earlier ones came back;
+# `--async` keeps any number in flight so the schedule holds (the lab flags a run where over 5 %
+# left late); `--request-distribution constant` spaces them evenly, `poisson` at random moments,
+# as independent users arrive.
 #
-# - `--request-rate-range R` sends R requests per second on schedule, whether or not earlier ones
-#   came back;
-# - `--async` lets a few threads keep any number of requests in flight, so the schedule holds
-#   (perf_analyzer counts the requests it sent late; the lab flags a run where more than 5 % left
-#   late: that run was not the load it claims);
-# - `--request-distribution constant` spaces them evenly; `poisson` sends them at random moments
-#   with the same mean rate, as independent users do.
+# The throughput column is what was *served*: when the instance cannot keep up, requests still
+# leave on time and the queue grows for as long as the run lasts.
 #
-# **Served against offered.** In a rate run the load is what you *offer*; the throughput column is
-# what was *served*: answers that came back within a measurement window, per second. The two can
-# differ with nothing sent late. When the instance cannot keep up, requests still leave on time
-# and the queue grows for as long as the run lasts: served stays at what the instance can do, and
-# the latency is then the run's length, not the server's. And with random arrivals the number
-# that arrives in one window is itself random (about ±√n for n expected): short windows at a low
-# rate read a few percent off either way. Read a rate run's throughput against its offered rate,
-# and its latency against its utilisation.
-#
-# 6.6 uses **one** instance of the ONNX model, so a single queue decides everything. **Exercise
-# 6.6a: back to one instance.** Write the `instance_group` for **one** instance on GPU 0.
+# 6.6 uses **one** ONNX instance, so a single queue decides everything. The rates are set from
+# its **capacity**, what it serves when it never waits for work (4 requests in flight).
 
 # %%
-text = (
-    ### BEGIN SOLUTION
-    "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"
-    ### END SOLUTION
-)
-
-# %%
-text = exercises.config_fragment(
-    text,
-    "6.6",
-    "one instance on the first GPU",
-    needs={"instance_group.count": 1, **({"instance_group.gpus": [0]} if N_GPUS else {})},
-)
-reloaded = triton_config.edit("food_classifier_onnx", text)
-
-# %% [markdown]
-# The rates are set from what this one instance can serve, so they mean the same on every
-# machine. Its **capacity** is measured, not assumed: kept busy by 4 requests in flight (closed
-# loop) it never waits for work, so its throughput is the most it serves, and 1000 / capacity is
-# its time per request when busy.
-
-# %%
+reloaded = triton_config.edit("food_classifier_onnx", ONE_INSTANCE, verbose=False)
 CAPACITY = onnx_run("--concurrency-range 4", "6.6 capacity c4").throughput.value
 BUSY_MS = 1000 / CAPACITY  # time per request of an instance that never waits for work
 RATES = [int(f * CAPACITY) for f in (0.6, 1.0, 1.4)]  # offered loads: 60 %, 100 %, 140 %
 RATE = RATES[0]
-print(
-    f"one instance: {CAPACITY:.0f} requests/s ({BUSY_MS:.2f} ms each when busy, {ONNX_MS:.2f} "
-    f"ms one at a time); the rates of 6.6: {RATES}"
-)
+print(f"one instance: {CAPACITY:.0f} requests/s ({BUSY_MS:.2f} ms each); the rates: {RATES}")
 
 # %% [markdown]
-# **Predict.** At the first rate (60 % of capacity), evenly spaced or Poisson: which queues more,
-# and how many times more? For Poisson arrivals and a constant service time, the model's mean wait
-# at 60 % load is 0.75 service times; evenly spaced requests, each done before the next comes,
-# wait for nothing.
-
-# %%
-claims.predict("6.6 queue, Poisson / constant at 60% load (x)", None, why="")
-
-# %% [markdown]
-# **Exercise 6.6b: evenly spaced.** Write the line that offers `RATE` requests per second to
-# `food_classifier_onnx`, evenly spaced, asynchronously (the `--shape` as in 6.4).
+# **Exercise 6.6a: evenly spaced.** Write the line that offers `RATE` requests per second to
+# `food_classifier_onnx`, evenly spaced, asynchronously (`--shape` as in 6.4). The lab then runs
+# it again with Poisson arrivals.
 
 # %%
 line = (
@@ -795,41 +609,20 @@ line = (
 )
 
 # %%
-NEEDS_66 = {**NEEDS_64, "--async": None, "--request-rate-range": RATE}
 line = exercises.perf_line(
     line,
     "6.6",
     f"the step offers {RATE} requests/s, evenly spaced",
-    needs={**NEEDS_66, "--request-distribution": "constant"},
+    needs={
+        **NEEDS_64,
+        "--async": None,
+        "--request-rate-range": RATE,
+        "--request-distribution": "constant",
+    },
 )
 runs[f"6.6 constant {RATE}/s"] = perf.run_line(line, f"6.6 constant {RATE}/s", out=OUT)
-
-# %% [markdown]
-# **Exercise 6.6c: at random moments.** The same rate, Poisson arrivals.
-
-# %%
-line_poisson = (
-    ### BEGIN SOLUTION
-    f"perf_analyzer -m food_classifier_onnx -u {HOST} --shape input:3,224,224 --async "
-    f"--request-rate-range {RATE} --request-distribution poisson"
-    ### END SOLUTION
-)
-
-# %%
-line_poisson = exercises.perf_line(
-    line_poisson,
-    "6.6",
-    f"the step offers {RATE} requests/s at random moments",
-    needs={**NEEDS_66, "--request-distribution": "poisson"},
-)
+line_poisson = perf.with_load(line, f"--request-rate-range {RATE} --request-distribution poisson")
 runs[f"6.6 poisson {RATE}/s"] = perf.run_line(line_poisson, f"6.6 poisson {RATE}/s", out=OUT)
-
-# %% [markdown]
-# Both runs with their laws, and the model's mean latency: the service time `BUSY_MS`, plus the
-# time a request spent outside the instance at 1 in flight in 6.4, plus the wait (M/D/1 for
-# Poisson arrivals and a constant service time; none for evenly spaced arrivals):
-
-# %%
 names = [f"6.6 constant {RATE}/s", f"6.6 poisson {RATE}/s"]
 table_66 = perf.against_model(
     perf.table(runs, names),
@@ -841,77 +634,61 @@ table_66 = perf.against_model(
 table_66
 
 # %% [markdown]
-# **What do you see, and why?** Which run queued more, and how many times more? How busy was the
-# instance (`busy_U`), and how many requests were waiting on average (`waiting_N`)? Did the
-# evenly spaced requests wait, and how does their wait compare with the model's for Poisson
-# arrivals? Look at p99 against the median (`p50_ms`): what does a long tail do to requests that
-# arrive on schedule behind it? Was the served rate the offered one?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# The model column: the service time, plus the time outside the instance at 1 in flight (6.4),
+# plus the wait of an M/D/1 queue for Poisson arrivals, none for evenly spaced ones. Note which
+# run queued more, and p99 against the median (`p50_ms`): you explain both at the end of 6.6.
 
 # %% [markdown]
-# The lab's verdict (open it after your answer):
-
-# %% jupyter={"source_hidden": true}
-perf.model_readings(table_66, BUSY_MS, open_loop=True)
-poisson, constant = (runs[name] for name in reversed(names))
-queues = poisson.measured("server_queue_ms") / constant.measured("server_queue_ms")
-claims.compare_prediction("6.6 queue, Poisson / constant at 60% load (x)", queues)
-claims.at_least(
-    "6.6: Poisson arrivals queue more than evenly spaced ones at the same mean rate", queues, 1.0
-)
-claims.at_most(
-    "6.6: both runs were the open-loop load they claim (% of requests sent late)",
-    max(poisson.row["delayed_pct"], constant.row["delayed_pct"]),
-    perf.DELAYED_LIMIT_PCT,
-)
-
-# %% [markdown]
-# Now **dynamic batching**: when requests wait, Triton hands them to the model together, up to
-# `max_batch_size`. In `config.pbtxt` it is one top-level block, `dynamic_batching { ... }`, and
-# two of its fields matter here: `preferred_batch_size`, the batch sizes Triton aims for (a list,
-# written `[ 4, 6, 8 ]`), and `max_queue_delay_microseconds`, how long a request may be held for
-# company when no preferred size is ready. Inside a block each field is `name: value`, on a line
-# of its own or separated by spaces.
+# Now **dynamic batching**: when requests wait, Triton hands them to the model together. In
+# `config.pbtxt` it is a block, `dynamic_batching { ... }`, with `preferred_batch_size` (the sizes
+# Triton aims for, a list such as `[ 4, 6, 8 ]`) and `max_queue_delay_microseconds` (how long a
+# request may wait for company), each written `name: value`.
 #
 # A batch size is also a tensor *shape*, and a GPU runtime may prepare its kernels per shape.
 # ONNX Runtime's CUDA provider rebuilds its convolution plans whenever the batch size changes: on
 # the lab's H100, one session fed mixed sizes took 1.2 s a batch, the same sizes grouped 2.8 ms.
 # So on a GPU this model keeps one session per batch size (1, 2, 4, 8, 16 and each preferred
-# size) and pads a batch up to the nearest: mixed sizes then cost 1.04x grouped. A few sizes
-# prepared in advance is also why `preferred_batch_size` and TensorRT's optimisation profiles
-# exist.
+# size), padding a batch up to the nearest: mixed sizes then cost 1.04x grouped. Few sizes,
+# prepared in advance: that is also what `preferred_batch_size` and TensorRT's profiles are for.
 #
-# **Exercise 6.6d: turn it on.** Write the block with preferred sizes 4, 6 and 8, and a delay of at
-# most 100 µs.
+# **Exercise 6.6b: turn it on, in the file.** Open `food_classifier_onnx`'s `config.pbtxt` in the
+# editor (the path the next cell prints), add the block with preferred sizes 4, 6 and 8 and a delay
+# of at most 100 µs, save, and run the cell after it: it checks your edit, then asks Triton to load
+# the model again (if Triton refuses it, the file goes back as it was).
 
 # %%
-batching = (
-    ### BEGIN SOLUTION
-    """
-dynamic_batching {
-  preferred_batch_size: [ 4, 6, 8 ]
-  max_queue_delay_microseconds: 100
-}
-"""
-    ### END SOLUTION
-)
+path = REPOSITORY / "food_classifier_onnx" / "config.pbtxt"
+before = path.read_text()
+print(f"open {path}")
+### BEGIN HIDDEN TESTS
+block = "dynamic_batching { preferred_batch_size: [ 4, 6, 8 ] max_queue_delay_microseconds: 100 }"
+path.write_text(f"{before}\n{block}\n")
+### END HIDDEN TESTS
 
 # %%
-batching = exercises.config_fragment(
-    batching,
-    "6.6",
-    "dynamic batching, preferred 4, 6, 8, at most 100 µs",
-    needs={
-        "dynamic_batching.preferred_batch_size": [4, 6, 8],
-        "dynamic_batching.max_queue_delay_microseconds": 100,
-    },
+print(
+    exercises.file_edit(
+        path,
+        before,
+        "6.6",
+        "add dynamic batching, preferred 4, 6, 8, at most 100 µs",
+        needs={
+            "dynamic_batching.preferred_batch_size": [4, 6, 8],
+            "dynamic_batching.max_queue_delay_microseconds": 100,
+        },
+    )
 )
-reloaded = triton_config.edit("food_classifier_onnx", batching)
+ok, seconds, error = triton_config.load_model("food_classifier_onnx", TRITON)
+if not ok:
+    path.write_text(before)
+    raise RuntimeError(f"Triton refused the edited config (the file is back as it was): {error}")
+batching = triton_config.field_text(path.read_text(), "dynamic_batching")  # for the optional runs
+print(f"food_classifier_onnx loaded again in {seconds:.1f} s with:\n{batching}")
 
 # %% [markdown]
-# Your Poisson line again, now with batching on, drawn live; then how many executions ran with each
-# batch size during it, from Triton's statistics (read before and after the run):
+# The Poisson run again, with batching on and drawn live, and the batch sizes Triton ran (its
+# statistics before and after). Then a batch of 8 measured alone (`-b 8`), for the model of a
+# batch's cost: `fixed + per image × b`, a line through one image and eight.
 
 # %%
 before = triton_stats.model_stats("food_classifier_onnx", TRITON)
@@ -919,88 +696,38 @@ runs[f"6.6 batching poisson {RATE}/s"] = watched(
     line_poisson, f"6.6 batching poisson {RATE}/s", "food_classifier_onnx"
 )
 after = triton_stats.model_stats("food_classifier_onnx", TRITON)
-triton_stats.batch_table(triton_stats.stats_delta(before, after))
-
-# %% [markdown]
-# To predict what batching does at higher rates, the queueing model needs the cost of a batch.
-# **Exercise 6.6e: a batch of 8.** Write the line for one request of 8 tensors at a time
-# (`-b 8`, 1 in flight). The model then draws a line through two points, one image (`BUSY_MS`) and
-# eight, for the service time of a batch of *b*: `fixed + per image × b`.
-
-# %%
-line = (
-    ### BEGIN SOLUTION
-    f"perf_analyzer -m food_classifier_onnx -u {HOST} --concurrency-range 1 -b 8 "
-    "--shape input:3,224,224"
-    ### END SOLUTION
-)
-
-# %%
-line = exercises.perf_line(
-    line,
-    "6.6",
-    "the step sends batches of 8, one at a time",
-    needs={**NEEDS_64, "-b": "8", "--concurrency-range": "1"},
-)
-runs["6.6 b8"] = perf.run_line(line, "6.6 b8", out=OUT, verbose=False)
-B8_MS = runs["6.6 b8"].row["execution_ms"]
+print(triton_stats.batch_table(triton_stats.stats_delta(before, after)))
+B8_MS = onnx_run("--concurrency-range 1 -b 8", "6.6 b8").row["execution_ms"]
 # both measured one request at a time; under load each takes BUSY_MS / ONNX_MS times as long
 SERVICE = queueing.ServiceTime.from_two_batches(1, BUSY_MS, 8, B8_MS * BUSY_MS / ONNX_MS)
 print(
-    f"a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image; service time of a batch of b: "
-    f"{SERVICE.fixed_ms:.2f} + {SERVICE.per_item_ms:.2f} x b ms; capacity with batches of 8: "
+    f"a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image; capacity with batches of 8: "
     f"{queueing.saturation_rate(SERVICE, max_batch=8):.0f}/s (without batching {CAPACITY:.0f}/s)"
 )
 
 # %% [markdown]
-# Whether batching lifts capacity depends on that one number, a batch's cost against its images
-# one by one, not on the kind of device: a batch of 8 that costs 8 times one image serves no more
-# images per second, one that costs 4 times serves twice as many.
-#
-# **Predict.** At the highest rate (140 % of capacity without batching), what mean latency (ms)
-# do you expect with dynamic batching? And without it?
+# **Predict.** At 140 % of capacity (`RATES[-1]`), what mean latency (ms) do you expect with
+# batching?
 
 # %%
 claims.predict("6.6 mean latency at 140% of capacity, with batching (ms)", None, why="")
 
 # %% [markdown]
-# **Exercise 6.6f: the highest rate.** Write the Poisson line at `RATES[-1]` requests per second
-# (batching is on). The lab then runs the other rates, turns batching off and runs them again, so
-# the sweep's rows are parsed for you; your Poisson run at 60 % without batching is the sweep's
-# first row without batching.
-
-# %%
-line = (
-    ### BEGIN SOLUTION
-    f"perf_analyzer -m food_classifier_onnx -u {HOST} --shape input:3,224,224 --async "
-    f"--request-rate-range {RATES[-1]} --request-distribution poisson"
-    ### END SOLUTION
-)
-
-# %%
-line = exercises.perf_line(
-    line,
-    "6.6",
-    f"the step offers {RATES[-1]} requests/s, Poisson",
-    needs={**NEEDS_66, "--request-rate-range": RATES[-1], "--request-distribution": "poisson"},
-)
-runs[f"6.6 batching poisson {RATES[-1]}/s"] = watched(
-    line, f"6.6 batching poisson {RATES[-1]}/s", "food_classifier_onnx"
-)
+# The lab runs the other rates with batching (the top one drawn live), turns batching off and
+# runs them without; the sweep, with the queueing model's mean latency (M/D/1 without batching;
+# with batching, an instance that runs what arrived during its last batch):
 
 # %%
 POISSON = "--async --request-distribution poisson --request-rate-range"  # then the rate
+runs[f"6.6 batching poisson {RATES[-1]}/s"] = watched(
+    perf.with_load(line_poisson, f"{POISSON} {RATES[-1]}"),
+    f"6.6 batching poisson {RATES[-1]}/s",
+    "food_classifier_onnx",
+)
 onnx_run(f"{POISSON} {RATES[1]}", f"6.6 batching poisson {RATES[1]}/s")
 triton_config.edit("food_classifier_onnx", remove=("dynamic_batching",), verbose=False)
 for rate in RATES[1:]:
     onnx_run(f"{POISSON} {rate}", f"6.6 no batching poisson {rate}/s")
-
-# %% [markdown]
-# The sweep, each row with its laws and the queueing model's mean latency: M/D/1 without batching,
-# and with batching the model of `servelab/queueing.py` (an instance that is never idle runs what
-# arrived during its last batch; the model's line ends where it saturates):
-
-# %%
 NO_BATCHING = {
     RATE: f"6.6 poisson {RATE}/s",
     **{r: f"6.6 no batching poisson {r}/s" for r in RATES[1:]},
@@ -1036,66 +763,113 @@ plots.measured_vs_model(
 sweep
 
 # %% [markdown]
-# **What do you see, and why?** Start with the highest rate: without batching, what was served
-# against what was offered, and what happened to the latency? With batching, how large were the
-# batches (`avg_batch_size`), what was served, and how busy was the instance? Then the lowest rate:
-# did batching change anything there, and could it? Finally the model: where does its line sit
-# against the measured one, at each rate, and which of its assumptions do the rows show broken
-# (compare `execution_ms` with the model's service time of a batch of that size, and p99 with the
-# median)?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# **Decision 6.6: how far can one instance go without batching?** With a budget of `BUDGET_MS`
+# (ten times the instance's busy time per request) for the mean latency, up to what offered rate
+# (requests/s) would you run one instance without batching? Read the "no batching" rows.
+
+# %%
+BUDGET_MS = 10 * BUSY_MS
+print(f"budget: {BUDGET_MS:.1f} ms mean latency")
+top_rate = (
+    ### BEGIN SOLUTION
+    max(
+        [r for r, name in NO_BATCHING.items() if runs[name].row["avg_latency_ms"] < BUDGET_MS],
+        default=0,
+    )
+    ### END SOLUTION
+)
+
+# %%
+within = {r: runs[n].row["avg_latency_ms"] < BUDGET_MS for r, n in NO_BATCHING.items()}
+low = max([r for r, ok in within.items() if ok], default=0)
+high = min([r for r, ok in within.items() if not ok], default=float("inf"))
+top_rate = judgement.number_in(
+    top_rate,
+    "6.6",
+    "the highest rate for one instance without batching",
+    low,
+    high,
+    why=", ".join(
+        f"at {r}/s your run measured {runs[n].row['avg_latency_ms']:.1f} ms"
+        for r, n in NO_BATCHING.items()
+    )
+    + f" against a budget of {BUDGET_MS:.1f} ms.",
+)
 
 # %% [markdown]
-# The lab's verdict, and its reading of each row against the model (open it after your answer):
+# **What do you see, and why?** First the two runs at 60 %: which queued more, how many times
+# more, and what does a long tail do to requests that arrive on schedule behind it? Then the
+# sweep, at the highest rate: without batching, what was served against what was offered, and
+# what happened to the latency? With batching, how large were the batches,
+# and how busy was the instance? At the lowest rate, could batching help? Where does the model's
+# line sit against the measured one, and which of its assumptions do the rows show broken?
+
+# %%
+answer_66 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 6.6)
+### END SOLUTION
+"""
 
 # %% jupyter={"source_hidden": true}
-perf.model_readings(
-    sweep,
-    [
-        SERVICE(b) if c == "dynamic batching" else BUSY_MS
-        for b, c in zip(sweep.avg_batch_size, sweep.config)
-    ],
-    open_loop=True,
-)
-with_b, without = runs[BATCHING[RATES[-1]]], runs[NO_BATCHING[RATES[-1]]]
-claims.at_least(
-    "6.6: with dynamic batching the model ran batches of more than one request (top rate)",
-    with_b.row["avg_batch_size"],
-    1.05,
-)
-claims.at_most(
-    "6.6: every rate run was the open-loop load it claims (% of requests sent late)",
-    float(sweep["delayed_pct"].max()),
-    perf.DELAYED_LIMIT_PCT,
-)
-claims.compare_prediction(
-    "6.6 mean latency at 140% of capacity, with batching (ms)", with_b.measured("avg_latency_ms")
-)
-claims.at_most(
-    "6.6: at 60% load requests rarely wait, so batches stay small (mean batch)",
-    runs[BATCHING[RATE]].row["avg_batch_size"],
-    1.5,
-)
-# %% jupyter={"source_hidden": true}
-gain = queueing.saturation_rate(SERVICE, max_batch=8) / CAPACITY  # what batches of 8 can lift
-claims.given(
-    {  # the lesson's premises, each read from this run
-        f"{os.cpu_count()} cores: perf_analyzer and the batches share the model's cores": (
-            provider == "CUDAExecutionProvider" or (os.cpu_count() or 1) >= 8
-        ),
-        f"a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image: "
-        f"batching lifts capacity {gain:.1f}x": gain >= 1.6,
-        "without batching the instance kept up: this run did not overload it": (
-            without.row["throughput_infer_s"] < 0.9 * RATES[-1]
-            or without.row["avg_latency_ms"] > 5 * BUSY_MS
-        ),
-    },
-    claims.at_least,
-    "6.6: at 140% of capacity, batching keeps mean latency far below none",
-    without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms"),
-    2,
-)
+with judgement.verdict_after(answer_66, "6.6"):
+    perf.model_readings(table_66, BUSY_MS, open_loop=True)
+    poisson, constant = (runs[name] for name in reversed(names))
+    queues = poisson.measured("server_queue_ms") / constant.measured("server_queue_ms")
+    claims.at_least(
+        "6.6: Poisson arrivals queue more than evenly spaced ones at the same mean rate", queues, 1
+    )
+    claims.at_most(
+        "6.6: both runs were the open-loop load they claim (% of requests sent late)",
+        max(poisson.row["delayed_pct"], constant.row["delayed_pct"]),
+        perf.DELAYED_LIMIT_PCT,
+    )
+    perf.model_readings(
+        sweep,
+        [
+            SERVICE(b) if c == "dynamic batching" else BUSY_MS
+            for b, c in zip(sweep.avg_batch_size, sweep.config)
+        ],
+        open_loop=True,
+    )
+    with_b, without = runs[BATCHING[RATES[-1]]], runs[NO_BATCHING[RATES[-1]]]
+    claims.at_least(
+        "6.6: with dynamic batching the model ran batches of more than one request (top rate)",
+        with_b.row["avg_batch_size"],
+        1.05,
+    )
+    claims.at_most(
+        "6.6: every rate run was the open-loop load it claims (% of requests sent late)",
+        float(sweep["delayed_pct"].max()),
+        perf.DELAYED_LIMIT_PCT,
+    )
+    claims.compare_prediction(
+        "6.6 mean latency at 140% of capacity, with batching (ms)",
+        with_b.measured("avg_latency_ms"),
+    )
+    claims.at_most(
+        "6.6: at 60% load requests rarely wait, so batches stay small (mean batch)",
+        runs[BATCHING[RATE]].row["avg_batch_size"],
+        1.5,
+    )
+    gain = queueing.saturation_rate(SERVICE, max_batch=8) / CAPACITY  # what batches of 8 lift
+    claims.given(
+        {  # the lesson's premises, each read from this run
+            f"{os.cpu_count()} cores: perf_analyzer and the batches share the model's cores": (
+                provider == "CUDAExecutionProvider" or (os.cpu_count() or 1) >= 8
+            ),
+            f"a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image: "
+            f"batching lifts capacity {gain:.1f}x": gain >= 1.6,
+            "without batching the instance kept up: this run did not overload it": (
+                without.row["throughput_infer_s"] < 0.9 * RATES[-1]
+                or without.row["avg_latency_ms"] > 5 * BUSY_MS
+            ),
+        },
+        claims.at_least,
+        "6.6: at 140% of capacity, batching keeps mean latency far below none",
+        without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms"),
+        2,
+    )
 
 # %% [markdown]
 # ## Going further (optional)
@@ -1109,7 +883,7 @@ claims.given(
 if GOING_FURTHER:
     light = int(0.4 * CAPACITY)
     onnx_run(f"{POISSON} {light}", f"6.6 no batching poisson {light}/s")
-    triton_config.edit("food_classifier_onnx", batching, verbose=False)  # your block of 6.6d
+    triton_config.edit("food_classifier_onnx", batching, verbose=False)  # your block of 6.6b
     onnx_run(f"{POISSON} {light}", f"6.6 batching poisson {light}/s")
     print(perf.table(runs, [f"6.6 {b}batching poisson {light}/s" for b in ("no ", "")]))
 
@@ -1190,20 +964,7 @@ print(f"my client, {N} in flight: {mine:.0f}/s; perf_analyzer, 1 in flight: {the
 
 # %% [markdown]
 # ## What you measured
-# Each step changed one thing and kept the rest of the perf_analyzer line as it was. 6.1 found
-# where one instance's time goes; 6.2 what a batch costs against its images; 6.3 what more copies
-# buy while there is hardware to run them; 6.4 what a runtime without Python per request buys,
-# and what two of them cost each other; 6.6 what random arrivals cost, and what batching gives
-# back at the rates where requests wait anyway. In every step the utilisation law said whether
-# the instances were the bottleneck (`busy_U` near 1) or idle part of the time, Little's law how
-# many requests were waiting, and so how much of the latency was the queue; and where the
-# queueing model missed, the rows said which of its simplifications the run broke: an execution
-# time that grows when instances share cores, one that varies (a long tail), or work per request
-# that the model does not count.
-#
-# The table holds every run of this notebook with its laws; the plots split each run's latency
-# into queue, compute and the rest, count the batch sizes Triton ran in 6.6, and show each
-# device's utilisation over time during the instance steps.
+# Every run with its laws, and the plots: latency split, 6.6's batch sizes, utilisation.
 
 # %%
 rows = pd.DataFrame([{"run": n, "step": n.split()[0], **r.row} for n, r in runs.items()])
@@ -1223,23 +984,14 @@ claims.save(OUT)
 perf.table(runs)
 
 # %% [markdown]
-# **Hand in** the table (`summary.csv`), the plots (`latency_vs_rate.png`, `latency_split.png`,
-# `utilisation.png`, and `throughput_vs_concurrency.png` if you went further), your predictions
-# (`predictions.csv`) and your answers above, and answer:
+# **Hand in** `summary.csv`, the plots, `predictions.csv` and your answers above, and answer:
 #
-# 1. 6.1: what queue time did you predict at 16 in flight, what did the queueing model say, and
-#    what did you measure? What did the utilisation law say about the instance, and what did your
-#    terminal say about the GPU?
-# 2. 6.3: which resource ran out first as you added instances, and which numbers (laws,
-#    utilisation columns, `nvidia-smi`) show it?
-# 3. 6.4: the ONNX model receives 224×224×3 floats (600 kB) per image instead of a JPEG of a few
-#    tens of kB. When would that trade-off stop paying off?
-# 4. 6.6: at the rate where the evenly spaced run queued least, give two reasons from your rows
-#    why it still queued at all. What does `max_queue_delay_microseconds` trade, and why does it
-#    hardly matter at the highest rate?
-# 5. 6.6: a colleague reads "served 269/s at an offered 433/s, 0 % sent late" as "perf_analyzer
-#    could not send fast enough". What would you answer?
-# 6. Exercise: how did your client compare with perf_analyzer, and why?
+# 1. 6.4: the ONNX model receives 600 kB of floats per image instead of a JPEG of tens of kB. When
+#    would that trade-off stop paying off?
+# 2. 6.6: what does `max_queue_delay_microseconds` trade, and why does it hardly matter at the
+#    highest rate?
+# 3. 6.6: a colleague reads "served below the offered rate, 0 % sent late" as "perf_analyzer could
+#    not send fast enough". What would you answer?
 #
 # ## Tear down
 # Both models back to one instance without dynamic batching (so the lab can be run again), and

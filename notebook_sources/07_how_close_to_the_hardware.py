@@ -36,8 +36,8 @@
 # **You write the lines that matter**, as in notebooks 4 to 6: the perf_analyzer line of each
 # transport step, the `config.pbtxt` fragment of each model change, the request that names a
 # shared-memory region. An exercise cell holds a blank, `...`; the cell after it checks your answer
-# and says in one sentence what is missing. After each measurement, **What do you see, and why?**
-# asks for your explanation; the lab's verdict follows, folded.
+# and says in one sentence what is missing. After each measurement you explain what you see in an
+# answer cell; the lab's verdict appears once your answer is written.
 #
 # **The goal, and what is known.** Issue 27 of this project sets a goal for the H100 reference:
 # the best configuration serves at least **70 %** of the limit (median over separately started
@@ -70,6 +70,7 @@ from servelab import (
     exercises,
     food11,
     hardware,
+    judgement,
     labenv,
     model_repository,
     perf,
@@ -213,26 +214,34 @@ pd.DataFrame(raw["rows"]).pivot(index="batch", columns="path", values="images_pe
 # **What do you see, and why?** Read plain fp32's column from batch 1 down: how many times more
 # images per second does the largest batch give? What does a batch of one leave unused on this
 # device, and what does that mean for a server whose clients each send one image? Which runtime
-# sets the limit, and how far is it above plain fp32?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# sets the limit, and how far is it above plain fp32? Write your answer between the quotes.
+
+# %%
+answer_71 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 7.1)
+### END SOLUTION
+"""
 
 # %% [markdown]
-# The lab's verdict (open it after your answer):
+# The lab's verdict:
 
 # %% jupyter={"source_hidden": true}
-by_batch = pd.DataFrame(raw["rows"]).query("path == 'eager fp32'").set_index("batch")
-gain = by_batch["images_per_s"].iloc[-1] / by_batch["images_per_s"].iloc[0]
-if ON_GPU:
-    claims.at_least(
-        "7.1: batching multiplies the raw throughput (largest batch / batch 1, eager fp32)", gain, 5
-    )
-else:
-    claims.not_checkable(
-        "7.1: batching multiplies the raw throughput",
-        f"on this CPU batch {by_batch.index[-1]} gives {gain:.1f}x batch 1: "
-        "the cores are busy already at small batches",
-    )
+with judgement.verdict_after(answer_71, "7.1"):
+    by_batch = pd.DataFrame(raw["rows"]).query("path == 'eager fp32'").set_index("batch")
+    gain = by_batch["images_per_s"].iloc[-1] / by_batch["images_per_s"].iloc[0]
+    if ON_GPU:
+        claims.at_least(
+            "7.1: batching multiplies the raw throughput (largest batch / batch 1, eager fp32)",
+            gain,
+            5,
+        )
+    else:
+        claims.not_checkable(
+            "7.1: batching multiplies the raw throughput",
+            f"on this CPU batch {by_batch.index[-1]} gives {gain:.1f}x batch 1: "
+            "the cores are busy already at small batches",
+        )
 
 # %% [markdown]
 # ## 7.2 The start: notebook 6's best setup
@@ -280,23 +289,29 @@ measure(line, "7.2 start").row["throughput_infer_s"]
 # **What do you see, and why?** Compare the throughput with the limit, and look at where a
 # request's time goes: the server's queue, its compute (input, infer, output) and the transfer.
 # Each request carries 3 × 224 × 224 floats: how many bytes is that, and how many gigabytes per
-# second would the limit's rate need?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# second would the limit's rate need? Write your answer between the quotes.
+
+# %%
+answer_72 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 7.2)
+### END SOLUTION
+"""
 
 # %% [markdown]
-# The lab's verdict (open it after your answer):
+# The lab's verdict:
 
 # %% jupyter={"source_hidden": true}
-start_ratio = runs["7.2 start"].throughput / LIMIT["images_per_s"]
-claims.compare_prediction("7.2 served / limit at the start", start_ratio)
-claims.at_most(
-    "7.2: served / limit is at most 1 (the limit is the best the device does with this model)",
-    start_ratio,
-    1.0,
-)
-if ON_GPU:
-    claims.at_most("7.2: the start serves well under half of the limit", start_ratio, 0.5)
+with judgement.verdict_after(answer_72, "7.2"):
+    start_ratio = runs["7.2 start"].throughput / LIMIT["images_per_s"]
+    claims.compare_prediction("7.2 served / limit at the start", start_ratio)
+    claims.at_most(
+        "7.2: served / limit is at most 1 (the limit is the best the device does with this model)",
+        start_ratio,
+        1.0,
+    )
+    if ON_GPU:
+        claims.at_most("7.2: the start serves well under half of the limit", start_ratio, 0.5)
 
 # %% [markdown]
 # ## 7.3 Raw pixels instead of normalised floats
@@ -376,28 +391,34 @@ measure(line, "7.3 uint8 HTTP").row["throughput_infer_s"]
 # %% [markdown]
 # **What do you see, and why?** A quarter of the bytes: less to send, receive and copy per request.
 # Compare the throughput and the time split with 7.2. The JPEG of this photo is smaller still: what
-# would the server have to do with it, and on which processor?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# would the server have to do with it, and on which processor? Write your answer between the quotes.
+
+# %%
+answer_73 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 7.3)
+### END SOLUTION
+"""
 
 # %% [markdown]
-# The lab's verdict (open it after your answer):
+# The lab's verdict:
 
 # %% jupyter={"source_hidden": true}
-uint8_gain = runs["7.3 uint8 HTTP"].throughput / runs["7.2 start"].throughput
-if ON_GPU:
-    claims.at_least(
-        "7.3: uint8 pixels serve at least as many images per second as float32 tensors",
-        uint8_gain,
-        1.0,
-    )
-else:  # measured on 2 cores: 0.79 to 1.12 from run to run
-    claims.not_checkable(
-        "7.3: uint8 pixels serve at least as many images per second as float32 tensors",
-        f"measured uint8 / float32 = {uint8_gain}; on a CPU the server "
-        "normalises the pixels on the cores the client also needs, and the bytes "
-        "saved cross loopback in microseconds",
-    )
+with judgement.verdict_after(answer_73, "7.3"):
+    uint8_gain = runs["7.3 uint8 HTTP"].throughput / runs["7.2 start"].throughput
+    if ON_GPU:
+        claims.at_least(
+            "7.3: uint8 pixels serve at least as many images per second as float32 tensors",
+            uint8_gain,
+            1.0,
+        )
+    else:  # measured on 2 cores: 0.79 to 1.12 from run to run
+        claims.not_checkable(
+            "7.3: uint8 pixels serve at least as many images per second as float32 tensors",
+            f"measured uint8 / float32 = {uint8_gain}; on a CPU the server "
+            "normalises the pixels on the cores the client also needs, and the bytes "
+            "saved cross loopback in microseconds",
+        )
 
 # %% [markdown]
 # ## 7.4 The transport: gRPC, then shared memory
@@ -577,32 +598,38 @@ pd.DataFrame(
 # of each column with the differences between columns. Over loopback, 150 KB cost tens of
 # microseconds: how large is that next to everything else a request costs at this setting, and
 # what limits the throughput here? Which transport would you give a browser, and which a service
-# calling Triton thousands of times a second?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# calling Triton thousands of times a second? Write your answer between the quotes.
+
+# %%
+answer_74 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 7.4)
+### END SOLUTION
+"""
 
 # %% [markdown]
-# The lab's verdict and choice (open it after your answer). The choice holds for the rest of the
+# The lab's verdict and choice. The choice holds for the rest of the
 # notebook; the send time per request is read from the same runs.
 
 # %% jupyter={"source_hidden": true}
-CHOSEN = claims.choose(
-    "7.4: the transport",
-    {n: [r.throughput.value for r in rs] for n, rs in samples.items()},
-    tie_order=["gRPC + shared memory", "gRPC", "HTTP"],
-)
-TRANSPORT = TRANSPORTS[CHOSEN]
-send = {
-    n: claims.Measured.from_windows([r.row["client_send_ms"] for r in samples[n]])
-    for n in ("gRPC", "gRPC + shared memory")
-}
-claims.at_least(
-    f"7.4: with shared memory the client's send time per request falls ({ROUNDS} "
-    "runs each, under load)",
-    send["gRPC"] / send["gRPC + shared memory"],
-    1.0,
-)
-print(f"from here on: perf_analyzer -m {MODEL} {TRANSPORT} ...")
+with judgement.verdict_after(answer_74, "7.4"):
+    CHOSEN = claims.choose(
+        "7.4: the transport",
+        {n: [r.throughput.value for r in rs] for n, rs in samples.items()},
+        tie_order=["gRPC + shared memory", "gRPC", "HTTP"],
+    )
+    TRANSPORT = TRANSPORTS[CHOSEN]
+    send = {
+        n: claims.Measured.from_windows([r.row["client_send_ms"] for r in samples[n]])
+        for n in ("gRPC", "gRPC + shared memory")
+    }
+    claims.at_least(
+        f"7.4: with shared memory the client's send time per request falls ({ROUNDS} "
+        "runs each, under load)",
+        send["gRPC"] / send["gRPC + shared memory"],
+        1.0,
+    )
+    print(f"from here on: perf_analyzer -m {MODEL} {TRANSPORT} ...")
 
 # %% [markdown]
 # **Inputs in GPU memory: measured, and worse here.** perf_analyzer can also put each input in
@@ -704,23 +731,30 @@ if ON_GPU:
 # (`server_compute_infer_ms`) of the two runs with the transport's run of 7.4, then the
 # throughput. Did fp16 alone change much at batches of at most 16? Why do CUDA graphs matter most
 # for small batches on a fast GPU? Would either gain as much on a P100 as on an H100?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# Write your answer between the quotes.
+
+# %%
+answer_75 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 7.5)
+### END SOLUTION
+"""
 
 # %% [markdown]
-# The lab's verdict (open it after your answer):
+# The lab's verdict:
 
 # %% jupyter={"source_hidden": true}
-before = samples[CHOSEN][0]  # the chosen transport's run of 7.4
-if ON_GPU:
-    claims.at_most(
-        "7.5: fp16 + CUDA graphs cut the model's compute time per execution",
-        runs["7.5 + CUDA graphs"].measured("server_compute_infer_ms")
-        / before.measured("server_compute_infer_ms"),
-        1.0,
-    )
-else:
-    claims.not_checkable("7.5: fp16 + CUDA graphs cut the model's compute time", "no GPU")
+with judgement.verdict_after(answer_75, "7.5"):
+    before = samples[CHOSEN][0]  # the chosen transport's run of 7.4
+    if ON_GPU:
+        claims.at_most(
+            "7.5: fp16 + CUDA graphs cut the model's compute time per execution",
+            runs["7.5 + CUDA graphs"].measured("server_compute_infer_ms")
+            / before.measured("server_compute_infer_ms"),
+            1.0,
+        )
+    else:
+        claims.not_checkable("7.5: fp16 + CUDA graphs cut the model's compute time", "no GPU")
 
 # %% [markdown]
 # ## 7.6 Enough work in flight: instances × max batch size × queue delay
@@ -802,20 +836,27 @@ sweep_table.round(1)
 # fills it *and* the per-request work around the model does not grow with it. Does the average
 # batch size show that the batcher formed the batches the configuration allows? Which
 # configuration would you deploy if p99 latency had to stay under 100 ms?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# Write your answer between the quotes.
+
+# %%
+answer_76 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 7.6)
+### END SOLUTION
+"""
 
 # %% [markdown]
-# The lab's verdict (open it after your answer):
+# The lab's verdict:
 
 # %% jupyter={"source_hidden": true}
-best_swept = max(fragments, key=lambda name: runs[name].throughput.value)
-claims.at_least(
-    "7.6: the sweep's best configuration serves more than the start",
-    runs[best_swept].throughput / runs["7.2 start"].throughput,
-    1.0,
-    {"best": best_swept},
-)
+with judgement.verdict_after(answer_76, "7.6"):
+    best_swept = max(fragments, key=lambda name: runs[name].throughput.value)
+    claims.at_least(
+        "7.6: the sweep's best configuration serves more than the start",
+        runs[best_swept].throughput / runs["7.2 start"].throughput,
+        1.0,
+        {"best": best_swept},
+    )
 
 # %% [markdown]
 # ## 7.7 The compiled model (GPU of compute capability 7.0 or newer)
@@ -857,38 +898,37 @@ else:  # the sweep's best configuration with compile on: one reload, minutes
 # **What do you see, and why?** Set the compiled run beside the same configuration without
 # compile (7.6): throughput, the compute time per execution, the GPU's utilisation. If the GPU's
 # work per batch shrank but the throughput grew less, what else does each execution spend its
-# time on?
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# time on? Write your answer between the quotes.
+
+# %%
+answer_77 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 7.7)
+### END SOLUTION
+"""
 
 # %% [markdown]
-# The lab's verdict (open it after your answer):
+# The lab's verdict:
 
 # %% jupyter={"source_hidden": true}
-compiled = [name for name in runs if name.startswith("7.7")]
-if compiled:
-    claims.at_least(
-        "7.7: the compiled model serves more than the same configuration without it",
-        runs[compiled[0]].throughput / runs[best_swept].throughput,
-        1.0,
-    )
-else:
-    claims.not_checkable(
-        "7.7: the compiled model serves more than the same configuration without it", why_not
-    )
+with judgement.verdict_after(answer_77, "7.7"):
+    compiled = [name for name in runs if name.startswith("7.7")]
+    if compiled:
+        claims.at_least(
+            "7.7: the compiled model serves more than the same configuration without it",
+            runs[compiled[0]].throughput / runs[best_swept].throughput,
+            1.0,
+        )
+    else:
+        claims.not_checkable(
+            "7.7: the compiled model serves more than the same configuration without it", why_not
+        )
 
 # %% [markdown]
 # ## 7.8 Does it hold still? The best configuration, again
-# One run is one sample of a noisy machine. On the H100 reference (issue 27), repeats inside one
-# server start agreed within about ±2 %, while three separate runs of this notebook gave medians of
-# 0.78, 0.78 and 0.67 of the limit of that time (the last after a different choice in the transport
-# step). A repeat inside one start cannot show what is decided when a server starts: the choices
-# made on the way, where each instance's memory lands, what each compile produced. So the figure
-# the reference quotes comes from **separately started servers**:
-# `gpu_reference/run_reference.py --parts stability` serves the configuration this step records on
-# fresh servers. Here you see the within-start spread: the best run of 7.2 to 7.7, its
-# configuration put back if a later step changed it, measured `REPEATS` times in all. The figure to
-# quote is the median, with the lowest and highest beside it.
+# One run is one sample of a noisy machine. Here the best run of 7.2 to 7.7, its configuration put
+# back if a later step changed it, is measured `REPEATS` times in all, in this server start. The
+# figure to quote is the median, with the lowest and highest beside it.
 
 # %%
 best = max(runs, key=lambda name: runs[name].throughput.value)
@@ -904,10 +944,26 @@ print(f"{best}: {', '.join(f'{run.throughput.value:.0f}' for run in repeats)} in
 print(hardware.spread_line(ratios, "runs in one server start"))
 
 # %% [markdown]
-# **What do you see, and why?** How far apart are the repeats? Name two things that are decided
-# again each time a server starts and that one start cannot show you.
-#
-# **Your answer:** *(double-click this cell and write it here)*
+# **What do you see, and why?** How far apart are the repeats? Would a server started afresh give
+# the same figure? Name two things that are decided again each time a server starts and that one
+# start cannot show you. Write your answer between the quotes.
+
+# %%
+answer_78 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 7.8)
+### END SOLUTION
+"""
+
+# %% jupyter={"source_hidden": true}
+with judgement.verdict_after(answer_78, "7.8"):
+    print(
+        "On the H100 reference, repeats inside one start agreed within a few percent (0.64 and "
+        "0.66 of the limit, 2026-11-24), while three separately started servers served 0.488, "
+        "0.525 and 0.545 (2026-11-25, `gpu_reference/run_reference.py --parts stability`). A "
+        "start decides where each instance's memory lands, what each compile produced and how "
+        "the stubs share the cores; one start shows one draw of those."
+    )
 
 # %% [markdown]
 # ## What you measured: where it lands, and what limits it

@@ -50,6 +50,7 @@ from servelab import (
     ensemble,
     exercises,
     food11,
+    judgement,
     labenv,
     live_metrics,
     model_analyzer,
@@ -281,33 +282,40 @@ pd.DataFrame({name: {c: run.row[c] for c in columns} for name, run in runs.items
 # %% [markdown]
 # **What do you see, and why?** Which path served most in the closed loop, and which kept the
 # offered rate? What does the ensemble pay for that the client path does not, and what does the
-# client path pay that does not show here?
+# client path pay that does not show here? Write your answer between the quotes.
 
-# %% [markdown]
-# **Your answer:** *(double-click this cell and write it here)*
+# %%
+answer_82 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 8.2)
+### END SOLUTION
+"""
 
 # %% jupyter={"source_hidden": true}
-ens, py, onnx = (runs[f"8.2 {p} closed"].throughput for p in ("ensemble", "python", "client_onnx"))
-claims.compare_prediction("8.2 ensemble / Python-backend model throughput (x)", ens / py)
-claims.compare_prediction("8.2 ensemble / client-side ONNX throughput (x)", ens / onnx)
-claims.at_least(
-    "8.2: the ensemble serves more than the Python model that decodes and runs PyTorch",
-    ens / py,
-    1.0,
-)
-offered = runs[f"8.2 ensemble {RATE}/s"]
-claims.at_least(
-    f"8.2: at {RATE} requests/s the ensemble keeps the offered rate (>= 95%)",
-    offered.throughput / RATE,
-    0.95,
-    {"sent late %": offered.row["delayed_pct"]},
-)
-claims.at_least(
-    f"8.2: {RATE} requests/s is more than the Python model can serve (U = rate x "
-    "service time > 1: its queue only grows)",
-    claims.Measured.exact(RATE) / py,
-    1.0,
-)
+with judgement.verdict_after(answer_82, "8.2"):
+    ens, py, onnx = (
+        runs[f"8.2 {p} closed"].throughput for p in ("ensemble", "python", "client_onnx")
+    )
+    claims.compare_prediction("8.2 ensemble / Python-backend model throughput (x)", ens / py)
+    claims.compare_prediction("8.2 ensemble / client-side ONNX throughput (x)", ens / onnx)
+    claims.at_least(
+        "8.2: the ensemble serves more than the Python model that decodes and runs PyTorch",
+        ens / py,
+        1.0,
+    )
+    offered = runs[f"8.2 ensemble {RATE}/s"]
+    claims.at_least(
+        f"8.2: at {RATE} requests/s the ensemble keeps the offered rate (>= 95%)",
+        offered.throughput / RATE,
+        0.95,
+        {"sent late %": offered.row["delayed_pct"]},
+    )
+    claims.at_least(
+        f"8.2: {RATE} requests/s is more than the Python model can serve (U = rate x "
+        "service time > 1: its queue only grows)",
+        claims.Measured.exact(RATE) / py,
+        1.0,
+    )
 
 # %% [markdown]
 # ## 8.3 Where each request waits, stage by stage
@@ -372,39 +380,47 @@ pd.concat(
 # %% [markdown]
 # **What do you see, and why?** Whose queue got shorter, whose did not, and what happened to
 # throughput? Where is the bottleneck now? On this hardware, would a third decoder help?
+# Write your answer between the quotes.
 
-# %% [markdown]
-# **Your answer:** *(double-click this cell and write it here)*
+# %%
+answer_84 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 8.4)
+### END SOLUTION
+"""
 
 # %% jupyter={"source_hidden": true}
-one, two = runs["8.2 ensemble closed"], runs["8.4 ensemble, 2 preprocess"]
-gain = two.throughput / one.throughput
-claims.compare_prediction("8.4 throughput, 2 preprocess instances / 1 (x)", gain)
-# judged only where preprocess queued for a good part of its own work: a queue of a millisecond or
-# two moves with anything else the cores do
-if one.row["preprocess_queue_ms"] >= 0.25 * one.row["preprocess_compute_ms"]:
-    claims.at_most(
-        "8.4: a second preprocess instance shortens preprocess's own queue",
-        two.measured("preprocess_queue_ms") / one.measured("preprocess_queue_ms"),
-        1.0,
-    )
-else:
-    claims.not_checkable(
-        "8.4: a second preprocess instance shortens preprocess's own queue",
-        f"preprocess hardly queued with one instance "
-        f"({one.row['preprocess_queue_ms']} ms against "
-        f"{one.row['preprocess_compute_ms']} ms of its own work)",
-    )
-if slow == "food_classifier_onnx":
-    claims.at_least(
-        "8.4: with two decoders the requests still wait at the classifier (its queue "
-        "stays longer than preprocess's)",
-        two.measured("food_classifier_onnx_queue_ms") / two.measured("preprocess_queue_ms"),
-        1.0,
-        note="throughput moves with whatever else the cores do; the queues say where",
-    )
-else:
-    claims.at_least("8.4: requests waited for decoding: a second decoder serves more", gain, 1.0)
+with judgement.verdict_after(answer_84, "8.4"):
+    one, two = runs["8.2 ensemble closed"], runs["8.4 ensemble, 2 preprocess"]
+    gain = two.throughput / one.throughput
+    claims.compare_prediction("8.4 throughput, 2 preprocess instances / 1 (x)", gain)
+    # judged only where preprocess queued for a good part of its own work: a queue of a
+    # millisecond or two moves with anything else the cores do
+    if one.row["preprocess_queue_ms"] >= 0.25 * one.row["preprocess_compute_ms"]:
+        claims.at_most(
+            "8.4: a second preprocess instance shortens preprocess's own queue",
+            two.measured("preprocess_queue_ms") / one.measured("preprocess_queue_ms"),
+            1.0,
+        )
+    else:
+        claims.not_checkable(
+            "8.4: a second preprocess instance shortens preprocess's own queue",
+            f"preprocess hardly queued with one instance "
+            f"({one.row['preprocess_queue_ms']} ms against "
+            f"{one.row['preprocess_compute_ms']} ms of its own work)",
+        )
+    if slow == "food_classifier_onnx":
+        claims.at_least(
+            "8.4: with two decoders the requests still wait at the classifier (its queue "
+            "stays longer than preprocess's)",
+            two.measured("food_classifier_onnx_queue_ms") / two.measured("preprocess_queue_ms"),
+            1.0,
+            note="throughput moves with whatever else the cores do; the queues say where",
+        )
+    else:
+        claims.at_least(
+            "8.4: requests waited for decoding: a second decoder serves more", gain, 1.0
+        )
 triton_config.edit("preprocess", "instance_group [ { count: 1, kind: KIND_CPU } ]", verbose=False)
 
 # %% [markdown]
@@ -433,23 +449,29 @@ watch.table().round(1).tail()
 # %% [markdown]
 # **What do you see, and why?** How does the queue of each step move when the load steps up, and
 # what does utilisation do meanwhile? When would you rather see this live than read it afterwards?
+# Write your answer between the quotes.
 
-# %% [markdown]
-# **Your answer:** *(double-click this cell and write it here)*
+# %%
+answer_85 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 8.5)
+### END SOLUTION
+"""
 
 # %% jupyter={"source_hidden": true}
-busy = watch.table()
-busy = busy[busy[f"{slow}:infer_per_s"] > 0].dropna(subset=[f"{slow}:queue_ms"])
-claims.at_least("8.5: the view sampled the run (intervals with requests)", len(busy), 6)
-third = max(1, len(busy) // 3)
-first = claims.Measured.from_samples(busy[f"{slow}:queue_ms"].iloc[:third] + 0.1)
-last = claims.Measured.from_samples(busy[f"{slow}:queue_ms"].iloc[-third:] + 0.1)
-claims.at_least(
-    f"8.5: {slow}'s queue climbs with the load (median of the last third of the "
-    "intervals vs the first, each + 0.1 ms so that an empty queue can divide)",
-    last / first,
-    2.0,
-)
+with judgement.verdict_after(answer_85, "8.5"):
+    busy = watch.table()
+    busy = busy[busy[f"{slow}:infer_per_s"] > 0].dropna(subset=[f"{slow}:queue_ms"])
+    claims.at_least("8.5: the view sampled the run (intervals with requests)", len(busy), 6)
+    third = max(1, len(busy) // 3)
+    first = claims.Measured.from_samples(busy[f"{slow}:queue_ms"].iloc[:third] + 0.1)
+    last = claims.Measured.from_samples(busy[f"{slow}:queue_ms"].iloc[-third:] + 0.1)
+    claims.at_least(
+        f"8.5: {slow}'s queue climbs with the load (median of the last third of the "
+        "intervals vs the first, each + 0.1 ms so that an empty queue can divide)",
+        last / first,
+        2.0,
+    )
 
 # %% [markdown]
 # The same endpoint can feed a dashboard (Prometheus and Grafana) that keeps the history of a
@@ -550,47 +572,55 @@ ax.figure.savefig(OUT / "model_analyzer_vs_hand_tuned.png", dpi=110)
 # %% [markdown]
 # **What do you see, and why?** Where does the search beat the hand-tuned configuration, and where
 # not? What did it not search that notebook 7 changed (think of 7.3 to 7.5)? What would you add to
-# its search space, and what would that cost in minutes?
+# its search space, and what would that cost in minutes? Write your answer between the quotes.
 
-# %% [markdown]
-# **Your answer:** *(double-click this cell and write it here)*
+# %%
+answer_86 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 8.6)
+### END SOLUTION
+"""
 
 # %% jupyter={"source_hidden": true}
-best = model_analyzer.best_per_objective(report.table, BUDGET_MS)
-if hand and hand["run"] and not best.empty:
-    limit = hand["limit"]["images_per_s"]
-    found = claims.Measured.exact(best.iloc[0]["throughput_infer_s"] / limit)
-    theirs = claims.Measured(
-        hand["served_over_limit"], hand["lo"], hand["hi"], "spread of notebook 7's repeats (7.8)"
-    )
-    claims.compare_prediction(
-        "8.6 Model Analyzer's best / notebook 7's best, served/limit (x)", found / theirs
-    )
+with judgement.verdict_after(answer_86, "8.6"):
+    best = model_analyzer.best_per_objective(report.table, BUDGET_MS)
+    if hand and hand["run"] and not best.empty:
+        limit = hand["limit"]["images_per_s"]
+        found = claims.Measured.exact(best.iloc[0]["throughput_infer_s"] / limit)
+        theirs = claims.Measured(
+            hand["served_over_limit"],
+            hand["lo"],
+            hand["hi"],
+            "spread of notebook 7's repeats (7.8)",
+        )
+        claims.compare_prediction(
+            "8.6 Model Analyzer's best / notebook 7's best, served/limit (x)", found / theirs
+        )
+        claims.at_least(
+            "8.6: the search's best under the budget serves at least notebook 7's best "
+            "under it (served/limit)",
+            found / theirs,
+            1.0,
+            {"search": best.iloc[0]["variant"], "notebook 7": hand["run"]},
+            note="the interval: notebook 7's run-to-run spread; the search ran once",
+        )
+        claims.at_most(
+            "8.6: the search found a lower p99 than notebook 7's best under the budget",
+            best.iloc[1]["p99_ms"] / hand["p99_ms"],
+            1.0,
+        )
+    else:
+        claims.not_checkable(
+            "8.6: the search against notebook 7's hand tuning",
+            "notebook 7 has not run here"
+            if hand is None
+            else "no run of notebook 7 or of the search kept p99 under the budget",
+        )
     claims.at_least(
-        "8.6: the search's best under the budget serves at least notebook 7's best "
-        "under it (served/limit)",
-        found / theirs,
-        1.0,
-        {"search": best.iloc[0]["variant"], "notebook 7": hand["run"]},
-        note="the interval: notebook 7's run-to-run spread; the search ran once",
+        "8.6: the search measured every configuration at every load",
+        len(report.table),
+        report.search["points"],
     )
-    claims.at_most(
-        "8.6: the search found a lower p99 than notebook 7's best under the budget",
-        best.iloc[1]["p99_ms"] / hand["p99_ms"],
-        1.0,
-    )
-else:
-    claims.not_checkable(
-        "8.6: the search against notebook 7's hand tuning",
-        "notebook 7 has not run here"
-        if hand is None
-        else "no run of notebook 7 or of the search kept p99 under the budget",
-    )
-claims.at_least(
-    "8.6: the search measured every configuration at every load",
-    len(report.table),
-    report.search["points"],
-)
 
 # %% [markdown]
 # ## What you measured

@@ -162,3 +162,18 @@ def median_ms(df: pd.DataFrame, column: str = "latency_ms"):
 
     ok = df[df["status"] == 200]
     return Measured.from_samples(ok[column].dropna().to_numpy())
+
+
+def throughput(df: pd.DataFrame, windows: int = 5):
+    """Requests per second of a run (summarize's throughput_rps), with an interval: the run cut
+    into `windows` equal spans of time and the rate of answers in each, as perf_analyzer's
+    measurement windows (claims.Measured.from_windows)."""
+    from servelab.claims import Measured
+
+    ok = df[df["status"] == 200]
+    done = (ok["t_start"] + ok["latency_ms"] / 1000).to_numpy()
+    start, end = float(ok["t_start"].min()), float(done.max())
+    edges = np.linspace(start, end, windows + 1)
+    counts, _ = np.histogram(done, bins=edges)
+    rates = counts / np.diff(edges)
+    return Measured.from_windows(rates, summarize(df)["throughput_rps"])

@@ -88,6 +88,32 @@ def shell_line(cmd: list[str]) -> str:
     return " ".join(words)
 
 
+# the flags that set what load a line offers (one of them replaces the others: with_load)
+_LOAD_FLAGS = ["--concurrency-range", "--request-rate-range", "--request-distribution"]
+
+
+def with_load(line: str, load: str) -> str:
+    """Your line with another load: each flag of `load` (e.g. "--concurrency-range 16") takes the
+    place of the same flag in `line`, written `--flag value`, `--flag=value` or `-b16`, and a load
+    that sets a range or a distribution replaces the line's (a rate instead of a concurrency);
+    every other word stays as you wrote it. The lab's own runs of a step reuse your checked line
+    this way."""
+    words, extra = shlex.split(line), shlex.split(load)
+    names = [w for w in extra if w.startswith("-")]
+    if set(names) & set(_LOAD_FLAGS):
+        names += _LOAD_FLAGS
+    kept, i = [], 0
+    while i < len(words):
+        word = words[i]
+        name = next((n for n in names if word == n or word.startswith((f"{n}=", n))), None)
+        if name is None:
+            kept.append(word)
+        elif word == name and i + 1 < len(words) and not words[i + 1].startswith("-"):
+            i += 1  # its value goes too
+        i += 1
+    return " ".join(shlex.quote(w) for w in kept + extra)
+
+
 def with_admin_header(argv: list[str]) -> tuple[list[str], str]:
     """argv with the node's secret where Triton needs it, and a note saying what was added.
 

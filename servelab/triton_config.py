@@ -222,6 +222,12 @@ def _identity(text: str, name: str, start: int, end: int) -> str:
     return name
 
 
+def field_text(text: str, name: str) -> str:
+    """The top-level field `name` of a config.pbtxt text as written there ('' if it has none):
+    a block a student wrote in the file, to apply again with edit()."""
+    return next((text[a:b].strip() for n, a, b in _top_level_fields(text) if n == name), "")
+
+
 def replace_fields(text: str, fragment: str, remove: tuple[str, ...] = ()) -> str:
     """text with each top-level field of `fragment` put in place of the field of that name (added at
     the end if there is none; `parameters` entries are matched by their key), and the fields named

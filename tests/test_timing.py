@@ -30,13 +30,36 @@ exercises.config_fragment(text, "6.3", "two", needs={})
 claims.predict("x", None)
 # %% [markdown]
 # **Your answer:** *(double-click)*
+# %%
+answer_61 = '''
+### BEGIN SOLUTION
+the queue grew
+### END SOLUTION
+'''
+# %%
+with judgement.verdict_after(answer_61, "6.1"):
+    claims.at_least("x", 1, 0)
+# %%
+deploy = (
+    ### BEGIN SOLUTION
+    2
+    ### END SOLUTION
+)
+# %%
+deploy = judgement.fewest_near_best(deploy, "6.3", "instances", rows)
+# %%
+exercises.file_edit(path, before, "6.3", "count: 2")
+labenv.use_fastapi_backend("onnx")
 """
     assert timing.writing(source) == {
         "perf_line": 1,
         "config_fragment": 1,
+        "answer": 2,  # one before its verdict, one in a markdown cell
+        "decision": 1,
+        "file_edit": 1,
         "prediction": 1,
-        "answer": 1,
     }
+    assert timing.host_commands(source) == 1
     assert timing.prose_words("# %% [markdown]\n# Three short words\n# %%\nx = 1\n") == 3
 
 
