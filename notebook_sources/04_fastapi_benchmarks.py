@@ -368,8 +368,8 @@ measure(f"onnx_concurrent_{CONCURRENCY}_2_workers", N_CONCURRENT, CONCURRENCY)
 workers = (
     ### BEGIN SOLUTION
     1
-    if loadgen.throughput(runs[f"onnx_concurrent_{CONCURRENCY}"])
-    >= 0.9 * loadgen.throughput(runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"])
+    if loadgen.throughput(runs[f"onnx_concurrent_{CONCURRENCY}"]).value
+    >= 0.9 * loadgen.throughput(runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"]).value
     else 2
     ### END SOLUTION
 )

@@ -229,7 +229,7 @@ def test_fastapi_benchmark_notebook_runs_top_to_bottom(tmp_path, built_artifacts
     assert len(claims) == 6
     findings(claims, "notebook 4")
     predictions = pd.read_csv(results / "fastapi" / "predictions.csv")
-    assert len(predictions) == 4 and predictions["value"].notna().all()  # the scripted answers
+    assert len(predictions) == 3 and predictions["value"].notna().all()  # the scripted answers
     for png in ("fastapi_runs.png", "fastapi_breakdown.png"):
         assert (results / "fastapi" / png).stat().st_size > 10_000
 
