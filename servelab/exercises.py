@@ -35,7 +35,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from servelab import triton_config
+from servelab import perf_flags, triton_config
 
 
 class NotYet(Exception):
@@ -71,52 +71,6 @@ def _text(answer, step: str, noun: str, what: str, where: str) -> str:
 
 # ---------------------------------------------------------------- perf_analyzer lines
 
-# flags that take no value (the others take the next word)
-_SWITCHES = {"--async", "--sync", "-v", "--verbose-csv", "--streaming", "--collect-metrics"}
-_ALIASES = {"-a": "--async", "-p": "--measurement-interval", "--url": "-u"}
-_RANGES = {"--concurrency-range", "--request-rate-range"}
-# what the lab adds to a line itself (servelab.perf.run_line), so a line must not carry it
-_PLUMBING = {"-f": "the lab names the CSV file itself and says where it is"}
-
-
-def _flags(words: list[str]) -> dict[str, str | None]:
-    flags: dict[str, str | None] = {}
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word.startswith("-"):
-            name, eq, value = word.partition("=")
-            name = _ALIASES.get(name, name)
-            if eq:
-                flags[name] = value
-            elif name in _SWITCHES or i + 1 == len(words) or words[i + 1].startswith("-"):
-                flags[name] = None
-            else:
-                flags[name] = words[i + 1]
-                i += 1
-        i += 1
-    return flags
-
-
-def _range(value: str) -> str:
-    """A range flag's value in full: 8 = 8:8 = 8:8:1."""
-    parts = value.split(":")
-    if len(parts) == 1:
-        parts *= 2
-    return ":".join(parts + ["1"] * (3 - len(parts)))
-
-
-def _same(flag: str, got: str | None, want) -> bool:
-    if want is None:
-        return True
-    got, want = str(got or "").replace(" ", ""), str(want).replace(" ", "")
-    if flag in _RANGES:
-        got, want = _range(got), _range(want)
-    try:
-        return float(got) == float(want)
-    except ValueError:
-        return got == want
-
 
 def perf_line(
     line,
@@ -124,10 +78,14 @@ def perf_line(
     what: str,
     needs: dict[str, object] | None = None,
     leave_out: dict[str, str] | None = None,
+    allows: set[str] = frozenset(),
     where: str = "the text above it explains each flag",
 ) -> str:
-    """Your perf_analyzer line, split as a shell splits it; stops unless it carries every flag of
-    `needs` ({flag: value}, value None: the flag alone) and none of `leave_out` ({flag: why})."""
+    """Your perf_analyzer line, read as perf_analyzer reads it (servelab.perf_flags: `-b 16` is
+    `-b16`, 185.0 is 185); stops unless it carries every flag of `needs` ({flag: value}, value
+    None: the flag alone) and no other flag that changes what is measured: none of `leave_out`
+    ({flag: why}), and beyond `needs` only the flags of `allows` and those that change how long or
+    how verbosely perf_analyzer measures (perf_flags.LENGTH_ONLY)."""
     line = _text(line, step, "your perf_analyzer line, in quotes", what, where)
     try:
         words = shlex.split(line)
@@ -141,19 +99,37 @@ def perf_line(
             f"{step}: a perf_analyzer line starts with `perf_analyzer`, "
             f"yours with `{words[0] if words else ''}`."
         )
-    flags = _flags(words[1:])
-    for flag, why in {**_PLUMBING, **(leave_out or {})}.items():
-        if flag in flags:
-            raise NotYet(f"{step}: leave `{flag}` out of this line: {why}.")
-    for flag, want in (needs or {}).items():
+    read = perf_flags.parse(words[1:])
+    if read.problems:
+        raise NotYet(f"{step}: {read.problems[0]}.")
+    needs = {perf_flags.canonical(f): v for f, v in (needs or {}).items()}
+    may_stay = {perf_flags.canonical(f) for f in allows} | perf_flags.LENGTH_ONLY
+    for flag in read.flags:
+        if flag not in needs:
+            _extra(flag, read, leave_out or {}, may_stay, f"{step}: {what}")
+    for flag, want in needs.items():
         shown = flag if want is None else f"{flag} {want}"
-        if flag not in flags:
+        if flag not in read.flags:
             raise NotYet(f"{step}: {what}: your line has no `{shown}`.")
-        if not _same(flag, flags[flag], want):
+        if not perf_flags.same(flag, read.flags[flag], want):
             raise NotYet(
-                f"{step}: {what}: your line says `{flag} {flags[flag]}`, the step needs `{shown}`."
+                f"{step}: {what}: your line says `{read.shown(flag)}`, the step needs `{shown}`."
             )
     return line
+
+
+def _extra(flag: str, read: perf_flags.Line, leave_out: dict, may_stay: set, said: str) -> None:
+    """Stops on a flag the step does not need, unless it may stay or is perf_analyzer's default:
+    a flag that changes what is measured would put a wrong row under a right step's name."""
+    leave_out = {perf_flags.canonical(f): why for f, why in leave_out.items()}
+    if flag not in leave_out:
+        if flag in may_stay:
+            return
+        default = perf_flags.DEFAULTS.get(flag)
+        if default is not None and perf_flags.same(flag, read.flags[flag], default):
+            return  # the default, written out: nothing changes
+    why = leave_out.get(flag) or perf_flags.CHANGES.get(flag, perf_flags.UNKNOWN_CHANGE)
+    raise NotYet(f"{said}: leave `{read.shown(flag)}` out of your line: {why}.")
 
 
 # ---------------------------------------------------------------- config.pbtxt text

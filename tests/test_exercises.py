@@ -31,7 +31,7 @@ def test_a_blank_says_what_to_write_and_where():
 
 
 def test_perf_line_flags_in_the_students_terms():
-    needs = {"-m": "food_classifier", "--concurrency-range": "8"}
+    needs = {"-m": "food_classifier", "-u": HOST, "--concurrency-range": "8"}
     line = f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 8"
     assert perf(line, **needs) == line
     assert perf(line.replace("range 8", "range=8:8"), **needs)  # same flag, other spellings
@@ -45,7 +45,7 @@ def test_perf_line_flags_in_the_students_terms():
         lambda: perf("curl -s x", **needs)
     )
     assert "check its quotes" in sentence(lambda: perf('perf_analyzer -m "food', **needs))
-    assert "leave `-f` out" in sentence(lambda: perf(line + " -f out.csv", **needs))
+    assert "leave `-f out.csv` out of your line: the lab names" in sentence(lambda: perf(line + " -f out.csv", **needs))
     assert "not a text" in sentence(lambda: perf(8, **needs))
     async_line = (
         "perf_analyzer -m m --async --request-rate-range 120 --request-distribution poisson"
