@@ -10,18 +10,23 @@ what to write and where to look (a NotYet, which Jupyter shows without a traceba
     line = exercises.perf_line(line, "6.1", "the step measures 8 requests in flight",
                                needs={"-m": "food_classifier", "--concurrency-range": "8"})
     text = exercises.config_fragment(text, "6.3", "two instances of the model on every GPU",
-                                     needs={"instance_group.count": 2})
+                                     needs=exercises.on_every_gpu(2, N_GPUS))
     line = exercises.curl_line(line, "5.6", "Triton's statistics of food_classifier",
                                url=f"{TRITON}/v2/models/food_classifier/stats")
     config = exercises.result(config, "5.3", "the config Triton serves",
                               check=lambda c: c["name"] == "food_classifier", hint="...")
-    record = exercises.function(send_one, "4.4", "time one request", args=(...), check=...)
+    record = exercises.function(send_one, "4.4", "time one request", args=(...),
+                                check=exercises.timed_request)
     diff = exercises.file_edit(path, before, "6.3", "set count: 2", needs={...})
 
 Every check has the same shape: your answer, the step, what the step needs in words, then what
 exactly to look for. A config.pbtxt text is judged by Triton's own schema (the ModelConfig
-protobuf that servelab.triton_config parses with); a command line is split as a shell would
-(shlex) and its flags compared with the ones the step needs.
+protobuf that servelab.triton_config parses with), and its instance_group by where Triton puts
+the instances; a perf_analyzer line is read as perf_analyzer reads it (servelab.perf_flags), and
+a flag that changes what is measured is refused unless the step needs it. What a step needs
+beyond an answer's form (a latency in milliseconds, one model's statistics, instances per GPU)
+is judged by what the answer does: servelab.step_needs, whose checks are called here as
+exercises.timed_request, exercises.statistics_of, exercises.on_every_gpu, ...
 """
 
 from __future__ import annotations
@@ -35,7 +40,17 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from servelab import perf_flags, triton_config
+from servelab import perf_flags, step_needs, triton_config
+
+# what a step needs beyond its answer's form (servelab/step_needs.py), called as exercises.<name>
+from servelab.step_needs import (  # noqa: F401
+    Instances,
+    Wrong,
+    on_every_gpu,
+    on_first_gpu,
+    statistics_of,
+    timed_request,
+)
 
 
 class NotYet(Exception):
@@ -175,6 +190,12 @@ def _field(message, path: str):
 
 def _config_needs(config, needs: dict[str, object], step: str, what: str, whose: str) -> None:
     for path, want in needs.items():
+        if isinstance(want, Instances):  # judged by where Triton puts them
+            try:
+                step_needs.check_instances(config, want)
+            except Wrong as exc:
+                raise NotYet(f"{step}: {what}: {whose} {exc}.") from None
+            continue
         got = _field(config, path)
         if got is None or got == [] or (want is not None and not _equal(got, want)):
             shown = path if want is None else f"{path}: {_pbtxt(want)}"
@@ -218,19 +239,6 @@ def config_fragment(
     config = _schema(text, step, "your fragment", "the config.pbtxt shown above")
     _config_needs(config, needs or {}, step, what, "your fragment")
     return text
-
-
-def on_every_gpu(count: int, n_gpus: int) -> dict[str, object]:
-    """The fields an instance_group needs to put `count` instances on every GPU of a server with
-    `n_gpus` GPUs, listed by number (`gpus: [ 0, 1 ]` on the class's 2-GPU node); without a GPU,
-    the count alone (the lab writes KIND_GPU as KIND_CPU there)."""
-    if n_gpus <= 0:
-        return {"instance_group.count": count}
-    return {
-        "instance_group.count": count,
-        "instance_group.kind": "KIND_GPU",
-        "instance_group.gpus": list(range(n_gpus)),
-    }
 
 
 def file_edit(
@@ -325,6 +333,16 @@ def _split_url(url: str) -> tuple[str, str]:
 # ---------------------------------------------------------------- calls and functions
 
 
+def _judge(check, value, hint: str) -> tuple[bool, str]:
+    """(does check(value) hold, the hint to give if not)."""
+    try:
+        return bool(check(value)), hint
+    except Wrong as exc:
+        return False, str(exc)
+    except Exception as exc:  # the student's value, shaped otherwise than the step expects
+        return False, hint or f"reading it failed with {type(exc).__name__}: {exc}"
+
+
 def result(
     value,
     step: str,
@@ -338,10 +356,7 @@ def result(
     check(value) is false (or raises); returns the value."""
     if blank(value):
         raise _blank_sentence(step, noun, what, where)
-    try:
-        ok = check(value)
-    except Exception as exc:  # the student's value, shaped otherwise than the step expects
-        ok, hint = False, hint or f"reading it failed with {type(exc).__name__}: {exc}"
+    ok, hint = _judge(check, value, hint)
     if not ok:
         shown = textwrap.shorten(repr(value), 120, placeholder=" …")
         raise NotYet(f"{step}: {what}: your answer is {shown}; {hint or 'see the text above'}.")
@@ -394,10 +409,7 @@ def function(
         raise NotYet(
             f"{step}: {name}() stopped with {type(exc).__name__}: {exc} (fix it in the cell above)."
         ) from None
-    try:
-        ok = check(returned)
-    except Exception:
-        ok = False
+    ok, hint = _judge(check, returned, hint)
     if not ok:
         shown = textwrap.shorten(repr(returned), 120, placeholder=" …")
         raise NotYet(f"{step}: {what}: {name}() returned {shown}; {hint or where}.")
