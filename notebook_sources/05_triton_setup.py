@@ -239,7 +239,7 @@ exercises.result(
     stats,
     "5.4",
     "food_classifier's statistics through the client",
-    check=lambda s: s["model_stats"][0]["name"] == "food_classifier",
+    check=exercises.statistics_of("food_classifier"),
     hint="get_inference_statistics(model name) returns {'model_stats': [{'name': ...}]}",
 )
 served = stats["model_stats"][0]

@@ -753,7 +753,7 @@ text = exercises.config_fragment(
     text,
     "6.6",
     "one instance on the first GPU",
-    needs={"instance_group.count": 1, **({"instance_group.gpus": [0]} if N_GPUS else {})},
+    needs=exercises.on_first_gpu(1, N_GPUS),
 )
 reloaded = triton_config.edit("food_classifier_onnx", text)
 
