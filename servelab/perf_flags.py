@@ -134,16 +134,33 @@ def parse(words: list[str]) -> Line:
                 continue
             takes = flag[2:] not in _LONG_SWITCHES
             if takes and not eq:
-                value, i = (words[i], i + 1) if i < len(words) else (None, i)
+                value, i = _next(line, words, i, word)
             elif eq and not takes:
                 line.problems.append(f"`{flag}` takes no value, yours says `{word}`")
             _keep(line, flag, value if takes else None, word.partition("=")[0])
             continue
         i = _short(line, word, words, i)
-    for flag, value in line.flags.items():
-        if value is None and flag in _takes_value():
-            line.problems.append(f"`{line.written[flag]}` needs a value after it")
     return line
+
+
+def _next(line: Line, words: list[str], i: int, written: str) -> tuple[str | None, int]:
+    """The word after a flag: its value, whatever it is (getopt takes even a flag)."""
+    if i == len(words):
+        line.problems.append(f"`{written}` needs a value after it")
+        return None, i
+    if words[i].startswith("-") and not _number(words[i]):
+        line.problems.append(
+            f"`{written}` takes the next word, `{words[i]}`, as its value: write its value after it"
+        )
+    return words[i], i + 1
+
+
+def _number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
 
 
 def _short(line: Line, word: str, words: list[str], i: int) -> int:
@@ -163,7 +180,7 @@ def _short(line: Line, word: str, words: list[str], i: int) -> int:
                 f"write `-{letter} {value[1:]}`"
             )
         if not value:
-            value, i = (words[i], i + 1) if i < len(words) else (None, i)
+            value, i = _next(line, words, i, f"-{letter}")
         _keep(line, flag, value, word if value and word.endswith(value) else f"-{letter}")
         return i
     return i
@@ -172,11 +189,6 @@ def _short(line: Line, word: str, words: list[str], i: int) -> int:
 def _keep(line: Line, flag: str, value: str | None, written: str) -> None:
     line.flags[flag] = value
     line.written[flag] = written
-
-
-def _takes_value() -> set[str]:
-    shorts = {_SHORT_IS_LONG.get(f"-{c}", f"-{c}") for c, takes in _SHORT.items() if takes}
-    return shorts | {f"--{n}" for n in _LONG - _LONG_SWITCHES}
 
 
 def value(argv: list[str], flag: str) -> str | None:
