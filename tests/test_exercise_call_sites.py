@@ -1,9 +1,11 @@
-"""Each check of notebooks 6 and 7 as the notebook calls it, without a server: the solved answer
+"""The checks of notebooks 4 to 7 as the notebooks call them, without a server: the solved answer
 passes, and wrong ones are refused naming what is wrong. The solution cell runs with stand-ins
 for the notebook's variables, then the statements of the next cell that define a step's needs
-or call its check (exercises.perf_line, exercises.config_fragment), nothing else."""
+or call its check (exercises.perf_line, exercises.config_fragment, ...), nothing else."""
 
 import ast
+import time
+import types
 
 import pytest
 from test_notebooks import exercises_of
@@ -182,3 +184,47 @@ def test_76_checks_shape_at_every_setting_of_the_sweep(n_gpus):
             exec(check, scope)
     else:
         exec(check, scope)
+
+
+class FakeResponse:
+    status_code = 200
+    headers = {"Server-Timing": "decode;dur=3.000, queue;dur=0.010, infer;dur=12.000"}
+
+
+class FakeSession:
+    """requests.Session's stand-in: each POST takes 20 ms; the server says it spent 15.01."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def post(self, url, json=None, timeout=None):
+        time.sleep(0.02)
+        return FakeResponse()
+
+
+def test_44_checks_send_one_against_the_servers_own_timing():
+    """4.4 as notebook 4 calls it: the solved send_one passes, one in seconds is refused."""
+    (solution, name, check), *_ = the_checks("04_fastapi_benchmarks", "function")
+    assert name == "send_one" and "exercises.timed_request" in check
+    fake_requests = types.SimpleNamespace(Session=FakeSession)
+    scope = {"exercises": exercises, "time": time, "requests": fake_requests}
+    scope |= {"FASTAPI": "http://127.0.0.1:8000", "payload": {}}
+    exec(solution, scope)
+    exec(check, scope)
+    assert 15 < scope["record"]["latency_ms"] < 1000
+    exec(solution.replace("* 1000", ""), scope)  # the latency in seconds
+    with pytest.raises(NotYet, match=r"less than the server's own time .*the unit looks wrong"):
+        exec(check, scope)
+
+
+def test_54_needs_food_classifiers_statistics_alone():
+    (_, name, check), *_ = [c for c in the_checks("05_triton_setup", "result") if "5.4" in c[2]]
+    assert 'exercises.statistics_of("food_classifier")' in check
+    one = {"model_stats": [{"name": "food_classifier", "version": "1"}]}
+    every = {"model_stats": [{"name": n} for n in ("food_classifier", "food_classifier_onnx")]}
+    exec(check, {"exercises": exercises, name: one})
+    with pytest.raises(NotYet, match="statistics of 2 models .* name it in the call"):
+        exec(check, {"exercises": exercises, name: every})
