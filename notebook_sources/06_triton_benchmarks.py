@@ -26,14 +26,13 @@
 # studies, each `config.pbtxt` change, one `curl` and one client call is an exercise: a cell with
 # a blank, `...`, and before it a paragraph that says what to write and which flags or fields do
 # it. The cell after it checks your answer in a second, before anything long runs, and says in
-# one sentence what is missing, or which flag would change what the step measures (a batch, a
-# load, a protocol the step does not ask for; the length of the windows, `-p`, is yours to set).
-# Once a line is right, the lab runs it exactly as you wrote it
-# (`perf.run_line`, in `servelab/perf.py`): you see the command, perf_analyzer's own output, then
-# one row the lab reads back from it and from Triton's statistics. A config change goes through
-# `triton_config.edit`, which checks your text against Triton's own schema, shows the diff, writes
-# it into the model repository and asks Triton to load the model again: nothing is rebuilt, the
-# server keeps running. One change you make yourself, in an editor, on the file.
+# one sentence what is missing, or which flag would change what the step measures. Once a line
+# is right, the lab runs it exactly as you wrote it (`perf.run_line`, in `servelab/perf.py`): you
+# see the command, perf_analyzer's own output, then one row the lab reads back from it and from
+# Triton's statistics. A config change goes through `triton_config.edit`, which checks your text
+# against Triton's own schema, shows the diff, writes it into the model repository and asks
+# Triton to load the model again: nothing is rebuilt, the server keeps running. One change you
+# make yourself, in an editor, on the file.
 #
 # **Predict, measure, explain**, as in notebook 4: a prediction cell before each experiment; after
 # it, **What do you see, and why?** with an answer cell for you; then the lab's verdict on the same
