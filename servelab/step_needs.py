@@ -121,9 +121,10 @@ def check_instances(config, want: Instances) -> bool:
             " (a KIND_GPU group puts `count` instances on each GPU of its `gpus`, or on every "
             "GPU without one)"
         )
+        elsewhere = want.n_gpus and got.keys() != want.per_device.keys()  # other devices
         raise Wrong(
             f"puts {_devices(got)}, the step needs {_devices(want.per_device)}"
-            + (rule if want.n_gpus else "")
+            + (rule if elsewhere else "")
         )
     return True
 
