@@ -88,7 +88,8 @@ HOST, GRPC_HOST = TRITON.split("://")[-1], GRPC.split("://")[-1]
 LOCAL = env["LAB_MODE"] == "local"
 OUT, MODEL = RESULTS / "hardware", "food_classifier_tuned"
 client = httpclient.InferenceServerClient(HOST)
-ON_GPU = triton_stats.gpu_count(TRITON, METRICS) > 0
+N_GPUS = triton_stats.gpu_count(TRITON, METRICS)
+ON_GPU = N_GPUS > 0
 print(f"Triton at {HOST} (gRPC {GRPC_HOST}); {'a GPU' if ON_GPU else 'no GPU'}")
 
 # %% [markdown]
@@ -769,7 +770,8 @@ with judgement.verdict_after(answer_75, "7.5"):
 #
 # **Exercise 7.6: one configuration as text.** Write the body of `shape`: it returns those three
 # fields for the numbers it is given, as one text (three lines). In an f-string a literal brace is
-# written twice: `f"{{ count: {instances} }}"` gives `{ count: 4 }`.
+# written twice: `f"{{ count: {instances} }}"` gives `{ count: 4 }`. The check calls it with every
+# configuration of the sweep (`SWEEP`), before anything is reloaded.
 
 
 # %%
@@ -785,25 +787,26 @@ def shape(instances: int, max_batch: int, delay_us: int) -> str:
 
 
 # %%
-first = SWEEP[0]
-text = exercises.function(
-    shape,
-    "7.6",
-    "the three fields of one configuration",
-    args=first,
-    check=lambda answer: isinstance(answer, str),
-    hint="it returns the fragment as one text",
-)
-exercises.config_fragment(
-    text,
-    "7.6",
-    "{} instances, max batch {}, {} µs".format(*first),
-    needs={
-        "instance_group.count": first[0],
-        "max_batch_size": first[1],
-        "dynamic_batching.max_queue_delay_microseconds": first[2],
-    },
-)
+for instances, max_batch, delay in SWEEP:  # every configuration the sweep will load
+    text = exercises.function(
+        shape,
+        "7.6",
+        "the three fields of one configuration",
+        args=(instances, max_batch, delay),
+        check=lambda answer: isinstance(answer, str),
+        hint="it returns the fragment as one text",
+    )
+    exercises.config_fragment(
+        text,
+        "7.6",
+        f"shape({instances}, {max_batch}, {delay}): {instances} instances on the first device, "
+        f"max batch {max_batch}, {delay} µs",
+        needs={
+            **exercises.on_first_gpu(instances, N_GPUS),
+            "max_batch_size": max_batch,
+            "dynamic_batching.max_queue_delay_microseconds": delay,
+        },
+    )
 print(text)
 
 # %% [markdown]

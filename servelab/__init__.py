@@ -5,11 +5,13 @@ says which notebook introduces it.
                  exercises         checks what you write in an exercise, in your terms
     notebook 4   food11            the model's classes, pre- and post-processing (every service)
                  loadgen           a load generator for HTTP services (sequential or N in flight)
+                 step_needs        what a step needs beyond an answer's form (units, instances)
                  claims            checks a "what to notice" claim on your own numbers
                  plots             the lab's figures
                  queueing          a queueing model beside the measurements
     notebook 5   model_repository  copies the staged models into Triton's model repository
     notebook 6   perf              perf_analyzer: the command, its run, its parsed row
+                 perf_flags        a perf_analyzer line read as perf_analyzer reads it
                  triton_config     edit a model's config.pbtxt and reload it while Triton runs
                  triton_stats      Triton's per-batch-size statistics and utilisation metrics
     (all)        paths             where things live in the repository

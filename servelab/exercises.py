@@ -10,18 +10,23 @@ what to write and where to look (a NotYet, which Jupyter shows without a traceba
     line = exercises.perf_line(line, "6.1", "the step measures 8 requests in flight",
                                needs={"-m": "food_classifier", "--concurrency-range": "8"})
     text = exercises.config_fragment(text, "6.3", "two instances of the model on every GPU",
-                                     needs={"instance_group.count": 2})
+                                     needs=exercises.on_every_gpu(2, N_GPUS))
     line = exercises.curl_line(line, "5.6", "Triton's statistics of food_classifier",
                                url=f"{TRITON}/v2/models/food_classifier/stats")
     config = exercises.result(config, "5.3", "the config Triton serves",
                               check=lambda c: c["name"] == "food_classifier", hint="...")
-    record = exercises.function(send_one, "4.4", "time one request", args=(...), check=...)
+    record = exercises.function(send_one, "4.4", "time one request", args=(...),
+                                check=exercises.timed_request)
     diff = exercises.file_edit(path, before, "6.3", "set count: 2", needs={...})
 
 Every check has the same shape: your answer, the step, what the step needs in words, then what
 exactly to look for. A config.pbtxt text is judged by Triton's own schema (the ModelConfig
-protobuf that servelab.triton_config parses with); a command line is split as a shell would
-(shlex) and its flags compared with the ones the step needs.
+protobuf that servelab.triton_config parses with), and its instance_group by where Triton puts
+the instances; a perf_analyzer line is read as perf_analyzer reads it (servelab.perf_flags), and
+a flag that changes what is measured is refused unless the step needs it. What a step needs
+beyond an answer's form (a latency in milliseconds, one model's statistics, instances per GPU)
+is judged by what the answer does: servelab.step_needs, whose checks are called here as
+exercises.timed_request, exercises.on_every_gpu, ...
 """
 
 from __future__ import annotations
@@ -35,7 +40,16 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from servelab import triton_config
+from servelab import perf_flags, step_needs, triton_config
+
+# what a step needs beyond its answer's form (servelab/step_needs.py), called as exercises.<name>
+from servelab.step_needs import (  # noqa: F401
+    Instances,
+    Wrong,
+    on_every_gpu,
+    on_first_gpu,
+    timed_request,
+)
 
 
 class NotYet(Exception):
@@ -71,52 +85,6 @@ def _text(answer, step: str, noun: str, what: str, where: str) -> str:
 
 # ---------------------------------------------------------------- perf_analyzer lines
 
-# flags that take no value (the others take the next word)
-_SWITCHES = {"--async", "--sync", "-v", "--verbose-csv", "--streaming", "--collect-metrics"}
-_ALIASES = {"-a": "--async", "-p": "--measurement-interval", "--url": "-u"}
-_RANGES = {"--concurrency-range", "--request-rate-range"}
-# what the lab adds to a line itself (servelab.perf.run_line), so a line must not carry it
-_PLUMBING = {"-f": "the lab names the CSV file itself and says where it is"}
-
-
-def _flags(words: list[str]) -> dict[str, str | None]:
-    flags: dict[str, str | None] = {}
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word.startswith("-"):
-            name, eq, value = word.partition("=")
-            name = _ALIASES.get(name, name)
-            if eq:
-                flags[name] = value
-            elif name in _SWITCHES or i + 1 == len(words) or words[i + 1].startswith("-"):
-                flags[name] = None
-            else:
-                flags[name] = words[i + 1]
-                i += 1
-        i += 1
-    return flags
-
-
-def _range(value: str) -> str:
-    """A range flag's value in full: 8 = 8:8 = 8:8:1."""
-    parts = value.split(":")
-    if len(parts) == 1:
-        parts *= 2
-    return ":".join(parts + ["1"] * (3 - len(parts)))
-
-
-def _same(flag: str, got: str | None, want) -> bool:
-    if want is None:
-        return True
-    got, want = str(got or "").replace(" ", ""), str(want).replace(" ", "")
-    if flag in _RANGES:
-        got, want = _range(got), _range(want)
-    try:
-        return float(got) == float(want)
-    except ValueError:
-        return got == want
-
 
 def perf_line(
     line,
@@ -124,10 +92,14 @@ def perf_line(
     what: str,
     needs: dict[str, object] | None = None,
     leave_out: dict[str, str] | None = None,
+    allows: set[str] = frozenset(),
     where: str = "the text above it explains each flag",
 ) -> str:
-    """Your perf_analyzer line, split as a shell splits it; stops unless it carries every flag of
-    `needs` ({flag: value}, value None: the flag alone) and none of `leave_out` ({flag: why})."""
+    """Your perf_analyzer line, read as perf_analyzer reads it (servelab.perf_flags: `-b 16` is
+    `-b16`, 185.0 is 185); stops unless it carries every flag of `needs` ({flag: value}, value
+    None: the flag alone) and no other flag that changes what is measured: none of `leave_out`
+    ({flag: why}), and beyond `needs` only the flags of `allows` and those that change how long or
+    how verbosely perf_analyzer measures (perf_flags.LENGTH_ONLY)."""
     line = _text(line, step, "your perf_analyzer line, in quotes", what, where)
     try:
         words = shlex.split(line)
@@ -141,19 +113,37 @@ def perf_line(
             f"{step}: a perf_analyzer line starts with `perf_analyzer`, "
             f"yours with `{words[0] if words else ''}`."
         )
-    flags = _flags(words[1:])
-    for flag, why in {**_PLUMBING, **(leave_out or {})}.items():
-        if flag in flags:
-            raise NotYet(f"{step}: leave `{flag}` out of this line: {why}.")
-    for flag, want in (needs or {}).items():
+    read = perf_flags.parse(words[1:])
+    if read.problems:
+        raise NotYet(f"{step}: {read.problems[0]}.")
+    needs = {perf_flags.canonical(f): v for f, v in (needs or {}).items()}
+    may_stay = {perf_flags.canonical(f) for f in allows} | perf_flags.LENGTH_ONLY
+    for flag in read.flags:
+        if flag not in needs:
+            _extra(flag, read, leave_out or {}, may_stay, f"{step}: {what}")
+    for flag, want in needs.items():
         shown = flag if want is None else f"{flag} {want}"
-        if flag not in flags:
+        if flag not in read.flags:
             raise NotYet(f"{step}: {what}: your line has no `{shown}`.")
-        if not _same(flag, flags[flag], want):
+        if not perf_flags.same(flag, read.flags[flag], want):
             raise NotYet(
-                f"{step}: {what}: your line says `{flag} {flags[flag]}`, the step needs `{shown}`."
+                f"{step}: {what}: your line says `{read.shown(flag)}`, the step needs `{shown}`."
             )
     return line
+
+
+def _extra(flag: str, read: perf_flags.Line, leave_out: dict, may_stay: set, said: str) -> None:
+    """Stops on a flag the step does not need, unless it may stay or is perf_analyzer's default:
+    a flag that changes what is measured would put a wrong row under a right step's name."""
+    leave_out = {perf_flags.canonical(f): why for f, why in leave_out.items()}
+    if flag not in leave_out:
+        if flag in may_stay:
+            return
+        default = perf_flags.DEFAULTS.get(flag)
+        if default is not None and perf_flags.same(flag, read.flags[flag], default):
+            return  # the default, written out: nothing changes
+    why = leave_out.get(flag) or perf_flags.CHANGES.get(flag, perf_flags.UNKNOWN_CHANGE)
+    raise NotYet(f"{said}: leave `{read.shown(flag)}` out of your line: {why}.")
 
 
 # ---------------------------------------------------------------- config.pbtxt text
@@ -199,6 +189,12 @@ def _field(message, path: str):
 
 def _config_needs(config, needs: dict[str, object], step: str, what: str, whose: str) -> None:
     for path, want in needs.items():
+        if isinstance(want, Instances):  # judged by where Triton puts them
+            try:
+                step_needs.check_instances(config, want)
+            except Wrong as exc:
+                raise NotYet(f"{step}: {what}: {whose} {exc}.") from None
+            continue
         got = _field(config, path)
         if got is None or got == [] or (want is not None and not _equal(got, want)):
             shown = path if want is None else f"{path}: {_pbtxt(want)}"
@@ -242,19 +238,6 @@ def config_fragment(
     config = _schema(text, step, "your fragment", "the config.pbtxt shown above")
     _config_needs(config, needs or {}, step, what, "your fragment")
     return text
-
-
-def on_every_gpu(count: int, n_gpus: int) -> dict[str, object]:
-    """The fields an instance_group needs to put `count` instances on every GPU of a server with
-    `n_gpus` GPUs, listed by number (`gpus: [ 0, 1 ]` on the class's 2-GPU node); without a GPU,
-    the count alone (the lab writes KIND_GPU as KIND_CPU there)."""
-    if n_gpus <= 0:
-        return {"instance_group.count": count}
-    return {
-        "instance_group.count": count,
-        "instance_group.kind": "KIND_GPU",
-        "instance_group.gpus": list(range(n_gpus)),
-    }
 
 
 def file_edit(
@@ -349,6 +332,16 @@ def _split_url(url: str) -> tuple[str, str]:
 # ---------------------------------------------------------------- calls and functions
 
 
+def _judge(check, value, hint: str) -> tuple[bool, str]:
+    """(does check(value) hold, the hint to give if not)."""
+    try:
+        return bool(check(value)), hint
+    except Wrong as exc:
+        return False, str(exc)
+    except Exception as exc:  # the student's value, shaped otherwise than the step expects
+        return False, hint or f"reading it failed with {type(exc).__name__}: {exc}"
+
+
 def result(
     value,
     step: str,
@@ -362,10 +355,7 @@ def result(
     check(value) is false (or raises); returns the value."""
     if blank(value):
         raise _blank_sentence(step, noun, what, where)
-    try:
-        ok = check(value)
-    except Exception as exc:  # the student's value, shaped otherwise than the step expects
-        ok, hint = False, hint or f"reading it failed with {type(exc).__name__}: {exc}"
+    ok, hint = _judge(check, value, hint)
     if not ok:
         shown = textwrap.shorten(repr(value), 120, placeholder=" …")
         raise NotYet(f"{step}: {what}: your answer is {shown}; {hint or 'see the text above'}.")
@@ -418,10 +408,7 @@ def function(
         raise NotYet(
             f"{step}: {name}() stopped with {type(exc).__name__}: {exc} (fix it in the cell above)."
         ) from None
-    try:
-        ok = check(returned)
-    except Exception:
-        ok = False
+    ok, hint = _judge(check, returned, hint)
     if not ok:
         shown = textwrap.shorten(repr(returned), 120, placeholder=" …")
         raise NotYet(f"{step}: {what}: {name}() returned {shown}; {hint or where}.")

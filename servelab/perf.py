@@ -35,7 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab import labenv, tools
+from servelab import labenv, perf_flags, tools
 from servelab.paths import RESULTS
 
 CSV_COLUMNS = {
@@ -144,7 +144,9 @@ def with_admin_header(argv: list[str]) -> tuple[list[str], str]:
 
 
 def _arg(cmd: list[str], flag: str) -> str | None:
-    return cmd[cmd.index(flag) + 1] if flag in cmd and cmd.index(flag) + 1 < len(cmd) else None
+    """The value of `flag` in a command, however it is spelt (-b16, --request-count=5, -p 1000 for
+    --measurement-interval): read as perf_analyzer reads it, by servelab.perf_flags."""
+    return perf_flags.value(cmd, flag)
 
 
 def parse_csv(text: str):
@@ -229,8 +231,8 @@ class PerfResult:
 
 
 def _default_timeout(cmd: list[str]) -> float:
-    interval_s = float(_arg(cmd, "--measurement-interval") or _arg(cmd, "-p") or 5000) / 1000
-    trials = int(_arg(cmd, "--max-trials") or _arg(cmd, "-r") or 10)
+    interval_s = float(_arg(cmd, "--measurement-interval") or 5000) / 1000
+    trials = int(_arg(cmd, "--max-trials") or 10)
     levels = 1
     rng = _arg(cmd, "--concurrency-range") or _arg(cmd, "--request-rate-range") or "1"
     parts = rng.split(":")
@@ -257,7 +259,7 @@ def _run(
     csv = _arg(cmd, "-f")
     if csv is None:
         raise ValueError("the command has no -f FILE.csv")
-    if "-v" not in cmd:
+    if "-v" not in perf_flags.parse(cmd[1:]).flags:
         cmd = [*cmd, "-v"]
     csv_path = Path(csv)
     csv_path.parent.mkdir(parents=True, exist_ok=True)
@@ -438,7 +440,7 @@ def _laws(result: PerfResult, model: str, url: str | None) -> dict:
         row["execution_ms"],
         batch=row["avg_batch_size"] or 1.0,
         instances=instances,
-        client_batch=int(_arg(result.command, "-b") or _arg(result.command, "--batch-size") or 1),
+        client_batch=int(float(_arg(result.command, "-b") or 1)),
     )
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in laws.items()}
 
@@ -482,18 +484,15 @@ def run_line(
         )
     tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
     csv_path = (out or RESULTS / "perf") / f"perf_{tag}.csv"
-    settings = {
-        k: v
-        for k, v in measurement_settings().items()
-        if k not in argv and not (k == "--measurement-interval" and "-p" in argv)
-    }
-    if _arg(argv, "--request-count"):
+    typed = perf_flags.parse(argv[1:]).flags  # the line's flags, whatever their spelling
+    settings = {k: v for k, v in measurement_settings().items() if k not in typed}
+    if "--request-count" in typed:
         settings.pop("--stability-percentage", None)  # the count decides the length
-    elif "--request-rate-range" in argv:
+    elif "--request-rate-range" in typed:
         # a fixed rate decides the load: three windows, whatever their spread (an overloaded server
         # never settles, and that spread is the finding)
         settings.update({"--stability-percentage": "1000", "--max-trials": "3"})
-    plumbing = ["-f", str(csv_path), "--verbose-csv", "-v"]
+    plumbing = ["-f", str(csv_path)] + [f for f in ("--verbose-csv", "-v") if f not in typed]
     argv, secret_note = with_admin_header(argv)
     cmd = [
         tools.perf_analyzer_path(),

@@ -1,10 +1,13 @@
 """servelab.exercises answers each kind of exercise in the student's terms, in one sentence."""
 
 import re
+import time
+import types
 
 import pytest
 
 from servelab import exercises
+from servelab import perf as perf_runs
 from servelab.exercises import NotYet
 
 HOST = "127.0.0.1:8000"
@@ -31,7 +34,7 @@ def test_a_blank_says_what_to_write_and_where():
 
 
 def test_perf_line_flags_in_the_students_terms():
-    needs = {"-m": "food_classifier", "--concurrency-range": "8"}
+    needs = {"-m": "food_classifier", "-u": HOST, "--concurrency-range": "8"}
     line = f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 8"
     assert perf(line, **needs) == line
     assert perf(line.replace("range 8", "range=8:8"), **needs)  # same flag, other spellings
@@ -45,15 +48,231 @@ def test_perf_line_flags_in_the_students_terms():
         lambda: perf("curl -s x", **needs)
     )
     assert "check its quotes" in sentence(lambda: perf('perf_analyzer -m "food', **needs))
-    assert "leave `-f` out" in sentence(lambda: perf(line + " -f out.csv", **needs))
+    assert "leave `-f out.csv` out of your line: the lab names" in sentence(
+        lambda: perf(line + " -f out.csv", **needs)
+    )
     assert "not a text" in sentence(lambda: perf(8, **needs))
     async_line = (
         "perf_analyzer -m m --async --request-rate-range 120 --request-distribution poisson"
     )
-    assert perf(async_line, **{"--async": None, "--request-distribution": "poisson"})
+    rate = {"-m": "m", "--request-rate-range": 120, "--request-distribution": "poisson"}
+    assert perf(async_line, **rate, **{"--async": None})
+    assert perf(async_line.replace("--async", "-a"), **rate, **{"--async": None})  # -a: --async
     assert "no `--async`" in sentence(
-        lambda: perf(async_line.replace(" --async", ""), **{"--async": None})
+        lambda: perf(async_line.replace(" --async", ""), **rate, **{"--async": None})
     )
+
+
+# ---------------------------------------------------------------- a line carries what is allowed
+
+LINE_61 = f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 8 --input-data in.json"
+NEEDS_61 = {"-m": "food_classifier", "-u": HOST, "--input-data": "in.json"}
+LINE_66 = (
+    f"perf_analyzer -m food_classifier_onnx -u {HOST} --shape input:3,224,224 --async "
+    "--request-rate-range 185 --request-distribution constant"
+)
+NEEDS_66 = {
+    "-m": "food_classifier_onnx",
+    "-u": HOST,
+    "--shape": "input:3,224,224",
+    "--async": None,
+    "--request-rate-range": 185,
+    "--request-distribution": "constant",
+}
+
+
+def c8(line, **kwargs):
+    return exercises.perf_line(
+        line,
+        "6.1",
+        "the step measures 8 requests in flight",
+        needs={**NEEDS_61, "--concurrency-range": "8"},
+        **kwargs,
+    )
+
+
+def evenly(line, **kwargs):
+    return exercises.perf_line(
+        line, "6.6", "the step offers 185 requests/s, evenly spaced", needs=NEEDS_66, **kwargs
+    )
+
+
+@pytest.mark.parametrize(
+    "extra, named, why",
+    [
+        ("-b 16", "-b 16", "every request a batch of that many inputs"),  # the tester's 6.1a
+        ("-b16", "-b16", "every request a batch"),
+        ("--async", "--async", "how the client keeps its requests in flight"),
+        ("--request-rate-range 100", "--request-rate-range 100", "an open-loop load"),
+        ("--shared-memory system", "--shared-memory system", "into shared memory"),
+        ("-i grpc", "-i grpc", "the protocol (HTTP or gRPC)"),
+        ("--shape INPUT_IMAGE:1", "--shape INPUT_IMAGE:1", "the shape of the tensor"),
+        ("--percentile 95", "--percentile 95", "leaves the mean latency out of the CSV"),
+        ("--max-threads 4", "--max-threads 4", "how many client threads"),
+        ("-H x:y", "-H x:y", "a header to every request"),
+        ("--streaming", "--streaming", "streams the requests over gRPC"),
+        ("-x 2", "-x 2", "another version of the model"),
+        ("--string-length 4", "--string-length 4", "what each request carries"),
+    ],
+)
+def test_a_flag_that_changes_what_is_measured_is_refused_with_its_name_and_why(extra, named, why):
+    said = sentence(lambda: c8(f"{LINE_61} {extra}"))
+    assert said.startswith("6.1: the step measures 8 requests in flight: "), said
+    assert f"leave `{named}` out of your line: " in said and why in said, said
+
+
+def test_a_rate_step_refuses_a_batch_and_a_closed_loop():
+    assert evenly(LINE_66) == LINE_66
+    assert "leave `-b 8` out of your line: it makes every request a batch" in sentence(
+        lambda: evenly(LINE_66 + " -b 8")  # the tester's 6.6b
+    )
+    closed = LINE_66.replace("--request-rate-range", "--concurrency-range")
+    assert "leave `--concurrency-range 185` out of your line: it sets a closed-loop load" in (
+        sentence(lambda: evenly(closed))
+    )
+    assert "leave `--sync` out" in sentence(lambda: evenly(LINE_66 + " --sync"))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "-p 1000",
+        "--measurement-interval=1000",
+        "-s 50",
+        "--stability-percentage 50",
+        "-r 5",
+        "--max-trials 5",
+        "--request-count 50",
+        "--warmup-request-count 10",
+        "--measurement-mode count_windows --measurement-request-count 50",
+        "-v",
+        "--verbose-csv",
+        "-v -p1000",
+        "-b 1",  # perf_analyzer's defaults, written out
+        "-b1",
+        "-i http",
+        "--shared-memory none",
+    ],
+)
+def test_flags_of_length_verbosity_or_the_default_stay(extra):
+    assert c8(f"{LINE_61} {extra}")
+
+
+def test_a_step_may_allow_more_and_name_its_reason_to_leave_one_out():
+    assert c8(f"{LINE_61} --async", allows={"--async"})
+    assert c8(f"{LINE_61} -a", allows={"-a"})  # either spelling, in the line or in allows
+    said = sentence(
+        lambda: c8(
+            f"{LINE_61} -i grpc --shared-memory system",
+            allows={"-i"},
+            leave_out={"--shared-memory": "shared memory is the next part of the step"},
+        )
+    )
+    assert said.endswith(
+        "leave `--shared-memory system` out of your line: shared memory is the next part of the "
+        "step."
+    )
+    # leave_out wins over a default or a length flag: the step said why
+    assert "leave `-p 1000` out" in sentence(
+        lambda: c8(f"{LINE_61} -p 1000", leave_out={"-p": "the step sets the windows"})
+    )
+
+
+# ---------------------------------------------------------------- one flag, many spellings
+
+
+def batch16(line):
+    return exercises.perf_line(
+        line,
+        "6.2",
+        "the step sends batches of 16 images, one at a time",
+        needs={**NEEDS_61, "-b": "16", "--concurrency-range": "1"},
+    )
+
+
+@pytest.mark.parametrize("batch", ["-b 16", "-b16", "-b 16.0", "-b 1 -b 16"])
+def test_a_batch_written_as_perf_analyzer_reads_it(batch):
+    line = LINE_61.replace("range 8", "range 1") + f" {batch}"
+    assert batch16(line) == line
+
+
+def test_a_batch_perf_analyzer_would_refuse_says_how_to_write_it():
+    line = LINE_61.replace("range 8", "range 1")
+    # perf_analyzer 2.51 stops on these: "unrecognized option '--batch-size'", "-b =16"
+    for batch in ("--batch-size 16", "--batch-size=16"):
+        assert sentence(lambda: batch16(f"{line} {batch}")) == (
+            "6.2: perf_analyzer has no `--batch-size`: its flag is `-b`."
+        )
+    assert "reads `-b=16` as `-b` with the value `=16`: write `-b 16`" in sentence(
+        lambda: batch16(f"{line} -b=16")
+    )
+    assert "says `-b 8`, the step needs `-b 16`" in sentence(lambda: batch16(f"{line} -b 8"))
+    assert "your line has no `-b 16`" in sentence(lambda: batch16(line))
+
+
+@pytest.mark.parametrize(
+    "rate",
+    [
+        "--request-rate-range 185",
+        "--request-rate-range 185.0",  # the tester's
+        "--request-rate-range 185.0:185.0",
+        "--request-rate-range 185:185:1",
+        "--request-rate-range=185.00",
+        "--request-rate 185",  # getopt_long takes any start that names one flag
+    ],
+)
+def test_a_rate_is_a_number(rate):
+    line = LINE_66.replace("--request-rate-range 185", rate)
+    assert evenly(line) == line
+
+
+@pytest.mark.parametrize(
+    "rate, said",
+    [
+        ("--request-rate-range 186", "says `--request-rate-range 186`, the step needs"),
+        ("--request-rate-range 185:370", "says `--request-rate-range 185:370`"),
+        ("--request-rate-range 185:185:2", "says `--request-rate-range 185:185:2`"),
+        ("--request-rate-range fast", "says `--request-rate-range fast`"),
+    ],
+)
+def test_another_rate_is_refused(rate, said):
+    assert said in sentence(lambda: evenly(LINE_66.replace("--request-rate-range 185", rate)))
+
+
+@pytest.mark.parametrize(
+    "concurrency",
+    [
+        "--concurrency-range 8",
+        "--concurrency-range 8:8",
+        "--concurrency-range 8.0",
+        "--concurrency 8",
+        "--concurrency-range=8:8:1",
+    ],
+)
+def test_a_concurrency_in_any_spelling(concurrency):
+    assert c8(LINE_61.replace("--concurrency-range 8", concurrency))
+
+
+@pytest.mark.parametrize(
+    "words, said",
+    [
+        ("--concurrency-range 8 16", "`16` follows no flag: perf_analyzer would ignore it"),
+        ("--c 8", "`--c` starts several flags (--collect-metrics, --concurrency-range)"),
+        ("--max 3", "write the one you mean in full"),
+        ("--concurrency-range 8 -q", "perf_analyzer has no flag `-q`"),
+        ("--concurrency-range 8 --threads 2", "perf_analyzer has no flag `--threads`"),
+        ("--concurrency-range 8 --url x", "perf_analyzer has no `--url`: its flag is `-u`"),
+        ("--concurrency-range 8 --async=1", "`--async` takes no value"),
+        ("--concurrency-range", "`--concurrency-range` takes the next word, `--input-data`, as"),
+    ],
+)
+def test_what_perf_analyzer_would_refuse_or_ignore(words, said):
+    line = LINE_61.replace("--concurrency-range 8", words)
+    assert said in sentence(lambda: c8(line))
+
+
+def test_a_flag_at_the_end_without_its_value():
+    assert "`-m` needs a value after it" in sentence(lambda: c8(f"{LINE_61} -m"))
 
 
 def config(text, **needs):
@@ -145,3 +364,208 @@ def test_an_edit_made_in_an_editor(tmp_path):
     path.write_text(before.replace("count: 1", "count: 2"))
     diff = edited()
     assert "-instance_group [ { count: 1" in diff and "+instance_group [ { count: 2" in diff
+
+
+def test_perf_run_line_reads_the_spellings_the_check_accepts(monkeypatch, tmp_path):
+    """What the check accepts, the lab runs as perf_analyzer reads it: the row's batch, the windows
+    it adds only where the line sets none, and -v/--verbose-csv added once."""
+    assert perf_runs._arg(["perf_analyzer", "-b16"], "-b") == "16"
+    assert perf_runs._arg(["perf_analyzer", "--request-count=5"], "--request-count") == "5"
+    assert perf_runs._arg(["perf_analyzer", "-p1000"], "--measurement-interval") == "1000"
+    assert perf_runs._arg(["perf_analyzer", "--concurrency", "8"], "--concurrency-range") == "8"
+    ran = []  # nothing runs: each command is kept, with a result that has nothing in it
+    monkeypatch.setattr(perf_runs, "_run", lambda cmd, **kwargs: ran.append(cmd))
+    monkeypatch.setattr(
+        perf_runs,
+        "_with_triton_view",
+        lambda *args: (args[4](), types.SimpleNamespace(extra={}))[1],
+    )
+    perf_runs.run_line(f"perf_analyzer -m m -u {HOST} --concurrency-range=8 -p1000 -v", "x")
+    assert "--measurement-interval" not in ran[-1]  # -p1000 is the line's window
+    assert ran[-1].count("-v") == 1 and ran[-1].count("--verbose-csv") == 1
+    perf_runs.run_line(f"perf_analyzer -m m -u {HOST} --async --request-rate-range=185.0", "y")
+    assert ran[-1][ran[-1].index("--max-trials") + 1] == "3"  # a rate: three windows, any spread
+
+
+# ---------------------------------------------------------------- instances per GPU
+
+SEED_TWO_GROUPS = (  # the tester's: a group per GPU
+    "instance_group [ {count: 4, kind: KIND_GPU, gpus: [0]}, "
+    "{count: 4, kind: KIND_GPU, gpus: [1]} ]"
+)
+FOUR_AND_EIGHT = SEED_TWO_GROUPS.replace(
+    "count: 4, kind: KIND_GPU, gpus: [1]", "count: 8, kind: KIND_GPU, gpus: [1]"
+)
+NO_GPUS_LIST = "instance_group [ { count: 4, kind: KIND_GPU } ]"  # every GPU the server sees
+LISTED = "instance_group [ { count: 4, kind: KIND_GPU, gpus: [ 0, 1 ] } ]"
+
+
+def four_per_gpu(text, n_gpus=2):
+    return exercises.config_fragment(
+        text, "6.3", "four instances on every GPU", needs=exercises.on_every_gpu(4, n_gpus)
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        LISTED,
+        SEED_TWO_GROUPS,
+        NO_GPUS_LIST,  # notebook 6: "Leave `gpus` out and Triton uses every GPU it sees"
+        # 2 on each listed GPU, and 2 more on every GPU: 4 on each
+        "instance_group [ { count: 2, gpus: [ 0, 1 ] }, { count: 2, kind: KIND_GPU } ]",
+        "instance_group [ { count: 4, kind: KIND_AUTO } ]",  # KIND_AUTO is KIND_GPU on a GPU
+        "instance_group [ { count: 4, gpus: [ 0, 1 ] } ]",  # no kind: KIND_AUTO, as above
+    ],
+)
+def test_four_per_gpu_in_any_spelling(text):
+    assert four_per_gpu(text) == text
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        (
+            FOUR_AND_EIGHT,
+            "puts 4 on GPU 0 and 8 on GPU 1, the step needs 4 on GPU 0 and 4 on GPU 1",
+        ),
+        (LISTED.replace("[ 0, 1 ]", "[ 0 ]"), "puts 4 on GPU 0, the step needs 4 on GPU 0 and"),
+        (LISTED.replace("count: 4", "count: 2"), "puts 2 on GPU 0 and 2 on GPU 1, the step"),
+        (SEED_TWO_GROUPS.replace("gpus: [1]", "gpus: [0]"), "puts 8 on GPU 0, the step needs"),
+        ("instance_group [ { count: 4, kind: KIND_CPU } ]", "puts 4 on the CPU, the step needs"),
+        (
+            LISTED.replace("[ 0, 1 ]", "[ 0, 1, 2 ]"),
+            "would not load in Triton: the group lists GPU 2",
+        ),
+        ("max_batch_size: 8", "your fragment has no `instance_group`"),
+    ],
+)
+def test_not_four_per_gpu_is_refused_saying_where_they_go(text, said):
+    got = sentence(lambda: four_per_gpu(text))
+    assert got.startswith("6.3: four instances on every GPU: your fragment ") and said in got, got
+
+
+def test_instances_on_one_gpu_and_without_a_gpu():
+    assert four_per_gpu(NO_GPUS_LIST, n_gpus=1) and four_per_gpu(LISTED.replace(", 1", ""), 1)
+    assert "lists GPU 1, but the server has 1 GPU" in sentence(lambda: four_per_gpu(LISTED, 1))
+    # no GPU: the lab writes KIND_GPU as KIND_CPU, without gpus, so the counts add up on the CPU
+    assert four_per_gpu(LISTED, n_gpus=0) and four_per_gpu(NO_GPUS_LIST, n_gpus=0)
+    assert "puts 8 on the CPU, the step needs 4 on the CPU." in sentence(
+        lambda: four_per_gpu(SEED_TWO_GROUPS, n_gpus=0)
+    )
+
+
+def test_one_instance_on_the_first_gpu():
+    def first_gpu(text, n_gpus):
+        needs = exercises.on_first_gpu(1, n_gpus)
+        return exercises.config_fragment(text, "6.6", "one instance on the first GPU", needs=needs)
+
+    on_0 = "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"
+    bare = "instance_group [ { count: 1, kind: KIND_GPU } ]"
+    assert first_gpu(on_0, 2) and first_gpu(on_0, 1) and first_gpu(bare, 1) and first_gpu(on_0, 0)
+    assert "puts 1 on GPU 0 and 1 on GPU 1, the step needs 1 on GPU 0" in sentence(
+        lambda: first_gpu(bare, 2)
+    )
+    assert "puts 1 on GPU 1, the step needs 1 on GPU 0" in sentence(
+        lambda: first_gpu(on_0.replace("[ 0 ]", "[ 1 ]"), 2)
+    )
+
+
+def test_an_edit_in_an_editor_is_judged_by_instances_per_gpu_too(tmp_path):
+    path = tmp_path / "config.pbtxt"
+    before = 'name: "m"\ninstance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]\n'
+
+    def edited(text):
+        path.write_text(text)
+        needs = exercises.on_every_gpu(2, 2)
+        return exercises.file_edit(path, before, "6.3", "set count: 2 on every GPU", needs=needs)
+
+    assert edited('name: "m"\ninstance_group [ { count: 2, kind: KIND_GPU } ]\n')
+    assert "the file puts 2 on GPU 0, the step needs 2 on GPU 0 and 2 on GPU 1" in sentence(
+        lambda: edited(before.replace("count: 1", "count: 2"))
+    )
+
+
+# ---------------------------------------------------------------- 4.4: a request, timed
+
+
+class FakeSession:
+    """A session whose request takes `seconds` and whose server says it spent `server` ms."""
+
+    def __init__(self, seconds=0.03, server="decode;dur=4.000, queue;dur=0.010, infer;dur=20.0"):
+        self.seconds, self.server, self.status = seconds, server, 200
+
+    def post(self, url, json=None, timeout=None):
+        time.sleep(self.seconds)
+        headers = {"Server-Timing": self.server} if self.server else {}
+        return types.SimpleNamespace(status_code=self.status, headers=headers)
+
+
+def timed(unit: float = 1000, start=time.perf_counter, status=200, **session):
+    """A send_one that writes its latency with `unit` (1000: ms, right; 1: seconds, wrong)."""
+
+    def send_one(session, url, payload):
+        """Docstring."""
+        t_start, t0 = start(), time.perf_counter()
+        resp = session.post(url, json=payload, timeout=60)
+        return {
+            "t_start": t_start,
+            "latency_ms": (time.perf_counter() - t0) * unit,
+            "status": resp.status_code,
+            "server_timing": resp.headers.get("Server-Timing"),
+        }
+
+    fake = FakeSession(**session)
+    fake.status = status
+    what = "send one request, time it, collect its status and Server-Timing"
+    return exercises.function(
+        send_one, "4.4", what, args=(fake, "u", {}), check=exercises.timed_request
+    )
+
+
+def test_a_latency_in_milliseconds_against_the_servers_own_time():
+    record = timed()
+    assert 24 <= record["latency_ms"] < 1000 and record["status"] == 200
+
+
+@pytest.mark.parametrize(
+    "unit, said",
+    [
+        (
+            1,
+            "is less than the server's own time for the request (24.01 ms in its Server-Timing): "
+            "the unit looks wrong, latency_ms is in milliseconds and time.perf_counter() counts "
+            "seconds.",
+        ),
+        (
+            1e6,
+            "is over 20 times the server's own time for the request (24.01 ms in its "
+            "Server-Timing): the unit looks wrong, it is in milliseconds.",
+        ),
+    ],
+)
+def test_a_latency_in_another_unit_is_refused(unit, said):
+    got = sentence(lambda: timed(unit))
+    assert got.startswith(
+        "4.4: send one request, time it, collect its status and Server-Timing: "
+        "send_one() returned {"
+    )
+    assert got.endswith(said), got
+
+
+def test_a_record_that_is_not_what_its_docstring_says():
+    assert "the status is 500, the service answers a good request 200" in sentence(
+        lambda: timed(status=500)
+    )
+    assert "server_timing is not the Server-Timing header" in sentence(lambda: timed(server=None))
+    assert "t_start is not the time.perf_counter() reading" in sentence(
+        lambda: timed(start=time.time)
+    )
+    assert "it has no latency_ms, status: return the four keys of its docstring" in sentence(
+        lambda: exercises.function(
+            lambda: {"t_start": 1.0, "server_timing": "infer;dur=1"},
+            "4.4",
+            "time one request",
+            check=exercises.timed_request,
+        )
+    )
