@@ -43,6 +43,8 @@ KEPT = {
 LEFT_OUT = {
     "notebook_sources/": "the notebooks' sources: every answer, between nbgrader's markers",
     "docs/answer_key.md": "the answers to every prediction and question",
+    "docs/instructors.md": "the instructors' guide: it sums up what the GPU reference showed, "
+    "notebook 7's hand-in answer among it",
     "docs/results/": "the GPU reference runs of the solved notebooks: their logs print the "
     "answers (each perf_analyzer line, each config) and their pages every claim's verdict",
     "docs/issue26/": "notebook 8's groundwork notes, the ensemble's step mapping (8.1) among them",

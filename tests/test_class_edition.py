@@ -52,7 +52,14 @@ def _git(cwd: Path, *args: str) -> str:
 
 
 def test_no_answer_key_no_sources_no_solved_notebooks(edition):
-    for path in ("notebook_sources", "solutions", "docs/answer_key.md", "docs/results", "tests"):
+    for path in (
+        "notebook_sources",
+        "solutions",
+        "docs/answer_key.md",
+        "docs/results",
+        "tests",
+        "docs/instructors.md",
+    ):
         assert not (edition / path).exists(), path
     for path in _files(edition):
         text = path.read_text(errors="replace")
