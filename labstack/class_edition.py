@@ -141,7 +141,7 @@ def check(texts: dict[str, str]) -> list[str]:
     ]
     regions = answers()
     for path, text in texts.items():
-        if path.startswith("notebooks/"):
+        if path.startswith("notebooks/") and path.endswith(".ipynb"):
             continue  # the student edition: compared with a fresh one below
         plain = _plain(text)
         problems += [
@@ -180,10 +180,12 @@ def _empty_out(out: Path) -> None:
         if (out / "notebook_sources").exists():
             raise SystemExit(f"{out} has notebook_sources/: the full repository, not an edition")
         for entry in out.iterdir():
-            if entry.name != ".git":
-                shutil.rmtree(
-                    entry
-                ) if entry.is_dir() and not entry.is_symlink() else entry.unlink()
+            if entry.name == ".git":
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
     out.mkdir(parents=True, exist_ok=True)
 
 
@@ -245,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     problems = build(args.out)
     if problems:
-        print("No class edition written: it would show answers.", *problems, sep="\n- ")
+        print("No class edition written:", *problems, sep="\n- ")
         return 1
     settings = _settings(args.out)
     head = _git(args.out, "log", "-1", "--format=%h %s")

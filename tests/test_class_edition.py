@@ -240,3 +240,9 @@ def test_it_never_writes_over_the_repository_or_a_folder_of_other_files(tmp_path
     with pytest.raises(SystemExit, match="neither empty nor a git repository"):
         class_edition._empty_out(tmp_path)
     assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+def test_nothing_is_written_while_a_check_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(class_edition, "check", lambda texts: ["notebooks/x.ipynb is stale"])
+    assert class_edition.build(tmp_path / "edition") == ["notebooks/x.ipynb is stale"]
+    assert not (tmp_path / "edition").exists()
