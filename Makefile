@@ -1,4 +1,5 @@
-# The lab's entry points. `make lab` = the whole local-mode run; `make test` = the test suite.
+# The lab's entry points (`make help`). The instructors' part at the end (the solved edition, the
+# tests) is left out of the class edition, what students receive (labstack/class_edition.py).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -6,21 +7,16 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: timing artifacts-only lab test test-docker up down restart status setup artifacts notebooks solutions bench clean help reliability soak
+.PHONY: help setup artifacts artifacts-only up down restart status bench reliability soak clean
 
-help:
-	@echo "make lab        set up, build the model, start the stack, run the benchmark notebooks, write results/"
-	@echo "make lab QUICK=1  the same with small counts (a few minutes)"
-	@echo "make test       run the test suite (real servers, real Triton, real perf_analyzer)"
-	@echo "make test-docker  build, start and exercise every Docker Compose stack; notebooks run in Jupyter (~25 min)"
+help::
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
+	@echo "make status     what runs, healthy or not, and where the logs are"
 	@echo "make restart SERVICE=triton   bring one service back (same port, token, model configs)"
-	@echo "make bench      side-by-side benchmark script (PyTorch vs ONNX, Python load generator vs wrk)"
-	@echo "make timing    regenerate docs/timing_plan.md's table from the reference run's measured durations"
-	@echo "make notebooks  regenerate the student edition notebooks/*.ipynb from notebook_sources/"
-	@echo "make solutions  write the solved edition solutions/*.ipynb (instructors; make lab runs it)"
-	@echo "make reliability  fuzzing, short soak, faults, safe-default checks -> docs/reliability.md (~4 min)"
-	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300) -> results/reliability_soak.md"
+	@echo "make artifacts  set up the venv and build the model files (artifacts/)"
+	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
+	@echo "make reliability  fuzzing, short soak, faults, safe defaults -> docs/reliability.md"
+	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300)"
 
 # --- environment: system packages + one venv with every pin from requirements/constraints.txt
 $(STAMP): requirements/constraints.txt requirements/lab.txt scripts/install_system_packages.sh
@@ -58,6 +54,51 @@ $(BUILD_VENV)/.installed: requirements/constraints.txt requirements/artifacts.tx
 artifacts-only: $(BUILD_VENV)/.installed
 	$(BUILD_VENV)/bin/python -m labstack.artifacts
 
+up: artifacts
+	$(PY) -m labstack.launcher up --jupyter
+
+down:
+	@if [ -x $(PY) ]; then $(PY) -m labstack.launcher down; else echo "nothing to stop (no $(VENV))"; fi
+
+status: setup
+	$(PY) -m labstack.launcher status
+
+# one service back (e.g. after a crash), same port, token and model configs: make restart SERVICE=triton
+SERVICE ?= triton
+restart: setup
+	$(PY) -m labstack.launcher restart $(SERVICE)
+
+bench: artifacts
+	$(PY) scripts/bench_fastapi.py
+
+# --- reliability (reliability/): the report's command, and the long form of its soak
+SOAK_SECONDS ?= 300
+
+reliability: artifacts
+	$(PY) -m reliability
+
+soak: artifacts
+	$(PY) -m reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
+
+clean: down
+	rm -rf .lab results model_repository solutions
+
+# ==== instructors and maintainers: not in the class edition (labstack/class_edition.py cuts here)
+# The solved edition, the tests, the GPU reference's lease plan and the class edition itself.
+.PHONY: lab test test-docker notebooks solutions timing class-edition
+
+help::
+	@echo ""
+	@echo "instructors and maintainers (not in the class edition):"
+	@echo "make lab        the solved benchmark notebooks run headless on the local stack -> results/"
+	@echo "make lab QUICK=1  the same with small counts (a few minutes)"
+	@echo "make test       run the test suite (real servers, real Triton, real perf_analyzer)"
+	@echo "make test-docker  every Docker Compose stack built, started and used (~25 min)"
+	@echo "make notebooks  the student edition notebooks/*.ipynb from notebook_sources/"
+	@echo "make solutions  the solved edition solutions/*.ipynb (make lab and make test run it)"
+	@echo "make timing     docs/timing_plan.md's table from the reference run's durations"
+	@echo "make class-edition  what students receive, no answers -> dist/class_edition/ (git)"
+
 # --- the main job
 # QUICK=1: the same notebooks with small counts (a few minutes)
 lab: artifacts solutions
@@ -76,23 +117,6 @@ test-docker: artifacts solutions
 	$(PY) docker/standins/ensure_base_images.py
 	LAB_DOCKER_TESTS=1 $(PY) -m pytest tests/docker -v -s
 
-up: artifacts
-	$(PY) -m labstack.launcher up --jupyter
-
-down:
-	@if [ -x $(PY) ]; then $(PY) -m labstack.launcher down; else echo "nothing to stop (no $(VENV))"; fi
-
-status: setup
-	$(PY) -m labstack.launcher status
-
-# one service back (e.g. after a crash), same port, token and model configs: make restart SERVICE=triton
-SERVICE ?= triton
-restart: setup
-	$(PY) -m labstack.launcher restart $(SERVICE)
-
-bench: artifacts
-	$(PY) scripts/bench_fastapi.py
-
 # One source per notebook (notebook_sources/, with nbgrader's solution regions), two editions:
 # the student edition (notebooks/, committed) and the solved one (solutions/, git-ignored)
 notebooks: setup
@@ -101,18 +125,13 @@ notebooks: setup
 solutions: setup
 	$(PY) -m labstack.editions solved
 
-# --- reliability (reliability/): the report's command, and the long form of its soak
-SOAK_SECONDS ?= 300
-
-reliability: artifacts
-	$(PY) -m reliability
-
-soak: artifacts
-	$(PY) -m reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
-
-clean: down
-	rm -rf .lab results model_repository solutions
-
 # the lease plan's table, from the reference run's measured durations (labstack/timing.py)
 timing: setup
 	$(PY) -m labstack.timing
+
+# What Trovi publishes and the class's nodes clone (docs/instructors.md): the student edition and
+# what it runs, without notebook_sources/, solutions/, the answer key or the tests.
+# CLASS_EDITION=DIR builds elsewhere (a clone of the class's repository, say).
+CLASS_EDITION ?= dist/class_edition
+class-edition: setup
+	$(PY) -m labstack.class_edition $(CLASS_EDITION)

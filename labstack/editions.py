@@ -27,10 +27,10 @@ from pathlib import Path
 import jupytext
 import nbformat
 
-from servelab.paths import REPO_ROOT
+from servelab.paths import NOTEBOOKS, REPO_ROOT
 
 SOURCES = REPO_ROOT / "notebook_sources"
-STUDENT = REPO_ROOT / "notebooks"  # the folder students open; lab_settings.py lives there too
+STUDENT = NOTEBOOKS  # the folder students open; lab_settings.py lives there too
 SOLVED = REPO_ROOT / "solutions"
 # what the student edition shows in place of an answer: Python's `...`, which
 # servelab.exercises recognises as "not written yet"

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import requests
 
-from servelab.paths import LAB_DIR, REPO_ROOT, model_repository_dir
+from servelab.paths import LAB_DIR, NOTEBOOKS, REPO_ROOT, model_repository_dir
 from servelab.serving.runtimes import fastapi_backend
 from servelab.tools import perf_analyzer_env
 
@@ -388,9 +388,22 @@ def triton_service(repo: Path, admin_key: str, ports: dict | None = None) -> Ser
     )
 
 
+# One more Jupyter config folder for JupyterLab: its labconfig/page_config.json turns off
+# JupyterLab 4's announcements plugin (the "Would you like to get notified about official Jupyter
+# news?" prompt of a first start, and the check for updates), the file that `jupyter labextension
+# disable "@jupyterlab/apputils-extension:announcements"` writes
+JUPYTER_CONFIG = Path(__file__).resolve().parent / "jupyter_config"
+
+
 def jupyter_service(port: int, token: str, env: dict) -> Service:
+    """JupyterLab with the students' folder (notebooks/) as its root: the file browser shows the
+    notebooks, and nothing above them (the sources with their answers, the solved edition).
+    Kernels still start in the notebook's folder, and import servelab from the venv."""
     # the token reaches JupyterLab through its environment (JUPYTER_TOKEN), not its command line,
     # which every user of the machine can read
+    config_path = os.pathsep.join(
+        p for p in (str(JUPYTER_CONFIG), os.environ.get("JUPYTER_CONFIG_PATH", "")) if p
+    )
     return Service(
         "jupyter",
         _module("jupyterlab")
@@ -398,13 +411,13 @@ def jupyter_service(port: int, token: str, env: dict) -> Service:
             "--no-browser",
             f"--ip={BIND}",
             f"--port={port}",
-            f"--ServerApp.root_dir={REPO_ROOT}",
+            f"--ServerApp.root_dir={NOTEBOOKS}",
             "--ServerApp.open_browser=False",
         ]
         + (["--allow-root"] if os.geteuid() == 0 else []),
         health=f"{_url(port)}/api",
         marker=f"--port={port}",
-        env={**env, "JUPYTER_TOKEN": token},
+        env={**env, "JUPYTER_TOKEN": token, "JUPYTER_CONFIG_PATH": config_path},
         ports={"port": port},
     )
 

@@ -50,8 +50,8 @@
 # there is one and on the CPU otherwise:
 #
 # ```
-# make up     # start the stack; prints the URLs (JupyterLab included)
-# make lab    # or: the whole lab unattended, writing every table and plot to results/
+# make up     # start the stack; prints the URLs (JupyterLab included, opened in notebooks/)
+# make status # what runs, healthy or not
 # make down   # stop everything
 # ```
 #
@@ -139,4 +139,4 @@ elif os.environ.get("LAB_MODE"):
 elif has_docker:
     print("-> Docker is here: run `bash docker/setup_host.sh`, then notebook 3.")
 else:
-    print("-> No Docker: use local mode (`make up` or `make lab` in the repository folder).")
+    print("-> No Docker: use local mode (`make up` in the repository folder).")

@@ -8,7 +8,11 @@ from pathlib import Path
 
 import pytest
 import requests
+from jupyter_client import BlockingKernelClient
 from launcher_cli import run_launcher
+
+from labstack import launcher
+from servelab.paths import NOTEBOOKS
 
 
 def _env(state_dir: Path) -> dict:
@@ -111,3 +115,80 @@ def test_secrets_stay_private_and_restarts_keep_ports_and_token(tmp_path, built_
             assert after[key] == env[key], key
     finally:
         run_launcher(state, "down")
+
+
+def _page_config(html: str) -> dict:
+    """The settings JupyterLab's page hands its frontend (the jupyter-config-data script)."""
+    start = html.index('id="jupyter-config-data"')
+    body = html[html.index(">", start) + 1 :]
+    return json.loads(body[: body.index("</script>")])
+
+
+def _run_in_kernel(connection_file: Path, code: str) -> str:
+    client = BlockingKernelClient()
+    client.load_connection_file(str(connection_file))
+    client.start_channels()
+    try:
+        client.wait_for_ready(timeout=60)
+        out: list[str] = []
+
+        def keep(msg):
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                out.append("\n".join(msg["content"]["traceback"]))
+
+        client.execute_interactive(code, output_hook=keep, timeout=60)
+        return "".join(out)
+    finally:
+        client.stop_channels()
+
+
+@pytest.mark.slow
+def test_jupyterlab_opens_in_the_students_folder_without_the_news_prompt(tmp_path, start_service):
+    """make up's JupyterLab: notebooks/ as its root (the sources and the solved edition are out
+    of its reach), JupyterLab 4's announcements plugin (the news prompt) off, and a notebook's
+    kernel in notebooks/, importing lab_settings there and servelab from the venv."""
+    runtime = tmp_path / "runtime"
+    isolated = {  # nothing of the user's own Jupyter settings, nothing left in their home
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "JUPYTER_RUNTIME_DIR": str(runtime),
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+    }
+    token = "t" * 32
+    lab = start_service(launcher.jupyter_service(launcher.free_port(), token, isolated))
+    auth = {"Authorization": f"token {token}"}
+
+    page = requests.get(f"{lab.url}/lab", headers=auth, timeout=30)
+    assert page.status_code == 200
+    config = _page_config(page.text)
+    assert "@jupyterlab/apputils-extension:announcements" in config["disabledExtensions"]
+    assert Path(config["serverRoot"]) == NOTEBOOKS
+
+    listing = requests.get(f"{lab.url}/api/contents", headers=auth, timeout=30).json()
+    names = {item["name"] for item in listing["content"]}
+    assert "00_how_to_use_this_lab.ipynb" in names and "lab_settings.py" in names
+    for outside in ("..%2Fnotebook_sources", "..%2Fdocs%2Fanswer_key.md", "..%2FREADME.md"):
+        got = requests.get(f"{lab.url}/api/contents/{outside}", headers=auth, timeout=30)
+        assert got.status_code in (403, 404), (outside, got.status_code)
+
+    session = requests.post(
+        f"{lab.url}/api/sessions",
+        headers=auth,
+        json={
+            "path": "00_how_to_use_this_lab.ipynb",
+            "type": "notebook",
+            "name": "",
+            "kernel": {"name": "python3"},
+        },
+        timeout=60,
+    ).json()
+    try:
+        printed = _run_in_kernel(
+            runtime / f"kernel-{session['kernel']['id']}.json",
+            "import os, lab_settings, servelab.exercises\nprint(os.getcwd())",
+        )
+        assert printed.strip() == str(NOTEBOOKS), printed
+    finally:
+        requests.delete(f"{lab.url}/api/sessions/{session['id']}", headers=auth, timeout=30)

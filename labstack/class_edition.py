@@ -1,0 +1,269 @@
+"""The class edition: what students receive. Trovi publishes it and the class's nodes clone it.
+
+    python -m labstack.class_edition [OUT]     # make class-edition; OUT: dist/class_edition/
+
+It is this repository's tracked files as they are in the working tree, less what holds the
+answers or runs the solved edition (LEFT_OUT, each with its reason), with three files made for it
+(made()): the README (docs/class_edition/README.md), the Makefile down to its instructors' part,
+and notebook 8's ensemble config without the step mapping that exercise 8.1 has students write.
+Every top-level entry of the repository is in KEPT or LEFT_OUT: a new one stops the build until
+someone decides where it goes.
+
+Nothing is written until the edition passes check(): no nbgrader marker in any file; no solution
+region's text in any file but the notebooks (ALLOWED lists the exceptions, with why); notebooks/
+is the student edition of notebook_sources/ as they are now (else `make notebooks`).
+
+OUT ends up a git repository with one new commit (a fresh repository the first time; in a clone
+of the class's repository, on top of its history), tagged with REPO_REF of
+notebooks/lab_settings.py when that is set. Pushing it is the instructor's step
+(docs/instructors.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from labstack import editions
+from servelab import triton_config
+from servelab.paths import REPO_ROOT
+
+DEFAULT_OUT = REPO_ROOT / "dist" / "class_edition"
+# top-level entries students get (inside them, LEFT_OUT still applies)
+KEPT = {
+    ".gitignore", "Makefile", "README.md", "pyproject.toml", "docs", "docker", "fastapi_onnx",
+    "fastapi_pt", "flask_app", "labstack", "models_staging", "notebooks", "reliability",
+    "requirements", "scripts", "servelab",
+}  # fmt: skip
+LEFT_OUT = {
+    "notebook_sources/": "the notebooks' sources: every answer, between nbgrader's markers",
+    "docs/answer_key.md": "the answers to every prediction and question",
+    "docs/instructors.md": "the instructors' guide: it sums up what the GPU reference showed, "
+    "notebook 7's hand-in answer among it",
+    "docs/results/": "the GPU reference runs of the solved notebooks: their logs print the "
+    "answers (each perf_analyzer line, each config) and their pages every claim's verdict",
+    "docs/issue26/": "notebook 8's groundwork notes, the ensemble's step mapping (8.1) among them",
+    "docs/class_edition/": "the edition's own README, put at its top",
+    "tests/": "the test suite: it writes answers (notebooks 6 and 7's configs) and runs the "
+    "solved edition (make test, make test-docker)",
+    "gpu_reference/": "the maintainers' GPU runs of the solved notebooks; notebook 7's configs",
+    ".ci/": "CI's script: make test and make test-docker, which need the solved edition",
+    "labstack/editions.py": "makes both editions from notebook_sources/",
+    "labstack/lab.py": "make lab: runs the solved edition",
+    "labstack/notebook_runner.py": "runs the solved edition for make lab and the tests",
+    "labstack/script_runner.py": "runs notebook_sources/ as scripts (the GPU reference)",
+    "labstack/timing.py": "make timing: counts the answers in notebook_sources/",
+    "labstack/ensemble_compare.py": "the maintainers' ensemble runs: they need 8.1's mapping",
+    "labstack/class_edition.py": "this builder",
+}
+ENSEMBLE_CONFIG = "models_staging/food_classifier_ensemble/config.pbtxt"
+MAKEFILE_CUT = "# ==== instructors and maintainers"  # the Makefile's line where the edition's ends
+MARKERS = tuple(f"### {b} {k}" for k in ("SOLUTION", "HIDDEN TESTS") for b in ("BEGIN", "END"))
+REGION = re.compile(
+    r"^[ \t]*### BEGIN (SOLUTION|HIDDEN TESTS)\n(.*?)^[ \t]*### END \1", re.M | re.S
+)
+# (file, the region's first line): an answer's text that may show there, and why
+ALLOWED = {
+    ("models_staging/food_classifier_tuned/config.pbtxt", "dynamic_batching {"): (
+        "notebook 7's model starts with dynamic batching; 6.6d's prose gives every value of its "
+        "block (preferred 4, 6, 8; at most 100 us), so the block transcribes them"
+    ),
+}
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"git {' '.join(args)} in {cwd}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def left_out(path: str) -> str | None:
+    """Why `path` (relative, /-separated) stays out of the edition; None if it goes in."""
+    return next((why for p, why in LEFT_OUT.items() if path == p or path.startswith(p)), None)
+
+
+def gathered() -> dict[str, Path]:
+    """Every tracked file of the working tree that goes in, by its path in the edition."""
+    paths = _git(REPO_ROOT, "ls-files", "-z").split("\0")
+    files = [p for p in paths if p and (REPO_ROOT / p).is_file()]
+    undecided = sorted({p.split("/")[0] for p in files} - KEPT - {k.rstrip("/") for k in LEFT_OUT})
+    if undecided:
+        raise SystemExit(
+            f"Does the class edition get {', '.join(undecided)}? Add each to KEPT or LEFT_OUT "
+            "in labstack/class_edition.py."
+        )
+    return {p: REPO_ROOT / p for p in files if p.split("/")[0] in KEPT and not left_out(p)}
+
+
+def made() -> dict[str, str]:
+    """The files the edition has in place of the repository's."""
+    makefile = (REPO_ROOT / "Makefile").read_text()
+    if MAKEFILE_CUT not in makefile:
+        raise SystemExit(f"Makefile: no line starting {MAKEFILE_CUT!r} to end the edition's part")
+    ensemble = (REPO_ROOT / ENSEMBLE_CONFIG).read_text()
+    return {
+        "README.md": (REPO_ROOT / "docs/class_edition/README.md").read_text(),
+        "Makefile": makefile[: makefile.index(MAKEFILE_CUT)].rstrip() + "\n",
+        ENSEMBLE_CONFIG: triton_config.replace_fields(ensemble, "", ("ensemble_scheduling",))
+        + "# ensemble_scheduling { ... }: the step mapping, which you write in notebook 8 (8.1)\n",
+    }
+
+
+def _plain(text: str) -> str:
+    """Code without comments, quotes' triple marks and whitespace: an answer as it would show."""
+    return re.sub(r"\s+", "", re.sub(r"#[^\n]*", "", text.replace('"""', "")))
+
+
+def answers() -> list[tuple[str, str, str]]:
+    """(source file, first line, plain text) of every solution and hidden-test region."""
+    found = []
+    for source in editions.sources():
+        for m in REGION.finditer(source.read_text()):
+            lines = [ln.strip() for ln in m.group(2).splitlines()]
+            first = next((ln for ln in lines if re.search(r"\w", ln)), "")
+            found.append((source.name, first, _plain(m.group(2))))
+    return found
+
+
+def check(texts: dict[str, str]) -> list[str]:
+    """What in the edition (path -> text; binary files left out) would show an answer."""
+    problems = [
+        f"{path}: nbgrader's marker {marker!r}"
+        for path, text in texts.items()
+        for marker in MARKERS
+        if marker in text
+    ]
+    regions = answers()
+    for path, text in texts.items():
+        if path.startswith("notebooks/") and path.endswith(".ipynb"):
+            continue  # the student edition: compared with a fresh one below
+        plain = _plain(text)
+        problems += [
+            f"{path}: the answer of a region of {source} ({first!r} ...)"
+            for source, first, answer in regions
+            if len(answer) >= 30 and answer in plain and (path, first) not in ALLOWED
+        ]
+    for source in editions.sources():
+        name = f"notebooks/{source.stem}.ipynb"
+        if texts.get(name) != editions.text(editions.student(source)):
+            problems.append(f"{name} is not the student edition of {source.name}: make notebooks")
+    return problems
+
+
+def _settings(edition: Path) -> dict[str, str]:
+    """REPO_URL, REPO_REF, PROJECT as notebooks/lab_settings.py sets them (read, not run)."""
+    tree = ast.parse((edition / "notebooks/lab_settings.py").read_text())
+    return {
+        node.targets[0].id: node.value.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and isinstance(node.targets[0], ast.Name)
+        and node.targets[0].id in ("REPO_URL", "REPO_REF", "PROJECT")
+        and isinstance(node.value, ast.Constant)
+    }
+
+
+def _empty_out(out: Path) -> None:
+    """OUT ready to hold the edition: absent, empty, or a git repository of a class edition."""
+    out = out.resolve()
+    if out == REPO_ROOT or out in REPO_ROOT.parents:
+        raise SystemExit(f"{out} holds this repository: build the class edition elsewhere")
+    if out.is_dir() and any(out.iterdir()):
+        if not (out / ".git").exists():
+            raise SystemExit(f"{out} is neither empty nor a git repository: empty it first")
+        if (out / "notebook_sources").exists():
+            raise SystemExit(f"{out} has notebook_sources/: the full repository, not an edition")
+        for entry in out.iterdir():
+            if entry.name == ".git":
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def build(out: Path = DEFAULT_OUT) -> list[str]:
+    """Write the class edition into `out` and commit it; returns what stops it (nothing written)
+    or [] when done."""
+    files, own = gathered(), made()
+    texts = {}
+    for path, src in files.items():
+        try:
+            texts[path] = src.read_text()
+        except UnicodeDecodeError:
+            pass  # an image: no answer to look for
+    problems = check({**texts, **own})
+    if problems:
+        return problems
+    _empty_out(out)
+    for path, src in files.items():
+        (out / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, out / path)
+    for path, text in own.items():
+        (out / path).write_text(text)
+    commit(out)
+    return []
+
+
+def commit(out: Path) -> None:
+    """One commit of what `out` holds now, tagged REPO_REF when lab_settings.py sets one."""
+    if not (out / ".git").exists():
+        _git(out, "init", "--quiet", "--initial-branch=main")
+    who = []  # the instructor's git identity; a stand-in where git has none
+    if subprocess.run(
+        ["git", "-C", str(out), "var", "GIT_COMMITTER_IDENT"], capture_output=True
+    ).returncode:
+        who = ["-c", "user.name=make class-edition", "-c", "user.email=class-edition@localhost"]
+    _git(out, "add", "--all")
+    if _git(out, "status", "--porcelain"):
+        source = _git(REPO_ROOT, "describe", "--always", "--dirty", "--tags")
+        _git(
+            out, *who, "commit", "--quiet", "-m", f"Class edition of {source} (make class-edition)"
+        )
+    ref = _settings(out).get("REPO_REF", "")
+    if ref and not re.fullmatch(r"[0-9a-f]{40}", ref):
+        tag = ["rev-parse", "--verify", "--quiet", f"refs/tags/{ref}^{{commit}}"]
+        tagged = subprocess.run(["git", "-C", str(out), *tag], capture_output=True, text=True)
+        tagged = tagged.stdout.strip()
+        if not tagged:
+            _git(out, "tag", ref)
+        elif tagged != _git(out, "rev-parse", "HEAD"):
+            raise SystemExit(
+                f"tag {ref} already names an older commit of {out}: set a new REPO_REF in "
+                "notebooks/lab_settings.py, commit, and build again"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", nargs="?", type=Path, default=DEFAULT_OUT)
+    args = parser.parse_args(argv)
+    problems = build(args.out)
+    if problems:
+        print("No class edition written:", *problems, sep="\n- ")
+        return 1
+    settings = _settings(args.out)
+    head = _git(args.out, "log", "-1", "--format=%h %s")
+    print(f"class edition: {args.out} ({len(_git(args.out, 'ls-files').splitlines())} files)")
+    print(f"commit {head}" + (f", tag {settings['REPO_REF']}" if settings.get("REPO_REF") else ""))
+    print("left out:", *(f"{p} ({why})" for p, why in LEFT_OUT.items()), sep="\n  ")
+    unset = [k for k in ("REPO_URL", "REPO_REF", "PROJECT") if not settings.get(k)]
+    if unset:
+        print(
+            f"notebooks/lab_settings.py sets no {', '.join(unset)}: notebooks 1 and 2 refuse to "
+            "start without them. Set them, commit, and build again (docs/instructors.md)."
+        )
+    target = settings.get("REPO_URL") or "<the class's repository>"
+    print(f"to publish: git -C {args.out} push {target} HEAD:main --tags (docs/instructors.md)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
