@@ -148,3 +148,18 @@ def test_6_6_open_loop_and_batching(h100):
     quoted(f"{queueing.open_loop(455, busy, outside)['latency_ms']:.0f} ms")
     mid = h100.loc["6.6 no batching poisson 455/s"]
     quoted(f"{mid.avg_latency_ms:.0f}", f"{h100.loc['6.6 batching poisson 455/s'].avg_batch_size}")
+
+
+def test_the_decisions_table(h100):
+    """The decisions' H100 values, from the same rows the notebook's checks read."""
+    rows = [h100.loc[n, "throughput_infer_s"] for n in ("6.1 c8", "6.3 2 inst c8", "6.3 4 inst c8")]
+    quoted(f"{rows[0]:.0f}, {rows[1]:.0f}, {rows[2]:.0f}/s at 1, 2, 4")
+    assert rows[2] * 0.9 > rows[1]  # so the fewest within 90 % of the best is 4
+    c16 = h100.loc["6.4 onnx 2 inst c16"]
+    quoted(f"busy_U {c16.busy_U:.2f}, GPU {c16.gpu0_util_pct:.0f} %")
+    capacity = pd.read_csv(REFERENCE / "perf_6.6_capacity_c4.csv")["Inferences/Second"][0]
+    budget = 10 * 1000 / capacity
+    met, missed = h100.loc["6.6 poisson 273/s"], h100.loc["6.6 no batching poisson 455/s"]
+    assert met.avg_latency_ms < budget < missed.avg_latency_ms
+    quoted(f"({budget:.1f} ms)", f"273/s: {met.avg_latency_ms:.1f} ms")
+    quoted(f"455/s: {missed.avg_latency_ms:.0f} ms")

@@ -160,3 +160,14 @@ def test_readme_and_instructors_quote_the_2026_11_25_reference():
     )
     assert f"latency {gain:.0f}x lower than none" in readme
     assert f"mean latency {gain:.0f}x below no batching" in guide
+
+
+def test_notebook_7s_stability_verdict_quotes_the_fresh_starts():
+    record = json.loads(
+        (REPO_ROOT / "docs/results/h100_2026-11-25/results/stability/starts.json").read_text()
+    )
+    r = [s["served_over_limit"] for s in record["starts"]]
+    source = " ".join(
+        (REPO_ROOT / "notebook_sources/07_how_close_to_the_hardware.py").read_text().split()
+    )
+    assert f"{r[0]:.3f}, {r[1]:.3f} and {r[2]:.3f}" in source.replace('" "', "")
