@@ -164,7 +164,12 @@ def first_stop(name: str, tmp_path, env: dict) -> tuple[int, dict]:
 def assert_stops_at_first_exercise(name: str, tmp_path, env: dict) -> str:
     """The student edition stops at the check of its first exercise, with one sentence (what to
     write and where to look) and no traceback. Returns the sentence."""
-    exercise = exercises_of(editions.source_of(name))[0][0]
+    # an answer before its verdict does not stop Run All: the verdict waits for it (judgement)
+    exercise = next(
+        i
+        for i, _, following in exercises_of(editions.source_of(name))
+        if "judgement.verdict_after" not in following
+    )
     cell, error = first_stop(name, tmp_path, env)
     cells = editions.solved(editions.source_of(name)).cells
     check = next(i for i in range(exercise + 1, len(cells)) if cells[i].cell_type == "code")
