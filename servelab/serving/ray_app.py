@@ -1,0 +1,57 @@
+"""The food classifier as a Ray Serve deployment: what runs inside each replica (notebook 9).
+
+Each replica is a Ray actor holding one ONNX Runtime session on model.onnx with one thread (its
+share of a node's cores). It takes what Triton's food_classifier_onnx takes, one image as
+3x224x224 float32 values, here as the raw bytes of an HTTP body (602,112 bytes), and answers the
+class with a Server-Timing header (`infer`: the model's run, ms), as the FastAPI service does.
+Ray Serve does the rest: its proxy takes the HTTP request, its router picks a replica with room
+(`max_ongoing_requests`), its controller starts, health-checks and replaces replicas and, with an
+`autoscaling_config`, adds and removes them from the number of requests in the system.
+
+The model file is read from this repository's artifacts/ on whichever node runs the replica: on a
+second Chameleon node, the repository is cloned and `make artifacts` run there too (notebook 9).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from ray import serve
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from servelab import food11
+from servelab.paths import MODEL_ONNX
+from servelab.serving.runtimes import OnnxClassifier
+
+IMAGE_SHAPE = (1, 3, food11.INPUT_SIZE, food11.INPUT_SIZE)
+IMAGE_BYTES = int(np.prod(IMAGE_SHAPE)) * 4  # float32
+
+
+@serve.deployment(ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=1)
+class FoodClassifier:
+    """One replica: one ONNX Runtime session, one thread, one image per request."""
+
+    def __init__(self, model_path: str = str(MODEL_ONNX), threads: int = 1):
+        self.model = OnnxClassifier(model_path, threads=threads)
+        self.node = __import__("ray").get_runtime_context().get_node_id()
+
+    async def __call__(self, request: Request) -> JSONResponse:
+        body = await request.body()
+        if len(body) != IMAGE_BYTES:
+            return JSONResponse(
+                {"detail": f"expected {IMAGE_BYTES} bytes (float32 {IMAGE_SHAPE}), got {len(body)}"},
+                status_code=400,
+            )
+        start = time.perf_counter()
+        logits = self.model(np.frombuffer(body, dtype=np.float32).reshape(IMAGE_SHAPE))
+        infer_ms = (time.perf_counter() - start) * 1000
+        label, probability = food11.top_class(logits[0])
+        return JSONResponse(
+            {"label": label, "probability": probability, "node": self.node[:8]},
+            headers={"Server-Timing": f"infer;dur={infer_ms:.3f}"},
+        )
+
+
+app = FoodClassifier.bind()
