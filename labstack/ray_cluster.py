@@ -19,7 +19,8 @@ and replicas Ray started for them), by process id.
 
 Ray Serve's autoscaler hears from the proxy and the replicas every 10 s by default; the nodes
 start with Ray's own settings for it at 0.5 s (RAY_SERVE_*_AUTOSCALING_METRIC_PUSH_INTERVAL_S),
-so a load step of a few seconds is seen while it lasts.
+so a load step of a few seconds is seen while it lasts; and Ray's workers at the niceness of the
+rest of the lab (RAY_ENV says why).
 """
 
 from __future__ import annotations
@@ -39,6 +40,9 @@ RAY_NODE_CPUS = 1  # logical CPUs of each node (Ray's --num-cpus), replicas take
 OBJECT_STORE_BYTES = 200_000_000  # per node: requests of 600 kB pass through it
 RAY_ENV = {
     "RAY_USAGE_STATS_ENABLED": "0",
+    # Ray starts its workers (the replicas, Serve's proxy) at nice 15 so its own daemons stay
+    # responsive; on a machine shared with the rest of the lab they would then get the cores last
+    "RAY_worker_niceness": "0",
     "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
     "RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
 }

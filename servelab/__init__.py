@@ -19,6 +19,8 @@ says which notebook introduces it.
     notebook 8   ensemble          pre-processing on the server: the preprocess + ONNX ensemble
                  live_metrics      Triton's Prometheus metrics sampled and plotted while a load runs
                  model_analyzer    Model Analyzer's results read: table, best per objective, Pareto
+    notebook 9   ray_serving       Ray Serve: the cluster, the deployment, its replicas watched
+                 serve_options     a deployment's options read as Ray reads them (its exercises)
 
 servelab.serving runs inside the services and Triton's models (no notebook imports it). What runs
 the lab lives outside this package, in top-level folders named after what they are: labstack/

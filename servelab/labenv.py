@@ -30,6 +30,9 @@ _LOCAL_URLS = (
     "TRITON_SERVER_URL",
     "TRITON_GRPC_URL",
     "TRITON_METRICS_URL",
+    "RAY_ADDRESS",
+    "RAY_DASHBOARD_URL",
+    "RAY_SERVE_URL",
 )
 
 
@@ -54,6 +57,8 @@ def load() -> dict:
         "TRITON_GRPC_URL",
         "TRITON_METRICS_URL",
         "TRITON_MODEL_REPOSITORY",
+        "RAY_ADDRESS",
+        "RAY_SERVE_URL",
     )  # not the secrets it loads
     return {k: os.environ[k] for k in keys if k in os.environ}
 
@@ -222,6 +227,28 @@ def _restart_local(service: str, settings: dict) -> None:
     )
     if done.returncode != 0:
         raise RuntimeError(f"restarting {service} failed:\n{(done.stdout + done.stderr)[-2000:]}")
+
+
+def use_ray_cluster(timeout: float = 600.0) -> dict:
+    """Notebook 9: the Ray cluster to serve on. Local mode starts the lab's (a head and a second
+    node, `python -m labstack.launcher ray`; one that runs is kept) and reads its addresses;
+    elsewhere RAY_ADDRESS and RAY_SERVE_URL must be set (notebook 9 says how on Chameleon)."""
+    import subprocess
+    import sys
+
+    if os.environ.get("LAB_MODE") == "local":
+        done = subprocess.run(
+            [sys.executable, "-m", "labstack.launcher", "ray"],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"starting the Ray cluster failed:\n{(done.stdout + done.stderr)[-2000:]}"
+            )
+        load()
+    return {"RAY_ADDRESS": url("RAY_ADDRESS"), "RAY_SERVE_URL": url("RAY_SERVE_URL")}
 
 
 def use_fastapi_backend(runtime: str, workers: int = 1, timeout: float = 900.0) -> dict:

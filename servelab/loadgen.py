@@ -1,4 +1,5 @@
-"""The notebooks' HTTP load generator: N requests, sequentially or from C concurrent senders.
+"""The notebooks' HTTP load generator: N requests, sequentially or from C concurrent senders
+(a closed loop), or requests at a fixed rate whatever the answers (an open loop, notebook 9).
 
 Introduced in notebook 4.
 
@@ -10,6 +11,13 @@ Notebook 4 has you write the core of it, the function that sends one request, ti
 collects what came back (`send_one`); run(send=send_one) then sends every request with yours.
 Each summary row carries the two laws every measured row of the lab shows (servelab.queueing.laws):
 U = X·S, how many model locks were busy on average, and N = X·R, how many requests were in flight.
+
+open_loop() offers a rate, as perf_analyzer's --request-rate-range does for Triton: each request
+has its moment (evenly spaced or Poisson), and leaves then whether or not earlier ones came back,
+from a pool of `max_in_flight` sender threads. A request that leaves more than LATE_MS after its
+moment (every sender was waiting for an answer) counts as late; a run with more than 5 % late was
+not the open loop it claims (`delayed_pct`). `phases` makes a load step: [(seconds, rate), ...].
+over_time() cuts a run into windows: offered, served, in flight and p95 in each.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from itertools import count
 
 import numpy as np
 import pandas as pd
@@ -40,11 +49,13 @@ def _server_timing(header: str | None) -> dict:
     return out
 
 
-def _one(session: requests.Session, url: str, body: bytes, timeout: float) -> dict:
+def _one(
+    session: requests.Session, url: str, body: bytes, timeout: float, headers: dict | None = None
+) -> dict:
     start = time.perf_counter()
     try:
         resp = session.post(
-            url, data=body, headers={"Content-Type": "application/json"}, timeout=timeout
+            url, data=body, headers=headers or {"Content-Type": "application/json"}, timeout=timeout
         )
         status, timing = resp.status_code, _server_timing(resp.headers.get("Server-Timing"))
     except requests.RequestException as exc:
@@ -80,12 +91,17 @@ def run(
     timeout: float = 60.0,
     progress: bool = True,
     send=None,
+    headers: dict | None = None,
 ) -> pd.DataFrame:
     """Send n POST requests with `concurrency` senders (1 = sequential); one row per request.
 
     send(session, url, payload): sends one request and returns its record (notebook 4 has you
-    write it); default: the lab's own, which encodes the body once for all requests."""
-    body = json.dumps(payload).encode()
+    write it); default: the lab's own, which encodes the body once for all requests. A payload
+    of bytes is sent as it is (application/octet-stream), with `headers` if given."""
+    raw = isinstance(payload, bytes)
+    body = payload if raw else json.dumps(payload).encode()
+    kind = "application/octet-stream" if raw else "application/json"
+    headers = {"Content-Type": kind, **(headers or {})}
     sessions = threading.local()
     counter = iter(range(n))
     lock = threading.Lock()
@@ -103,7 +119,7 @@ def run(
                 if next(counter, None) is None:
                     return
             record = (
-                _one(sessions.s, url, body, timeout)
+                _one(sessions.s, url, body, timeout, headers)
                 if send is None
                 else _sent_by(send, sessions.s, url, payload)
             )
@@ -123,6 +139,90 @@ def run(
     df["t_start"] -= wall_start
     df.attrs.update(label=label, concurrency=concurrency, wall_s=wall, url=url)
     return df
+
+
+LATE_MS = 10.0  # a request sent later than this after its moment is late (open_loop)
+
+
+def schedule(phases: list[tuple[float, float]], poisson: bool = True, seed: int = 0) -> np.ndarray:
+    """The moments (s from the start) at which an open loop sends: for each (seconds, rate) phase,
+    rate per second, evenly spaced or as Poisson arrivals (exponential gaps)."""
+    rng, moments, start = np.random.default_rng(seed), [], 0.0
+    for seconds, rate in phases:
+        t = start
+        while rate > 0:
+            t += rng.exponential(1 / rate) if poisson else 1 / rate
+            if t >= start + seconds:
+                break
+            moments.append(t)
+        start += seconds
+    return np.asarray(moments)
+
+
+def open_loop(
+    url: str,
+    body: bytes,
+    rate: float = 0.0,
+    seconds: float = 0.0,
+    phases: list[tuple[float, float]] | None = None,
+    poisson: bool = True,
+    headers: dict | None = None,
+    label: str = "",
+    timeout: float = 60.0,
+    max_in_flight: int = 256,
+) -> pd.DataFrame:
+    """POST `body` at `rate` requests/s for `seconds` (or through `phases`), each at its moment;
+    one row per request: t_scheduled and t_start (s), late_ms, latency_ms, status, server_*_ms."""
+    phases = phases or [(seconds, rate)]
+    moments = schedule(phases, poisson)
+    headers = {"Content-Type": "application/octet-stream", **(headers or {})}
+    sessions, records, lock, nxt = threading.local(), [], threading.Lock(), count()
+    t0 = time.perf_counter() + 0.05
+
+    def sender():
+        sessions.s = getattr(sessions, "s", None) or requests.Session()
+        while (i := next(nxt)) < len(moments):  # count() is atomic under the GIL
+            time.sleep(max(0.0, t0 + moments[i] - time.perf_counter()))
+            record = _one(sessions.s, url, body, timeout, headers)
+            record.update(
+                t_scheduled=moments[i], late_ms=(record["t_start"] - t0 - moments[i]) * 1e3
+            )
+            with lock:
+                records.append(record)
+
+    with ThreadPoolExecutor(max_workers=max_in_flight) as pool:
+        for f in [pool.submit(sender) for _ in range(min(max_in_flight, len(moments)))]:
+            f.result()
+    df = pd.DataFrame(records).sort_values("t_scheduled").reset_index(drop=True)
+    df["t_start"] -= t0
+    done = (df["t_start"] + df["latency_ms"] / 1e3).max()
+    offered = len(moments) / sum(s for s, _ in phases)
+    df.attrs.update(
+        label=label, concurrency=None, wall_s=done, url=url, request_rate=offered, t0=t0
+    )
+    return df
+
+
+def over_time(df: pd.DataFrame, window_s: float = 1.0) -> pd.DataFrame:
+    """A run in windows of `window_s`: requests sent (offered per s), answered with 200 (served
+    per s), in flight at the window's end (sent, not yet answered: waiting or served), and the
+    p95 latency of the requests sent in the window (ms)."""
+    end = df["t_start"] + df["latency_ms"].fillna(0) / 1e3
+    ok = df["status"] == 200
+    rows = []
+    for lo in np.arange(0.0, float(end.max()) + window_s, window_s):
+        hi = lo + window_s
+        sent = df[(df["t_start"] >= lo) & (df["t_start"] < hi)]
+        rows.append(
+            {
+                "t_s": hi,
+                "offered_per_s": len(sent) / window_s,
+                "served_per_s": int((ok & (end >= lo) & (end < hi)).sum()) / window_s,
+                "in_flight": int(((df["t_start"] < hi) & (end >= hi)).sum()),
+                "p95_ms": float(np.percentile(sent["latency_ms"], 95)) if len(sent) else np.nan,
+            }
+        )
+    return pd.DataFrame(rows)
 
 
 def summarize(df: pd.DataFrame) -> dict:
@@ -152,6 +252,9 @@ def summarize(df: pd.DataFrame) -> dict:
     row["infer_mean_ms"] = float(ok[infer].mean()) if infer in ok and len(ok) else float("nan")
     laws = queueing.laws(row["throughput_rps"], row["mean_ms"], row["infer_mean_ms"])
     row["lock_busy_U"], row["in_flight_N"] = laws["U"], laws["N"]
+    if "late_ms" in df:  # an open loop: what it offered, and how much of it left late
+        row["request_rate"] = df.attrs.get("request_rate")
+        row["delayed_pct"] = float((df["late_ms"] > LATE_MS).mean() * 100)
     return row
 
 

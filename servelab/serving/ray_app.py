@@ -29,21 +29,24 @@ IMAGE_SHAPE = (1, 3, food11.INPUT_SIZE, food11.INPUT_SIZE)
 IMAGE_BYTES = int(np.prod(IMAGE_SHAPE)) * 4  # float32
 
 
-@serve.deployment(ray_actor_options={"num_cpus": 0.5}, max_ongoing_requests=1)
+@serve.deployment(ray_actor_options={"num_cpus": 0.5})
 class FoodClassifier:
     """One replica: one ONNX Runtime session, one thread, one image per request."""
 
     def __init__(self, model_path: str = str(MODEL_ONNX), threads: int = 1):
-        self.model = OnnxClassifier(model_path, threads=threads)
-        self.node = __import__("ray").get_runtime_context().get_node_id()
+        import ray
+
+        # with ray_actor_options={"num_gpus": ...}, Ray gives this actor a GPU and shows it as
+        # device 0 (CUDA_VISIBLE_DEVICES); without, the CPU
+        device = "cuda:0" if ray.get_gpu_ids() else None
+        self.model = OnnxClassifier(model_path, device=device, threads=threads)
+        self.node = ray.get_runtime_context().get_node_id()
 
     async def __call__(self, request: Request) -> JSONResponse:
         body = await request.body()
         if len(body) != IMAGE_BYTES:
-            return JSONResponse(
-                {"detail": f"expected {IMAGE_BYTES} bytes (float32 {IMAGE_SHAPE}), got {len(body)}"},
-                status_code=400,
-            )
+            detail = f"expected {IMAGE_BYTES} bytes (float32 {IMAGE_SHAPE}), got {len(body)}"
+            return JSONResponse({"detail": detail}, status_code=400)
         start = time.perf_counter()
         logits = self.model(np.frombuffer(body, dtype=np.float32).reshape(IMAGE_SHAPE))
         infer_ms = (time.perf_counter() - start) * 1000
