@@ -16,7 +16,9 @@ open_loop() offers a rate, as perf_analyzer's --request-rate-range does for Trit
 has its moment (evenly spaced or Poisson), and leaves then whether or not earlier ones came back,
 from a pool of `max_in_flight` sender threads. A request that leaves more than LATE_MS after its
 moment (every sender was waiting for an answer) counts as late; a run with more than 5 % late was
-not the open loop it claims (`delayed_pct`). `phases` makes a load step: [(seconds, rate), ...].
+not the open loop it claims (`delayed_pct`); one later than SKIP_LATE_MS is not sent at all
+(status "not sent", an error of the run): an overloaded server would otherwise stretch the run for
+as long as its backlog lasts. `phases` makes a load step: [(seconds, rate), ...].
 over_time() cuts a run into windows: offered, served, in flight and p95 in each.
 """
 
@@ -142,6 +144,7 @@ def run(
 
 
 LATE_MS = 10.0  # a request sent later than this after its moment is late (open_loop)
+SKIP_LATE_MS = 2000.0  # ... and one this late is not sent at all (the run keeps its length)
 
 
 def schedule(phases: list[tuple[float, float]], poisson: bool = True, seed: int = 0) -> np.ndarray:
@@ -183,10 +186,16 @@ def open_loop(
         sessions.s = getattr(sessions, "s", None) or requests.Session()
         while (i := next(nxt)) < len(moments):  # count() is atomic under the GIL
             time.sleep(max(0.0, t0 + moments[i] - time.perf_counter()))
-            record = _one(sessions.s, url, body, timeout, headers)
-            record.update(
-                t_scheduled=moments[i], late_ms=(record["t_start"] - t0 - moments[i]) * 1e3
-            )
+            late_ms = (time.perf_counter() - t0 - moments[i]) * 1e3
+            if late_ms > SKIP_LATE_MS:  # every sender waits on an overloaded server: not sent
+                record = {
+                    "t_start": time.perf_counter(),
+                    "latency_ms": np.nan,
+                    "status": "not sent",
+                }
+            else:
+                record = _one(sessions.s, url, body, timeout, headers)
+            record.update(t_scheduled=moments[i], late_ms=late_ms)
             with lock:
                 records.append(record)
 
@@ -212,7 +221,7 @@ def over_time(df: pd.DataFrame, window_s: float = 1.0) -> pd.DataFrame:
     rows = []
     for lo in np.arange(0.0, float(end.max()) + window_s, window_s):
         hi = lo + window_s
-        sent = df[(df["t_start"] >= lo) & (df["t_start"] < hi)]
+        sent = df[(df["t_start"] >= lo) & (df["t_start"] < hi) & df["latency_ms"].notna()]
         rows.append(
             {
                 "t_s": hi,

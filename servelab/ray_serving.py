@@ -134,6 +134,19 @@ def kill_replica() -> dict:
     }
 
 
+def wait_replaced(killed: dict, count: int, timeout: float = 120.0):
+    """Seconds from kill_replica() until `count` replicas run again, the killed one not among
+    them (Ray's state API); None if not within `timeout`."""
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        alive = placement()
+        if len(alive) >= count and killed["replica"] not in set(alive["replica"]):
+            if replica_states().get("RUNNING", 0) >= count:
+                return time.perf_counter() - killed["at"]
+        time.sleep(0.5)
+    return None
+
+
 class Replicas:
     """serve.status() sampled every `interval_s` in a background thread while a block runs:
     how many replicas run, start and stop over time (t_s from perf_counter's `t0`)."""
@@ -156,6 +169,19 @@ class Replicas:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+    def wait_for(self, running: int, timeout: float = 90.0) -> bool:
+        """Keep sampling until `running` replicas run and none starts or stops (the autoscaler
+        done), at most `timeout` s; True if it happened."""
+        deadline = time.perf_counter() + timeout
+        while time.perf_counter() < deadline:
+            if self.samples and self.samples[-1] == {
+                "at": self.samples[-1]["at"],
+                "RUNNING": running,
+            }:
+                return True
+            time.sleep(self.interval_s)
+        return False
 
     def over_time(self, t0: float) -> pd.DataFrame:
         table = pd.DataFrame(self.samples).fillna(0)
