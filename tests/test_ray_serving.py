@@ -10,6 +10,7 @@ import os
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -154,8 +155,16 @@ def test_a_ray_node_is_stopped_with_everything_it_started(tmp_path):
     leader = subprocess.Popen(["python3", "-c", script], start_new_session=True)
     outsider = subprocess.Popen(["sleep", "300"], start_new_session=True)
     try:
-        deadline = time.time() + 10
-        while len(ray_cluster._session_members(leader.pid)) < 2 and time.time() < deadline:
+
+        def sleeping() -> bool:  # the child has become `sleep` (not the fork before its exec)
+            return any(
+                Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep")
+                for pid in ray_cluster._session_members(leader.pid)
+                if Path(f"/proc/{pid}/cmdline").exists()
+            )
+
+        deadline = time.time() + 20
+        while not sleeping() and time.time() < deadline:
             time.sleep(0.1)
         members = ray_cluster._session_members(leader.pid)
         assert len(members) == 2, members  # the leader and its child in a group of its own
