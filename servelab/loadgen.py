@@ -60,6 +60,8 @@ def _one(
             url, data=body, headers=headers or {"Content-Type": "application/json"}, timeout=timeout
         )
         status, timing = resp.status_code, _server_timing(resp.headers.get("Server-Timing"))
+        if status != 200:  # what the service said, for a failure's row
+            timing["detail"] = resp.text[:200]
     except requests.RequestException as exc:
         status, timing = f"error: {type(exc).__name__}", {}
     return {
