@@ -148,13 +148,14 @@ def wait_for_nodes(dashboard: str, count: int = 2, timeout: float = NODE_JOIN_S)
     raise RuntimeError(f"the Ray cluster at {dashboard} has not got {count} nodes alive")
 
 
-def _session_members(sid: int) -> list[int]:
-    """The process ids of a session: a `ray start` and every process Ray started for it."""
+def _session_members(sid: int, zombies: bool = False) -> list[int]:
+    """The process ids of a session: a `ray start` and every process Ray started for it (with
+    zombies: also those that have exited and wait to be reaped, `<defunct>` in ps)."""
     members = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, IndexError, ValueError):
             fields = stat.read_text().rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
+            if int(fields[3]) == sid and (zombies or fields[0] != "Z"):
                 members.append(int(stat.parent.name))
     return members
 
@@ -171,10 +172,14 @@ def stop_sessions(sids: list[int], grace: float = 5.0) -> None:
     for _ in range(50):
         left = [pid for s in sids for pid in _session_members(s)]
         if not left:
-            return
+            break
         for pid in left:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+    for _ in range(50):  # and until their parents have reaped them: ps shows none after `down`
+        if not any(_session_members(s, zombies=True) for s in sids):
+            return
         time.sleep(0.2)
 
 

@@ -94,9 +94,10 @@ print(bad.status_code, bad.json())
 # **capacity**: what it serves with 4 requests in flight (a closed loop, as in 6.6), with
 # `max_ongoing_requests` 1 and then 2. With 1, the other three wait at Ray's router, which sends
 # the next one when it learns that the replica has room: a waiting request asks again after
-# 25 ms, 50, 100, ... up to 0.5 s (`RAY_SERVE_ROUTER_RETRY_*_BACKOFF*` in Ray's
-# `serve/_private/constants.py`). With 2, one waits inside the replica, ready when the model is
-# free, where no other replica can take it. Ray's default is 5.
+# 25 ms, then every 50 ms (Ray's default grows to 0.5 s; the lab's deployment sets
+# `request_router_config={"max_backoff_s": 0.05}` in `servelab/serving/ray_app.py`, which says
+# why). With 2, one waits inside the replica, ready when the model is free, where no other
+# replica can take it. Ray's default is 5.
 
 
 # %%
@@ -407,7 +408,7 @@ ray_serving.deploy(deployment)
 killed = {}
 timer = threading.Timer(4.0, lambda: killed.update(ray_serving.kill_replica()))
 timer.start()
-n_crash = int(max(12, RATE_SECONDS) * CAPACITY)  # about 12 s of requests
+n_crash = int((4 + RATE_SECONDS) * CAPACITY)  # RATE_SECONDS of requests after the kill
 runs["9.4 crash"] = loadgen.run(URL, BODY, n=n_crash, concurrency=8, label="9.4 crash")
 timer.join()
 replaced = ray_serving.wait_replaced(killed, count=2)  # s from the kill; None: not in 120 s

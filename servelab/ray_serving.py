@@ -191,8 +191,10 @@ class Replicas:
 
 def recovery_s(windows: pd.DataFrame, t_step: float, t_end: float, budget_ms: float):
     """Seconds from the step at `t_step` until the p95 of every later window up to `t_end` is
-    within `budget_ms` (None: it never was, up to `t_end`)."""
-    during = windows[(windows["t_s"] > t_step) & (windows["t_s"] <= t_end)]
+    within `budget_ms` (None: it never was, up to `t_end`). A window in which no request was sent
+    (the load over, no p95) is not counted either way."""
+    sent = windows[windows["p95_ms"].notna()]
+    during = sent[(sent["t_s"] > t_step) & (sent["t_s"] <= t_end)]
     over = during[during["p95_ms"] > budget_ms]
     if over.empty:
         return float(during["t_s"].min() - 1 - t_step) if len(during) else 0.0

@@ -1,6 +1,7 @@
 """Notebook 9 (Ray Serve, optional) headless against a real local stack with the lab's Ray
-cluster (a head and a second node, one core each), small settings. The student edition stops at
-decision 9.1's check with one sentence; the solved edition runs top to bottom: 1, 2 and 4
+cluster (a head and a second node, one core each), small settings. The solved edition runs top
+to bottom (the student edition's first stop, at decision 9.1, is checked without a cluster in
+tests/test_ray_serving.py: running it here would cost 40 s of CI's budget): 1, 2 and 4
 replicas over the two nodes at one rate, the autoscaler adding a replica during the load step and
 removing it after, a replica killed mid-run and replaced while every request in flight gets an
 answer (an HTTP error with a message for the ones inside it, none hangs), and Triton's two
@@ -20,12 +21,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from launcher_cli import run_launcher
-from test_notebooks import assert_stops_at_first_exercise, findings, run_solved
+from test_notebooks import findings, run_solved
 
 from labstack import lab, ray_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
-SMALL = {"LAB_RAY_RATE_SECONDS": "6", "LAB_RAY_STEP_SECONDS": "6,30,24"}
+SMALL = {"LAB_RAY_RATE_SECONDS": "4", "LAB_RAY_STEP_SECONDS": "4,20,14"}
 
 
 def test_notebook_9_runs_top_to_bottom(tmp_path, built_artifacts):
@@ -46,8 +47,6 @@ def test_notebook_9_runs_top_to_bottom(tmp_path, built_artifacts):
     env["TRITON_ADMIN_KEY"] = urls["TRITON_ADMIN_KEY"]
     assert ray_cluster.alive_nodes(urls["RAY_DASHBOARD_URL"]) == 2
     try:
-        sentence = assert_stops_at_first_exercise("09_ray_serve_cluster", tmp_path, env)
-        assert sentence.startswith("9.1: ") and "max_ongoing_requests" in sentence, sentence
         start = time.monotonic()
         run_solved("09_ray_serve_cluster", tmp_path, env)
         print(f"notebook 9 (solved edition) ran in {time.monotonic() - start:.0f} s")

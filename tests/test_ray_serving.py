@@ -16,9 +16,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from ray.serve.config import AutoscalingConfig
+from test_notebooks import exercises_of
 
-from labstack import ray_cluster
-from servelab import exercises, loadgen, ray_serving
+from labstack import editions, ray_cluster
+from servelab import claims, exercises, judgement, loadgen, ray_serving
 from servelab.exercises import NotYet
 from servelab.serving.ray_app import FoodClassifier
 
@@ -145,6 +146,8 @@ def test_recovery_time():
     assert ray_serving.recovery_s(windows, 5, 15, budget_ms=500) == 5
     windows.loc[5:, "p95_ms"] = 900  # never back
     assert ray_serving.recovery_s(windows, 5, 15, budget_ms=500) is None
+    windows.loc[12:, "p95_ms"] = np.nan  # nothing sent from t = 13: not a recovery
+    assert ray_serving.recovery_s(windows, 5, 20, budget_ms=500) is None
 
 
 def test_a_ray_node_is_stopped_with_everything_it_started(tmp_path):
@@ -177,3 +180,16 @@ def test_a_ray_node_is_stopped_with_everything_it_started(tmp_path):
     folder = ray_cluster.temp_dir()
     ray_cluster.remove_temp_dir(folder)
     assert not os.path.exists(folder)
+
+
+def test_the_student_edition_stops_first_at_decision_9_1():
+    """Run All of the student edition stops at decision 9.1's check, with one sentence (the slow
+    test runs the solved edition only: the cluster's minutes are spent once)."""
+    _, _, check = exercises_of(editions.source_of("09_ray_serve_cluster"))[0]
+    assert check.startswith("ongoing = judgement.fewest_near_best(") and '"9.1"' in check, check
+    measured = {1: claims.Measured.exact(20.0), 2: claims.Measured.exact(30.0)}
+    with pytest.raises(NotYet) as caught:
+        judgement.fewest_near_best(..., "9.1", "the max_ongoing_requests of each replica", measured)
+    text = str(caught.value)
+    assert caught.value._render_traceback_() == [text] and "\n" not in text
+    assert text.startswith("9.1: ") and "max_ongoing_requests" in text and "..." in text, text
