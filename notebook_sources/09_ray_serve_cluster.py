@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 import requests
 
-from servelab import claims, exercises, judgement, labenv, loadgen, plots, ray_serving
+from servelab import claims, exercises, judgement, labenv, loadgen, plots, ray_checks, ray_serving
 from servelab.paths import RESULTS
 from servelab.ray_serving import FoodClassifier
 
@@ -157,20 +157,7 @@ answer_91 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_91, "9.1"):
-    one = table_91.loc["9.1 capacity, 1 at once"]
-    claims.at_most(
-        "9.1: with one request at a time the replica was idle part of the time while requests "
-        "waited at the router (busy_U)",
-        one["busy_U"],
-        0.8,
-        {"in_flight_N": one["in_flight_N"]},
-    )
-    claims.at_least(
-        "9.1: taking 2 at once serves more than 1 at once (x)",
-        loadgen.throughput(runs["9.1 capacity, 2 at once"])
-        / loadgen.throughput(runs["9.1 capacity, 1 at once"]),
-        1,
-    )
+    ray_checks.one_replica(runs, table_91)
 
 # %% [markdown]
 # ## 9.2 Replicas over two nodes
@@ -259,20 +246,7 @@ answer_92 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_92, "9.2"):
-    t1, t2, t4 = (loadgen.throughput(runs[f"9.2 {n} replicas"]) for n in (1, 2, 4))
-    claims.compare_prediction("9.2 served by 2 replicas at 150% of one (requests/s)", t2)
-    claims.compare_prediction("9.2 served by 4 replicas / by 2 (x)", t4 / t2)
-    claims.at_least(
-        "9.2: two replicas on two nodes serve more than one at 150 % of one", t2 / t1, 1
-    )
-    claims.at_most(
-        "9.2: four replicas on two nodes of one core each add little over two", t4 / t2, 1.15
-    )
-    claims.at_most(
-        "9.2: the runs with 2 and 4 replicas were the open loop they claim (% sent late)",
-        max(table_92.loc[f"9.2 {n} replicas", "delayed_pct"] for n in (2, 4)),
-        5,
-    )
+    ray_checks.replicas(runs, table_92)
 
 # %% [markdown]
 # ## 9.3 Autoscaling through a load step
@@ -340,20 +314,20 @@ with ray_serving.Replicas() as watch:
     watch.wait_for(running=1)  # until the autoscaler is back to one replica (at most 90 s)
 windows = loadgen.over_time(runs["9.3 step"])
 replicas_seen = watch.over_time(runs["9.3 step"].attrs["t0"])
+
+# %% [markdown]
+# Over time: the replicas, the requests in the system and the p95 of each second's requests;
+# the recovery is the time from the step up until p95 stays under the budget (`None`: never
+# while requests were sent).
+
+# %%
 UP, DOWN = STEP[0], STEP[0] + STEP[1]
 recovery = ray_serving.recovery_s(windows, UP, float(windows["t_s"].max()), BUDGET_MS)
-plots.load_step(
-    windows,
-    replicas_seen,
-    {"step up": UP, "step down": DOWN},
-    BUDGET_MS,
-    f"Autoscaling, 1-2 replicas: {LOW}/s, {RATE}/s, {LOW}/s",
-).savefig(OUT / "autoscaling_step.png", dpi=110)
-print(
-    f"p95 back under the budget {recovery:.0f} s after the step up"
-    if recovery is not None
-    else "p95 never came back under the budget"
-)
+marks = {"step up": UP, "step down": DOWN}
+title = f"Autoscaling, 1-2 replicas: {LOW}/s, {RATE}/s, {LOW}/s"
+figure = plots.load_step(windows, replicas_seen, marks, BUDGET_MS, title)
+figure.savefig(OUT / "autoscaling_step.png", dpi=110)
+print("p95 back under the budget after the step up (s):", recovery)
 
 # %% [markdown]
 # **What do you see, and why?** When did the second replica start running after the step up,
@@ -371,26 +345,7 @@ answer_93 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_93, "9.3"):
-    high = replicas_seen[(replicas_seen["t_s"] > UP) & (replicas_seen["t_s"] <= DOWN)]
-    after = replicas_seen[replicas_seen["t_s"] > DOWN]
-    claims.at_least(
-        "9.3: the autoscaler added a replica during the step (most running)",
-        float(high.get("RUNNING", pd.Series([0])).max()),
-        2,
-    )
-    claims.at_most(
-        "9.3: and removed it after the step down (running at the end)",
-        float(after.get("RUNNING", pd.Series([9])).iloc[-1]),
-        1,
-    )
-    if recovery is not None:
-        claims.compare_prediction("9.3 recovery after the step up (s)", recovery)
-    claims.at_most(
-        "9.3: p95 came back under the budget while the step lasted (s after the step up)",
-        recovery if recovery is not None else float("inf"),
-        STEP[1],
-        {"budget_ms": BUDGET_MS, "step_s": STEP[1]},
-    )
+    ray_checks.autoscaling(replicas_seen, STEP, recovery, BUDGET_MS)
 
 # %% [markdown]
 # ## 9.4 A replica crashes mid-run
@@ -432,26 +387,7 @@ answer_94 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_94, "9.4"):
-    claims.fact(
-        "9.4: Ray replaced the killed replica (two running again, the killed one not among them)",
-        replaced is not None,
-        {"seconds after the kill": "never" if replaced is None else round(replaced, 1)},
-    )
-    claims.fact(
-        "9.4: no request hung: each was answered within the proxy's timeout",
-        bool(crash["latency_ms"].max() < 1000 * (ray_serving.REQUEST_TIMEOUT_S + 5)),
-        {"slowest ms": float(crash["latency_ms"].max())},
-    )
-    clean = failed.reindex(columns=["status", "detail"]).apply(
-        lambda r: isinstance(r["status"], int) and 400 <= r["status"] < 600 and bool(r["detail"]),
-        axis=1,
-    )
-    claims.fact(
-        "9.4: every failed request got an HTTP error (4xx/5xx) with a message, none a broken "
-        "connection",
-        bool(clean.all()),
-        {"failed": len(failed), "statuses": failed["status"].value_counts().to_dict()},
-    )
+    ray_checks.crash(crash, replaced)
 
 # %% [markdown]
 # ## 9.5 Triton's instances at the same load: what the router costs
@@ -476,6 +412,14 @@ try:
     triton_up = requests.get(f"{TRITON}/v2/health/ready", timeout=5).ok
 except (RuntimeError, requests.RequestException):
     triton_up = False
+print("Triton:", TRITON if triton_up else "not reachable in this mode")
+
+# %% [markdown]
+# The same image as Triton's request body: an `InferInput` filled from the same bytes, as in
+# notebook 6, and Triton's binary tensor format (`generate_request_body`); Triton's model with
+# 2 instances.
+
+# %%
 if triton_up:
     tensor = httpclient.InferInput("input", list(ray_serving.IMAGE_SHAPE), "FP32")
     tensor.set_data_from_numpy(np.frombuffer(BODY, np.float32).reshape(ray_serving.IMAGE_SHAPE))
@@ -484,7 +428,6 @@ if triton_up:
     INFER = f"{TRITON}/v2/models/food_classifier_onnx/infer"
     N_GPUS = triton_stats.gpu_count(TRITON)
     triton_config.edit("food_classifier_onnx", triton_config.instance_group(2, N_GPUS))
-print("Triton:", TRITON if triton_up else "not reachable in this mode")
 
 
 # %%
@@ -504,6 +447,7 @@ def triton_at(name: str, rate: float | None) -> dict:
     return ray_serving.row(runs[name], name, 2, service_ms=delta["execution_ms_avg"])
 
 
+# %%
 table_95 = None
 if triton_up:
     ray_serving.deploy(deployment)
@@ -532,30 +476,7 @@ answer_95 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_95, "9.5"):
-    if table_95 is None:
-        claims.not_checkable(
-            "9.5: Ray's path adds to Triton's at the same load",
-            "no Triton server in this mode (local mode: `make up` starts one)",
-        )
-    else:
-        ray_ms = loadgen.median_ms(runs["9.5 ray sequential"])
-        triton_ms = loadgen.median_ms(runs["9.5 triton sequential"])
-        claims.compare_prediction(
-            "9.5 Ray's median - Triton's, one at a time (ms)", ray_ms.value - triton_ms.value
-        )
-        claims.at_least(
-            "9.5: one at a time, Ray's proxy and router add to Triton's path (median, x)",
-            ray_ms / triton_ms,
-            1,
-        )
-        claims.at_least(
-            f"9.5: at {RATE}/s, 2 Triton instances keep p95 lower than 2 Ray replicas (x)",
-            claims.Measured.exact(
-                table_95.loc["9.2 2 replicas", "p95_ms"]
-                / table_95.loc[f"9.5 triton {RATE}/s", "p95_ms"]
-            ),
-            1,
-        )
+    ray_checks.against_triton(runs, table_95, RATE)
 
 # %% [markdown]
 # ## What you measured
