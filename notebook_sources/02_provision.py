@@ -76,12 +76,11 @@ chi_helpers.check_node_type_and_image(SITE, lab.NODE_TYPE, IMAGE)
 
 # %% [markdown]
 # Your lease for this lab (made in notebook 1, or in Horizon with a name starting with
-# `serve_system_`). If you have a server already, it is the lease that server runs on: this
-# notebook records it on the server (metadata `serve_system_lease`) when it makes it, and a
-# server cannot move to another lease. Otherwise it is chosen as notebook 1 chooses it: the
-# ACTIVE one that ends last. Classmates' leases in the project and your ended ones are skipped; a
-# PENDING or STARTING one makes the cell say when to come back. A public IP this notebook took
-# from the pool for a lease that is over is given back first.
+# `serve_system_`). With a server already, it is the lease the server runs on (recorded on the
+# server as metadata `serve_system_lease`; a server cannot move to another lease); otherwise, as
+# notebook 1 chooses: the ACTIVE one that ends last. Classmates' leases and your ended ones are
+# skipped; a PENDING or STARTING one makes the cell say when to come back. A pool IP this
+# notebook took for a lease that is over is given back first.
 
 # %%
 me = chi.session().get_user_id()
@@ -97,11 +96,10 @@ reservation_id = my_lease.node_reservations[0]["id"]
 
 # %% [markdown]
 # ## 2. The server
-# Bare-metal servers sometimes fail to start, or fail later (status ERROR). The next cell clears
-# such a server away, and one left from a lease that is over, so that the cell after it makes a
-# fresh one; otherwise it does nothing. It deletes with `delete_ips=False`: python-chi's default
-# would also try to delete the server's floating IPs (with 1.2.10 by a request Neutron answers
-# 404, a bug; fixed, it would throw away the IP reserved with your lease).
+# Bare-metal servers sometimes fail, at boot or later (status ERROR). The next cell deletes such
+# a server, or one left from a lease that is over, so that the cell after it makes a fresh one;
+# otherwise it does nothing. `delete_ips=False` keeps the server's IP for the next server:
+# python-chi's default would delete it too (1.2.10 sends that to a path Neutron does not have).
 
 # %%
 old = server.get_server(SERVER_NAME) if server.get_server_id(SERVER_NAME) else None
@@ -124,10 +122,9 @@ else:
 # %% [markdown]
 # Start the server, or find the one you already have. A bare-metal server takes
 # **10 to 20 minutes** to boot. The cell waits; do not interrupt it. If it does get interrupted,
-# run it again: it finds the server by name. The server records its lease's id in its metadata.
-# A server that fails is worth one more try; a second failure on the same lease means its node is
-# faulty, and the message says to make a new lease (a lease of one node always boots on that one
-# node).
+# run it again: it finds the server by name. A server that fails is worth one more try; a
+# second failure on the same lease means its node is faulty, and the message says to make a new
+# lease (a lease of one node always boots on that one node).
 
 # %%
 node = server.Server(SERVER_NAME, reservation_id=reservation_id, image_name=IMAGE)
@@ -143,8 +140,8 @@ print(SERVER_NAME, "status:", node.status)
 # is never taken from anyone else: if a classmate's server holds it, the cell stops and names
 # that server. A lease made without one (e.g. in Horizon, with the Networks tab left empty) gets
 # a fresh IP from the site's pool, never an unattached IP of the project, which may be a
-# classmate's reserved IP whose server is still booting; that pool IP is described with your
-# server's name and lease, so that it can be given back when the lease is over.
+# classmate's reserved IP whose server is still booting; its description names your server and
+# lease, so that it is given back when the lease is over.
 
 # %%
 FLOATING_IP = node.get_floating_ip()
@@ -170,9 +167,8 @@ node.show(type="text")
 # These cells run commands on the node over SSH (as user `cc`, who has sudo). Their output
 # appears below each cell; a command that fails stops the cell with an error.
 #
-# Clone the lab at the version your class uses (`REPO_REF`), or bring an existing clone to it.
-# `REPO_REF` may be a tag, a commit or a branch; a branch is checked out as the repository has it
-# now (`origin/<branch>`), not as an earlier run of this cell left it.
+# Clone the lab at the version your class uses (`REPO_REF`: a tag, a commit, or a branch as the
+# repository has it now, `origin/<branch>`), or bring an existing clone to it:
 
 # %%
 import shlex
@@ -262,8 +258,8 @@ print(
 # Copy `results/` off the node first (see notebook 0). Then free the node: set `DELETE_SERVER`
 # to True and run the cell. It deletes your server (found by name in one look at the project's
 # list, without building an object for each of the class's servers; by id, which leaves its
-# floating IPs alone) and gives back a public IP this notebook took from the site's pool (unless
-# a classmate's server holds it: then it names that server); an IP reserved with the lease goes
+# IPs alone) and gives back a public IP this notebook took from the site's pool, unless a
+# classmate's server holds it (then it names that server); an IP reserved with the lease goes
 # back when the lease ends (or when you delete the lease: last cell of notebook 1).
 
 # %%

@@ -7,8 +7,9 @@
                    would take
      1 classmate:  a lease made a moment ago, still STARTING (Blazar setting up its node)
      1 classmate:  `student2`, whose user name contains the student's: a Horizon lease without
-                   a reserved IP, a server holding the IP notebook 2 took from the pool for it
-                   (described "public IP of node-serve-system-student2 for lease ...")
+                   a reserved IP that ends in 3.5 h (after a lease made now), a server holding
+                   the IP notebook 2 took from the pool for it (described "public IP of
+                   node-serve-system-student2 for lease ...")
      8 classmates: PENDING leases for the afternoon shift (in 4 hours)
      9 classmates: ended (TERMINATED) leases; one of them, `stud`, whose user name is contained
                    in the student's, left the pool IP notebook 2 took for its server in the
@@ -31,7 +32,7 @@ def lease_name(user: str, lease: dict) -> str:
 
 
 def pool_ip_marker(server_name: str, lease_id: str) -> str:
-    """The description notebook 2 gives an IP it takes from the pool (chi_helpers._marker)."""
+    """The description notebook 2 gives an IP it takes from the pool (chi_ips._marker)."""
     return f"public IP of {server_name} for lease {lease_id}, allocated by notebook 2"
 
 
@@ -55,8 +56,10 @@ def populate(fake) -> dict:
             lease = fake.add_lease("x", uid, start_in_hours=4, fip=True)
         elif role == "starting":
             lease = fake.add_lease("x", uid, start_in_hours=0, fip=True, starting=10**6)
+        elif role == "horizon":  # a longer lease: it ends after a lease made now
+            lease = fake.add_lease("x", uid, start_in_hours=-1, hours=4.5)
         else:
-            lease = fake.add_lease("x", uid, start_in_hours=-1, fip=role != "horizon")
+            lease = fake.add_lease("x", uid, start_in_hours=-1, fip=True)
         lease["name"] = lease_name(name, lease)
         made[name] = {"role": role, "user_id": uid, "lease": lease["id"]}
         if role in ("booting", "running", "horizon"):

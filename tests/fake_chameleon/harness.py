@@ -145,6 +145,7 @@ class World:
             self.env["PYTHONPATH"] = str(base / "old_chi")
         self.runs: list[dict] = []
         self.clone_heads: dict[str, str | None] = {}
+        self.notes: dict = {}  # what a scenario tells the tests (ids it made or changed)
 
     def _on_bind(self, address: str, owner: str | None):
         if owner == self.fake.user_id:
@@ -248,6 +249,7 @@ class World:
             "tags": self.tags,
             "clone_head": head,
             "clone_heads": self.clone_heads,
+            "notes": self.notes,
             "hosts": {h["id"]: h["node_type"] for h in f.hosts},
             "allocations": [dict(r, host=h) for h, rs in f.allocations.items() for r in rs],
             "failed_boots": json.loads(failed_boots.read_text()) if failed_boots.exists() else {},

@@ -133,13 +133,13 @@ def several_pending(world):
     """Two PENDING leases of the student's (tomorrow's, made first, and the afternoon's, which
     starts first), then an ACTIVE one beside them; then the clean-up cell of notebook 1 deletes
     the ACTIVE one and keeps the two for later, and with DELETE_LATER_LEASES deletes them."""
-    student_lease(world, 20)
-    student_lease(world, 4)
+    world.notes["tomorrow"] = student_lease(world, 20)
+    world.notes["afternoon"] = student_lease(world, 4)
     with world.session("01_reserve") as s:
         s.run(label="two pending")
     with world.session("02_provision") as s:
         s.run(label="two pending")
-    student_lease(world, -0.5)
+    world.notes["now"] = student_lease(world, -0.5)
     with world.session("02_provision") as s:
         s.run(label="active beside pending")
     with world.session("01_reserve", DELETE_LEASE) as s:
@@ -183,21 +183,27 @@ def pool_ip_taken(world):
 
 
 def lease_end(world):
-    """Pool IPs whose lease is over. A Horizon lease without a reserved IP, notebook 2 takes a
+    """Pool IPs whose lease is over. A Horizon lease A without a reserved IP, notebook 2 takes a
     pool IP, and the student deletes the lease (notebook 1) without deleting the server first.
-    A second such lease ends by itself (Blazar deletes its server; the pool IP stays, unattached);
-    the next day notebook 1 gives that IP back and makes a new lease. Classmates' pool IPs (one
-    stranded by `stud`, whose user name is in the student's) are left alone."""
+    Lease B, the same, ends by itself (Blazar deletes its server; the pool IP stays, unattached):
+    notebook 2, run again, gives it back and says there is no lease. Lease C, the same, ends too:
+    the next day notebook 1 gives its IP back and makes a new lease. Classmates' pool IPs (one left
+    by `stud`, whose user name is in the student's, after its lease ended) are left alone."""
     f = world.fake
-    student_lease(world, -0.2, fip=False)
+    world.notes["A"] = student_lease(world, -0.2, fip=False)["id"]
     with world.session("02_provision") as s:
         s.run(label="on A")
     with world.session("01_reserve", DELETE_LEASE) as s:
         s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete lease A")
-    b = student_lease(world, -0.1, fip=False, name_suffix="b")
-    with world.session("02_provision") as s:
-        s.run(label="on B")
-    f.end_lease(b["id"])
+    for name in ("B", "C"):
+        lease = student_lease(world, -0.1, fip=False, name_suffix=name)
+        with world.session("02_provision") as s:
+            s.run(label=f"on {name}")
+        f.end_lease(lease["id"])
+        world.notes[name] = lease["id"]
+        if name == "B":
+            with world.session("02_provision") as s:
+                s.run(label="after B ended")
     with world.session("01_reserve") as s:
         s.run(label="next day")
 
@@ -229,6 +235,7 @@ def maintenance(world):
     p100 = [h for h in f.hosts if h["node_type"] == "gpu_p100"]
     repair, kept = [h for h in p100 if not f.allocations[h["id"]]]
     repair["reservable"], kept["authorized_projects"] = False, "p-0001"
+    world.notes.update(repair=repair["id"], kept=kept["id"])
     for host in f.hosts:
         if host["node_type"] == "gpu_v100":
             host["reservable"] = False
