@@ -37,11 +37,16 @@ def taken_for(fip: dict, server_name: str) -> str | None:
 
 
 def holder(fip: dict):
-    """The Nova server a floating IP is attached to, or None."""
+    """The Nova server a floating IP is attached to, or None (also when that server is gone)."""
+    from novaclient.exceptions import NotFound
+
     if not fip["port_id"]:
         return None
     port = chi.neutron().show_port(fip["port_id"])["port"]
-    return chi.nova().servers.get(port["device_id"])
+    try:
+        return chi.nova().servers.get(port["device_id"])
+    except NotFound:
+        return None
 
 
 def ip_holder(address: str) -> str | None:

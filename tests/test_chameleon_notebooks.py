@@ -368,7 +368,7 @@ def earlier_lease(tmp_path_factory):
 
 
 def test_the_server_records_the_lease_it_is_made_on(earlier_lease):
-    a, b = students(earlier_lease, earlier_lease["leases"])
+    (a,) = students(earlier_lease, earlier_lease["leases"])
     first = run(earlier_lease, "02_provision", "on A")
     post = server_post(earlier_lease, first)
     assert post["body"]["server"]["metadata"] == {"serve_system_lease": a["id"]}
@@ -378,7 +378,7 @@ def test_the_server_records_the_lease_it_is_made_on(earlier_lease):
 def test_a_later_lease_leaves_the_server_on_its_own_lease(earlier_lease):
     """The issue's case: notebook 2 used the later lease B, called A (the server's) unused and
     reused the server, whose reservation and IP were A's."""
-    a, b = students(earlier_lease, earlier_lease["leases"])
+    (a,), b = students(earlier_lease, earlier_lease["leases"]), earlier_lease["notes"]["B"]
     assert b["end_date"] > a["end_date"]
     again = run(earlier_lease, "02_provision", "B appears")
     out = text(again)
@@ -400,7 +400,7 @@ def test_a_server_without_its_record_beside_two_leases_is_named_not_guessed(earl
 
 
 def test_moving_to_the_later_lease_makes_a_server_there_with_its_ip(earlier_lease):
-    a, b = students(earlier_lease, earlier_lease["leases"])
+    (a,), b = students(earlier_lease, earlier_lease["leases"]), earlier_lease["notes"]["B"]
     gone = run(earlier_lease, "02_provision", "move: delete server")
     moved = run(earlier_lease, "02_provision", "move: on B")
     assert gone["error"] is None and moved["error"] is None, moved["error"]
@@ -420,6 +420,28 @@ def test_moving_to_the_later_lease_makes_a_server_there_with_its_ip(earlier_leas
     assert server_id == post["reply"]["server"]["id"]
     assert f"Your other lease(s) {a['name']} ACTIVE" in text(moved)
     assert neutron_deletes(earlier_lease) == [] and unrouted(earlier_lease) == []
+
+
+def test_a_server_left_from_a_lease_that_is_over_is_replaced_on_the_active_lease(earlier_lease):
+    """B was deleted, and Blazar failed to delete its server: that server is not reused (its
+    reservation is gone), but deleted, and a new one made on A, with A's IP."""
+    (a,), b = students(earlier_lease, earlier_lease["leases"]), earlier_lease["notes"]["B"]
+    replaced = run(earlier_lease, "02_provision", "B gone, its server left")
+    assert replaced["error"] is None, replaced["error"]
+    on_b = server_post(earlier_lease, run(earlier_lease, "02_provision", "move: on B"))
+    assert (
+        f"deleting node-serve-system-student, which was made on another lease ({b['id']}), "
+        "now over" in text(replaced)
+    )
+    assert [e["path"] for e in requests(earlier_lease, "DELETE", r"/tacc/.*", replaced)] == [
+        f"/tacc/nova/v2.1/servers/{on_b['reply']['server']['id']}"
+    ]
+    post = server_post(earlier_lease, replaced)
+    assert post["body"]["OS-SCH-HNT:scheduler_hints"]["reservation"] == host_reservation(a)
+    assert post["body"]["server"]["metadata"] == {"serve_system_lease": a["id"]}
+    fip, server_id = attached(earlier_lease, replaced)
+    assert fip["tags"] == ["blazar", reserved_with(a)]
+    assert server_id == post["reply"]["server"]["id"]
 
 
 # ------------------------------------------------------------------ starting and pending leases

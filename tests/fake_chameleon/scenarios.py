@@ -96,11 +96,14 @@ def server_on_earlier_lease(world):
     """The issue's case: the server was made on lease A (reserved IP, ends in 1 h); a later lease
     B appears (reserved IP, ends in 2.9 h). Notebook 2 again stays on A and says how to move to
     B. A server without the record of its lease, beside two active leases: the cell says it
-    cannot tell. Then the student moves: DELETE_SERVER, and notebook 2 makes a server on B."""
+    cannot tell. Then the student moves: DELETE_SERVER, and notebook 2 makes a server on B. Then
+    B is deleted in Horizon and Blazar fails to delete its server (it logs and goes on): notebook
+    2 replaces that server with one on A."""
     student_lease(world, -2)
     with world.session("02_provision") as s:
         s.run(label="on A")
-    student_lease(world, -0.1, name_suffix="b")
+    b = student_lease(world, -0.1, name_suffix="b")
+    world.notes["B"] = b
     with world.session("02_provision") as s:
         s.run(label="B appears")
     server = my_server(world)
@@ -113,6 +116,12 @@ def server_on_earlier_lease(world):
         s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="move: delete server")
     with world.session("02_provision") as s:
         s.run(label="move: on B")
+    f, left = world.fake, my_server(world)["id"]
+    f.end_lease(b["id"])
+    f.deleting.pop(left, None)  # Blazar's delete of the server failed: it stays, without its port
+    del f.leases[b["id"]]
+    with world.session("02_provision") as s:
+        s.run(label="B gone, its server left")
 
 
 def starting_lease(world):
