@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from labstack import editions
-from servelab import triton_config
+from servelab import config_text
 from servelab.paths import REPO_ROOT
 
 DEFAULT_OUT = REPO_ROOT / "dist" / "class_edition"
@@ -110,7 +110,7 @@ def made() -> dict[str, str]:
     return {
         "README.md": (REPO_ROOT / "docs/class_edition/README.md").read_text(),
         "Makefile": makefile[: makefile.index(MAKEFILE_CUT)].rstrip() + "\n",
-        ENSEMBLE_CONFIG: triton_config.replace_fields(ensemble, "", ("ensemble_scheduling",))
+        ENSEMBLE_CONFIG: config_text.replace_fields(ensemble, "", ("ensemble_scheduling",))
         + "# ensemble_scheduling { ... }: the step mapping, which you write in notebook 8 (8.1)\n",
     }
 

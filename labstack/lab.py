@@ -58,7 +58,7 @@ SUMMARY_COLUMNS = [
     "delayed_pct",
     # the laws beside every measured row (servelab.queueing.laws): U = X·S and N = X·R
     "lock_busy_U",
-    "busy_U",  # notebook 6: per Triton instance (servelab.queueing.run_laws)
+    "busy_U",  # notebook 6: per Triton instance (servelab.queueing.laws)
     "in_flight_N",
     "waiting_N",
 ]

@@ -35,7 +35,7 @@ SOURCES = REPO_ROOT / "notebook_sources"
 PLAN = REPO_ROOT / "docs" / "timing_plan.md"
 GUIDE = REPO_ROOT / "docs" / "instructors.md"  # its table quotes each notebook's minutes
 BEGIN, END = "<!-- timing table: begin (make timing) -->", "<!-- timing table: end -->"
-CLASS_WINDOW_MS = "5000"  # the class's perf_analyzer windows (servelab.perf.measurement_settings)
+CLASS_WINDOW_MS = "5000"  # the class's windows (servelab.perf_command.measurement_settings)
 
 # Adults read non-fiction silently at about 238 words a minute (Brysbaert, "How many words do we
 # read per minute?", J. Memory and Language 109, 2019); a lab text full of numbers, more slowly

@@ -1023,7 +1023,7 @@ table[
 # the best run, with the arithmetic written out:
 
 # %%
-print(hardware.laws(runs[best].row, hardware.instances(best_config)))
+print(hardware.laws_worked_out(runs[best].row, hardware.instances(best_config)))
 
 # %% [markdown]
 # Where does an execution's time go in the best run, and how does it compare with the raw model

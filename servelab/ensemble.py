@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import json
-import shlex
 import struct
 from pathlib import Path
 
@@ -34,7 +33,18 @@ import numpy as np
 import requests
 from google.protobuf import text_format
 
-from servelab import exercises, food11, labenv, model_repository, perf, triton_config, triton_stats
+from servelab import (
+    config_text,
+    exercises,
+    food11,
+    labenv,
+    model_repository,
+    perf,
+    perf_command,
+    perf_output,
+    triton_config,
+    triton_stats,
+)
 from servelab.paths import RESULTS, STAGING
 
 NotYet = exercises.NotYet  # a wrong step mapping is answered as every exercise is
@@ -48,11 +58,6 @@ PATHS = {
     "python": ("food_classifier", ("food_classifier",)),
     "client_onnx": ("food_classifier_onnx", ("food_classifier_onnx",)),
 }
-
-
-def _http(url: str | None) -> str:
-    url = (url or labenv.triton_url()).rstrip("/")
-    return url if "://" in url else f"http://{url}"
 
 
 def place(
@@ -73,7 +78,7 @@ def place(
     if not steps:
         config = placed[1] / "config.pbtxt"
         config.write_text(
-            triton_config.replace_fields(config.read_text(), "", ("ensemble_scheduling",))
+            config_text.replace_fields(config.read_text(), "", ("ensemble_scheduling",))
         )
     return placed
 
@@ -95,8 +100,8 @@ def load(url: str | None = None, timeout: float = 300.0) -> float:
 # ---------------------------------------------------------------- the exercise of notebook 8
 
 
-def _config(folder: str) -> triton_config.ModelConfig:
-    return triton_config.parse_config((STAGING / folder / "config.pbtxt").read_text())
+def _config(folder: str) -> object:
+    return config_text.parse_config((STAGING / folder / "config.pbtxt").read_text())
 
 
 def check_step_mapping(text, step: str = "8.1") -> str:
@@ -110,7 +115,7 @@ def check_step_mapping(text, step: str = "8.1") -> str:
             "with model_name, model_version, input_map and output_map), in quotes."
         )
     try:
-        config = triton_config.parse_config(text)
+        config = config_text.parse_config(text)
     except text_format.ParseError as exc:
         raise NotYet(f"{step}: not config.pbtxt that Triton accepts ({exc}).") from None
     steps = list(config.ensemble_scheduling.step)
@@ -160,7 +165,7 @@ def check_step_mapping(text, step: str = "8.1") -> str:
 def _client(url: str | None):
     import tritonclient.http as httpclient
 
-    return httpclient.InferenceServerClient(_http(url).split("://")[-1])
+    return httpclient.InferenceServerClient(labenv.triton_url(url).split("://")[-1])
 
 
 def infer_bytes(files: list[bytes], url: str | None = None, model: str = ENSEMBLE) -> np.ndarray:
@@ -285,7 +290,7 @@ def step_table(before: dict[str, dict], after: dict[str, dict]):
 
 def served_steps(url: str | None = None) -> list[dict]:
     """The ensemble's step mapping as Triton loaded it (GET /v2/models/<ensemble>/config)."""
-    resp = requests.get(f"{_http(url)}/v2/models/{ENSEMBLE}/config", timeout=10)
+    resp = requests.get(f"{labenv.triton_url(url)}/v2/models/{ENSEMBLE}/config", timeout=10)
     resp.raise_for_status()
     return resp.json().get("ensemble_scheduling", {}).get("step", [])
 
@@ -309,33 +314,29 @@ def measure(
     A path too slow for perf_analyzer's windows (no answer within one, or windows that never
     agree: the PyTorch model on a busy 2-core machine) is measured again for a fixed
     `fallback_requests` requests, and says so: the row's command is the line that ran."""
-    argv = shlex.split(line)
-    flag = {k: v for k, v in zip(argv, argv[1:])}
-    model = flag.get("-m")
-    if url is None and "-u" in flag and flag.get("-i", "http").lower() == "http":
-        url = flag["-u"]  # the statistics come from the server the line names
+    argv = perf_command.split(line)
+    model = perf_command.arg(argv, "-m")
+    url, metrics_url = perf_command.triton_of(argv, url, metrics_url)
     models = next((m for target, m in PATHS.values() if target == model), (model,))
     settings = dict(out=out, url=url, metrics_url=metrics_url, timeout=timeout, verbose=verbose)
     before = snapshot(models, url)
     try:
         run = perf.run_line(line, name, **settings)
     except perf.PerfAnalyzerError as exc:
-        unmeasured = "No valid requests recorded" in str(exc) or "stable measurement" in str(exc)
-        if not (unmeasured and fallback_requests) or "--request-count" in argv:
+        counted = perf_command.arg(argv, "--request-count")
+        if not (perf_output.unsettled(str(exc)) and fallback_requests) or counted:
             raise
         print(
             f"-> {model} answered too slowly for perf_analyzer's windows: measuring "
             f"{fallback_requests} requests instead (--request-count {fallback_requests})",
             flush=True,
         )
-        line = f"{line} --request-count {fallback_requests}"
         before = snapshot(models, url)
-        run = perf.run_line(line, name, **settings)
-    table = step_table(before, snapshot(models, url))
-    for _, step in table.iterrows():
+        run = perf.run_line(f"{line} --request-count {fallback_requests}", name, **settings)
+    run.steps = step_table(before, snapshot(models, url))
+    for _, step in run.steps.iterrows():
         if step["model"] == model and len(models) > 1:
             continue  # the ensemble's own row is the sum of its steps
         for column in ("queue_ms", "compute_ms", "avg_batch"):
             run.extra[f"{step['model']}_{column}"] = step[column]
-    run.steps = table
     return run

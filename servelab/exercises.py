@@ -40,7 +40,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from servelab import perf_flags, step_needs, triton_config
+from servelab import config_text, perf_flags, step_needs
 
 # what a step needs beyond its answer's form (servelab/step_needs.py), called as exercises.<name>
 from servelab.step_needs import (  # noqa: F401
@@ -216,7 +216,7 @@ def _pbtxt(value) -> str:
 
 def _schema(text: str, step: str, whose: str, where: str):
     try:
-        return triton_config.parse_config(text)
+        return config_text.parse_config(text)
     except text_format.ParseError as exc:
         raise NotYet(
             f"{step}: {whose} is not config.pbtxt that Triton accepts "

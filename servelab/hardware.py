@@ -6,7 +6,7 @@ Introduced in notebook 7.
     hardware.summary(runs, limit, configs) # one row per perf run, served/limit and two laws
     hardware.spread_line(ratios, "runs")   # "served/limit over 2 runs: median .., min .., max .."
     hardware.time_split(row, raw)          # the best run's time per execution beside the raw model
-    hardware.laws(row, instances)          # N = X·R and U = X_exec·S / instances, written out
+    hardware.laws_worked_out(row, n)       # N = X·R and U = X_exec·S / instances, written out
     hardware.record(path, raw, ...)        # results/hardware/served_over_limit.json
 
 served/limit is the inferences per second a run served (one image per request, perf_analyzer)
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from servelab import triton_config
+from servelab import config_text, queueing
 
 LIMIT_DEFINITION = (
     "the most images/s any runtime of the lab does with this model on this device, batched, "
@@ -63,7 +63,7 @@ def runtime_table(raw: dict) -> pd.DataFrame:
 def summary(runs: dict, limit: dict, configs: dict) -> pd.DataFrame:
     """One row per perf run ({name: perf.PerfResult}): its step (the name's first word), the
     parsed row, served_over_limit = throughput_infer_s / limit images_per_s, and the two laws
-    of laws() (in_flight_N, instance_busy_U) with the instances of the run's config.pbtxt
+    (queueing.laws: in_flight_N, instance_busy_U) with the instances of the run's config.pbtxt
     ({name: text})."""
     table = pd.DataFrame(
         [
@@ -77,10 +77,14 @@ def summary(runs: dict, limit: dict, configs: dict) -> pd.DataFrame:
         ]
     )
     table["served_over_limit"] = table["throughput_infer_s"] / limit["images_per_s"]
-    table["in_flight_N"] = table["throughput_infer_s"] * table["avg_latency_ms"] / 1000
-    executions = table["throughput_infer_s"] / table["avg_batch_size"].clip(lower=1)
-    per_execution_ms = table.apply(execution_ms, axis=1)
-    table["instance_busy_U"] = executions * per_execution_ms / 1000 / table["instances"]
+    laws = queueing.laws(
+        table["throughput_infer_s"],
+        table["avg_latency_ms"],
+        table.apply(execution_ms, axis=1),
+        batch=table["avg_batch_size"].clip(lower=1),
+        instances=table["instances"],
+    )
+    table["in_flight_N"], table["instance_busy_U"] = laws["in_flight_N"], laws["busy_U"]
     return table
 
 
@@ -94,9 +98,9 @@ def execution_ms(row) -> float:
     return float(sum(row[f"server_compute_{p}_ms"] for p in ("input", "infer", "output")))
 
 
-def instances(config_text: str) -> int:
+def instances(text: str) -> int:
     """How many instances a config.pbtxt asks for (every instance_group's count; unset: 1)."""
-    groups = triton_config.parse_config(config_text).instance_group
+    groups = config_text.parse_config(text).instance_group
     return sum(max(1, group.count) for group in groups) or 1
 
 
@@ -105,7 +109,7 @@ def sweep_table(runs: dict, fragments: dict) -> pd.DataFrame:
     throughput, p99 and the batch size the batcher formed on average."""
     rows = []
     for name, fragment in fragments.items():
-        config, row = triton_config.parse_config(fragment), runs[name].row
+        config, row = config_text.parse_config(fragment), runs[name].row
         rows.append(
             {
                 "instances": instances(fragment),
@@ -118,20 +122,19 @@ def sweep_table(runs: dict, fragments: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def laws(row: dict, n_instances: int) -> str:
-    """Little's law and the utilisation law on one perf run, with the arithmetic written out:
-    N = X·R (requests in flight = throughput × mean latency; a closed loop keeps its clients) and
-    U = X_exec·S / instances (executions per second × mean time of one execution, per instance:
-    the share of time each model instance was working)."""
-    x, r = row["throughput_infer_s"], row["avg_latency_ms"] / 1000
-    executions = x / max(1.0, float(row["avg_batch_size"]))
-    s = execution_ms(row) / 1000
+def laws_worked_out(row: dict, n_instances: int) -> str:
+    """Little's law and the utilisation law on one perf run (queueing.laws), with the arithmetic
+    written out: N = X·R (requests in flight = throughput × mean latency; a closed loop keeps its
+    clients) and U = X_exec·S / instances (executions per second × mean time of one execution, per
+    instance: the share of time each model instance was working)."""
+    x, r_ms, s_ms = row["throughput_infer_s"], row["avg_latency_ms"], execution_ms(row)
+    batch = max(1.0, float(row["avg_batch_size"]))
+    laws = queueing.laws(x, r_ms, s_ms, batch=batch, instances=n_instances)
     return (
-        f"N = X·R = {x:.0f}/s × {r * 1000:.1f} ms = {x * r:.0f} requests in flight (the line "
-        f"keeps {row['concurrency']:.0f})\n"
-        f"U = X_exec·S / instances = {executions:.0f} executions/s × {s * 1000:.2f} ms / "
-        f"{n_instances} = {executions * s / n_instances:.2f} (each instance's share of time "
-        "busy executing)"
+        f"N = X·R = {x:.0f}/s × {r_ms:.1f} ms = {laws['in_flight_N']:.0f} requests in flight (the "
+        f"line keeps {row['concurrency']:.0f})\n"
+        f"U = X_exec·S / instances = {x / batch:.0f} executions/s × {s_ms:.2f} ms / "
+        f"{n_instances} = {laws['busy_U']:.2f} (each instance's share of time busy executing)"
     )
 
 

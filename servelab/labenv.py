@@ -22,15 +22,12 @@ from servelab.paths import LAB_DIR
 URLS_ENV = LAB_DIR / "urls.env"
 
 
+_TRITON_URLS = ("TRITON_SERVER_URL", "TRITON_GRPC_URL", "TRITON_METRICS_URL")
 # in local mode, the launcher's urls.env is the truth for these (a JupyterLab started before a
 # service moved still has the old ones in its environment)
-_LOCAL_URLS = (
-    "FASTAPI_SERVER_URL",
-    "FLASK_SERVER_URL",
-    "TRITON_SERVER_URL",
-    "TRITON_GRPC_URL",
-    "TRITON_METRICS_URL",
-)
+_LOCAL_URLS = ("FASTAPI_SERVER_URL", "FLASK_SERVER_URL", *_TRITON_URLS)
+# what load() returns (not the secrets it loads)
+_SHOWN = ("LAB_MODE", "FASTAPI_SERVER_URL", "FASTAPI_BACKEND", "FLASK_SERVER_URL", *_TRITON_URLS)
 
 
 def load() -> dict:
@@ -45,16 +42,7 @@ def load() -> dict:
             if key not in os.environ or (local and key in _LOCAL_URLS):
                 os.environ[key] = value
     os.environ.setdefault("LAB_MODE", "docker")
-    keys = (
-        "LAB_MODE",
-        "FASTAPI_SERVER_URL",
-        "FASTAPI_BACKEND",
-        "FLASK_SERVER_URL",
-        "TRITON_SERVER_URL",
-        "TRITON_GRPC_URL",
-        "TRITON_METRICS_URL",
-        "TRITON_MODEL_REPOSITORY",
-    )  # not the secrets it loads
+    keys = (*_SHOWN, "TRITON_MODEL_REPOSITORY")
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 
@@ -77,15 +65,33 @@ TRITON_DEFAULTS = {
 }
 
 
-def triton_url(name: str = "TRITON_SERVER_URL") -> str:
-    """The variable's value, else Triton's default for it (TRITON_DEFAULTS)."""
-    return (os.environ.get(name) or TRITON_DEFAULTS[name]).rstrip("/")
+def _http(address: str) -> str:
+    """host:port (as perf_analyzer's -u and tritonclient take it) or a URL -> a URL, no end /."""
+    address = address.rstrip("/")
+    return address if "://" in address else f"http://{address}"
+
+
+def triton_url(url: str | None = None) -> str:
+    """Triton's HTTP address, written out once for every module: `url` as given (host:port or
+    http://host:port), else TRITON_SERVER_URL, else Triton's default; http://host:port."""
+    return _http(url or os.environ.get("TRITON_SERVER_URL") or TRITON_DEFAULTS["TRITON_SERVER_URL"])
+
+
+def metrics_url(url: str | None = None, server: str | None = None) -> str:
+    """Triton's metrics URL: `url` as given, else that of the Triton at `server`: the environment's
+    TRITON_METRICS_URL when `server` is the environment's own (or None), else Triton's default
+    port 8002 on `server`'s host, so a run's utilisation comes from the server it measured."""
+    if url:
+        return _http(url)
+    if server is None or triton_url(server) == triton_url():
+        return _http(os.environ.get("TRITON_METRICS_URL") or TRITON_DEFAULTS["TRITON_METRICS_URL"])
+    return triton_url(server).rsplit(":", 1)[0] + ":8002/metrics"
 
 
 def triton_urls() -> tuple[str, str, str]:
     """Triton's HTTP URL, gRPC host:port and metrics URL. Without TRITON_GRPC_URL /
     TRITON_METRICS_URL, Triton's default ports (8001, 8002) on the HTTP URL's host."""
-    http = url("TRITON_SERVER_URL")
+    http = triton_url(url("TRITON_SERVER_URL"))
     host = http.rsplit(":", 1)[0]  # http://triton_server:8000 -> http://triton_server
     grpc = os.environ.get("TRITON_GRPC_URL") or host.split("://")[-1] + ":8001"
     metrics = os.environ.get("TRITON_METRICS_URL") or host + ":8002/metrics"
@@ -135,13 +141,10 @@ def wait_healthy(
             resp = requests.get(health_url, timeout=3)
             if resp.status_code == 200 and check(resp):
                 good += 1
-                if good >= in_a_row:
-                    return (
-                        resp.json()
-                        if resp.headers.get("content-type", "").startswith("application/json")
-                        else {}
-                    )
-                continue
+                if good < in_a_row:
+                    continue
+                json = resp.headers.get("content-type", "").startswith("application/json")
+                return resp.json() if json else {}
             last = f"HTTP {resp.status_code}: {resp.text[:200]}"
         except requests.RequestException as exc:
             last = type(exc).__name__
@@ -208,20 +211,41 @@ def wait_for_file(path, complete=lambda text: bool(text), timeout: float = 1800.
     )
 
 
-def _restart_local(service: str, settings: dict) -> None:
-    """Local mode: the same as `make restart SERVICE=...` with new settings, typed for you (the
-    launcher is the lab's machinery, so it runs as its own command rather than inside this one)."""
+def _machinery(*args: str, capture: bool = True):
+    """Local mode: a command of the lab's machinery (labstack), run as its own process: this
+    library knows nothing of the machinery, as pyproject.toml's import contracts say."""
     import subprocess
     import sys
 
+    return subprocess.run([sys.executable, "-m", *args], capture_output=capture, text=True)
+
+
+def _restart_local(service: str, settings: dict) -> None:
+    """Local mode: the same as `make restart SERVICE=...` with new settings, typed for you."""
     sets = [x for key, value in settings.items() for x in ("--set", f"{key}={value}")]
-    done = subprocess.run(
-        [sys.executable, "-m", "labstack.launcher", "restart", service, *sets],
-        capture_output=True,
-        text=True,
-    )
+    done = _machinery("labstack.launcher", "restart", service, *sets)
     if done.returncode != 0:
         raise RuntimeError(f"restarting {service} failed:\n{(done.stdout + done.stderr)[-2000:]}")
+
+
+def run_alone(argv: list[str], reason: str) -> None:
+    """Local mode: run a command while the lab's services are paused (SIGSTOP, then SIGCONT), so
+    it has the machine's cores to itself (labstack.pause, the launcher's pause)."""
+    _machinery("labstack.pause", "--reason", reason, "--", *argv, capture=False).check_returncode()
+
+
+def _fastapi_serving(runtime: str, workers: int):
+    """A /health check: `workers` worker processes (any may answer) each serving `runtime`."""
+    ready = set()
+
+    def serving(resp) -> bool:
+        body = resp.json()
+        if body.get("runtime") != runtime or int(body.get("workers", 1)) != int(workers):
+            return False
+        ready.add(body.get("pid"))
+        return len(ready) >= int(workers)
+
+    return serving
 
 
 def use_fastapi_backend(runtime: str, workers: int = 1, timeout: float = 900.0) -> dict:
@@ -235,12 +259,8 @@ def use_fastapi_backend(runtime: str, workers: int = 1, timeout: float = 900.0) 
     from servelab.serving.runtimes import FASTAPI_BACKENDS, fastapi_backend
 
     setting = fastapi_backend(runtime)  # 'pt' or 'onnx'
-    runtime = FASTAPI_BACKENDS[setting]  # the name /health answers: 'pytorch' or 'onnx'
-    base = url("FASTAPI_SERVER_URL")
-    settings = {
-        "FASTAPI_BACKEND": setting,
-        "WEB_CONCURRENCY": str(int(workers)),
-    }  # uvicorn reads WEB_CONCURRENCY
+    # uvicorn reads WEB_CONCURRENCY
+    settings = {"FASTAPI_BACKEND": setting, "WEB_CONCURRENCY": str(int(workers))}
     if os.environ.get("LAB_MODE") == "local":
         _restart_local("fastapi", settings)
     else:
@@ -250,17 +270,8 @@ def use_fastapi_backend(runtime: str, workers: int = 1, timeout: float = 900.0) 
         ask_host(
             f"{assignments} docker compose {compose_files()} up -d --build --wait fastapi_server"
         )
-
-    ready = set()  # worker processes seen serving the new way: requests reach any of them
-
-    def serving(resp) -> bool:
-        body = resp.json()
-        if body.get("runtime") != runtime or int(body.get("workers", 1)) != int(workers):
-            return False
-        ready.add(body.get("pid"))
-        return len(ready) >= int(workers)
-
-    health = wait_healthy(f"{base}/health", timeout, check=serving)
+    serving = _fastapi_serving(FASTAPI_BACKENDS[setting], workers)  # the name /health answers
+    health = wait_healthy(f"{url('FASTAPI_SERVER_URL')}/health", timeout, check=serving)
     os.environ.update(settings)
     print(
         f"FastAPI service now runs {health['runtime']} on {health['device']} in "

@@ -151,7 +151,7 @@ def summarize(df: pd.DataFrame) -> dict:
     infer = "server_infer_ms"
     row["infer_mean_ms"] = float(ok[infer].mean()) if infer in ok and len(ok) else float("nan")
     laws = queueing.laws(row["throughput_rps"], row["mean_ms"], row["infer_mean_ms"])
-    row["lock_busy_U"], row["in_flight_N"] = laws["U"], laws["N"]
+    row["lock_busy_U"], row["in_flight_N"] = laws["busy_U"], laws["in_flight_N"]
     return row
 
 

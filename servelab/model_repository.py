@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import argparse
 import filecmp
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
 from servelab import food11
+from servelab.config_text import parse_config, to_cpu
 from servelab.paths import (
     MODEL_ONNX,
     MODEL_PTH,
@@ -93,17 +93,6 @@ def has_gpu(mode: str = "local") -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and "GPU" in out.stdout
-
-
-_GPUS_LINE = re.compile(r"^[ \t]*gpus[ \t]*:[^\n]*\n?", re.MULTILINE)
-_GPUS_INLINE = re.compile(r",?[ \t]*gpus[ \t]*:[ \t]*\[[^\]]*\]")
-
-
-def to_cpu(config_text: str) -> str:
-    """KIND_GPU -> KIND_CPU in every instance group, dropping the `gpus:` lists (invalid for CPU),
-    on lines of their own or inline (`{ count: 1, kind: KIND_GPU, gpus: [ 0 ] }`)."""
-    text = re.sub(r"\bKIND_GPU\b", "KIND_CPU", config_text)
-    return _GPUS_INLINE.sub("", _GPUS_LINE.sub("", text))
 
 
 def _copy_file(src: Path, dst: Path) -> None:
@@ -194,13 +183,10 @@ def _place(
 def _backend(config_text: str) -> str | None:
     """The Triton backend a config.pbtxt names, or None if it does not parse (a config being
     edited is kept)."""
-    from google.protobuf import (
-        text_format,
-    )  # Triton's config schema: loaded only when a config is kept
-    from tritonclient.grpc import model_config_pb2
+    from google.protobuf import text_format
 
     try:
-        return text_format.Parse(config_text, model_config_pb2.ModelConfig()).backend or None
+        return parse_config(config_text).backend or None
     except text_format.ParseError:
         return None
 

@@ -27,8 +27,8 @@ the GPU, the cores or Python: where a measurement parts from it, the text of the
 Two laws hold for any measured run, whatever the model assumes, and the lab shows them beside
 every measured row: the utilisation law U = X·S (throughput × service time = how many servers are
 busy on average) and Little's law N = X·R (throughput × latency = how many requests are in flight
-on average). laws() computes both; model_miss() says where the model's line misses a measurement
-by more than ±30 % and which of its assumptions the run broke.
+on average). laws() computes both, for every row of the lab; model_miss() says where the
+model's line misses a measurement by more than ±30 % and which of its assumptions the run broke.
 """
 
 from __future__ import annotations
@@ -197,43 +197,42 @@ def saturation_rate(service: ServiceTime, servers: int = 1, max_batch: int = 1) 
     return servers * max_batch / service(max_batch) * 1000.0
 
 
-def laws(throughput_per_s: float, latency_ms: float, service_ms: float) -> dict:
-    """The utilisation law and Little's law for one measured run (means, not medians):
-    U = X·S, servers busy on average (for one server, the share of time it is busy), and
-    N = X·R, requests in flight on average."""
-    return {
-        "U": throughput_per_s * service_ms / 1000.0,
-        "N": throughput_per_s * latency_ms / 1000.0,
-    }
-
-
-def run_laws(
+def laws(
     throughput_per_s: float,
     latency_ms: float,
-    queue_ms: float,
     execution_ms: float,
+    queue_ms: float = 0.0,
     batch: float = 1.0,
     instances: int = 1,
     client_batch: int = 1,
 ) -> dict:
-    """The two laws for one Triton run (perf_analyzer's row and Triton's statistics), as notebook 6
-    shows them beside every measured row.
+    """The utilisation law and Little's law for one measured run (means, not medians): the lab's
+    one home for them, used by every row that shows them (loadgen, perf, hardware).
 
     throughput_per_s counts images (perf_analyzer's inferences/s); a request carries client_batch
-    of them, an execution `batch` of them on average (dynamic batching or client batches), and
-    takes execution_ms. Then, per second, there are throughput / batch executions, and:
-    busy_U = executions/s × execution time / instances (utilisation law, per instance: the share
-    of time each instance ran something); in_flight_N = requests/s × mean latency (Little's law:
-    requests in flight on average); waiting_N = requests/s × mean queue time (those waiting for an
-    instance)."""
-    requests_per_s = throughput_per_s / max(client_batch, 1)
-    executions_per_s = throughput_per_s / batch if batch else 0.0
+    of them, an execution `batch` of them on average (dynamic batching or client batches; at
+    least 1), and takes execution_ms. Per second there are throughput / batch executions, and
+    busy_U = executions/s × execution time / instances (U = X·S per instance: the share of time
+    each instance, or lock, ran something); in_flight_N = requests/s × mean latency (N = X·R:
+    requests in flight on average); waiting_N = requests/s × mean queue time (those waiting).
+    Plain arithmetic: pandas columns work as well as numbers."""
+    requests_per_s = throughput_per_s / client_batch
     return {
         "instances": instances,
-        "busy_U": executions_per_s * execution_ms / 1000.0 / max(instances, 1),
+        "busy_U": throughput_per_s / batch * execution_ms / 1000.0 / instances,
         "in_flight_N": requests_per_s * latency_ms / 1000.0,
         "waiting_N": requests_per_s * queue_ms / 1000.0,
     }
+
+
+def laws_line(row: dict) -> str:
+    """The two laws of a row (with laws()'s columns) in words, as perf.run_line prints them."""
+    return (
+        f"laws: U = X·S = {row['busy_U']:.2f} (each of {row['instances']} instance(s) busy "
+        f"{row['busy_U']:.0%} of the time, {row['execution_ms']:.3g} ms per execution); "
+        f"N = X·R = {row['in_flight_N']:.1f} requests in flight, "
+        f"{row['waiting_N']:.1f} of them waiting in Triton's queue"
+    )
 
 
 def model_miss(
@@ -268,8 +267,21 @@ def model_miss(
     said = f"the model says {model_ms:.3g} ms, the run measured {measured_ms:.3g} ms ({ratio:.2f}x)"
     if abs(ratio - 1) <= tolerance:
         return f"{said}: within ±{tolerance:.0%}, the model holds here."
-    busy = utilisation / servers
     grew = service_loaded_ms / service_alone_ms if service_alone_ms else math.inf
+    broken = _broken(ratio, utilisation / servers, open_loop, tail)
+    if grew > 1 + tolerance:
+        broken.append(
+            f"the service time grew {grew:.1f}x under load ({service_alone_ms:.3g} ms alone, "
+            f"{service_loaded_ms:.3g} ms loaded), where the model keeps it constant"
+        )
+    if not broken:
+        broken.append("the service time varies, where the model keeps it constant")
+    return f"{said}: more than ±{tolerance:.0%} off, because " + "; and ".join(broken) + "."
+
+
+def _broken(ratio: float, busy: float, open_loop: bool, tail: float | None) -> list[str]:
+    """The assumptions of the model that the laws of a run say it broke (model_miss's reasons),
+    the service time apart."""
     broken = []
     if busy >= 0.8:
         broken.append(
@@ -289,11 +301,4 @@ def model_miss(
             "a request ready to run takes a free station at once, so these waited for something "
             "the model does not have, the threads and the interpreter (or cores) they share"
         )
-    if grew > 1 + tolerance:
-        broken.append(
-            f"the service time grew {grew:.1f}x under load ({service_alone_ms:.3g} ms alone, "
-            f"{service_loaded_ms:.3g} ms loaded), where the model keeps it constant"
-        )
-    if not broken:
-        broken.append("the service time varies, where the model keeps it constant")
-    return f"{said}: more than ±{tolerance:.0%} off, because " + "; and ".join(broken) + "."
+    return broken
