@@ -143,9 +143,15 @@ def tensor_from_bytes(data: bytes, request: decode_budget.CpuBudget | None = Non
 
 def tensors_from_bytes(files) -> np.ndarray:
     """Several files (one request's batch) -> [n, 3, 224, 224], within one request's CPU budget
-    (decode_budget.MAX_REQUEST_DECODE_CPU_S) as well as each image's."""
-    request = decode_budget.CpuBudget(decode_budget.MAX_REQUEST_DECODE_CPU_S)
+    as well as each image's."""
+    request = request_budget()
     return np.stack([tensor_from_bytes(bytes(f), request) for f in files])
+
+
+def request_budget() -> decode_budget.CpuBudget:
+    """The CPU budget of all the images of one request (decode_budget.MAX_REQUEST_DECODE_CPU_S),
+    started now on this thread."""
+    return decode_budget.CpuBudget(decode_budget.MAX_REQUEST_DECODE_CPU_S)
 
 
 def _decoded(data: bytes, keep, request: decode_budget.CpuBudget | None = None):
@@ -303,8 +309,8 @@ def _return_freed_memory() -> None:
 _libc = None
 
 
-def tensor_from_base64(text: str) -> np.ndarray:
-    return tensor_from_bytes(decode_base64(text))
+def tensor_from_base64(text: str, request: decode_budget.CpuBudget | None = None) -> np.ndarray:
+    return tensor_from_bytes(decode_base64(text), request)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
