@@ -361,27 +361,25 @@ def flask_service(port: int, env: dict) -> Service:
 def triton_service(repo: Path, admin_key: str, ports: dict | None = None) -> Service:
     """tritonserver under its watchdog (servelab.serving.triton_watchdog), on the ports it had.
 
-    The watchdog gets the admin key in its environment (to load a model whose stub died again);
-    tritonserver takes it on its command line (Triton has no other way)."""
+    The watchdog gets the admin key in its environment (to load a model whose stub died again)
+    and adds the flags that pass it to tritonserver, which takes it only on its own command line:
+    the watchdog's command line holds none (docs/security.md)."""
     from labstack import triton_local
 
     ports = ports or {}
     http = port_for("triton", ports.get("port"))
     grpc = port_for("triton_grpc", ports.get("grpc_port"))
     metrics = port_for("triton_metrics", ports.get("metrics_port"))
-    argv, env = triton_local.server_command(repo, http, grpc, metrics, admin_key=admin_key)
+    argv, env = triton_local.server_command(
+        repo, http, grpc, metrics, admin_key=admin_key, key_on_command_line=False
+    )
     health_file = f"--health-file={TRITON_HEALTH}"
-    watchdog = _module("servelab.serving.triton_watchdog") + [
-        f"--url=http://127.0.0.1:{http}",
-        health_file,
-        "--",
-    ]
     return Service(
         "triton",
-        watchdog + argv,
+        triton_local.watchdog_command(argv, http, TRITON_HEALTH),
         health=f"{_url(http)}/v2/health/ready",
         marker=health_file,
-        env={**env, "TRITON_ADMIN_KEY": admin_key},
+        env=env,
         timeout=300,
         ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
         extra={"shm_prefix": triton_local.shm_prefix(http), "health_file": str(TRITON_HEALTH)},
