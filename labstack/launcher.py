@@ -26,8 +26,9 @@ removed after a crash.
 
 Secrets: files holding one (secrets.env, urls.env) and every log are readable by their owner
 only; nothing the launcher prints, records in state.json or writes to a log carries the token or
-the key (they are named, not shown). JupyterLab reads its token from its environment. Residual:
-tritonserver takes the admin key only on its command line, which other local users can read.
+the key (they are named, not shown). JupyterLab reads its token from its environment, the Triton
+watchdog the admin key; tritonserver takes the key only on its command line, where the watchdog
+masks it once the server has read it (docs/security.md).
 """
 
 from __future__ import annotations
@@ -246,11 +247,18 @@ def _redact(text: str, env: dict) -> str:
     return text
 
 
+LOG_ROTATE_BYTES = 16 * 2**20  # a log past this when its service starts becomes <name>.log.1
+
+
 def _private_log(path: Path):
     """The service's log, appended to, readable by its owner only (it may hold what the service
-    prints about its requests)."""
+    prints about its requests). One past LOG_ROTATE_BYTES is moved aside first (one kept): the
+    services also rate-limit what they log per request (servelab.serving.log_limit)."""
     LOGS.mkdir(parents=True, exist_ok=True)
     LOGS.chmod(0o700)
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > LOG_ROTATE_BYTES:
+            os.replace(path, path.with_name(path.name + ".1"))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.fchmod(fd, 0o600)  # a log made by an older launcher
     return os.fdopen(fd, "ab")
@@ -362,8 +370,8 @@ def triton_service(repo: Path, admin_key: str, ports: dict | None = None) -> Ser
     """tritonserver under its watchdog (servelab.serving.triton_watchdog), on the ports it had.
 
     The watchdog gets the admin key in its environment (to load a model whose stub died again)
-    and adds the flags that pass it to tritonserver, which takes it only on its own command line:
-    the watchdog's command line holds none (docs/security.md)."""
+    and adds the flags that pass it to tritonserver, which takes it only on its own command line,
+    then masks it there once the server has read it: no command line shows it (docs/security.md)."""
     from labstack import triton_local
 
     ports = ports or {}

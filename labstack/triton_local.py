@@ -213,10 +213,10 @@ def server_command(
     generated and put into this process's environment, so its own clients can use the API).
     Triton takes the key only on its command line. key_on_command_line=False: the flags that
     carry it are left out and the key is put into the environment returned, TRITON_ADMIN_KEY, for
-    the watchdog to add them (watchdog_command(): then only tritonserver's own command line holds
-    the key, not the watchdog's). The three endpoints listen on `address` (default LAB_BIND_HOST,
-    as the launcher's other services, else 127.0.0.1). The stubs' shared-memory regions are named
-    with shm_prefix(http_port).
+    the watchdog to add them (watchdog_command(): the watchdog's command line holds no key, and it
+    masks the key on tritonserver's once the server has read it). The three endpoints listen on
+    `address` (default LAB_BIND_HOST, as the launcher's other services, else 127.0.0.1). The
+    stubs' shared-memory regions are named with shm_prefix(http_port).
     """
     address = address or os.environ.get("LAB_BIND_HOST") or "127.0.0.1"
     argv = [

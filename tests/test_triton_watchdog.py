@@ -247,3 +247,36 @@ def test_check_is_healthy_only_when_every_model_is(monkeypatch, tmp_path):
     dog.write(1, False, {}, failed="the watchdog gave up: run `make restart SERVICE=triton`")
     healthy, lines = wd.check("http://t", tmp_path / "health.json")
     assert not healthy and lines[0].startswith("FAILED:") and "make restart" in lines[0]
+
+
+def test_a_secret_read_at_start_is_hidden_from_the_command_line(tmp_path):
+    """What the watchdog does to tritonserver's admin key, on a real process that, as Triton,
+    copies its arguments as it starts and then starts a second thread: the command line every
+    local user can read shows a random mask, and the process keeps the value it read."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    secret = "0123456789abcdef" * 2
+    out = tmp_path / "read.txt"
+    code = (
+        "import sys, threading, time; v = sys.argv[1].split('=')[1]; "
+        "threading.Thread(target=time.sleep, args=(30,), daemon=True).start(); "
+        f"time.sleep(1.0); open({str(out)!r}, 'w').write(v); time.sleep(30)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, f"--key={secret}"])
+    try:
+        assert triton_procs.hide_argument(proc.pid, secret) == ""
+        shown = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+        assert secret.encode() not in b"".join(shown)
+        mask = shown[3].split(b"=")[1]
+        assert len(mask) == len(secret) and mask.isupper() and mask.isalpha()
+        for _ in range(50):
+            if out.exists() and out.read_text():
+                break
+            time.sleep(0.1)
+        assert out.read_text() == secret
+    finally:
+        proc.kill()
+        proc.wait()
+    assert triton_procs.hide_argument(proc.pid, secret, wait_s=0.1) != ""  # gone: says why

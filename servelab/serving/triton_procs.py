@@ -7,6 +7,9 @@ watchdog (servelab.serving.triton_watchdog) runs in Triton's image too.
 from __future__ import annotations
 
 import os
+import secrets
+import string
+import time
 from pathlib import Path
 
 STUB = "triton_python_backend_stub"
@@ -136,3 +139,37 @@ def region_bytes(pid: int, prefix: str) -> int:
         except OSError:
             continue
     return max(sizes)
+
+
+def hide_argument(pid: int, secret: str, wait_s: float = 10.0) -> str:
+    """Overwrite `secret` on process pid's command line with random capital letters, in the
+    process's own memory (/proc/<pid>/mem, which its parent may write), once it has read its
+    options: its command line, which every local user can read, then no longer shows it.
+
+    For tritonserver, which takes its admin key on its command line only and copies it while it
+    parses its options, before it starts its first thread. So this waits for a second thread; the
+    mask is random, never a value anyone could send, and the caller checks afterwards that the
+    server still answers the real key. Returns '' once hidden, else why not."""
+    deadline = time.monotonic() + wait_s
+    task = Path(f"/proc/{pid}/task")
+    try:
+        while len(os.listdir(task)) < 2:
+            if time.monotonic() > deadline:
+                return f"no second thread within {wait_s:.0f} s"
+            time.sleep(0.005)
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end (fields 48, 49)
+        found = 0
+        with open(f"/proc/{pid}/mem", "r+b", buffering=0) as mem:
+            mem.seek(start)
+            args = mem.read(end - start)
+            at = args.find(secret.encode())
+            while at >= 0:
+                mask = "".join(secrets.choice(string.ascii_uppercase) for _ in secret)
+                mem.seek(start + at)
+                mem.write(mask.encode())
+                found += 1
+                at = args.find(secret.encode(), at + 1)
+    except (OSError, ValueError, IndexError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "" if found else "not on its command line"

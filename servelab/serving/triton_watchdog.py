@@ -33,8 +33,10 @@ served ensemble names (the repository index, read with the node's secret, TRITON
   watchdog gives up: its report says so and what recovers it, and it exits with the server's status;
 - the stubs' /dev/shm regions are made readable by their owner only (Triton creates them 0644);
 - --restrict-apis: the flags that restrict those Triton APIs to the node's secret are added to
-  tritonserver's command line here, from TRITON_ADMIN_KEY in this process's environment, so the
-  secret is on no command line but the server's own (Triton reads it from nowhere else);
+  tritonserver's command line here, from TRITON_ADMIN_KEY in this process's environment (Triton
+  reads the key from nowhere but its command line, which every local user can read); once the
+  server has read its options, the key is overwritten there with a random mask
+  (triton_procs.hide_argument), and the server is checked to answer the real key;
 - it writes what it saw to --health-file (JSON): per model Triton's state, the stubs running,
   stopped and asked for, a reload under way, and a problem in words. `--check` reads that file
   and asks Triton itself: exit 0 only if the report is fresh and every model it lists is ready
@@ -58,6 +60,7 @@ from pathlib import Path
 
 from servelab.serving.triton_procs import (  # noqa: F401 - the launcher and tests use them here
     descendants,
+    hide_argument,
     privatise_regions,
     proc_state,
     region_bytes,
@@ -137,6 +140,17 @@ def repository_index(url: str, key: str) -> dict[str, tuple[str, str]] | None:
     except (urllib.error.URLError, OSError, ValueError):
         return None
     return {m["name"]: (m.get("state", ""), m.get("reason", "")) for m in index or []}
+
+
+def answers_key(url: str, key: str) -> bool | None:
+    """Does Triton's restricted repository API take `key`? None: no answer to tell."""
+    try:
+        _post(f"{url}/v2/repository/index", {}, key, timeout=5.0)
+        return True
+    except urllib.error.HTTPError as exc:
+        return False if exc.code == 403 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
 
 
 def expected_stubs(config: dict) -> int | None:
@@ -256,6 +270,8 @@ class Watchdog:
         self.configs: dict[str, dict] = {}  # model -> the config it served when last ready
         self.restart = ""  # why tritonserver must be restarted ('' while it need not)
         self.note = ""  # why the server is not ready (it is being started again)
+        self.check_key = False  # the key was hidden on the server's command line: check it took
+        self.key_refused = False  # ... and the server refused it (hidden before it was read)
         self._looked: dict[str, dict] = {}  # served configs read during this look
 
     def config(self, model: str) -> dict:
@@ -320,6 +336,11 @@ class Watchdog:
         if not _ok(f"{self.url}/v2/health/ready"):
             return self.write(server_pid, False, {})
         self.note = ""
+        if self.check_key and answers_key(self.url, self.key) is not None:
+            self.check_key = False
+            if not answers_key(self.url, self.key):
+                self.key_refused = True
+                self._restart("tritonserver refuses its admin key (hidden before it read it?)")
         for model, (thread, _, _) in list(self.reloading.items()):
             if not thread.is_alive():
                 del self.reloading[model]
@@ -559,6 +580,7 @@ def supervise(
     restarts: list[float] = []
     events: list[str] = []
     note = ""  # why the server is being started again, for the report until it is ready
+    hide = bool(restrict_apis)  # the key flags are ours: hide the key once the server read it
     while True:
         removed = remove_stale_regions(prefix)
         if removed:
@@ -566,6 +588,11 @@ def supervise(
         watchdog = Watchdog(url, health_file, key, prefix, max_region_mib, repo)
         watchdog.events, watchdog.note = events, note
         server = subprocess.Popen(argv)
+        if hide:
+            why_not = hide_argument(server.pid, key)
+            watchdog.check_key = not why_not
+            if why_not:
+                log(f"the admin key stays on tritonserver's command line: {why_not}")
         while server.poll() is None and not stopping and not watchdog.restart:
             try:
                 watchdog.step(server.pid)
@@ -574,6 +601,7 @@ def supervise(
             _reap_orphans(server.pid)
             time.sleep(every)
         why = watchdog.restart
+        hide = hide and not watchdog.key_refused
         if why and not stopping:
             _end(server)
         code = server.wait()
