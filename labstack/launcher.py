@@ -539,11 +539,8 @@ def _left_by_watchdog(rec: dict) -> list[int]:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         pid = int(stat.parent.name)
         if _group_of(stat) == rec["pid"] and pid != rec["pid"] and not _zombie(pid):
-            try:
-                if Path(f"/proc/{pid}/comm").read_text().strip() in TRITON_COMMS:
-                    found.append(pid)
-            except OSError:
-                continue
+            if _comm(pid) in TRITON_COMMS:
+                found.append(pid)
     return sorted(found)
 
 
