@@ -607,6 +607,7 @@ def supervise(
         code = server.wait()
         _end_orphaned_stubs(watchdog.known, prefix)  # they would keep their regions mapped
         if stopping:
+            remove_stale_regions(prefix)  # what the stubs leave in /dev/shm when stopped with it
             return code
         now = time.monotonic()
         restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
