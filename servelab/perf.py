@@ -37,6 +37,7 @@ from pathlib import Path
 
 from servelab import labenv, perf_flags, tools
 from servelab.paths import RESULTS
+from servelab.serving.triton_procs import hide_argument
 
 CSV_COLUMNS = {
     "Concurrency": "concurrency",
@@ -270,26 +271,29 @@ def _run(
     if verbose:
         print(f"$ {shown or line}", flush=True)
     start = time.perf_counter()
-    try:
-        proc = subprocess.run(
-            cmd,
-            env=tools.perf_analyzer_env(),
-            capture_output=True,
-            text=True,
-            timeout=limit,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        out = (
-            (exc.stdout or b"").decode(errors="replace")
-            if isinstance(exc.stdout, bytes)
-            else (exc.stdout or "")
-        )
-        raise PerfAnalyzerError(
-            f"perf_analyzer did not finish within {limit:.0f} s: {line}\n{out[-3000:]}"
-        ) from None
+    key = os.environ.get("TRITON_ADMIN_KEY")
+    with subprocess.Popen(
+        cmd,
+        env=tools.perf_analyzer_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    ) as proc:
+        if key and any(key in a for a in cmd):
+            # a -H with the node's secret: once perf_analyzer has read its options, the command
+            # line every local user can read shows a random mask instead (docs/security.md)
+            hide_argument(proc.pid, key)
+        try:
+            stdout, stderr = proc.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = proc.communicate()[0] or ""
+            raise PerfAnalyzerError(
+                f"perf_analyzer did not finish within {limit:.0f} s: {line}\n{out[-3000:]}"
+            ) from None
     seconds = time.perf_counter() - start
-    output = (proc.stdout or "") + (proc.stderr or "")
+    output = (stdout or "") + (stderr or "")
     if verbose:
         print(output.rstrip(), flush=True)
     # the node's secret stays out of the result (a notebook may show run.command)
