@@ -26,8 +26,9 @@ removed after a crash.
 
 Secrets: files holding one (secrets.env, urls.env) and every log are readable by their owner
 only; nothing the launcher prints, records in state.json or writes to a log carries the token or
-the key (they are named, not shown). JupyterLab reads its token from its environment. Residual:
-tritonserver takes the admin key only on its command line, which other local users can read.
+the key (they are named, not shown). JupyterLab reads its token from its environment, the Triton
+watchdog the admin key; tritonserver takes the key only on its command line, where the watchdog
+masks it once the server has read it (docs/security.md).
 """
 
 from __future__ import annotations
@@ -246,11 +247,18 @@ def _redact(text: str, env: dict) -> str:
     return text
 
 
+LOG_ROTATE_BYTES = 16 * 2**20  # a log past this when its service starts becomes <name>.log.1
+
+
 def _private_log(path: Path):
     """The service's log, appended to, readable by its owner only (it may hold what the service
-    prints about its requests)."""
+    prints about its requests). One past LOG_ROTATE_BYTES is moved aside first (one kept): the
+    services also rate-limit what they log per request (servelab.serving.log_limit)."""
     LOGS.mkdir(parents=True, exist_ok=True)
     LOGS.chmod(0o700)
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > LOG_ROTATE_BYTES:
+            os.replace(path, path.with_name(path.name + ".1"))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.fchmod(fd, 0o600)  # a log made by an older launcher
     return os.fdopen(fd, "ab")
@@ -361,27 +369,25 @@ def flask_service(port: int, env: dict) -> Service:
 def triton_service(repo: Path, admin_key: str, ports: dict | None = None) -> Service:
     """tritonserver under its watchdog (servelab.serving.triton_watchdog), on the ports it had.
 
-    The watchdog gets the admin key in its environment (to load a model whose stub died again);
-    tritonserver takes it on its command line (Triton has no other way)."""
+    The watchdog gets the admin key in its environment (to load a model whose stub died again)
+    and adds the flags that pass it to tritonserver, which takes it only on its own command line,
+    then masks it there once the server has read it: no command line shows it (docs/security.md)."""
     from labstack import triton_local
 
     ports = ports or {}
     http = port_for("triton", ports.get("port"))
     grpc = port_for("triton_grpc", ports.get("grpc_port"))
     metrics = port_for("triton_metrics", ports.get("metrics_port"))
-    argv, env = triton_local.server_command(repo, http, grpc, metrics, admin_key=admin_key)
+    argv, env = triton_local.server_command(
+        repo, http, grpc, metrics, admin_key=admin_key, key_on_command_line=False
+    )
     health_file = f"--health-file={TRITON_HEALTH}"
-    watchdog = _module("servelab.serving.triton_watchdog") + [
-        f"--url=http://127.0.0.1:{http}",
-        health_file,
-        "--",
-    ]
     return Service(
         "triton",
-        watchdog + argv,
+        triton_local.watchdog_command(argv, http, TRITON_HEALTH),
         health=f"{_url(http)}/v2/health/ready",
         marker=health_file,
-        env={**env, "TRITON_ADMIN_KEY": admin_key},
+        env=env,
         timeout=300,
         ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
         extra={"shm_prefix": triton_local.shm_prefix(http), "health_file": str(TRITON_HEALTH)},
@@ -519,6 +525,13 @@ def _stop_service(name: str, rec: dict, say: str = "") -> bool:
     stopped = _stop(rec["pid"], rec["marker"])
     if stopped and say:
         print(f"{say} {name} (pid {rec['pid']})")
+    left = _left_by_watchdog(rec) if name == "triton" and not stopped else []
+    if left:  # its watchdog died, the server and its stubs did not: end them too (SIGTERM)
+        print(f"stopped tritonserver and its stubs {left}, left running by their dead watchdog")
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        stopped = True
     if name == "triton":
         _wait_group_gone(rec["pid"])  # its stubs map their regions until they exit
         from servelab.serving.triton_watchdog import remove_stale_regions
@@ -527,6 +540,21 @@ def _stop_service(name: str, rec: dict, say: str = "") -> bool:
         if removed:
             print(f"removed {len(removed)} shared-memory region(s) Triton's stubs left behind")
     return stopped
+
+
+TRITON_COMMS = ("tritonserver", "triton_python_b")  # /proc/<pid>/comm: the server, a stub
+
+
+def _left_by_watchdog(rec: dict) -> list[int]:
+    """tritonserver and its stubs still running in Triton's process group after the watchdog, the
+    group's leader, died (recognised by name as well as group: never another program)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        pid = int(stat.parent.name)
+        if _group_of(stat) == rec["pid"] and pid != rec["pid"] and not _zombie(pid):
+            if _comm(pid) in TRITON_COMMS:
+                found.append(pid)
+    return sorted(found)
 
 
 def _wait_group_gone(pgid: int, timeout: float = 15.0) -> None:
@@ -726,23 +754,57 @@ def _triton_models(rec: dict) -> tuple[bool, list[str]]:
     return check(f"http://127.0.0.1:{rec['port']}", health_file)
 
 
+def _triton_status(rec: dict) -> tuple[str, list[str]]:
+    """Triton's word (healthy, DEGRADED, DOWN) and lines: per model from Triton and its watchdog's
+    report, and whether the watchdog itself runs (killed, it leaves a server nothing repairs)."""
+    if _alive(rec["pid"], rec["marker"]) and not _zombie(rec["pid"]):
+        healthy, lines = _triton_models(rec)
+        if not healthy and any(ln.startswith("FAILED") for ln in lines):
+            lines.append(f"recover: `make restart SERVICE=triton` (log: {rec['log']})")
+        return ("healthy" if healthy else "DEGRADED"), lines
+    servers = [p for p in _left_by_watchdog(rec) if _comm(p) == "tritonserver"]
+    _, lines = _triton_models(rec)
+    lines = [ln for ln in lines if not ln.startswith("watchdog:")]
+    if servers:
+        return "DEGRADED", [
+            f"its watchdog (pid {rec['pid']}) is not running: tritonserver (pid {servers[0]}) "
+            "still serves, but nothing repairs a model whose stub dies or a server that wedges",
+            *lines,
+            "recover: `make up` (starts Triton and its watchdog again, on the same ports)",
+        ]
+    return "DOWN", [*lines, "recover: `make up` (or `make restart SERVICE=triton`)"]
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _red(word: str) -> str:
+    """The word in red where a terminal shows it (NO_COLOR set: never)."""
+    if word == "healthy" or not sys.stdout.isatty() or os.environ.get("NO_COLOR"):
+        return word
+    return f"\033[1;31m{word}\033[0m"
+
+
 def print_status(state: dict | None = None) -> None:
-    """Each service: running and healthy or not (Triton: per model), its URL and log; where the
-    secrets are, never their values."""
+    """Each service: running and healthy or not (Triton: per model, and its watchdog), its URL and
+    log, and what recovers one that is not; where the secrets are, never their values."""
     state = state or read_state()
     if not state.get("services"):
         print("local stack is not running (make up)")
         return
     for name, rec in state["services"].items():
-        healthy = _healthy(rec)
-        models: list[str] = []
-        if name == "triton" and healthy:
-            healthy, models = _triton_models(rec)
-            word = "healthy" if healthy else "DEGRADED"
+        if name == "triton":
+            word, lines = _triton_status(rec)
         else:
-            word = "healthy" if healthy else "DOWN"
-        print(f"  {name:8s} pid {rec['pid']:<7d} {word:8s} {_url(rec['port'])}   log: {rec['log']}")
-        for line in models:
+            word = "healthy" if _healthy(rec) else "DOWN"
+            lines = [] if word == "healthy" else ["recover: `make up` starts it again"]
+        shown = _red(word) + " " * max(0, 8 - len(word))
+        print(f"  {name:8s} pid {rec['pid']:<7d} {shown} {_url(rec['port'])}   log: {rec['log']}")
+        for line in lines:
             print(f"             {line}")
     if URLS_ENV.exists():
         shown = [

@@ -108,19 +108,18 @@ def start_triton(workdir: Path, watchdog_args: list[str] | None = None) -> Proc:
     http, grpc, metrics = sorted(ports)
     # no address: the default the launcher's Triton gets too (LAB_BIND_HOST, else 127.0.0.1)
     argv, env = triton_local.server_command(
-        repo, http, grpc, metrics, backends=Path(workdir) / "backends"
+        repo,
+        http,
+        grpc,
+        metrics,
+        backends=Path(workdir) / "backends",
+        key_on_command_line=watchdog_args is None,
     )
     marker = argv[0]
     if watchdog_args is not None:
-        marker = f"--health-file={Path(workdir) / 'triton_health.json'}"
-        argv = [
-            *launcher._module("servelab.serving.triton_watchdog"),
-            f"--url=http://127.0.0.1:{http}",
-            marker,
-            *watchdog_args,
-            "--",
-            *argv,
-        ]
+        health = Path(workdir) / "triton_health.json"
+        marker = f"--health-file={health}"
+        argv = triton_local.watchdog_command(argv, http, health, watchdog_args)
     service = launcher.Service(
         "triton",
         argv,

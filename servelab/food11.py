@@ -15,14 +15,15 @@ import binascii
 import contextlib
 import io
 import json
-import os
 import re
+import struct
 import threading
 import warnings
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from servelab import decode_budget
 from servelab.paths import ARTIFACTS_JSON
 
 CLASSES = (
@@ -42,20 +43,18 @@ INPUT_SIZE = 224
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
-# Limits that keep one odd upload from taking a service down.
-MAX_IMAGE_BYTES = 8 * 1024 * 1024  # encoded file size
-MAX_IMAGE_PIXELS = 40_000_000  # width * height declared in the header (decompression bombs)
+# What decoding one upload may cost: every limit and its reason is in servelab.decode_budget; the
+# ones the services and the reliability suite name are importable from here too.
+MAX_IMAGE_BYTES = decode_budget.MAX_IMAGE_BYTES  # encoded file size
+MAX_IMAGE_PIXELS = decode_budget.MAX_IMAGE_PIXELS  # width * height declared in the header
 MAX_BASE64_CHARS = (MAX_IMAGE_BYTES * 4) // 3 + 4  # the base64 text of the largest file
 # ... with the line breaks of the `base64` command (one per 76 characters): a longer text is
 # refused by its length alone, before anything copies it
 MAX_BASE64_TEXT = MAX_BASE64_CHARS * 78 // 76 + 1024
 FORMATS = ("JPEG", "PNG", "WEBP")  # what a photo upload is; anything else is refused unread
 FORMAT_NAMES = "JPEG, PNG or WebP"
-# A decoded 40 Mpx PNG is 160 MB (Pillow keeps RGB in 4 bytes a pixel): at most this many decodes
-# run at once in one process, and of those only one of a canvas over LARGE_CANVAS pixels, so a
-# burst of crafted images cannot take memory without bound (JPEGs decode at reduced size).
-MAX_CONCURRENT_DECODES = max(2, min(4, os.cpu_count() or 2))
-LARGE_CANVAS = 4_000_000
+MAX_CONCURRENT_DECODES = decode_budget.MAX_CONCURRENT_DECODES
+LARGE_CANVAS = decode_budget.LARGE_CANVAS
 _decodes = threading.BoundedSemaphore(MAX_CONCURRENT_DECODES)
 _large_decode = threading.Lock()
 # Magic numbers of formats people do send, to name them in the refusal
@@ -124,36 +123,55 @@ def _not_accepted(data: bytes) -> BadInput:
 
 def load_image(data: bytes) -> Image.Image:
     """Decode image file bytes to an upright RGB PIL image of at least 224x224 (when the file is),
-    refusing empty, huge, damaged or non-photo input.
+    refusing empty, huge, damaged, too costly or non-photo input.
 
-    Only JPEG, PNG and WebP are opened. The size the header declares is checked before any pixel
-    is decoded; a JPEG is decoded at a reduced scale (its format allows it: the model needs
+    Only JPEG, PNG and WebP are opened. What the file's structure and header declare is checked
+    before any pixel is decoded (servelab.decode_budget: size, pixels, sides, JPEG scans,
+    metadata); a JPEG is decoded at a reduced scale (its format allows it: the model needs
     224x224, not the full photo); the EXIF orientation of phone photos is applied. The services
     decode through tensor_from_bytes(), which keeps only the model's input (this keeps the image).
     """
     return _decoded(data, lambda img: img.copy())
 
 
-def tensor_from_bytes(data: bytes) -> np.ndarray:
+def tensor_from_bytes(data: bytes, request: decode_budget.CpuBudget | None = None) -> np.ndarray:
     """File bytes -> the model's input: the one decoding path of every service (FastAPI, Flask,
-    Triton's Python model). The full-size image lives only inside the decode bound."""
-    return _decoded(data, preprocess)
+    Triton's Python models). The full-size image lives only inside the decode bound. `request`:
+    the CPU budget of all the images of one request (tensors_from_bytes), besides this image's."""
+    return _decoded(data, preprocess, request)
 
 
-def _decoded(data: bytes, keep):
-    """Decode `data` and return keep(upright RGB image), with memory bounded and given back.
+def tensors_from_bytes(files) -> np.ndarray:
+    """Several files (one request's batch) -> [n, 3, 224, 224], within one request's CPU budget
+    as well as each image's."""
+    request = request_budget()
+    return np.stack([tensor_from_bytes(bytes(f), request) for f in files])
+
+
+def request_budget() -> decode_budget.CpuBudget:
+    """The CPU budget of all the images of one request (decode_budget.MAX_REQUEST_DECODE_CPU_S),
+    started now on this thread."""
+    return decode_budget.CpuBudget(decode_budget.MAX_REQUEST_DECODE_CPU_S)
+
+
+def _decoded(data: bytes, keep, request: decode_budget.CpuBudget | None = None):
+    """Decode `data` and return keep(upright RGB image), with cost and memory bounded.
 
     At most MAX_CONCURRENT_DECODES decodes run at once in a process, and a canvas over
     LARGE_CANVAS pixels (up to 160 MB once decoded) decodes alone: a burst of crafted uploads
-    costs one large canvas at a time, not one per request. Once a large canvas is freed, on
-    success and on error alike, its pages are handed back to the OS.
+    costs one large canvas at a time, not one per request. A request waits at most
+    DECODE_WAIT_S for its turn (then 503: try again), and a decode stops once it has used its CPU
+    budget. Once a large canvas is freed, on success and on error alike, its pages are handed
+    back to the OS.
     """
-    img = _open(data)  # the header only: refusals here cost no pixel memory
+    img = _open(data)  # the structure and header only: refusals here cost no pixel memory
     large = img.width * img.height > LARGE_CANVAS
     result = error = None
     try:
         # a large canvas waits for its turn without holding a slot that small photos need
-        with _large_decode if large else contextlib.nullcontext(), _decodes:
+        with _turn(_large_decode, large), _turn(_decodes):
+            budgets = [decode_budget.CpuBudget(), *([request] if request else [])]
+            img.fp.budgets = budgets
             result, error = _keep_decoded(img, keep)
     finally:
         img.close()
@@ -165,8 +183,39 @@ def _decoded(data: bytes, keep):
     return result
 
 
+@contextlib.contextmanager
+def _turn(lock, needed: bool = True):
+    """Hold `lock` for the block, waiting at most DECODE_WAIT_S for it (then 503)."""
+    if not needed:
+        yield
+        return
+    if not lock.acquire(timeout=decode_budget.DECODE_WAIT_S):
+        raise BadInput(
+            f"The service is busy decoding other images (at most {MAX_CONCURRENT_DECODES} at "
+            "once): try again in a few seconds.",
+            503,
+        )
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+class _Metered(io.BytesIO):
+    """The file as the decoder reads it: each time it asks for more, the CPU budgets of this
+    decode (and of its request) are checked."""
+
+    budgets: list = []
+
+    def read(self, size=-1):
+        for budget in self.budgets:
+            budget.check()
+        return super().read(size)
+
+
 def _open(data: bytes) -> Image.Image:
-    """Open the file and check what its header declares (format, pixels); decode nothing."""
+    """Open the file and check what its structure and header declare (format, cost, pixels,
+    sides); decode nothing."""
     if not data:
         raise BadInput(f"The image is empty (0 bytes): send a {FORMAT_NAMES} file.")
     if len(data) > MAX_IMAGE_BYTES:
@@ -177,11 +226,14 @@ def _open(data: bytes) -> Image.Image:
         )
     error = None
     try:
+        decode_budget.check(data)  # scans, metadata: from the file's structure
         with warnings.catch_warnings():
             # Pillow warns above its own limit (~89 Mpx) and raises above twice that, while reading
             # the header: both mean "too many pixels", never "not an image".
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data), formats=FORMATS)
+            img = Image.open(_Metered(data), formats=FORMATS)
+    except decode_budget.OverBudget as exc:
+        error = BadInput(str(exc), 413)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
         # Pillow: "Image size (N pixels) exceeds limit ..."
         found = re.search(r"\((\d+) pixels\)", str(exc))
@@ -190,20 +242,24 @@ def _open(data: bytes) -> Image.Image:
         )
     except UnidentifiedImageError:
         error = _not_accepted(data)
-    except (OSError, SyntaxError, ValueError):
+    except (OSError, SyntaxError, ValueError, struct.error):
         error = _damaged()
     if error is not None:  # raised here, not inside `except`: nothing of the file stays referenced
         raise error
-    width, height = img.size
-    if width * height > MAX_IMAGE_PIXELS:  # our cap is lower than Pillow's
+    try:
+        decode_budget.check_size(*img.size)  # pixels (our cap is lower than Pillow's), sides
+    except decode_budget.OverBudget as exc:
+        error = BadInput(str(exc), 413)
+    if error is not None:
         img.close()
-        raise _too_many_pixels(f"{width}x{height} pixels")
+        raise error
     return img
 
 
 def _keep_decoded(img: Image.Image, keep) -> tuple:
-    """(keep(decoded upright RGB image), None), or (None, BadInput) when decoding fails. The
-    error is returned, not raised, so no traceback keeps the half-decoded canvas alive."""
+    """(keep(decoded upright RGB image), None), or (None, BadInput) when decoding fails or goes
+    over its budget. The error is returned, not raised, so no traceback keeps the half-decoded
+    canvas alive."""
     try:
         if img.format == "JPEG":
             img.draft("RGB", (INPUT_SIZE, INPUT_SIZE))  # DCT scaling: >= 224 px, up to 8x less
@@ -213,6 +269,8 @@ def _keep_decoded(img: Image.Image, keep) -> tuple:
             upright.seek(0)  # first frame of an animated PNG/WebP
         rgb = upright if upright.mode == "RGB" else upright.convert("RGB")
         return keep(rgb), None
+    except decode_budget.OverBudget as exc:
+        return None, BadInput(str(exc), 413)
     except (OSError, SyntaxError, ValueError, EOFError):
         return None, _damaged()
 
@@ -251,8 +309,8 @@ def _return_freed_memory() -> None:
 _libc = None
 
 
-def tensor_from_base64(text: str) -> np.ndarray:
-    return tensor_from_bytes(decode_base64(text))
+def tensor_from_base64(text: str, request: decode_budget.CpuBudget | None = None) -> np.ndarray:
+    return tensor_from_bytes(decode_base64(text), request)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

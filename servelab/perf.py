@@ -16,6 +16,7 @@ environment it starts with: servelab/tools.py.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -34,6 +35,7 @@ from servelab import (
     triton_stats,
 )
 from servelab.paths import RESULTS
+from servelab.serving.triton_procs import hide_argument
 
 
 class PerfAnalyzerError(RuntimeError):
@@ -106,22 +108,28 @@ class PerfResult:
 
 def _execute(cmd: list[str], limit: float, line: str) -> tuple[int, str]:
     """(exit code, stdout + stderr) of perf_analyzer, stopped after `limit` seconds."""
-    try:
-        proc = subprocess.run(
-            cmd,
-            env=tools.perf_analyzer_env(),
-            capture_output=True,
-            text=True,
-            timeout=limit,
-            stdin=subprocess.DEVNULL,
-        )
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout or ""
-        out = out.decode(errors="replace") if isinstance(out, bytes) else out
-        raise PerfAnalyzerError(
-            f"perf_analyzer did not finish within {limit:.0f} s: {line}\n{out[-3000:]}"
-        ) from None
-    return proc.returncode, (proc.stdout or "") + (proc.stderr or "")
+    key = os.environ.get("TRITON_ADMIN_KEY")
+    with subprocess.Popen(
+        cmd,
+        env=tools.perf_analyzer_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    ) as proc:
+        if key and any(key in a for a in cmd):
+            # a -H with the node's secret: once perf_analyzer has read its options, the command
+            # line every local user can read shows a random mask instead (docs/security.md)
+            hide_argument(proc.pid, key)
+        try:
+            stdout, stderr = proc.communicate(timeout=limit)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = proc.communicate()[0] or ""
+            raise PerfAnalyzerError(
+                f"perf_analyzer did not finish within {limit:.0f} s: {line}\n{out[-3000:]}"
+            ) from None
+    return proc.returncode, (stdout or "") + (stderr or "")
 
 
 def _run(
