@@ -53,7 +53,7 @@ WRITING = {  # minutes per thing the student writes (estimates for a median stud
     "answer": 3.0,  # a "What do you see, and why?" answer (before its verdict, if it has one)
 }
 HOST_MINUTES = 0.5  # switching to the node's terminal, pasting a printed command, coming back
-HOST_CALLS = re.compile(r"labenv\.(?:use_fastapi_backend|use_flask_triton_model|ask_host)\(")
+HOST_CALLS = re.compile(r"services\.(?:use_fastapi_backend|use_flask_triton_model|ask_host)\(")
 NOTEBOOKS = {  # the lease's notebooks and the reference run part that measures each
     "02_provision": None,
     "03_fastapi_setup": None,

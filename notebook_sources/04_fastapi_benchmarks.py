@@ -222,7 +222,7 @@ claims.compare_prediction(
 claims.predict("4.5 ONNX speed-up, sequential (x)", None, why="")
 
 # %%
-labenv.use_fastapi_backend("onnx")
+services.use_fastapi_backend("onnx")
 measure("onnx_sequential", N_SEQUENTIAL, 1)
 
 # %% [markdown]
@@ -297,7 +297,7 @@ print(f"X·W     = {X:.0f}/s × {W * 1000:.1f} ms = {X * W:.1f}  (waiting for th
 # The same load with PyTorch, to compare both runtimes:
 
 # %%
-labenv.use_fastapi_backend("pt")
+services.use_fastapi_backend("pt")
 measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
@@ -350,7 +350,7 @@ with judgement.verdict_after(answer_46, "4.6"):
 # its share of the cores (cores ÷ workers threads each).
 
 # %%
-labenv.use_fastapi_backend("onnx", workers=2)
+services.use_fastapi_backend("onnx", workers=2)
 measure(f"onnx_concurrent_{CONCURRENCY}_2_workers", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
@@ -403,7 +403,7 @@ with judgement.verdict_after(answer_47, "4.7"):
     )
 
 # %%
-labenv.use_fastapi_backend("pt")
+services.use_fastapi_backend("pt")
 
 # %% [markdown]
 # ## 4.8 Exercise: latency against the number in flight (optional: homework when time is short)

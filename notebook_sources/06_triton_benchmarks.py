@@ -554,7 +554,7 @@ import requests
 from servelab import food11
 from servelab.paths import TEST_IMAGES
 
-labenv.use_flask_triton_model("food_classifier_onnx")
+services.use_flask_triton_model("food_classifier_onnx")
 photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 with open(photo, "rb") as f:
     page = requests.post(
@@ -1001,7 +1001,7 @@ perf.table(runs)
 reloaded = triton_config.edit(
     "food_classifier_onnx", ONE_INSTANCE, remove=("dynamic_batching",), verbose=False
 )
-labenv.use_flask_triton_model("food_classifier")
+services.use_flask_triton_model("food_classifier")
 
 # %% [markdown]
 # Then, on the host: `docker compose -f docker-compose-triton.yaml down` (Docker, with your CPU

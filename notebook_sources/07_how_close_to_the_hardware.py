@@ -181,15 +181,15 @@ if LOCAL:
             check=True,
         )
 else:
-    labenv.ask_host(
-        f"docker compose {labenv.compose_files()} exec -T "
+    services.ask_host(
+        f"docker compose {services.compose_files()} exec -T "
         f"-e FOOD11_MODEL_PATH=/models/{MODEL}/1/food11.pth "
         "-e FOOD11_ONNX_PATH=/models/food_classifier_onnx/1/model.onnx triton_server "
         "python3 -m servelab.serving.raw_limit "
         + " ".join(args)
-        + f" --json - > {labenv.host_path(LIMIT_JSON)}"
+        + f" --json - > {services.host_path(LIMIT_JSON)}"
     )
-    labenv.wait_for_file(LIMIT_JSON, lambda text: text.rstrip().endswith("}"), timeout=1800)
+    services.wait_for_file(LIMIT_JSON, lambda text: text.rstrip().endswith("}"), timeout=1800)
 
 # %% [markdown]
 # The best of each runtime, how many times plain fp32 that is, and whether it kept fp32's answers

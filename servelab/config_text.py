@@ -7,6 +7,7 @@ Introduced in notebook 6 (triton_config.edit applies a fragment with it).
     config_text.field_text(text, "dynamic_batching")   # the block as written in the file
     config_text.replace_fields(text, fragment)      # each field of fragment in place of its own
     config_text.to_cpu(text)                        # KIND_GPU -> KIND_CPU, without `gpus`
+    config_text.field_value(config, "dynamic_batching.max_queue_delay_microseconds")
 """
 
 from __future__ import annotations
@@ -127,3 +128,41 @@ def replace_fields(text: str, fragment: str, remove: tuple[str, ...] = ()) -> st
     if missing:
         result = result.rstrip("\n") + "\n\n" + "\n".join(missing) + "\n"
     return result
+
+
+def field_value(message, path: str):
+    """The value at a dotted path of a ModelConfig (the first element of a repeated message; a
+    map's entry by its key, e.g. "parameters.precision.string_value"), or None where the config
+    does not set it."""
+    value, names = message, path.split(".")
+    while names:
+        name = names.pop(0)
+        descriptor = value.DESCRIPTOR.fields_by_name.get(name)
+        if descriptor is None:
+            raise KeyError(f"{value.DESCRIPTOR.name} has no field {name}")
+        # protobuf 6+ has is_repeated and drops label (the GPU machine's); 4.x has only label
+        repeated = getattr(descriptor, "is_repeated", None)
+        if repeated is None:
+            repeated = descriptor.label == descriptor.LABEL_REPEATED
+        entry = descriptor.message_type
+        if entry is not None and entry.GetOptions().map_entry:  # parameters { key: ... }
+            key, entries = names.pop(0), getattr(value, name)
+            if key not in entries:
+                return None
+            value = entries[key]
+        elif descriptor.message_type is not None and not repeated:
+            if not value.HasField(name):
+                return None
+            value = getattr(value, name)
+        elif repeated and descriptor.message_type is not None:
+            items = getattr(value, name)
+            if not items:
+                return None
+            value = items[0]
+        else:
+            got = getattr(value, name)
+            if descriptor.enum_type is not None:
+                names = descriptor.enum_type.values_by_number
+                return [names[v].name for v in got] if repeated else names[got].name
+            return list(got) if repeated else got
+    return value

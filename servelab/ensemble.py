@@ -4,7 +4,6 @@ Introduced in notebook 8.
 
     from servelab import ensemble
     ensemble.place()                     # preprocess/, food_classifier_ensemble/ into the repo
-    ensemble.check_step_mapping(text)    # your ensemble_scheduling block, checked before Triton
     ensemble.classify([jpeg_path])       # [('Meat', 0.62)] (untrained weights)
     ensemble.write_perf_inputs(images)   # perf_analyzer --input-data files for the three paths
     run = ensemble.measure(line, "8.3 ensemble c4")   # perf.run_line + each step's statistics
@@ -14,7 +13,8 @@ The client sends the image FILE (raw bytes, BYTES tensor IMAGE_BYTES); `preproce
 backend, servelab.food11.tensor_from_bytes) turns it into the normalised tensor and Triton hands
 that to food_classifier_onnx (onnxruntime backend in the Docker image; local mode's
 Python-backend stand-in, same name and I/O). The steps are ordinary models: each has its own
-queue, instances and statistics, so the cost of every stage can be read apart.
+queue, instances and statistics, so the cost of every stage can be read apart. Your step
+mapping (8.1) and the claims of 8.2 and 8.4 are checked by servelab/ensemble_checks.py.
 
 The three ways to get a class for a photo that notebook 8 compares (PATHS):
     ensemble     raw JPEG -> food_classifier_ensemble (preprocess -> food_classifier_onnx)
@@ -31,11 +31,9 @@ from pathlib import Path
 
 import numpy as np
 import requests
-from google.protobuf import text_format
 
 from servelab import (
     config_text,
-    exercises,
     food11,
     labenv,
     model_repository,
@@ -45,9 +43,8 @@ from servelab import (
     triton_config,
     triton_stats,
 )
-from servelab.paths import RESULTS, STAGING
+from servelab.paths import RESULTS
 
-NotYet = exercises.NotYet  # a wrong step mapping is answered as every exercise is
 ENSEMBLE = "food_classifier_ensemble"
 STEPS = ("preprocess", "food_classifier_onnx")  # in the order the ensemble runs them
 INPUT = "IMAGE_BYTES"
@@ -95,68 +92,6 @@ def load(url: str | None = None, timeout: float = 300.0) -> float:
     if missing:
         raise RuntimeError(f"{ENSEMBLE} loaded but its steps {missing} are not READY")
     return seconds
-
-
-# ---------------------------------------------------------------- the exercise of notebook 8
-
-
-def _config(folder: str) -> object:
-    return config_text.parse_config((STAGING / folder / "config.pbtxt").read_text())
-
-
-def check_step_mapping(text, step: str = "8.1") -> str:
-    """Your ensemble_scheduling block, checked as Triton would read it and answered in one
-    sentence (exercises.NotYet): it parses as config.pbtxt, names the two steps, maps every input
-    and output of each step's model, and chains them (the ensemble's input -> preprocess ->
-    food_classifier_onnx -> the ensemble's output). Returns the text when it does."""
-    if exercises.blank(text):
-        raise NotYet(
-            f"{step}: replace the `...` above with the ensemble_scheduling block (two steps, each "
-            "with model_name, model_version, input_map and output_map), in quotes."
-        )
-    try:
-        config = config_text.parse_config(text)
-    except text_format.ParseError as exc:
-        raise NotYet(f"{step}: not config.pbtxt that Triton accepts ({exc}).") from None
-    steps = list(config.ensemble_scheduling.step)
-    if [s.model_name for s in steps] != list(STEPS):
-        raise NotYet(
-            f"{step}: the steps name {[s.model_name for s in steps]}; the ensemble needs "
-            f"{list(STEPS)}, in that order."
-        )
-    # what each step's model takes and gives (the config.pbtxt files shown above)
-    models = {
-        "preprocess": _config("preprocess"),
-        "food_classifier_onnx": _config("food_classifier_onnx"),
-    }
-    ensemble = _config(ENSEMBLE)
-    available = {t.name for t in ensemble.input}  # tensors that exist when a step would run
-    for s in steps:
-        ins = {t.name for t in models[s.model_name].input}
-        outs = {t.name for t in models[s.model_name].output}
-        if set(s.input_map) != ins:
-            raise NotYet(
-                f"{step}: {s.model_name}'s input_map has keys {sorted(s.input_map)}; the keys are "
-                f"the model's own input names: {sorted(ins)}."
-            )
-        if set(s.output_map) != outs:
-            raise NotYet(
-                f"{step}: {s.model_name}'s output_map has keys {sorted(s.output_map)}; the keys "
-                f"are the model's own output names: {sorted(outs)}."
-            )
-        for key, value in s.input_map.items():
-            if value not in available:
-                raise NotYet(
-                    f"{step}: {s.model_name} reads `{value}`, which nothing produces before it: "
-                    f"use the ensemble's input ({INPUT}) or a name an earlier output_map wrote."
-                )
-        available |= set(s.output_map.values())
-    if OUTPUT not in available:
-        raise NotYet(
-            f"{step}: no output_map writes the ensemble's output `{OUTPUT}`: the last step's "
-            "output must be mapped to it."
-        )
-    return text
 
 
 # ---------------------------------------------------------------- requests
@@ -311,9 +246,8 @@ def measure(
     gains `<model>_queue_ms`, `<model>_compute_ms` and `<model>_avg_batch` for each step (for
     the ensemble, its steps; the ensemble's own row is their sum).
 
-    A path too slow for perf_analyzer's windows (no answer within one, or windows that never
-    agree: the PyTorch model on a busy 2-core machine) is measured again for a fixed
-    `fallback_requests` requests, and says so: the row's command is the line that ran."""
+    A path too slow for perf_analyzer's windows (none answered, or they never agree: PyTorch on a
+    busy 2-core machine) is measured again for `fallback_requests` requests, and says so."""
     argv = perf_command.split(line)
     model = perf_command.arg(argv, "-m")
     url, metrics_url = perf_command.triton_of(argv, url, metrics_url)
@@ -334,9 +268,16 @@ def measure(
         before = snapshot(models, url)
         run = perf.run_line(f"{line} --request-count {fallback_requests}", name, **settings)
     run.steps = step_table(before, snapshot(models, url))
-    for _, step in run.steps.iterrows():
-        if step["model"] == model and len(models) > 1:
-            continue  # the ensemble's own row is the sum of its steps
-        for column in ("queue_ms", "compute_ms", "avg_batch"):
-            run.extra[f"{step['model']}_{column}"] = step[column]
+    run.extra.update(_step_columns(run.steps, model if len(models) > 1 else None))
     return run
+
+
+def _step_columns(steps, ensemble: str | None) -> dict:
+    """<model>_queue_ms, <model>_compute_ms and <model>_avg_batch of each step's row, but the
+    ensemble's own (the sum of its steps)."""
+    return {
+        f"{step['model']}_{column}": step[column]
+        for _, step in steps.iterrows()
+        if step["model"] != ensemble
+        for column in ("queue_ms", "compute_ms", "avg_batch")
+    }

@@ -153,7 +153,16 @@ def _place(
     version.mkdir(exist_ok=True)
     for w in weights:
         _copy_file(Path(w), version / PLACED_NAMES[w])
-    config = target / "config.pbtxt"
+    note = _config_placed(target / "config.pbtxt", kept, gpu, f"--mode {mode} --dest {dest}")
+    if sources[mode] != model:
+        note += f", from {src.name}/ (local stand-in)"
+    files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    return f"  {model}/: {', '.join(files)}{note}"
+
+
+def _config_placed(config: Path, kept: str | None, gpu: bool, where: str) -> str:
+    """Write the staged config (KIND_CPU without a GPU, the weights parameter added), or the
+    student's edited one `kept` where it still fits this mode; return a note saying which."""
     note = ""
     if not gpu:
         config.write_text(to_cpu(config.read_text()))
@@ -163,21 +172,18 @@ def _place(
     kept_backend = _backend(kept) if kept is not None else None
     if kept_backend and kept_backend != _backend(staged):
         # e.g. a Docker-mode config (backend "onnxruntime") in local mode, which has no such backend
-        (target / "config.pbtxt.previous").write_text(kept)
-        note = (
+        config.with_name("config.pbtxt.previous").write_text(kept)
+        return (
             f", the config.pbtxt there named backend {kept_backend!r}, which this mode's model "
             "does not use: staged config placed, the previous one saved as config.pbtxt.previous"
         )
-    elif kept is not None and kept != staged:
+    if kept is not None and kept != staged:
         config.write_text(kept)
-        note = (
+        return (
             f", your edited config.pbtxt KEPT (back to the staged one: "
-            f"python -m servelab.model_repository --mode {mode} --dest {dest})"
+            f"python -m servelab.model_repository {where})"
         )
-    if sources[mode] != model:
-        note += f", from {src.name}/ (local stand-in)"
-    files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
-    return f"  {model}/: {', '.join(files)}{note}"
+    return note
 
 
 def _backend(config_text: str) -> str | None:

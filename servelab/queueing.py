@@ -115,6 +115,19 @@ def _erlang_c(servers: int, load: float) -> float:
     return last / (total + last)
 
 
+def _open(rate_per_s: float, utilisation: float, latency_ms: float, queue_ms: float, **more):
+    """An open-loop model's answer; saturated where its mean latency is unbounded."""
+    saturated = math.isinf(latency_ms)
+    return {
+        "rate_per_s": rate_per_s,
+        "utilisation": utilisation,
+        "saturated": saturated,
+        "latency_ms": latency_ms,
+        **more,
+        "queue_ms": queue_ms,
+    }
+
+
 def open_loop(
     rate_per_s: float,
     service_ms: float,
@@ -128,24 +141,12 @@ def open_loop(
     load = rate * service_ms  # busy servers, on average
     utilisation = load / servers
     if utilisation >= 1.0:
-        return {
-            "rate_per_s": rate_per_s,
-            "utilisation": utilisation,
-            "saturated": True,
-            "latency_ms": math.inf,
-            "queue_ms": math.inf,
-        }
+        return _open(rate_per_s, utilisation, math.inf, math.inf)
     wait = 0.0
     if poisson:
         mmc_wait = _erlang_c(servers, load) * service_ms / (servers - load)
         wait = mmc_wait / 2.0  # constant service: half the exponential wait
-    return {
-        "rate_per_s": rate_per_s,
-        "utilisation": utilisation,
-        "saturated": False,
-        "latency_ms": service_ms + wait + overhead_ms,
-        "queue_ms": wait,
-    }
+    return _open(rate_per_s, utilisation, service_ms + wait + overhead_ms, wait)
 
 
 def open_loop_batching(
@@ -169,27 +170,15 @@ def open_loop_batching(
     spare = servers - rate * service.per_item_ms
     busy_batch = rate * service.fixed_ms / spare if spare > 0 else math.inf
     if busy_batch > max_batch:
-        return {
-            "rate_per_s": rate_per_s,
-            "utilisation": math.inf if spare <= 0 else busy_batch / max_batch,
-            "saturated": True,
-            "latency_ms": math.inf,
-            "batch": float(max_batch),
-            "queue_ms": math.inf,
-        }
+        utilisation = math.inf if spare <= 0 else busy_batch / max_batch
+        return _open(rate_per_s, utilisation, math.inf, math.inf, batch=float(max_batch))
     batch = max(1.0, busy_batch)
     busy = 1.5 * service(batch) + 0.5 * min(max_delay_ms, service(batch)) + overhead_ms
     light = open_loop(rate_per_s, service(1), overhead_ms, servers)
     if light["latency_ms"] <= busy:
         return {**light, "batch": 1.0}
-    return {
-        "rate_per_s": rate_per_s,
-        "utilisation": rate * service(batch) / (servers * batch),
-        "saturated": False,
-        "latency_ms": busy,
-        "batch": batch,
-        "queue_ms": busy - service(batch) - overhead_ms,
-    }
+    utilisation = rate * service(batch) / (servers * batch)
+    return _open(rate_per_s, utilisation, busy, busy - service(batch) - overhead_ms, batch=batch)
 
 
 def saturation_rate(service: ServiceTime, servers: int = 1, max_batch: int = 1) -> float:
@@ -253,11 +242,10 @@ def model_miss(
     breaks the constant service time.
 
     open_loop: arrivals at a fixed rate (notebook 6's rate runs), where requests wait at a station
-    that is not always busy by design (the model counts that wait), so the first reason does not
-    apply; there the usual culprit is variance: `tail` (p99 / median latency of the run) far above
-    what a constant service time gives means a few requests took far longer than the rest, and in
-    an open loop everything arriving meanwhile waits behind them. At or above 80 % utilisation the
-    model's wait is steep: small errors in the service time make large errors in the wait."""
+    not always busy by design (the model counts that wait), so the first reason does not apply;
+    there the usual culprit is variance: `tail` (p99 / median latency) far above a constant
+    service time's means a few requests took far longer than the rest, and everything arriving
+    meanwhile waited behind them. At or above 80 % utilisation the model's wait is steep."""
     ratio = measured_ms / model_ms if model_ms else math.inf
     if math.isinf(model_ms):
         return (
@@ -267,13 +255,8 @@ def model_miss(
     said = f"the model says {model_ms:.3g} ms, the run measured {measured_ms:.3g} ms ({ratio:.2f}x)"
     if abs(ratio - 1) <= tolerance:
         return f"{said}: within ±{tolerance:.0%}, the model holds here."
-    grew = service_loaded_ms / service_alone_ms if service_alone_ms else math.inf
     broken = _broken(ratio, utilisation / servers, open_loop, tail)
-    if grew > 1 + tolerance:
-        broken.append(
-            f"the service time grew {grew:.1f}x under load ({service_alone_ms:.3g} ms alone, "
-            f"{service_loaded_ms:.3g} ms loaded), where the model keeps it constant"
-        )
+    broken += _grew(service_alone_ms, service_loaded_ms, tolerance)
     if not broken:
         broken.append("the service time varies, where the model keeps it constant")
     return f"{said}: more than ±{tolerance:.0%} off, because " + "; and ".join(broken) + "."
@@ -302,3 +285,14 @@ def _broken(ratio: float, busy: float, open_loop: bool, tail: float | None) -> l
             "the model does not have, the threads and the interpreter (or cores) they share"
         )
     return broken
+
+
+def _grew(alone_ms: float, loaded_ms: float, tolerance: float) -> list[str]:
+    """The service time that grew under load, where the model keeps it constant (or nothing)."""
+    grew = loaded_ms / alone_ms if alone_ms else math.inf
+    if grew <= 1 + tolerance:
+        return []
+    return [
+        f"the service time grew {grew:.1f}x under load ({alone_ms:.3g} ms alone, "
+        f"{loaded_ms:.3g} ms loaded), where the model keeps it constant"
+    ]
