@@ -2,6 +2,7 @@
 
 Introduced in notebook 7.
 
+    hardware.measure_limit(args, path)     # raw_limit.py run alone (local) or in Triton's container
     hardware.runtime_table(raw)            # raw_limit's JSON -> one row per runtime, its best
     hardware.summary(runs, limit, configs) # one row per perf run, served/limit and two laws
     hardware.spread_line(ratios, "runs")   # "served/limit over 2 runs: median .., min .., max .."
@@ -18,12 +19,13 @@ division once by hand; summary() does it for every row.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from servelab import config_text, queueing
+from servelab import claims, config_text, queueing, services
 
 LIMIT_DEFINITION = (
     "the most images/s any runtime of the lab does with this model on this device, batched, "
@@ -31,6 +33,28 @@ LIMIT_DEFINITION = (
 )
 # issue 27's goal for the H100 reference: the best configuration's median served/limit
 GOAL = 0.70
+
+
+def measure_limit(args: str, path: Path, model: str, local: bool) -> dict:
+    """Run servelab/serving/raw_limit.py with `args` and return the JSON it writes to `path`. In
+    local mode here, with the lab's services paused so it has the cores to itself
+    (services.run_alone); with Docker, where the device is: in the Triton container, by the command
+    printed for the host (services.ask_host), waited for."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).unlink(missing_ok=True)
+    if local:
+        command = [sys.executable, "-m", "servelab.serving.raw_limit", *args.split()]
+        why = "the raw model gets the cores to itself"
+        services.run_alone([*command, "--json", str(path)], why)
+        return json.loads(Path(path).read_text())
+    services.ask_host(
+        f"docker compose {services.compose_files()} exec -T "
+        f"-e FOOD11_MODEL_PATH=/models/{model}/1/food11.pth "
+        "-e FOOD11_ONNX_PATH=/models/food_classifier_onnx/1/model.onnx triton_server "
+        f"python3 -m servelab.serving.raw_limit {args} --json - > {services.host_path(path)}"
+    )
+    done = services.wait_for_file(path, lambda text: text.rstrip().endswith("}"), timeout=1800)
+    return json.loads(done)
 
 
 def runtime_table(raw: dict) -> pd.DataFrame:
@@ -88,6 +112,25 @@ def summary(runs: dict, limit: dict, configs: dict) -> pd.DataFrame:
     return table
 
 
+# what notebook 7's summary shows of each run (with each device's utilisation)
+SHOWN = [
+    "run",
+    "throughput_infer_s",
+    "served_over_limit",
+    "p99_ms",
+    "server_queue_ms",
+    "server_compute_infer_ms",
+    "avg_batch_size",
+    "in_flight_N",
+    "instance_busy_U",
+]
+
+
+def shown(table: pd.DataFrame) -> pd.DataFrame:
+    """summary()'s columns a reader compares (SHOWN), then each device's utilisation."""
+    return table[[*SHOWN, *(c for c in table if c.endswith("_util_pct"))]].round(3)
+
+
 def execution_ms(row) -> float:
     """The mean time of one model execution (input + infer + output) in a run: from Triton's
     per-batch statistics (perf.run_line's execution_ms), else from perf_analyzer's per-request
@@ -102,6 +145,21 @@ def instances(text: str) -> int:
     """How many instances a config.pbtxt asks for (every instance_group's count; unset: 1)."""
     groups = config_text.parse_config(text).instance_group
     return sum(max(1, group.count) for group in groups) or 1
+
+
+def shared_memory_sends_faster(samples: dict, rounds: int) -> str:
+    """7.4's claim on the transports' runs ({name: [runs]}): with system shared memory the client
+    spends less time sending each request than over gRPC alone."""
+    send = {
+        n: claims.Measured.from_windows([r.row["client_send_ms"] for r in samples[n]])
+        for n in ("gRPC", "gRPC + shared memory")
+    }
+    return claims.at_least(
+        f"7.4: with shared memory the client's send time per request falls ({rounds} "
+        "runs each, under load)",
+        send["gRPC"] / send["gRPC + shared memory"],
+        1.0,
+    )
 
 
 def sweep_table(runs: dict, fragments: dict) -> pd.DataFrame:

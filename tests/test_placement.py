@@ -1,6 +1,6 @@
 """Notebook 6 over 0, 1, 2 or 4 GPUs without a server: where Triton puts a config's instances
 (instances.placement), the fragment that puts them on every GPU (instance_group) and what an
-exercise demands of it (exercises.on_every_gpu), per-GPU claims (triton_claims.claim_each_gpu), and
+exercise demands of it (exercises.on_every_gpu), per-GPU claims (triton_checks.claim_each_gpu), and
 the laws and model readings each row carries (queueing.laws, model_miss, step_table)."""
 
 import pandas as pd
@@ -13,7 +13,7 @@ from servelab import (
     instances,
     queueing,
     step_table,
-    triton_claims,
+    triton_checks,
     triton_stats,
 )
 from servelab.exercises import NotYet
@@ -80,7 +80,7 @@ class FakeRun:
 def test_a_claim_about_every_gpu_is_decided_on_each(n_gpus, capsys):
     claims.RESULTS.clear()
     row = {f"gpu{i}_util_pct": 60.0 if i else 30.0 for i in range(n_gpus)} | {"cpu_util_pct": 80.0}
-    verdicts = triton_claims.claim_each_gpu(
+    verdicts = triton_checks.claim_each_gpu(
         claims.at_least, "every GPU is busy", FakeRun(row), n_gpus, 50
     )
     if n_gpus == 0:
@@ -91,7 +91,7 @@ def test_a_claim_about_every_gpu_is_decided_on_each(n_gpus, capsys):
         assert [r["claim"] for r in claims.RESULTS][-1].endswith(
             f"(GPU {n_gpus - 1} of {n_gpus}, mean %)"
         )
-    missing = triton_claims.claim_each_gpu(claims.at_least, "c", FakeRun({}), 2, 50)
+    missing = triton_checks.claim_each_gpu(claims.at_least, "c", FakeRun({}), 2, 50)
     assert (
         missing == [claims.NOT_CHECKED] and "Triton did not report it" in claims.RESULTS[-1]["note"]
     )

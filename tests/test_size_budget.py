@@ -32,6 +32,9 @@ EXCEPTIONS = {
     "work)",
     "servelab/decode_budget.py:_jpeg": "issue 35's JPEG structure walk (reliability work): one "
     "marker loop, kept whole where its bounds are checked",
+    "02_provision[9]": "16 lines: the delete-and-wait cell; the Chameleon tests find it by its "
+    "first line and shorten its time.sleep(5) in place (tests/fake_chameleon/scenarios.py), so "
+    "its loop stays in the cell as the student reads it",
 }
 
 

@@ -19,7 +19,7 @@ from servelab import (
     model_repository,
     perf,
     perf_output,
-    triton_claims,
+    triton_checks,
     triton_config,
     triton_stats,
 )
@@ -358,10 +358,10 @@ def test_a_utilisation_summary_says_what_it_measured():
     two = {"GPU-a": 1.0, "GPU-b": 0.0}
     sampler.readings = [{"gpus": two, "cpu": 0.3}, {"gpus": {**two, "GPU-a": 0.8}, "cpu": 0.5}]
     assert sampler.summary() == {"util_samples": 2, "gpu0_util_pct": 90.0, "gpu1_util_pct": 0.0}
-    assert triton_claims.busiest_gpu_pct(sampler.summary()) == 90.0
+    assert triton_checks.busiest_gpu_pct(sampler.summary()) == 90.0
     sampler.readings = [{"gpus": {}, "cpu": 0.3}, {"gpus": {}, "cpu": 0.5}]
     assert sampler.summary() == {"util_samples": 2, "cpu_util_pct": 40.0}
-    assert triton_claims.busiest_gpu_pct(sampler.summary()) is None
+    assert triton_checks.busiest_gpu_pct(sampler.summary()) is None
 
 
 def test_edit_replaces_fields_as_written_and_keeps_comments():
