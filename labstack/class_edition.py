@@ -47,7 +47,6 @@ LEFT_OUT = {
     "notebook 7's hand-in answer among it",
     "docs/results/": "the GPU reference runs of the solved notebooks: their logs print the "
     "answers (each perf_analyzer line, each config) and their pages every claim's verdict",
-    "docs/issue26/": "notebook 8's groundwork notes, the ensemble's step mapping (8.1) among them",
     "docs/class_edition/": "the edition's own README, put at its top",
     "tests/": "the test suite: it writes answers (notebooks 6 and 7's configs) and runs the "
     "solved edition (make test, make test-docker)",

@@ -191,7 +191,7 @@ def main(argv=None) -> int:
     os.environ["TRITON_MODEL_REPOSITORY"] = str(repository)
     try:
         launcher.up(jupyter=False)  # FastAPI, Flask and Triton: the notebooks use all three
-        env = launcher._urls_for_clients(launcher.read_state())
+        env = launcher.client_urls(launcher.read_state())
         for name in BENCHMARK_NOTEBOOKS:
             print(f"\n>>> running {name} headless ...", flush=True)
             out = RESULTS / "notebooks" / name

@@ -1,6 +1,6 @@
 """Triton's Prometheus metrics, watched while a load runs.
 
-Introduced in notebook 8 (and meant for the 6.3 and 6.6 runs of notebook 6).
+Introduced in notebook 6 (its 6.3 and 6.6 runs); notebook 8 watches its ensemble with it.
 
     from servelab import live_metrics
     watch = live_metrics.Watch(METRICS, models=["food_classifier"])

@@ -67,3 +67,33 @@ def test_notebooks_import_nothing_from_the_machinery():
 
 def editions_cells(source: Path) -> list[tuple[str, str]]:
     return [(c.cell_type, c.source) for c in editions.solved(source).cells]
+
+
+def underscored_launcher_uses(source: str) -> list[str]:
+    """`launcher._name` attributes read in Python source (the launcher's private parts)."""
+    return [
+        node.attr
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "launcher"
+    ]
+
+
+def test_only_labstack_uses_the_launchers_private_parts():
+    """What other packages need of labstack.launcher has a public name (issue 34): a caller
+    outside labstack/ reading `launcher._name` is refused, with its file."""
+    assert underscored_launcher_uses("launcher._stop(1, 'x')\nlauncher.stop_process(1)\n") == [
+        "_stop"
+    ]
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    found = [
+        f"{name}: launcher.{attr}"
+        for name in tracked
+        if not name.startswith("labstack/")
+        for attr in underscored_launcher_uses((REPO_ROOT / name).read_text())
+    ]
+    assert not found, f"private launcher names used outside labstack/: {found}"

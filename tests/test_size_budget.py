@@ -26,12 +26,6 @@ MODULES = sorted((REPO_ROOT / "servelab").glob("*.py"))
 # what may exceed the budget, and why: "servelab/<module>.py" for a module's lines,
 # "servelab/<module>.py:<function>" for a function's, "<notebook>[<cell>]" for a cell's
 EXCEPTIONS = {
-    "servelab/food11.py": "the decode budget of issue 35 (reliability) landed in it while this "
-    "budget was set; the reliability work owns it and splits it next",
-    "servelab/food11.py:_open": "as above (issue 35's decode budget, owned by the reliability "
-    "work)",
-    "servelab/decode_budget.py:_jpeg": "issue 35's JPEG structure walk (reliability work): one "
-    "marker loop, kept whole where its bounds are checked",
     "02_provision[9]": "16 lines: the delete-and-wait cell; the Chameleon tests find it by its "
     "first line and shorten its time.sleep(5) in place (tests/fake_chameleon/scenarios.py), so "
     "its loop stays in the cell as the student reads it",
