@@ -14,7 +14,7 @@ from flask import Flask, render_template, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from flask_app import backends
-from servelab import food11
+from servelab import food11, image_decode
 
 ALLOWED = {"jpg", "jpeg", "png", "webp"}
 # Uploads classified at once. The server (flask_app/serve.py) runs HEALTH_THREADS more threads
@@ -70,13 +70,13 @@ def _predict():
     upload = request.files.get("file")
     if upload is None or not upload.filename:
         return _error(
-            f"No file was chosen: pick a {food11.FORMAT_NAMES} photo and press Classify.", 400
+            f"No file was chosen: pick a {image_decode.FORMAT_NAMES} photo and press Classify.", 400
         )
     extension = upload.filename.rsplit(".", 1)[-1].lower() if "." in upload.filename else ""
     if extension not in ALLOWED:
         return _error(
-            f"'{upload.filename}' is not a {food11.FORMAT_NAMES} file (allowed: .jpg, .jpeg, .png, "
-            ".webp).",
+            f"'{upload.filename}' is not a {image_decode.FORMAT_NAMES} file "
+            "(allowed: .jpg, .jpeg, .png, .webp).",
             415,
         )
     data = upload.read()

@@ -175,7 +175,9 @@ def lab_secrets() -> dict:
     return values
 
 
-def _url(port: int) -> str:
+def service_url(port: int) -> str:
+    """The address a client on this machine uses for a service on `port` (127.0.0.1 when the
+    services bind to every address)."""
     host = "127.0.0.1" if BIND in ("0.0.0.0", "") else BIND
     return f"http://{host}:{port}"
 
@@ -195,7 +197,7 @@ class Service:
 # ---------------------------------------------------------------- process handling
 
 
-def _alive(pid: int, marker: str) -> bool:
+def is_running(pid: int, marker: str) -> bool:
     """True if pid runs and its command line still contains marker (guards against PID reuse)."""
     try:
         cmdline = (
@@ -206,9 +208,9 @@ def _alive(pid: int, marker: str) -> bool:
     return marker in cmdline
 
 
-def _stop(pid: int, marker: str, grace: float = 10.0) -> bool:
+def stop_process(pid: int, marker: str, grace: float = 10.0) -> bool:
     """SIGTERM the process group, SIGKILL after `grace` seconds. False if it was not running."""
-    if not _alive(pid, marker):
+    if not is_running(pid, marker):
         return False
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         try:
@@ -217,13 +219,14 @@ def _stop(pid: int, marker: str, grace: float = 10.0) -> bool:
             return True
         deadline = time.time() + wait
         while time.time() < deadline:
-            if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+            if not Path(f"/proc/{pid}").exists() or is_zombie(pid):
                 return True
             time.sleep(0.1)
     return True
 
 
-def _zombie(pid: int) -> bool:
+def is_zombie(pid: int) -> bool:
+    """True if pid has exited but was not yet reaped, or is gone (nothing left to stop)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
@@ -308,7 +311,7 @@ def start(service: Service) -> dict:
         except requests.RequestException:
             pass
         time.sleep(0.5)
-    _stop(proc.pid, record["marker"])
+    stop_process(proc.pid, record["marker"])
     raise RuntimeError(
         f"{service.name} not healthy after {service.timeout:.0f} s ({service.health}). "
         f"Last lines of {log_path}:\n{_redact(_log_tail(log_path), service.env)}"
@@ -347,7 +350,7 @@ def fastapi_service(port: int, runtime: str, workers: int | str = 1) -> Service:
         "fastapi",
         _module("uvicorn")
         + [app, "--host", BIND, "--port", str(port), "--no-access-log", *UVICORN_ARGS],
-        health=f"{_url(port)}/health",
+        health=f"{service_url(port)}/health",
         marker=app,
         env=env,
         ports={"port": port},
@@ -359,7 +362,7 @@ def flask_service(port: int, env: dict) -> Service:
     return Service(
         "flask",
         _module("flask_app.serve") + ["--host", BIND, "--port", str(port)],
-        health=f"{_url(port)}/healthz",
+        health=f"{service_url(port)}/healthz",
         marker="flask_app.serve",
         env=env,
         ports={"port": port},
@@ -385,7 +388,7 @@ def triton_service(repo: Path, admin_key: str, ports: dict | None = None) -> Ser
     return Service(
         "triton",
         triton_local.watchdog_command(argv, http, TRITON_HEALTH),
-        health=f"{_url(http)}/v2/health/ready",
+        health=f"{service_url(http)}/v2/health/ready",
         marker=health_file,
         env=env,
         timeout=300,
@@ -421,7 +424,7 @@ def jupyter_service(port: int, token: str, env: dict) -> Service:
             "--ServerApp.open_browser=False",
         ]
         + (["--allow-root"] if os.geteuid() == 0 else []),
-        health=f"{_url(port)}/api",
+        health=f"{service_url(port)}/api",
         marker=f"--port={port}",
         env={**env, "JUPYTER_TOKEN": token, "JUPYTER_CONFIG_PATH": config_path},
         ports={"port": port},
@@ -444,15 +447,15 @@ def write_state(state: dict) -> None:
     backend = services.get("fastapi", {}).get("env", {}).get("FASTAPI_BACKEND", "")
     lines = {"LAB_MODE": "local", "FASTAPI_BACKEND": backend}
     if "fastapi" in services:
-        lines["FASTAPI_SERVER_URL"] = _url(services["fastapi"]["port"])
+        lines["FASTAPI_SERVER_URL"] = service_url(services["fastapi"]["port"])
     if "flask" in services:
-        lines["FLASK_SERVER_URL"] = _url(services["flask"]["port"])
+        lines["FLASK_SERVER_URL"] = service_url(services["flask"]["port"])
     if "triton" in services:
         t = services["triton"]
         lines.update(
-            TRITON_SERVER_URL=_url(t["port"]),
+            TRITON_SERVER_URL=service_url(t["port"]),
             TRITON_GRPC_URL=f"127.0.0.1:{t['grpc_port']}",
-            TRITON_METRICS_URL=f"{_url(t['metrics_port'])}/metrics",
+            TRITON_METRICS_URL=f"{service_url(t['metrics_port'])}/metrics",
             TRITON_MODEL_REPOSITORY=state.get("model_repository", ""),
             TRITON_ADMIN_KEY=lab_secrets()[
                 "TRITON_ADMIN_KEY"
@@ -460,12 +463,12 @@ def write_state(state: dict) -> None:
         )
     if "jupyter" in services:
         lines["JUPYTER_URL"] = (
-            f"{_url(services['jupyter']['port'])}/lab?token={lab_secrets()['JUPYTER_TOKEN']}"
+            f"{service_url(services['jupyter']['port'])}/lab?token={lab_secrets()['JUPYTER_TOKEN']}"
         )
     _write_private(URLS_ENV, "".join(f"{k}={v}\n" for k, v in lines.items() if v))
 
 
-def _urls_for_clients(state: dict) -> dict:
+def client_urls(state: dict) -> dict:
     """The URL variables, as the notebooks and Flask see them."""
     write_state(state)
     return dict(line.split("=", 1) for line in URLS_ENV.read_text().splitlines() if "=" in line)
@@ -479,7 +482,7 @@ def _flask_env(state: dict, urls: dict) -> dict:
 
 
 def _jupyter_env(state: dict) -> dict:
-    urls = _urls_for_clients(state)
+    urls = client_urls(state)
     if (
         "triton" in state["services"]
     ):  # so `perf_analyzer ...` typed in a terminal or `!` cell just works
@@ -500,7 +503,7 @@ def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
         )
     if name == "flask":
         port = port_for(name, rec.get("port"))
-        return flask_service(port, {**_flask_env(state, _urls_for_clients(state)), **env})
+        return flask_service(port, {**_flask_env(state, client_urls(state)), **env})
     if name == "triton":
         key = lab_secrets()["TRITON_ADMIN_KEY"]
         return triton_service(Path(state["model_repository"]), key, rec)
@@ -511,7 +514,7 @@ def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
 
 
 def _healthy(rec: dict) -> bool:
-    if not _alive(rec["pid"], rec["marker"]) or _zombie(rec["pid"]):
+    if not is_running(rec["pid"], rec["marker"]) or is_zombie(rec["pid"]):
         return False
     try:
         return requests.get(rec["health"], timeout=5).status_code == 200
@@ -522,7 +525,7 @@ def _healthy(rec: dict) -> bool:
 def _stop_service(name: str, rec: dict, say: str = "") -> bool:
     """Stop a recorded service (its whole process group); after Triton, remove the /dev/shm
     regions its stubs may have left. True if it was running."""
-    stopped = _stop(rec["pid"], rec["marker"])
+    stopped = stop_process(rec["pid"], rec["marker"])
     if stopped and say:
         print(f"{say} {name} (pid {rec['pid']})")
     left = _left_by_watchdog(rec) if name == "triton" and not stopped else []
@@ -551,7 +554,7 @@ def _left_by_watchdog(rec: dict) -> list[int]:
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         pid = int(stat.parent.name)
-        if _group_of(stat) == rec["pid"] and pid != rec["pid"] and not _zombie(pid):
+        if _group_of(stat) == rec["pid"] and pid != rec["pid"] and not is_zombie(pid):
             if _comm(pid) in TRITON_COMMS:
                 found.append(pid)
     return sorted(found)
@@ -564,7 +567,7 @@ def _wait_group_gone(pgid: int, timeout: float = 15.0) -> None:
         members = [
             p
             for p in Path("/proc").glob("[0-9]*/stat")
-            if _group_of(p) == pgid and not _zombie(int(p.parent.name))
+            if _group_of(p) == pgid and not is_zombie(int(p.parent.name))
         ]
         if not members:
             return
@@ -591,7 +594,7 @@ def _keep(name: str, rec: dict | None, state: dict) -> str:
         if asked and fastapi_backend(asked) != env.get("FASTAPI_BACKEND"):
             return ""
     if name == "flask":
-        urls = {k: v for k, v in _urls_for_clients(state).items() if k.endswith("_SERVER_URL")}
+        urls = {k: v for k, v in client_urls(state).items() if k.endswith("_SERVER_URL")}
         if any(env.get(k) not in (None, v) for k, v in urls.items()):
             return ""  # a model server it calls moved
         for key in ("FLASK_BACKEND", "FOOD11_MODEL_NAME"):
@@ -720,7 +723,7 @@ def paused(reason: str = ""):
     groups = [
         rec["pid"]
         for rec in read_state().get("services", {}).values()
-        if _alive(rec["pid"], rec["marker"])
+        if is_running(rec["pid"], rec["marker"])
     ]
     for pid in groups:
         os.killpg(pid, signal.SIGSTOP)
@@ -757,7 +760,7 @@ def _triton_models(rec: dict) -> tuple[bool, list[str]]:
 def _triton_status(rec: dict) -> tuple[str, list[str]]:
     """Triton's word (healthy, DEGRADED, DOWN) and lines: per model from Triton and its watchdog's
     report, and whether the watchdog itself runs (killed, it leaves a server nothing repairs)."""
-    if _alive(rec["pid"], rec["marker"]) and not _zombie(rec["pid"]):
+    if is_running(rec["pid"], rec["marker"]) and not is_zombie(rec["pid"]):
         healthy, lines = _triton_models(rec)
         if not healthy and any(ln.startswith("FAILED") for ln in lines):
             lines.append(f"recover: `make restart SERVICE=triton` (log: {rec['log']})")
@@ -782,8 +785,8 @@ def _comm(pid: int) -> str:
         return ""
 
 
-def _red(word: str) -> str:
-    """The word in red where a terminal shows it (NO_COLOR set: never)."""
+def red(word: str) -> str:
+    """A status word for a person: in red where a terminal shows it (NO_COLOR set: never)."""
     if word == "healthy" or not sys.stdout.isatty() or os.environ.get("NO_COLOR"):
         return word
     return f"\033[1;31m{word}\033[0m"
@@ -802,8 +805,11 @@ def print_status(state: dict | None = None) -> None:
         else:
             word = "healthy" if _healthy(rec) else "DOWN"
             lines = [] if word == "healthy" else ["recover: `make up` starts it again"]
-        shown = _red(word) + " " * max(0, 8 - len(word))
-        print(f"  {name:8s} pid {rec['pid']:<7d} {shown} {_url(rec['port'])}   log: {rec['log']}")
+        shown = red(word) + " " * max(0, 8 - len(word))
+        print(
+            f"  {name:8s} pid {rec['pid']:<7d} {shown} {service_url(rec['port'])}"
+            f"   log: {rec['log']}"
+        )
         for line in lines:
             print(f"             {line}")
     if URLS_ENV.exists():
@@ -815,7 +821,8 @@ def print_status(state: dict | None = None) -> None:
         print(f"\n{URLS_ENV} (what notebooks and tools read):\n  " + "\n  ".join(shown))
         if "jupyter" in state["services"]:
             print(
-                f"\nJupyterLab: {_url(state['services']['jupyter']['port'])}/lab; the link with "
+                f"\nJupyterLab: {service_url(state['services']['jupyter']['port'])}/lab; "
+                "the link with "
                 f"its token is the JUPYTER_URL line of {URLS_ENV}"
             )
         print(

@@ -235,23 +235,14 @@ node.execute("docker info --format 'docker {{.ServerVersion}}, runtimes: {{json 
 
 # %%
 key = context.get("keypair_private_key") or "~/.ssh/id_rsa_chameleon"
-print("ssh command (from your computer; use the path of your own private key there):")
-print(f"    ssh -i {key} cc@{FLOATING_IP}")
-print()
-print("Next: notebook 3, in that ssh session:")
-print(
-    f"    cd ~/{REPO_DIR}/docker && "
-    "docker compose -f docker-compose-fastapi.yaml up -d --build --wait"
-)
-print(
-    f"The lab's Jupyter will be at http://{FLOATING_IP}:8888/lab?token="
-    "<JUPYTER_TOKEN in docker/.env>"
-)
-print("If port 8888 is not reachable from your network, use an SSH tunnel:")
-print(
-    f"    ssh -i {key} -L 8888:127.0.0.1:8888 cc@{FLOATING_IP}"
-    "   then http://127.0.0.1:8888/lab?token=..."
-)
+print(f"""ssh command (from your computer; use the path of your own private key there):
+    ssh -i {key} cc@{FLOATING_IP}
+
+Next: notebook 3, in that ssh session:
+    cd ~/{REPO_DIR}/docker && docker compose -f docker-compose-fastapi.yaml up -d --build --wait
+The lab's Jupyter will be at http://{FLOATING_IP}:8888/lab?token=<JUPYTER_TOKEN in docker/.env>
+If port 8888 is not reachable from your network, use an SSH tunnel:
+    ssh -i {key} -L 8888:127.0.0.1:8888 cc@{FLOATING_IP}   then http://127.0.0.1:8888/lab?token=...""")
 
 # %% [markdown]
 # ## When you are done

@@ -296,7 +296,7 @@ def lab_processes(state_dir: Path) -> list[int]:
     found = []
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
-            if marker in environ.read_bytes().split(b"\0") and not launcher._zombie(
+            if marker in environ.read_bytes().split(b"\0") and not launcher.is_zombie(
                 int(environ.parent.name)
             ):
                 found.append(int(environ.parent.name))
@@ -387,7 +387,7 @@ def crash_keeps_ports_and_survivors(tmp: Path) -> dict:
             if first.returncode != 0:
                 return False, f"first `up` failed: {first.stderr[-300:]}"
             old = _state(state_dir)
-            url = launcher._url(old["fastapi"]["port"])
+            url = launcher.service_url(old["fastapi"]["port"])
             sessions = [requests.Session() for _ in range(4)]
             for s in sessions:  # keep-alive connections: the crash leaves them in TIME_WAIT
                 s.get(f"{url}/health", timeout=10)
@@ -519,7 +519,7 @@ def triton_killed(tmp: Path, b64: str, limit_s: float = 120.0) -> list[dict]:
         first = cli("up")
         if first.returncode != 0:
             return [scenario("Triton killed", "", lambda: (False, first.stderr[-300:]))]
-        url = launcher._url(_state(state_dir)["triton"]["port"])
+        url = launcher.service_url(_state(state_dir)["triton"]["port"])
 
         for model in ("food_classifier_onnx", "food_classifier"):
 

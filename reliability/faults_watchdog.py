@@ -330,7 +330,7 @@ def watchdog_faults(tmp: Path, image: bytes) -> list[dict]:
         first = cli("up")
         if first.returncode != 0:
             return [scenario("Triton's watchdog", "", lambda: (False, first.stderr[-300:]))]
-        url = launcher._url(_state(state_dir)["triton"]["port"])
+        url = launcher.service_url(_state(state_dir)["triton"]["port"])
         key = dict(
             line.split("=", 1)
             for line in (state_dir / "secrets.env").read_text().splitlines()

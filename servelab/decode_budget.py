@@ -155,31 +155,38 @@ def _jpeg(data: bytes) -> Facts:
         facts.parts += 1
         _limit(facts.parts, MAX_PARTS, "marker segments", _RESAVE, counted=False)
         (length,) = struct.unpack(">H", data[at + 2 : at + 4])
-        body = data[at + 4 : at + 2 + length]
-        if marker in _SOF and frame is None:
-            frame = _jpeg_frame(body)
-            if frame:  # what it costs depends on the size: refuse an impossible one first
-                check_size(frame[0], frame[1])
-        elif 0xE0 <= marker <= 0xEF or marker == 0xFE:  # APPn, COM
-            if marker == 0xE1 and body.startswith(b"Exif\0"):
-                facts.exif += len(body)
-            else:
-                facts.metadata += len(body)
+        frame = _jpeg_segment(facts, marker, data[at + 4 : at + 2 + length], frame)
         at += 2 + length
         if marker == 0xDA:  # start of scan: its entropy-coded data runs to the next marker
-            facts.scans += 1
-            _limit(facts.scans, MAX_JPEG_SCANS, "JPEG scans", _BASELINE, counted=False)
-            facts.scan_blocks += _scan_blocks(frame, body)
-            _limit(
-                facts.scan_blocks,
-                MAX_JPEG_SCAN_BLOCKS,
-                "8x8 blocks to decode over all its scans",
-                _BASELINE,
-                counted=False,
-            )
             found = _JPEG_NEXT_MARKER.search(data, at)
             at = found.start() if found else len(data)
     return facts
+
+
+def _jpeg_segment(facts: Facts, marker: int, body: bytes, frame):
+    """Count one marker segment into `facts` (refusing as soon as a limit is passed); the frame
+    header, once one is read."""
+    if marker in _SOF and frame is None:
+        frame = _jpeg_frame(body)
+        if frame:  # what it costs depends on the size: refuse an impossible one first
+            check_size(frame[0], frame[1])
+    elif 0xE0 <= marker <= 0xEF or marker == 0xFE:  # APPn, COM
+        if marker == 0xE1 and body.startswith(b"Exif\0"):
+            facts.exif += len(body)
+        else:
+            facts.metadata += len(body)
+    elif marker == 0xDA:  # a scan header
+        facts.scans += 1
+        _limit(facts.scans, MAX_JPEG_SCANS, "JPEG scans", _BASELINE, counted=False)
+        facts.scan_blocks += _scan_blocks(frame, body)
+        _limit(
+            facts.scan_blocks,
+            MAX_JPEG_SCAN_BLOCKS,
+            "8x8 blocks to decode over all its scans",
+            _BASELINE,
+            counted=False,
+        )
+    return frame
 
 
 def _jpeg_frame(body: bytes) -> tuple[int, int, dict[int, tuple[int, int]]] | None:

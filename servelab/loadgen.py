@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import requests
 
-from servelab import queueing
+from servelab import claims, queueing
 
 try:
     from tqdm.auto import tqdm
@@ -71,6 +71,28 @@ def _sent_by(send, session: requests.Session, url: str, payload: dict) -> dict:
     return {**record, **_server_timing(record.pop("server_timing", None))}
 
 
+def _send_all(one, n: int, concurrency: int, bar) -> list[dict]:
+    """n requests, each sent by one(session), from `concurrency` threads with a session each."""
+    sessions, counter, lock, records = threading.local(), iter(range(n)), threading.Lock(), []
+
+    def sender():
+        sessions.s = getattr(sessions, "s", None) or requests.Session()
+        while True:
+            with lock:
+                if next(counter, None) is None:
+                    return
+            record = one(sessions.s)
+            with lock:
+                records.append(record)
+            if bar:
+                bar.update(1)
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        for f in [pool.submit(sender) for _ in range(concurrency)]:
+            f.result()
+    return records
+
+
 def run(
     url: str,
     payload: dict,
@@ -86,36 +108,16 @@ def run(
     send(session, url, payload): sends one request and returns its record (notebook 4 has you
     write it); default: the lab's own, which encodes the body once for all requests."""
     body = json.dumps(payload).encode()
-    sessions = threading.local()
-    counter = iter(range(n))
-    lock = threading.Lock()
-    records: list[dict] = []
-    bar = (
-        tqdm(total=n, desc=label or f"c={concurrency}", leave=False)
-        if (tqdm and progress)
-        else None
-    )
 
-    def sender():
-        sessions.s = getattr(sessions, "s", None) or requests.Session()
-        while True:
-            with lock:
-                if next(counter, None) is None:
-                    return
-            record = (
-                _one(sessions.s, url, body, timeout)
-                if send is None
-                else _sent_by(send, sessions.s, url, payload)
-            )
-            with lock:
-                records.append(record)
-            if bar:
-                bar.update(1)
+    def one(session):
+        if send is None:
+            return _one(session, url, body, timeout)
+        return _sent_by(send, session, url, payload)
 
+    show = tqdm and progress
+    bar = tqdm(total=n, desc=label or f"c={concurrency}", leave=False) if show else None
     wall_start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        for f in [pool.submit(sender) for _ in range(concurrency)]:
-            f.result()
+    records = _send_all(one, n, concurrency, bar)
     wall = time.perf_counter() - wall_start
     if bar:
         bar.close()
@@ -151,29 +153,45 @@ def summarize(df: pd.DataFrame) -> dict:
     infer = "server_infer_ms"
     row["infer_mean_ms"] = float(ok[infer].mean()) if infer in ok and len(ok) else float("nan")
     laws = queueing.laws(row["throughput_rps"], row["mean_ms"], row["infer_mean_ms"])
-    row["lock_busy_U"], row["in_flight_N"] = laws["U"], laws["N"]
+    row["lock_busy_U"], row["in_flight_N"] = laws["busy_U"], laws["in_flight_N"]
     return row
 
 
 def median_ms(df: pd.DataFrame, column: str = "latency_ms"):
     """The median of a column over the run's successful requests, with its 95% bootstrap interval
     (claims.Measured): what the notebooks compare, so noise cannot decide a claim unnoticed."""
-    from servelab.claims import Measured
-
     ok = df[df["status"] == 200]
-    return Measured.from_samples(ok[column].dropna().to_numpy())
+    return claims.Measured.from_samples(ok[column].dropna().to_numpy())
 
 
 def throughput(df: pd.DataFrame, windows: int = 5):
     """Requests per second of a run (summarize's throughput_rps), with an interval: the run cut
     into `windows` equal spans of time and the rate of answers in each, as perf_analyzer's
     measurement windows (claims.Measured.from_windows)."""
-    from servelab.claims import Measured
-
     ok = df[df["status"] == 200]
     done = (ok["t_start"] + ok["latency_ms"] / 1000).to_numpy()
     start, end = float(ok["t_start"].min()), float(done.max())
     edges = np.linspace(start, end, windows + 1)
     counts, _ = np.histogram(done, bins=edges)
     rates = counts / np.diff(edges)
-    return Measured.from_windows(rates, summarize(df)["throughput_rps"])
+    return claims.Measured.from_windows(rates, summarize(df)["throughput_rps"])
+
+
+def growth_is_queuing(sequential: pd.DataFrame, under_load: pd.DataFrame, runtime: str) -> None:
+    """Notebook 4's claims (4.6) on one runtime's two runs: from one sender to many, the median
+    latency grows at least 3x, and at least 3x more than the model's own time (Server-Timing's
+    `infer`): the growth is waiting, not the model."""
+    senders = under_load.attrs.get("concurrency", "many")
+    latency = median_ms(under_load) / median_ms(sequential)
+    model = median_ms(under_load, "server_infer_ms") / median_ms(sequential, "server_infer_ms")
+    claims.at_least(
+        f"{runtime}: latency grows with {senders} senders (median at least 3x sequential)",
+        latency,
+        3,
+    )
+    claims.at_least(
+        f"{runtime}: the growth is queuing, not the model (latency grew at least 3x more "
+        "than the model's own time)",
+        latency / model,
+        3,
+    )

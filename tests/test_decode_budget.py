@@ -17,7 +17,7 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from reliability import corpus
-from servelab import decode_budget, food11
+from servelab import decode_budget, food11, image_decode
 from servelab.serving.log_limit import RateLimit
 
 pytestmark = pytest.mark.timeout(300)
@@ -134,14 +134,17 @@ def test_one_request_has_a_budget_for_all_its_images(monkeypatch):
 def test_a_request_waits_for_a_decode_slot_only_so_long(monkeypatch):
     """Every slot held (by other requests' decodes): 503 'try again' after DECODE_WAIT_S."""
     monkeypatch.setattr(decode_budget, "DECODE_WAIT_S", 0.3)
-    held = [food11._decodes.acquire(timeout=5) for _ in range(food11.MAX_CONCURRENT_DECODES)]
+    held = [
+        image_decode._decodes.acquire(timeout=5)
+        for _ in range(decode_budget.MAX_CONCURRENT_DECODES)
+    ]
     try:
         start = time.monotonic()
         error, _ = _refused(corpus.encode(Image.new("RGB", (64, 48)), "PNG"))
         waited = time.monotonic() - start
     finally:
         for _ in held:
-            food11._decodes.release()
+            image_decode._decodes.release()
     assert all(held) and error.status == 503 and "try again" in str(error)
     assert 0.25 < waited < 5.0
     assert food11.tensor_from_bytes(corpus.encode(Image.new("RGB", (64, 48)), "PNG")).any()

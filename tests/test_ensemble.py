@@ -19,7 +19,7 @@ from triton_helpers import infer, start_local_triton
 from tritonclient.utils import InferenceServerException
 
 from reliability import corpus
-from servelab import ensemble, food11, perf, triton_config
+from servelab import ensemble, ensemble_checks, food11, perf, triton_config
 from servelab.paths import STAGING
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -31,7 +31,8 @@ def triton(built_artifacts, tmp_path_factory):
     try:
         ensemble.place(server.repo, mode="local", kind="cpu", steps=False, verbose=False)
         staged = (STAGING / ensemble.ENSEMBLE / "config.pbtxt").read_text()
-        mapping = ensemble.check_step_mapping(staged[staged.index("ensemble_scheduling {") :])
+        block = staged[staged.index("ensemble_scheduling {") :]
+        mapping = ensemble_checks.check_step_mapping(block)
         result = triton_config.edit(ensemble.ENSEMBLE, mapping, repo=server.repo, url=server.url)
         assert result.ok, result.error
         print(f"ensemble loaded in {result.seconds:.1f} s")

@@ -228,8 +228,6 @@ def test_status_names_a_dead_triton_and_what_recovers_it_in_red_on_a_terminal(
 
     monkeypatch.delenv("NO_COLOR", raising=False)
     monkeypatch.setattr(sys, "stdout", Tty())
-    assert (
-        launcher._red("DOWN") == "\033[1;31mDOWN\033[0m" and launcher._red("healthy") == "healthy"
-    )
+    assert launcher.red("DOWN") == "\033[1;31mDOWN\033[0m" and launcher.red("healthy") == "healthy"
     monkeypatch.setenv("NO_COLOR", "1")
-    assert launcher._red("DOWN") == "DOWN"
+    assert launcher.red("DOWN") == "DOWN"
