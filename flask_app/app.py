@@ -7,15 +7,22 @@ Which model server (FastAPI or Triton) comes from the environment (FLASK_BACKEND
 from __future__ import annotations
 
 import base64
+import threading
 import time
 
 from flask import Flask, render_template, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
 from flask_app import backends
-from servelab import food11
+from servelab import food11, image_decode
 
 ALLOWED = {"jpg", "jpeg", "png", "webp"}
+# Uploads classified at once. The server (flask_app/serve.py) runs HEALTH_THREADS more threads
+# than this, so the page and /healthz always have a thread that no upload can take: one more
+# upload gets a 503 page at once instead of a place in a queue behind the others.
+PREDICT_SLOTS = 16
+HEALTH_THREADS = 2
+_predicting = threading.BoundedSemaphore(PREDICT_SLOTS)
 app = Flask(__name__)
 app.config["MAX_CONTENT_LENGTH"] = food11.MAX_IMAGE_BYTES + 64 * 1024  # the file plus form overhead
 
@@ -47,16 +54,29 @@ def healthz():
 
 @app.post("/predict")
 def predict():
+    if not _predicting.acquire(blocking=False):
+        return _error(
+            f"The page is classifying {PREDICT_SLOTS} other photos right now: try again in a few "
+            "seconds.",
+            503,
+        )
+    try:
+        return _predict()
+    finally:
+        _predicting.release()
+
+
+def _predict():
     upload = request.files.get("file")
     if upload is None or not upload.filename:
         return _error(
-            f"No file was chosen: pick a {food11.FORMAT_NAMES} photo and press Classify.", 400
+            f"No file was chosen: pick a {image_decode.FORMAT_NAMES} photo and press Classify.", 400
         )
     extension = upload.filename.rsplit(".", 1)[-1].lower() if "." in upload.filename else ""
     if extension not in ALLOWED:
         return _error(
-            f"'{upload.filename}' is not a {food11.FORMAT_NAMES} file (allowed: .jpg, .jpeg, .png, "
-            ".webp).",
+            f"'{upload.filename}' is not a {image_decode.FORMAT_NAMES} file "
+            "(allowed: .jpg, .jpeg, .png, .webp).",
             415,
         )
     data = upload.read()

@@ -11,12 +11,16 @@ client a worker thread until it times out: a handful of idle sockets stopped the
 from __future__ import annotations
 
 import argparse
+import logging
 
 from waitress import serve
 
-from flask_app.app import app
+from flask_app.app import HEALTH_THREADS, PREDICT_SLOTS, app
+from servelab.serving.log_limit import RateLimit
 
-THREADS = 8  # requests handled at once (each may wait up to 60 s on the model server)
+# requests handled at once: the uploads (each may wait up to 60 s on the model server) and the
+# threads kept for the page and /healthz (flask_app/app.py)
+THREADS = PREDICT_SLOTS + HEALTH_THREADS
 CONNECTIONS = 512  # open sockets accepted at once; idle ones are closed after CHANNEL_TIMEOUT
 CHANNEL_TIMEOUT_S = 30
 MAX_HEADER_BYTES = (
@@ -29,6 +33,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5000)
     args = parser.parse_args(argv)
+    # waitress warns once per queued request ("Task queue depth is N"): once a minute, counted
+    logging.getLogger("waitress.queue").addFilter(RateLimit())
     # waitress's own body cap sits above Flask's, so an oversized photo gets the app's readable page
     # (Flask answers 413 above MAX_CONTENT_LENGTH); only far larger bodies are cut off here
     serve(

@@ -115,7 +115,7 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
         launcher.up(jupyter=False, triton=any(p != "fastapi" for p in parts))
         env = {
             **os.environ,
-            **launcher._urls_for_clients(launcher.read_state()),
+            **launcher.client_urls(launcher.read_state()),
             "PYTHONUNBUFFERED": "1",
         }
         if quick:

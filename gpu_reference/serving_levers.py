@@ -134,7 +134,7 @@ def main() -> None:
 
             pd.DataFrame(rows).to_csv(out / "levers.csv", index=False)
     finally:
-        launcher._stop(record["pid"], record["marker"])
+        launcher.stop_process(record["pid"], record["marker"])
         log = Path(record["log"]).read_text(errors="replace")
         (out / "triton.log").write_text(log[-200_000:])
 

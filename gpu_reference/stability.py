@@ -56,7 +56,7 @@ def run_one_start(out: Path) -> dict:
     t0 = time.time()
     try:
         launcher.up(jupyter=False, triton=True)
-        urls = launcher._urls_for_clients(launcher.read_state())
+        urls = launcher.client_urls(launcher.read_state())
         url, grpc = urls["TRITON_SERVER_URL"], urls["TRITON_GRPC_URL"]
         os.environ.update(urls)  # this start's URLs and its secret (the repository API's)
         model = model_repository.add_model("food_classifier_tuned", kind="gpu", verbose=False)

@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from labstack import editions
-from servelab import triton_config
+from servelab import config_text
 from servelab.paths import REPO_ROOT
 
 DEFAULT_OUT = REPO_ROOT / "dist" / "class_edition"
@@ -47,7 +47,6 @@ LEFT_OUT = {
     "notebook 7's hand-in answer among it",
     "docs/results/": "the GPU reference runs of the solved notebooks: their logs print the "
     "answers (each perf_analyzer line, each config) and their pages every claim's verdict",
-    "docs/issue26/": "notebook 8's groundwork notes, the ensemble's step mapping (8.1) among them",
     "docs/class_edition/": "the edition's own README, put at its top",
     "tests/": "the test suite: it writes answers (notebooks 6 and 7's configs) and runs the "
     "solved edition (make test, make test-docker)",
@@ -110,7 +109,7 @@ def made() -> dict[str, str]:
     return {
         "README.md": (REPO_ROOT / "docs/class_edition/README.md").read_text(),
         "Makefile": makefile[: makefile.index(MAKEFILE_CUT)].rstrip() + "\n",
-        ENSEMBLE_CONFIG: triton_config.replace_fields(ensemble, "", ("ensemble_scheduling",))
+        ENSEMBLE_CONFIG: config_text.replace_fields(ensemble, "", ("ensemble_scheduling",))
         + "# ensemble_scheduling { ... }: the step mapping, which you write in notebook 8 (8.1)\n",
     }
 

@@ -92,8 +92,8 @@ def main() -> None:
         ensemble.place(repo, mode="local", kind="cpu")
         key = os.environ.setdefault("TRITON_ADMIN_KEY", "ensemble-compare")
         record = launcher.start(launcher.triton_service(repo, key))
-        url = launcher._url(record["port"])
-        metrics = f"{launcher._url(record['metrics_port'])}/metrics"
+        url = launcher.service_url(record["port"])
+        metrics = f"{launcher.service_url(record['metrics_port'])}/metrics"
         host = url.split("://")[-1]
         print(f"Triton READY at {url} after {time.perf_counter() - start:.1f} s")
         ensemble.load(url)
@@ -153,7 +153,7 @@ def main() -> None:
                     )
                     rows.append({**row, "run": name, "rep": rep})
         finally:
-            launcher._stop(record["pid"], record["marker"], grace=5)
+            launcher.stop_process(record["pid"], record["marker"], grace=5)
     table = pd.DataFrame(rows)
     args.out.mkdir(parents=True, exist_ok=True)
     table.to_csv(args.out / "runs.csv", index=False)

@@ -58,7 +58,7 @@ SUMMARY_COLUMNS = [
     "delayed_pct",
     # the laws beside every measured row (servelab.queueing.laws): U = X·S and N = X·R
     "lock_busy_U",
-    "busy_U",  # notebook 6: per Triton instance (servelab.queueing.run_laws)
+    "busy_U",  # notebook 6: per Triton instance (servelab.queueing.laws)
     "in_flight_N",
     "waiting_N",
 ]
@@ -195,7 +195,7 @@ def main(argv=None) -> int:
     os.environ["TRITON_MODEL_REPOSITORY"] = str(repository)
     try:
         launcher.up(jupyter=False)  # FastAPI, Flask and Triton: the notebooks use all three
-        env = launcher._urls_for_clients(launcher.read_state())
+        env = launcher.client_urls(launcher.read_state())
         for name in BENCHMARK_NOTEBOOKS:
             print(f"\n>>> running {name} headless ...", flush=True)
             out = RESULTS / "notebooks" / name

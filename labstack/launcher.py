@@ -31,8 +31,9 @@ removed after a crash.
 
 Secrets: files holding one (secrets.env, urls.env) and every log are readable by their owner
 only; nothing the launcher prints, records in state.json or writes to a log carries the token or
-the key (they are named, not shown). JupyterLab reads its token from its environment. Residual:
-tritonserver takes the admin key only on its command line, which other local users can read.
+the key (they are named, not shown). JupyterLab reads its token from its environment, the Triton
+watchdog the admin key; tritonserver takes the key only on its command line, where the watchdog
+masks it once the server has read it (docs/security.md).
 """
 
 from __future__ import annotations
@@ -179,7 +180,9 @@ def lab_secrets() -> dict:
     return values
 
 
-def _url(port: int) -> str:
+def service_url(port: int) -> str:
+    """The address a client on this machine uses for a service on `port` (127.0.0.1 when the
+    services bind to every address)."""
     host = "127.0.0.1" if BIND in ("0.0.0.0", "") else BIND
     return f"http://{host}:{port}"
 
@@ -199,7 +202,7 @@ class Service:
 # ---------------------------------------------------------------- process handling
 
 
-def _alive(pid: int, marker: str) -> bool:
+def is_running(pid: int, marker: str) -> bool:
     """True if pid runs and its command line still contains marker (guards against PID reuse)."""
     try:
         cmdline = (
@@ -210,9 +213,9 @@ def _alive(pid: int, marker: str) -> bool:
     return marker in cmdline
 
 
-def _stop(pid: int, marker: str, grace: float = 10.0) -> bool:
+def stop_process(pid: int, marker: str, grace: float = 10.0) -> bool:
     """SIGTERM the process group, SIGKILL after `grace` seconds. False if it was not running."""
-    if not _alive(pid, marker):
+    if not is_running(pid, marker):
         return False
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
         try:
@@ -221,13 +224,14 @@ def _stop(pid: int, marker: str, grace: float = 10.0) -> bool:
             return True
         deadline = time.time() + wait
         while time.time() < deadline:
-            if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+            if not Path(f"/proc/{pid}").exists() or is_zombie(pid):
                 return True
             time.sleep(0.1)
     return True
 
 
-def _zombie(pid: int) -> bool:
+def is_zombie(pid: int) -> bool:
+    """True if pid has exited but was not yet reaped, or is gone (nothing left to stop)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
     except OSError:
@@ -251,11 +255,18 @@ def _redact(text: str, env: dict) -> str:
     return text
 
 
+LOG_ROTATE_BYTES = 16 * 2**20  # a log past this when its service starts becomes <name>.log.1
+
+
 def _private_log(path: Path):
     """The service's log, appended to, readable by its owner only (it may hold what the service
-    prints about its requests)."""
+    prints about its requests). One past LOG_ROTATE_BYTES is moved aside first (one kept): the
+    services also rate-limit what they log per request (servelab.serving.log_limit)."""
     LOGS.mkdir(parents=True, exist_ok=True)
     LOGS.chmod(0o700)
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > LOG_ROTATE_BYTES:
+            os.replace(path, path.with_name(path.name + ".1"))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.fchmod(fd, 0o600)  # a log made by an older launcher
     return os.fdopen(fd, "ab")
@@ -305,7 +316,7 @@ def start(service: Service) -> dict:
         except requests.RequestException:
             pass
         time.sleep(0.5)
-    _stop(proc.pid, record["marker"])
+    stop_process(proc.pid, record["marker"])
     raise RuntimeError(
         f"{service.name} not healthy after {service.timeout:.0f} s ({service.health}). "
         f"Last lines of {log_path}:\n{_redact(_log_tail(log_path), service.env)}"
@@ -345,7 +356,7 @@ def fastapi_service(port: int, runtime: str, workers: int | str = 1) -> Service:
         "fastapi",
         _module("uvicorn")
         + [app, "--host", BIND, "--port", str(port), "--no-access-log", *UVICORN_ARGS],
-        health=f"{_url(port)}/health",
+        health=f"{service_url(port)}/health",
         marker=app,
         env=env,
         ports={"port": port},
@@ -357,7 +368,7 @@ def flask_service(port: int, env: dict) -> Service:
     return Service(
         "flask",
         _module("flask_app.serve") + ["--host", BIND, "--port", str(port)],
-        health=f"{_url(port)}/healthz",
+        health=f"{service_url(port)}/healthz",
         marker="flask_app.serve",
         env=env,
         ports={"port": port},
@@ -367,27 +378,25 @@ def flask_service(port: int, env: dict) -> Service:
 def triton_service(repo: Path, admin_key: str, ports: dict | None = None) -> Service:
     """tritonserver under its watchdog (servelab.serving.triton_watchdog), on the ports it had.
 
-    The watchdog gets the admin key in its environment (to load a model whose stub died again);
-    tritonserver takes it on its command line (Triton has no other way)."""
+    The watchdog gets the admin key in its environment (to load a model whose stub died again)
+    and adds the flags that pass it to tritonserver, which takes it only on its own command line,
+    then masks it there once the server has read it: no command line shows it (docs/security.md)."""
     from labstack import triton_local
 
     ports = ports or {}
     http = port_for("triton", ports.get("port"))
     grpc = port_for("triton_grpc", ports.get("grpc_port"))
     metrics = port_for("triton_metrics", ports.get("metrics_port"))
-    argv, env = triton_local.server_command(repo, http, grpc, metrics, admin_key=admin_key)
+    argv, env = triton_local.server_command(
+        repo, http, grpc, metrics, admin_key=admin_key, key_on_command_line=False
+    )
     health_file = f"--health-file={TRITON_HEALTH}"
-    watchdog = _module("servelab.serving.triton_watchdog") + [
-        f"--url=http://127.0.0.1:{http}",
-        health_file,
-        "--",
-    ]
     return Service(
         "triton",
-        watchdog + argv,
-        health=f"{_url(http)}/v2/health/ready",
+        triton_local.watchdog_command(argv, http, TRITON_HEALTH),
+        health=f"{service_url(http)}/v2/health/ready",
         marker=health_file,
-        env={**env, "TRITON_ADMIN_KEY": admin_key},
+        env=env,
         timeout=300,
         ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
         extra={"shm_prefix": triton_local.shm_prefix(http), "health_file": str(TRITON_HEALTH)},
@@ -421,7 +430,7 @@ def jupyter_service(port: int, token: str, env: dict) -> Service:
             "--ServerApp.open_browser=False",
         ]
         + (["--allow-root"] if os.geteuid() == 0 else []),
-        health=f"{_url(port)}/api",
+        health=f"{service_url(port)}/api",
         marker=f"--port={port}",
         env={**env, "JUPYTER_TOKEN": token, "JUPYTER_CONFIG_PATH": config_path},
         ports={"port": port},
@@ -444,15 +453,15 @@ def write_state(state: dict) -> None:
     backend = services.get("fastapi", {}).get("env", {}).get("FASTAPI_BACKEND", "")
     lines = {"LAB_MODE": "local", "FASTAPI_BACKEND": backend}
     if "fastapi" in services:
-        lines["FASTAPI_SERVER_URL"] = _url(services["fastapi"]["port"])
+        lines["FASTAPI_SERVER_URL"] = service_url(services["fastapi"]["port"])
     if "flask" in services:
-        lines["FLASK_SERVER_URL"] = _url(services["flask"]["port"])
+        lines["FLASK_SERVER_URL"] = service_url(services["flask"]["port"])
     if "triton" in services:
         t = services["triton"]
         lines.update(
-            TRITON_SERVER_URL=_url(t["port"]),
+            TRITON_SERVER_URL=service_url(t["port"]),
             TRITON_GRPC_URL=f"127.0.0.1:{t['grpc_port']}",
-            TRITON_METRICS_URL=f"{_url(t['metrics_port'])}/metrics",
+            TRITON_METRICS_URL=f"{service_url(t['metrics_port'])}/metrics",
             TRITON_MODEL_REPOSITORY=state.get("model_repository", ""),
             TRITON_ADMIN_KEY=lab_secrets()[
                 "TRITON_ADMIN_KEY"
@@ -461,15 +470,15 @@ def write_state(state: dict) -> None:
     if "ray_head" in services:
         from labstack import ray_cluster
 
-        lines.update(ray_cluster.urls(services["ray_head"], _url))
+        lines.update(ray_cluster.urls(services["ray_head"], service_url))
     if "jupyter" in services:
         lines["JUPYTER_URL"] = (
-            f"{_url(services['jupyter']['port'])}/lab?token={lab_secrets()['JUPYTER_TOKEN']}"
+            f"{service_url(services['jupyter']['port'])}/lab?token={lab_secrets()['JUPYTER_TOKEN']}"
         )
     _write_private(URLS_ENV, "".join(f"{k}={v}\n" for k, v in lines.items() if v))
 
 
-def _urls_for_clients(state: dict) -> dict:
+def client_urls(state: dict) -> dict:
     """The URL variables, as the notebooks and Flask see them."""
     write_state(state)
     return dict(line.split("=", 1) for line in URLS_ENV.read_text().splitlines() if "=" in line)
@@ -483,7 +492,7 @@ def _flask_env(state: dict, urls: dict) -> dict:
 
 
 def _jupyter_env(state: dict) -> dict:
-    urls = _urls_for_clients(state)
+    urls = client_urls(state)
     if (
         "triton" in state["services"]
     ):  # so `perf_analyzer ...` typed in a terminal or `!` cell just works
@@ -504,7 +513,7 @@ def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
         )
     if name == "flask":
         port = port_for(name, rec.get("port"))
-        return flask_service(port, {**_flask_env(state, _urls_for_clients(state)), **env})
+        return flask_service(port, {**_flask_env(state, client_urls(state)), **env})
     if name == "triton":
         key = lab_secrets()["TRITON_ADMIN_KEY"]
         return triton_service(Path(state["model_repository"]), key, rec)
@@ -515,13 +524,13 @@ def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
         from labstack import ray_cluster
 
         if name == "ray_head":
-            return ray_cluster.head_service(Service, port_for, _url, ray_cluster.temp_dir())
+            return ray_cluster.head_service(Service, port_for, service_url, ray_cluster.temp_dir())
         return ray_cluster.node_service(Service, port_for, state["services"]["ray_head"])
     raise SystemExit(f"no service called {name!r} (fastapi, flask, triton, jupyter, ray_*)")
 
 
 def _healthy(rec: dict) -> bool:
-    if not _alive(rec["pid"], rec["marker"]) or _zombie(rec["pid"]):
+    if not is_running(rec["pid"], rec["marker"]) or is_zombie(rec["pid"]):
         return False
     try:
         return requests.get(rec["health"], timeout=5).status_code == 200
@@ -535,13 +544,20 @@ def _stop_service(name: str, rec: dict, say: str = "") -> bool:
     if name in RAY_SERVICES:  # a node and the workers Ray started for it (their own groups)
         from labstack import ray_cluster
 
-        stopped = _alive(rec["pid"], rec["marker"])
+        stopped = is_running(rec["pid"], rec["marker"])
         ray_cluster.stop_sessions([rec["pid"]] if stopped else [])
         ray_cluster.remove_temp_dir(rec.get("temp_dir"))
     else:
-        stopped = _stop(rec["pid"], rec["marker"])
+        stopped = stop_process(rec["pid"], rec["marker"])
     if stopped and say:
         print(f"{say} {name} (pid {rec['pid']})")
+    left = _left_by_watchdog(rec) if name == "triton" and not stopped else []
+    if left:  # its watchdog died, the server and its stubs did not: end them too (SIGTERM)
+        print(f"stopped tritonserver and its stubs {left}, left running by their dead watchdog")
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        stopped = True
     if name == "triton":
         _wait_group_gone(rec["pid"])  # its stubs map their regions until they exit
         from servelab.serving.triton_watchdog import remove_stale_regions
@@ -552,6 +568,21 @@ def _stop_service(name: str, rec: dict, say: str = "") -> bool:
     return stopped
 
 
+TRITON_COMMS = ("tritonserver", "triton_python_b")  # /proc/<pid>/comm: the server, a stub
+
+
+def _left_by_watchdog(rec: dict) -> list[int]:
+    """tritonserver and its stubs still running in Triton's process group after the watchdog, the
+    group's leader, died (recognised by name as well as group: never another program)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        pid = int(stat.parent.name)
+        if _group_of(stat) == rec["pid"] and pid != rec["pid"] and not is_zombie(pid):
+            if _comm(pid) in TRITON_COMMS:
+                found.append(pid)
+    return sorted(found)
+
+
 def _wait_group_gone(pgid: int, timeout: float = 15.0) -> None:
     """Wait until no process of the group is left (SIGKILL what remains after `timeout`/2)."""
     deadline = time.time() + timeout
@@ -559,7 +590,7 @@ def _wait_group_gone(pgid: int, timeout: float = 15.0) -> None:
         members = [
             p
             for p in Path("/proc").glob("[0-9]*/stat")
-            if _group_of(p) == pgid and not _zombie(int(p.parent.name))
+            if _group_of(p) == pgid and not is_zombie(int(p.parent.name))
         ]
         if not members:
             return
@@ -590,7 +621,7 @@ def _keep(name: str, rec: dict | None, state: dict) -> str:
         if asked and fastapi_backend(asked) != env.get("FASTAPI_BACKEND"):
             return ""
     if name == "flask":
-        urls = {k: v for k, v in _urls_for_clients(state).items() if k.endswith("_SERVER_URL")}
+        urls = {k: v for k, v in client_urls(state).items() if k.endswith("_SERVER_URL")}
         if any(env.get(k) not in (None, v) for k, v in urls.items()):
             return ""  # a model server it calls moved
         for key in ("FLASK_BACKEND", "FOOD11_MODEL_NAME"):
@@ -653,7 +684,7 @@ def _start_fresh(name: str, state: dict) -> dict:
             head = state["services"]["ray_head"]
             record["head_pid"] = head["pid"]  # a node of another head is not kept (_keep)
             try:
-                ray_cluster.wait_for_nodes(_url(head["port"]))
+                ray_cluster.wait_for_nodes(service_url(head["port"]))
             except RuntimeError as exc:
                 _stop_service(name, record)
                 tail = _log_tail(Path(record["log"]))
@@ -737,7 +768,7 @@ def paused(reason: str = ""):
     groups = [
         rec["pid"]
         for rec in read_state().get("services", {}).values()
-        if _alive(rec["pid"], rec["marker"])
+        if is_running(rec["pid"], rec["marker"])
     ]
     for pid in groups:
         os.killpg(pid, signal.SIGSTOP)
@@ -797,23 +828,60 @@ def _triton_models(rec: dict) -> tuple[bool, list[str]]:
     return check(f"http://127.0.0.1:{rec['port']}", health_file)
 
 
+def _triton_status(rec: dict) -> tuple[str, list[str]]:
+    """Triton's word (healthy, DEGRADED, DOWN) and lines: per model from Triton and its watchdog's
+    report, and whether the watchdog itself runs (killed, it leaves a server nothing repairs)."""
+    if is_running(rec["pid"], rec["marker"]) and not is_zombie(rec["pid"]):
+        healthy, lines = _triton_models(rec)
+        if not healthy and any(ln.startswith("FAILED") for ln in lines):
+            lines.append(f"recover: `make restart SERVICE=triton` (log: {rec['log']})")
+        return ("healthy" if healthy else "DEGRADED"), lines
+    servers = [p for p in _left_by_watchdog(rec) if _comm(p) == "tritonserver"]
+    _, lines = _triton_models(rec)
+    lines = [ln for ln in lines if not ln.startswith("watchdog:")]
+    if servers:
+        return "DEGRADED", [
+            f"its watchdog (pid {rec['pid']}) is not running: tritonserver (pid {servers[0]}) "
+            "still serves, but nothing repairs a model whose stub dies or a server that wedges",
+            *lines,
+            "recover: `make up` (starts Triton and its watchdog again, on the same ports)",
+        ]
+    return "DOWN", [*lines, "recover: `make up` (or `make restart SERVICE=triton`)"]
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def red(word: str) -> str:
+    """A status word for a person: in red where a terminal shows it (NO_COLOR set: never)."""
+    if word == "healthy" or not sys.stdout.isatty() or os.environ.get("NO_COLOR"):
+        return word
+    return f"\033[1;31m{word}\033[0m"
+
+
 def print_status(state: dict | None = None) -> None:
-    """Each service: running and healthy or not (Triton: per model), its URL and log; where the
-    secrets are, never their values."""
+    """Each service: running and healthy or not (Triton: per model, and its watchdog), its URL and
+    log, and what recovers one that is not; where the secrets are, never their values."""
     state = state or read_state()
     if not state.get("services"):
         print("local stack is not running (make up)")
         return
     for name, rec in state["services"].items():
-        healthy = _healthy(rec)
-        models: list[str] = []
-        if name == "triton" and healthy:
-            healthy, models = _triton_models(rec)
-            word = "healthy" if healthy else "DEGRADED"
+        if name == "triton":
+            word, lines = _triton_status(rec)
         else:
-            word = "healthy" if healthy else "DOWN"
-        print(f"  {name:8s} pid {rec['pid']:<7d} {word:8s} {_url(rec['port'])}   log: {rec['log']}")
-        for line in models:
+            word = "healthy" if _healthy(rec) else "DOWN"
+            lines = [] if word == "healthy" else ["recover: `make up` starts it again"]
+        shown = red(word) + " " * max(0, 8 - len(word))
+        print(
+            f"  {name:8s} pid {rec['pid']:<7d} {shown} {service_url(rec['port'])}"
+            f"   log: {rec['log']}"
+        )
+        for line in lines:
             print(f"             {line}")
     if URLS_ENV.exists():
         shown = [
@@ -824,7 +892,8 @@ def print_status(state: dict | None = None) -> None:
         print(f"\n{URLS_ENV} (what notebooks and tools read):\n  " + "\n  ".join(shown))
         if "jupyter" in state["services"]:
             print(
-                f"\nJupyterLab: {_url(state['services']['jupyter']['port'])}/lab; the link with "
+                f"\nJupyterLab: {service_url(state['services']['jupyter']['port'])}/lab; "
+                "the link with "
                 f"its token is the JUPYTER_URL line of {URLS_ENV}"
             )
         print(

@@ -269,8 +269,8 @@ def run(
         config, env = local_config(search, workdir, repo, binaries), binaries["env"]
         cmd = [model_analyzer_path(), "profile", "-f", str(workdir / "config.yaml")]
     elif launch == "remote":
-        url = url or labenv.triton_url()
-        metrics_url = metrics_url or labenv.triton_url("TRITON_METRICS_URL")
+        url = labenv.triton_url(url)
+        metrics_url = labenv.metrics_url(metrics_url, server=url)
         repo = Path(repo or model_repository_dir()).resolve()
         config, env = (
             remote_config(search, workdir, repo, url, metrics_url),

@@ -148,7 +148,7 @@ def wait_for_nodes(dashboard: str, count: int = 2, timeout: float = NODE_JOIN_S)
     raise RuntimeError(f"the Ray cluster at {dashboard} has not got {count} nodes alive")
 
 
-def _session_members(sid: int, zombies: bool = False) -> list[int]:
+def session_members(sid: int, zombies: bool = False) -> list[int]:
     """The process ids of a session: a `ray start` and every process Ray started for it (with
     zombies: also those that have exited and wait to be reaped, `<defunct>` in ps)."""
     members = []
@@ -167,10 +167,10 @@ def stop_sessions(sids: list[int], grace: float = 5.0) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(sid, signal.SIGTERM)
     deadline = time.time() + grace
-    while time.time() < deadline and any(_session_members(s) for s in sids):
+    while time.time() < deadline and any(session_members(s) for s in sids):
         time.sleep(0.2)
     for _ in range(50):
-        left = [pid for s in sids for pid in _session_members(s)]
+        left = [pid for s in sids for pid in session_members(s)]
         if not left:
             break
         for pid in left:
@@ -178,7 +178,7 @@ def stop_sessions(sids: list[int], grace: float = 5.0) -> None:
                 os.kill(pid, signal.SIGKILL)
         time.sleep(0.2)
     for _ in range(50):  # and until their parents have reaped them: ps shows none after `down`
-        if not any(_session_members(s, zombies=True) for s in sids):
+        if not any(session_members(s, zombies=True) for s in sids):
             return
         time.sleep(0.2)
 

@@ -35,7 +35,7 @@ SOURCES = REPO_ROOT / "notebook_sources"
 PLAN = REPO_ROOT / "docs" / "timing_plan.md"
 GUIDE = REPO_ROOT / "docs" / "instructors.md"  # its table quotes each notebook's minutes
 BEGIN, END = "<!-- timing table: begin (make timing) -->", "<!-- timing table: end -->"
-CLASS_WINDOW_MS = "5000"  # the class's perf_analyzer windows (servelab.perf.measurement_settings)
+CLASS_WINDOW_MS = "5000"  # the class's windows (servelab.perf_command.measurement_settings)
 
 # Adults read non-fiction silently at about 238 words a minute (Brysbaert, "How many words do we
 # read per minute?", J. Memory and Language 109, 2019); a lab text full of numbers, more slowly
@@ -53,7 +53,7 @@ WRITING = {  # minutes per thing the student writes (estimates for a median stud
     "answer": 3.0,  # a "What do you see, and why?" answer (before its verdict, if it has one)
 }
 HOST_MINUTES = 0.5  # switching to the node's terminal, pasting a printed command, coming back
-HOST_CALLS = re.compile(r"labenv\.(?:use_fastapi_backend|use_flask_triton_model|ask_host)\(")
+HOST_CALLS = re.compile(r"services\.(?:use_fastapi_backend|use_flask_triton_model|ask_host)\(")
 NOTEBOOKS = {  # the lease's notebooks and the reference run part that measures each
     "02_provision": None,
     "03_fastapi_setup": None,

@@ -198,6 +198,7 @@ def server_command(
     address: str | None = None,
     extra_args: list[str] | None = None,
     admin_key: str | None = None,
+    key_on_command_line: bool = True,
 ) -> tuple[list[str], dict]:
     """argv and environment of `tritonserver` serving every model in repo (explicit model control).
 
@@ -210,9 +211,12 @@ def server_command(
     The model-repository API (which can load a model.py: run code) answers only requests that
     carry labenv.ADMIN_HEADER with admin_key (default TRITON_ADMIN_KEY; without one, a new key is
     generated and put into this process's environment, so its own clients can use the API).
-    Triton takes the key only on its command line. The three endpoints
-    listen on `address` (default LAB_BIND_HOST, as the launcher's other services, else 127.0.0.1).
-    The stubs' shared-memory regions are named with shm_prefix(http_port).
+    Triton takes the key only on its command line. key_on_command_line=False: the flags that
+    carry it are left out and the key is put into the environment returned, TRITON_ADMIN_KEY, for
+    the watchdog to add them (watchdog_command(): the watchdog's command line holds no key, and it
+    masks the key on tritonserver's once the server has read it). The three endpoints listen on
+    `address` (default LAB_BIND_HOST, as the launcher's other services, else 127.0.0.1). The
+    stubs' shared-memory regions are named with shm_prefix(http_port).
     """
     address = address or os.environ.get("LAB_BIND_HOST") or "127.0.0.1"
     argv = [
@@ -234,12 +238,43 @@ def server_command(
         "--exit-timeout-secs=5",
         "--log-verbose=0",
         f"--backend-config=python,shm-region-prefix-name={shm_prefix(http_port)}",
-        *restricted_api_args(admin_key),
+        *(restricted_api_args(admin_key) if key_on_command_line else []),
         *(extra_args or []),
     ]
     env = server_env(stub_root=Path(backends).parent)
+    if not key_on_command_line:
+        env["TRITON_ADMIN_KEY"] = admin_key or _admin_key()
     check_stub_numpy(env)
     return argv, env
+
+
+def watchdog_command(
+    server_argv: list[str], http_port: int, health_file: Path | str, extra: list[str] = ()
+) -> list[str]:
+    """The command that runs tritonserver (server_argv, from server_command with
+    key_on_command_line=False) under servelab.serving.triton_watchdog, as `make up` does: the
+    watchdog adds the flags restricting labenv.RESTRICTED_APIS from TRITON_ADMIN_KEY in its
+    environment, so its own command line, which every local user can read, holds no secret."""
+    from servelab.labenv import RESTRICTED_APIS
+
+    return [
+        sys.executable,
+        "-m",
+        "servelab.serving.triton_watchdog",
+        f"--url=http://127.0.0.1:{int(http_port)}",
+        f"--health-file={health_file}",
+        f"--restrict-apis={','.join(RESTRICTED_APIS)}",
+        *extra,
+        "--",
+        *server_argv,
+    ]
+
+
+def _admin_key() -> str:
+    """TRITON_ADMIN_KEY, made (and put into this process's environment) if there is none."""
+    if not os.environ.get("TRITON_ADMIN_KEY"):
+        os.environ["TRITON_ADMIN_KEY"] = secrets.token_hex(16)
+    return os.environ["TRITON_ADMIN_KEY"]
 
 
 def restricted_api_args(admin_key: str | None = None) -> list[str]:
@@ -247,13 +282,7 @@ def restricted_api_args(admin_key: str | None = None) -> list[str]:
     RESTRICTED_APIS: model repository, shared memory, logging, trace) to the admin header, over
     HTTP and gRPC (gRPC metadata is the same header with Triton's 'triton-grpc-protocol-' prefix,
     which labenv.admin_headers() sends too)."""
-    from servelab.labenv import ADMIN_HEADER, RESTRICTED_APIS
+    from servelab.labenv import RESTRICTED_APIS
+    from servelab.serving.triton_watchdog import restricted_api_args as flags
 
-    key = admin_key or os.environ.get("TRITON_ADMIN_KEY")
-    if not key:
-        key = os.environ["TRITON_ADMIN_KEY"] = secrets.token_hex(16)
-    groups = ",".join(RESTRICTED_APIS)
-    return [
-        f"--http-restricted-api={groups}:{ADMIN_HEADER}={key}",
-        f"--grpc-restricted-protocol={groups}:{ADMIN_HEADER}={key}",
-    ]
+    return flags(",".join(RESTRICTED_APIS), admin_key or _admin_key())

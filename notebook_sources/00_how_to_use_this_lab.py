@@ -123,11 +123,10 @@ def gpu_names() -> list[str]:
     return [line for line in out.splitlines() if line.startswith("GPU ")]
 
 
+# %%
 in_chameleon_jupyter = "OS_AUTH_URL" in os.environ or os.path.isdir("/work/.chameleon")
 has_docker = shutil.which("docker") is not None
-gpus = gpu_names()
-
-print("NVIDIA GPUs:", gpus or "none")
+print("NVIDIA GPUs:", gpu_names() or "none")
 print("docker CLI :", "yes" if has_docker else "no")
 print("LAB_MODE   :", os.environ.get("LAB_MODE", "(not set)"))
 if in_chameleon_jupyter:

@@ -79,6 +79,7 @@ lab.check()  # stops here, naming each setting to fix in lab_settings.py, before
 
 # %%
 USERNAME = os.getenv("USER", "student")  # your Chameleon user name in Chameleon's Jupyter
+SERVER_NAME = f"{lab.SERVER_PREFIX}{USERNAME}"  # the server notebook 2 makes for you
 SITE, NODE_TYPE, NODE_COUNT = lab.SITE, lab.NODE_TYPE, 1
 DURATION_HOURS = lab.LEASE_HOURS
 START_IN_HOURS = 0  # 0 = now; e.g. 20 = twenty hours from now
@@ -92,6 +93,7 @@ print(f"python-chi {PYTHON_CHI}; {NODE_COUNT} x {NODE_TYPE} at {SITE} for {DURAT
 # %%
 import chi
 import chi_helpers
+import chi_ips
 from chi import context, lease
 
 context.version = "1.0"  # without it, python-chi 1.1 answers with plain dicts (no .show(), .status)
@@ -104,8 +106,10 @@ chi_helpers.check_node_type_and_image(SITE, NODE_TYPE, lab.IMAGE)
 # %% [markdown]
 # Your leases for this lab: those you made (your user id: classmates' leases are in the same
 # project) whose names start with `serve_system_`. Ended ones are left alone; of the pending or
-# active ones, the active one that ends last is used (else the pending one that starts first),
-# the same choice notebook 2 makes.
+# active ones, the active one that ends last is used (else the pending one that starts first).
+# (Notebook 2 goes on with the lease your server runs on, if you have one: a server cannot move
+# to another lease.) A public IP notebook 2 took from the site's pool for a lease that is over
+# is given back here: unlike an IP reserved with a lease, it does not end with the lease.
 
 # %%
 me = chi.session().get_user_id()
@@ -119,6 +123,7 @@ def my_lab_leases():
 
 live = [x for x in my_lab_leases() if x.status in chi_helpers.LIVE]
 my_lease = chi_helpers.pick_lease(live)
+chi_ips.give_back_ips(SERVER_NAME, live=[x.id for x in live])
 print(f"your live leases for this lab: {chi_helpers.describe(live)}")
 
 # %% [markdown]
@@ -162,18 +167,22 @@ if my_lease is None:
 # a lease, it does nothing. No node free for your hours: it prints when the next `NODE_TYPE`
 # node is free for the whole lease, and which other NVIDIA GPU types are free for the whole
 # lease now (another NVIDIA type works for the whole lab; with one GPU instead of two, notebook
-# 6's steps that spread instances over both GPUs put them all on the one). No reservable floating
-# IP left: reserve none, and notebook 2 takes one from the site's pool. The project's allocation
-# used up: your instructor renews it.
+# 6's steps that spread instances over both GPUs put them all on the one). It counts only nodes
+# Blazar will book for the class: not those in maintenance, nor those kept for other projects.
+# No reservable floating IP left: reserve none, and notebook 2 takes one from the site's pool.
+# The project's allocation used up: your instructor renews it.
 
 # %%
 if my_lease is None:
-    why = chi_helpers.explain_refusal(blazar_said, lab.PROJECT, SITE, NODE_TYPE, DURATION_HOURS)
+    why = chi_helpers.explain_refusal(
+        blazar_said, lab.PROJECT, SITE, NODE_TYPE, DURATION_HOURS, asked=START_IN_HOURS
+    )
     raise RuntimeError(why)
 
 # %% [markdown]
-# Check it. `PENDING` means it is accepted and waits for its start time; `ACTIVE` means the node
-# is yours now (continue with notebook 2). `ERROR` means Blazar accepted the lease but could not
+# Check it. `PENDING` means it is accepted and waits for its start time; `STARTING`, that Blazar
+# is preparing its node (a few minutes); `ACTIVE` means the node is yours now (continue with
+# notebook 2). `ERROR` means Blazar accepted the lease but could not
 # start it (for instance, its node failed a check at the start time): delete it (below) and run
 # this notebook again, which makes a new lease, most likely on another node.
 
@@ -183,15 +192,26 @@ print("status:", my_lease.status)
 
 # %% [markdown]
 # ## When you are done
-# Leases end by themselves. If you finish early, or a lease went to ERROR, delete it so others
-# can use the node: first delete the server (the last cell of notebook 2), then set
-# `DELETE_LEASE = True` here and run the cell. It deletes your leases for this lab that have not
-# ended, which gives their node and floating IP back to the class.
+# Leases end by themselves, and with a lease go its server and the IP reserved with it. A public
+# IP notebook 2 took from the pool (for a lease without a reserved one) does not: notebook 2's
+# last cell gives it back, and so do notebooks 1 and 2 whenever they find its lease over.
+#
+# If you finish early, or a lease went to ERROR, delete it so others can use the node: copy
+# `results/` off the node, set `DELETE_LEASE = True` here and run the cell. It deletes your
+# leases for this lab that are running (ACTIVE, STARTING) or failed (ERROR), with their server
+# and IPs, and says which; a PENDING lease, booked for a later session, stays unless you also set
+# `DELETE_LATER_LEASES = True`.
 
 # %%
 DELETE_LEASE = False
+DELETE_LATER_LEASES = False  # True: a PENDING lease too, though it is for a later session
 if DELETE_LEASE:
     for old in my_lab_leases():
-        if old.status not in ("TERMINATED", "DELETED"):
+        status = old.status
+        if status == "PENDING" and not DELETE_LATER_LEASES:
+            print(f"kept {old.name} (PENDING, starts {old.start_date:%Y-%m-%d %H:%M} UTC)")
+        elif status in ("PENDING", "STARTING", "ACTIVE", "ERROR"):
             old.delete()
-            print(f"lease {old.name} deleted")
+            print(f"lease {old.name} ({status}) deleted")
+    kept = [x.id for x in my_lab_leases() if x.status in chi_helpers.LIVE]
+    chi_ips.give_back_ips(SERVER_NAME, live=kept)

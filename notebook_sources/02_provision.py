@@ -23,10 +23,10 @@
 #    the model files and writes the stacks' settings,
 # 4. prints the ssh command.
 #
-# Every cell can be run again: an existing server of the same name is reused (or replaced, if
-# it failed), a second IP is never attached, the clone is brought to the class's version rather
-# than cloned twice, and the setup script skips whatever is already done. If the kernel
-# restarts, run the notebook from the top.
+# Every cell can be run again: an existing server of the same name is reused, with the lease it
+# was made on (or replaced, if it failed), a second IP is never attached, the clone is brought to
+# the class's version rather than cloned twice, and the setup script skips whatever is already
+# done. If the kernel restarts, run the notebook from the top.
 
 # %%
 import importlib.metadata
@@ -52,7 +52,7 @@ lab.check()  # stops here, naming each setting to fix in lab_settings.py, before
 # %%
 USERNAME = os.getenv("USER", "student")
 SITE, IMAGE = lab.SITE, lab.IMAGE
-SERVER_NAME = f"node-serve-system-{USERNAME}"
+SERVER_NAME = f"{lab.SERVER_PREFIX}{USERNAME}"
 REPO_URL, REPO_REF = lab.REPO_URL, lab.REPO_REF  # the class's repository and version
 REPO_DIR = "serve-system-lab"  # folder in the node's home directory
 print(f"python-chi {PYTHON_CHI}; server {SERVER_NAME} at {SITE}")
@@ -64,6 +64,7 @@ print(f"the node gets {REPO_URL} at {REPO_REF}")
 # %%
 import chi
 import chi_helpers
+import chi_ips
 from chi import context, lease, server
 
 context.version = "1.0"  # without it, python-chi 1.1 answers with plain dicts (no .show(), .status)
@@ -75,34 +76,39 @@ chi_helpers.check_node_type_and_image(SITE, lab.NODE_TYPE, IMAGE)
 
 # %% [markdown]
 # Your lease for this lab (made in notebook 1, or in Horizon with a name starting with
-# `serve_system_`), chosen as notebook 1 chooses it: the ACTIVE one that ends last. Classmates'
-# leases in the project and your ended ones are skipped; a PENDING one makes the cell say when
-# it starts.
+# `serve_system_`). With a server already, it is the lease the server runs on (recorded on the
+# server as metadata `serve_system_lease`; a server cannot move to another lease); otherwise, as
+# notebook 1 chooses: the ACTIVE one that ends last. Classmates' leases and your ended ones are
+# skipped; a PENDING or STARTING one makes the cell say when to come back. A pool IP this
+# notebook took for a lease that is over is given back first.
 
 # %%
 me = chi.session().get_user_id()
 mine = [x for x in lease.list_leases() if x.user_id == me and x.name.startswith(lab.LEASE_PREFIX)]
 live = [x for x in mine if x.status in chi_helpers.LIVE]
-my_lease = chi_helpers.pick_lease(live)
+chi_ips.give_back_ips(SERVER_NAME, live=[x.id for x in live])
+my_lease = chi_helpers.lease_for(chi_helpers.find_server(SERVER_NAME), live)
 if my_lease is None or my_lease.status != "ACTIVE":
     raise RuntimeError(chi_helpers.no_active_lease(my_lease, mine))
-print(chi_helpers.others_unused(my_lease, live) or f"your lease: {my_lease.name}")
+print(chi_helpers.lease_note(my_lease, live, SERVER_NAME))
 my_lease.show(type="text")
 reservation_id = my_lease.node_reservations[0]["id"]
 
 # %% [markdown]
 # ## 2. The server
-# Bare-metal servers sometimes fail to start (status ERROR). The next cell clears such a server
-# away, so that the one after it makes a fresh one; with no failed server it does nothing.
+# Bare-metal servers sometimes fail, at boot or later (status ERROR). The next cell deletes such
+# a server, or one left from a lease that is over, so that the cell after it makes a fresh one;
+# otherwise it does nothing. `delete_ips=False` keeps the server's IP for the next server:
+# python-chi's default would delete it too (1.2.10 sends that to a path Neutron does not have).
 
 # %%
 old = server.get_server(SERVER_NAME) if server.get_server_id(SERVER_NAME) else None
-status = old.status if old else None
-if status != "ERROR":
-    print(f"{SERVER_NAME} exists ({status}): it will be reused" if old else "no server yet")
+why = chi_helpers.why_replace(old, my_lease)
+if why is None:
+    print(f"{SERVER_NAME} exists ({old.status}): it will be reused" if old else "no server yet")
 else:
     old.delete(delete_ips=False)  # a reserved IP stays with the lease for the next server
-    print(f"deleting {SERVER_NAME}, which is in ERROR ...")
+    print(f"deleting {SERVER_NAME}, {why} ...")
     for _ in range(60):  # a bare-metal delete takes a minute or two
         time.sleep(5)
         if server.get_server_id(SERVER_NAME) is None:
@@ -122,7 +128,8 @@ else:
 
 # %%
 node = server.Server(SERVER_NAME, reservation_id=reservation_id, image_name=IMAGE)
-node.submit(idempotent=True, wait_for_active=True, show="text")
+lease_record = {chi_helpers.LEASE_KEY: my_lease.id}
+node.submit(idempotent=True, wait_for_active=True, show="text", metadata=lease_record)
 if node.status == "ERROR":
     fault = getattr(chi.nova().servers.get(node.id), "fault", {}).get("message", "no reason given")
     raise RuntimeError(chi_helpers.boot_failure(my_lease.id, node.id, SERVER_NAME, fault))
@@ -133,17 +140,18 @@ print(SERVER_NAME, "status:", node.status)
 # is never taken from anyone else: if a classmate's server holds it, the cell stops and names
 # that server. A lease made without one (e.g. in Horizon, with the Networks tab left empty) gets
 # a fresh IP from the site's pool, never an unattached IP of the project, which may be a
-# classmate's reserved IP whose server is still booting.
+# classmate's reserved IP whose server is still booting; its description names your server and
+# lease, so that it is given back when the lease is over.
 
 # %%
 FLOATING_IP = node.get_floating_ip()
 if FLOATING_IP is None:
     reserved = my_lease.get_reserved_floating_ips()
     if reserved:
-        chi_helpers.stop_if_taken(reserved[0], SERVER_NAME)
+        chi_ips.stop_if_taken(reserved[0], SERVER_NAME)
         node.associate_floating_ip(reserved[0])
     else:
-        node.associate_floating_ip(chi_helpers.own_public_ip(SERVER_NAME))
+        node.associate_floating_ip(chi_ips.own_public_ip(SERVER_NAME, my_lease.id))
     FLOATING_IP = node.get_floating_ip()
 print("floating IP:", FLOATING_IP)
 
@@ -159,16 +167,18 @@ node.show(type="text")
 # These cells run commands on the node over SSH (as user `cc`, who has sudo). Their output
 # appears below each cell; a command that fails stops the cell with an error.
 #
-# Clone the lab at the version your class uses (`REPO_REF`), or bring an existing clone to it:
+# Clone the lab at the version your class uses (`REPO_REF`: a tag, a commit, or a branch as the
+# repository has it now, `origin/<branch>`), or bring an existing clone to it:
 
 # %%
 import shlex
 
 node.execute(
     f"if [ -d {REPO_DIR}/.git ]; then git -C {REPO_DIR} fetch --quiet --tags --force origin; "
-    f"else git clone --quiet {shlex.quote(REPO_URL)} {REPO_DIR}; fi && "
-    f"git -C {REPO_DIR} checkout --quiet --detach {shlex.quote(REPO_REF)} && "
-    f"git -C {REPO_DIR} log -1 --format='lab version: %h %d %s'"
+    f"else git clone --quiet {shlex.quote(REPO_URL)} {REPO_DIR}; fi && cd {REPO_DIR} && "
+    f"ref={shlex.quote(REPO_REF)} && if git show-ref --quiet --verify refs/remotes/origin/$ref; "
+    'then ref=origin/$ref; fi && git checkout --quiet --detach "$ref" && '
+    "git log -1 --format='lab version: %h %d %s'"
 )
 
 # %% [markdown]
@@ -225,31 +235,23 @@ node.execute("docker info --format 'docker {{.ServerVersion}}, runtimes: {{json 
 
 # %%
 key = context.get("keypair_private_key") or "~/.ssh/id_rsa_chameleon"
-print("ssh command (from your computer; use the path of your own private key there):")
-print(f"    ssh -i {key} cc@{FLOATING_IP}")
-print()
-print("Next: notebook 3, in that ssh session:")
-print(
-    f"    cd ~/{REPO_DIR}/docker && "
-    "docker compose -f docker-compose-fastapi.yaml up -d --build --wait"
-)
-print(
-    f"The lab's Jupyter will be at http://{FLOATING_IP}:8888/lab?token="
-    "<JUPYTER_TOKEN in docker/.env>"
-)
-print("If port 8888 is not reachable from your network, use an SSH tunnel:")
-print(
-    f"    ssh -i {key} -L 8888:127.0.0.1:8888 cc@{FLOATING_IP}"
-    "   then http://127.0.0.1:8888/lab?token=..."
-)
+print(f"""ssh command (from your computer; use the path of your own private key there):
+    ssh -i {key} cc@{FLOATING_IP}
+
+Next: notebook 3, in that ssh session:
+    cd ~/{REPO_DIR}/docker && docker compose -f docker-compose-fastapi.yaml up -d --build --wait
+The lab's Jupyter will be at http://{FLOATING_IP}:8888/lab?token=<JUPYTER_TOKEN in docker/.env>
+If port 8888 is not reachable from your network, use an SSH tunnel:
+    ssh -i {key} -L 8888:127.0.0.1:8888 cc@{FLOATING_IP}   then http://127.0.0.1:8888/lab?token=...""")
 
 # %% [markdown]
 # ## When you are done
 # Copy `results/` off the node first (see notebook 0). Then free the node: set `DELETE_SERVER`
 # to True and run the cell. It deletes your server (found by name in one look at the project's
-# list, without building an object for each of the class's servers) and gives back a public IP
-# this notebook took from the site's pool; an IP reserved with the lease goes back when the
-# lease ends (or when you delete the lease: last cell of notebook 1).
+# list, without building an object for each of the class's servers; by id, which leaves its
+# IPs alone) and gives back a public IP this notebook took from the site's pool, unless a
+# classmate's server holds it (then it names that server); an IP reserved with the lease goes
+# back when the lease ends (or when you delete the lease: last cell of notebook 1).
 
 # %%
 DELETE_SERVER = False
@@ -260,5 +262,4 @@ if DELETE_SERVER:
     else:
         server.delete_server(doomed)  # by id; it leaves floating IPs alone
         print(f"server {SERVER_NAME} deleted")
-    for address in chi_helpers.release_own_ips(SERVER_NAME):
-        print(f"public IP {address} given back to the site's pool")
+    chi_ips.give_back_ips(SERVER_NAME)  # a pool IP this notebook took for it

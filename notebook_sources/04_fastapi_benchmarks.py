@@ -40,13 +40,22 @@ import time
 import pandas as pd
 import requests
 
-from servelab import claims, exercises, food11, judgement, labenv, loadgen, plots, queueing
+from servelab import (
+    claims,
+    exercises,
+    food11,
+    judgement,
+    labenv,
+    loadgen,
+    plots,
+    queueing,
+    services,
+)
 from servelab.paths import RESULTS, TEST_IMAGES
 
 labenv.load()
 FASTAPI, FLASK = labenv.url("FASTAPI_SERVER_URL"), labenv.url("FLASK_SERVER_URL")
-# requests per run (`make lab QUICK=1` shrinks them)
-N_SEQUENTIAL = labenv.param("N_SEQUENTIAL", 100)
+N_SEQUENTIAL = labenv.param("N_SEQUENTIAL", 100)  # requests per run (make lab QUICK=1: fewer)
 N_CONCURRENT = labenv.param("N_CONCURRENT", 1000)
 CONCURRENCY = labenv.param("CONCURRENCY", 16)
 OUT = RESULTS / "fastapi"
@@ -205,11 +214,6 @@ claims.compare_prediction(
     "4.4 PyTorch sequential median (ms)", loadgen.median_ms(runs["pytorch_sequential"])
 )
 
-# %%
-claims.compare_prediction(
-    "4.4 PyTorch sequential median (ms)", loadgen.median_ms(runs["pytorch_sequential"])
-)
-
 # %% [markdown]
 # ## 4.5 Switch to ONNX Runtime
 # Same API, same HTTP code; only the runtime differs: ONNX Runtime runs a graph exported from the
@@ -222,7 +226,7 @@ claims.compare_prediction(
 claims.predict("4.5 ONNX speed-up, sequential (x)", None, why="")
 
 # %%
-labenv.use_fastapi_backend("onnx")
+services.use_fastapi_backend("onnx")
 measure("onnx_sequential", N_SEQUENTIAL, 1)
 
 # %% [markdown]
@@ -297,7 +301,7 @@ print(f"X·W     = {X:.0f}/s × {W * 1000:.1f} ms = {X * W:.1f}  (waiting for th
 # The same load with PyTorch, to compare both runtimes:
 
 # %%
-labenv.use_fastapi_backend("pt")
+services.use_fastapi_backend("pt")
 measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
@@ -326,23 +330,8 @@ with judgement.verdict_after(answer_46, "4.6"):
         )
     )
     for runtime in ("onnx", "pytorch"):
-        sequential = runs[f"{runtime}_sequential"]
         under_load = runs[f"{runtime}_concurrent_{CONCURRENCY}"]
-        latency_growth = loadgen.median_ms(under_load) / loadgen.median_ms(sequential)
-        model_growth = loadgen.median_ms(under_load, "server_infer_ms") / loadgen.median_ms(
-            sequential, "server_infer_ms"
-        )
-        claims.at_least(
-            f"{runtime}: latency grows with {CONCURRENCY} senders (median at least 3x sequential)",
-            latency_growth,
-            3,
-        )
-        claims.at_least(
-            f"{runtime}: the growth is queuing, not the model (latency grew at least 3x more "
-            "than the model's own time)",
-            latency_growth / model_growth,
-            3,
-        )
+        loadgen.growth_is_queuing(runs[f"{runtime}_sequential"], under_load, runtime)
 
 # %% [markdown]
 # ## 4.7 Two worker processes
@@ -350,7 +339,7 @@ with judgement.verdict_after(answer_46, "4.6"):
 # its share of the cores (cores ÷ workers threads each).
 
 # %%
-labenv.use_fastapi_backend("onnx", workers=2)
+services.use_fastapi_backend("onnx", workers=2)
 measure(f"onnx_concurrent_{CONCURRENCY}_2_workers", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
@@ -403,7 +392,7 @@ with judgement.verdict_after(answer_47, "4.7"):
     )
 
 # %%
-labenv.use_fastapi_backend("pt")
+services.use_fastapi_backend("pt")
 
 # %% [markdown]
 # ## 4.8 Exercise: latency against the number in flight (optional: homework when time is short)
@@ -414,23 +403,16 @@ labenv.use_fastapi_backend("pt")
 # %%
 LEVELS = [1, 4, CONCURRENCY]
 base = loadgen.summarize(runs["pytorch_sequential"])
+SERVICE_MS, OUTSIDE_MS = base["infer_median_ms"], base["median_ms"] - base["infer_median_ms"]
 sweep = []
 for n in LEVELS:
-    row = loadgen.summarize(
-        loadgen.run(
-            f"{FASTAPI}/predict", payload, n=max(20, 6 * n), concurrency=n, label=f"exercise_c{n}"
-        )
-    )
-    predicted = queueing.closed_loop(
-        n, base["infer_median_ms"], base["median_ms"] - base["infer_median_ms"]
-    )
-    sweep.append(
-        {
-            "concurrency": n,
-            "measured_median_ms": row["median_ms"],
-            "model_ms": predicted["latency_ms"],
-        }
-    )
+    label = f"exercise_c{n}"
+    run = loadgen.run(f"{FASTAPI}/predict", payload, n=max(20, 6 * n), concurrency=n, label=label)
+    measured = loadgen.summarize(run)["median_ms"]
+    model_ms = queueing.closed_loop(n, SERVICE_MS, OUTSIDE_MS)["latency_ms"]
+    sweep.append({"concurrency": n, "measured_median_ms": measured, "model_ms": model_ms})
+
+# %%
 sweep = pd.DataFrame(sweep).round(1)
 sweep.plot(
     x="concurrency",

@@ -42,12 +42,18 @@ import tritonclient.http as httpclient
 
 from servelab import (
     claims,
+    config_text,
     exercises,
+    instances,
     judgement,
     labenv,
+    live_metrics,
     perf,
     plots,
     queueing,
+    services,
+    step_table,
+    triton_checks,
     triton_config,
     triton_stats,
 )
@@ -72,19 +78,11 @@ print(f"Triton {client.get_server_metadata()['version']} at {HOST}; GPUs seen: {
 # %% [markdown]
 # The lab also draws 6.3's and 6.6's runs live from Triton's metrics (`servelab/live_metrics.py`).
 
+
 # %%
-try:  # LIVE METRICS (issue 26): servelab/live_metrics.py; until it lands, runs go without it
-    from servelab.live_metrics import Watch
-except ImportError:
-    Watch = None
-
-
 def watched(line, name, model):
     """perf.run_line(line, name), with Triton's metrics drawn live while it runs."""
-    if Watch is None:
-        print("(live view not installed here: servelab/live_metrics.py; running without it)")
-        return perf.run_line(line, name, out=OUT)
-    live = Watch(METRICS, models=[model])
+    live = live_metrics.Watch(METRICS, models=[model])
     tag = "".join(c if c.isalnum() else "_" for c in name)
     return live.during(lambda: perf.run_line(line, name, out=OUT), save=OUT / f"live_{tag}")
 
@@ -182,8 +180,8 @@ exercises.curl_line(
 # %%
 SERVICE_MS = c1["execution_ms"]
 OVERHEAD_MS = c1["avg_latency_ms"] - SERVICE_MS  # everything a request spends outside the instance
-table_61 = perf.against_model(
-    perf.table(runs, ["6.1 c1", "6.1 c8", "6.1 c16"]),
+table_61 = step_table.against_model(
+    step_table.table(runs, ["6.1 c1", "6.1 c8", "6.1 c16"]),
     [queueing.closed_loop(n, SERVICE_MS, OVERHEAD_MS)["latency_ms"] for n in (1, 8, 16)],
 )
 plots.utilisation_over_time(
@@ -221,7 +219,7 @@ line = exercises.perf_line(
     needs={**NEEDS_61, "-b": "16", "--concurrency-range": "1"},
 )
 runs["6.2 b16"] = perf.run_line(line, "6.2 b16", out=OUT)
-perf.table(runs, ["6.1 c1", "6.2 b16"])
+step_table.table(runs, ["6.1 c1", "6.2 b16"])
 
 # %% [markdown]
 # **What do you see, and why?** 6.1: from 1 to 16 in flight, what happened to throughput and to
@@ -240,24 +238,9 @@ answer_61 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_61, "6.1 and 6.2"):
-    perf.model_readings(table_61, SERVICE_MS)
-    q8 = runs["6.1 c8"].measured("server_queue_ms")
-    q16 = runs["6.1 c16"].measured("server_queue_ms")
-    claims.compare_prediction("6.1 queue at c16 (ms)", q16)
-    claims.between(
-        "6.1: queue delay grows about linearly with what is in flight (queue c16 / c8)",
-        q16 / q8,
-        1.4,
-        3.2,
-    )
-    triton_stats.claim_each_gpu(
-        claims.at_most, "6.1: one instance leaves every GPU underused", runs["6.1 c16"], N_GPUS, 70
-    )
-    ratio = runs["6.2 b16"].measured("execution_ms") / runs["6.1 c1"].measured("execution_ms")
-    claims.compare_prediction("6.2 compute of 16 images / compute of 1 (x)", ratio)
-    claims.at_most(
-        "6.2: a batch of 16 costs less than 16 images one by one (execution time, x)", ratio, 16
-    )
+    step_table.model_readings(table_61, SERVICE_MS)
+    triton_checks.queue_grows_with_load(runs, N_GPUS)
+    triton_checks.a_batch_costs_less(runs)
 
 # %% [markdown]
 # ## 6.3 More instances of the Python-backend model
@@ -280,7 +263,7 @@ path = REPOSITORY / "food_classifier" / "config.pbtxt"
 before = path.read_text()
 print(f"open {path}\nset count: 2" + (f" and gpus: {GPUS}" if N_GPUS else " (no GPU here)"))
 ### BEGIN HIDDEN TESTS
-path.write_text(triton_config.replace_fields(before, triton_config.instance_group(2, N_GPUS)))
+path.write_text(config_text.replace_fields(before, instances.instance_group(2, N_GPUS)))
 ### END HIDDEN TESTS
 
 # %%
@@ -316,9 +299,9 @@ exercises.result(
     hint="after load_model the model must be READY (client.is_model_ready)",
 )
 served = client.get_model_config("food_classifier")
-placed = triton_config.placement(served, N_GPUS)
+placed = instances.placement(served, N_GPUS)
 print("instances per device:", placed)
-stubs = triton_stats.python_stubs("food_classifier", REPOSITORY)
+stubs = instances.python_stubs("food_classifier", REPOSITORY)
 pd.DataFrame(stubs) if stubs is not None else "in Docker: count the stubs in nvidia-smi on the node"
 
 # %% [markdown]
@@ -350,14 +333,14 @@ stubs_seen = judgement.number_in(
 
 # %%
 runs["6.3 2 inst c8"] = watched(line_c8, "6.3 2 inst c8", "food_classifier")
-triton_config.edit("food_classifier", triton_config.instance_group(4, N_GPUS))
+triton_config.edit("food_classifier", instances.instance_group(4, N_GPUS))
 runs["6.3 4 inst c8"] = watched(line_c8, "6.3 4 inst c8", "food_classifier")
 names_63 = ["6.1 c8", "6.3 2 inst c8", "6.3 4 inst c8"]
 plots.utilisation_over_time(
     {n: runs[n].utilisation for n in names_63},
     "6.3: utilisation with 1, 2 and 4 instances per device",
 )
-perf.table(runs, names_63)
+step_table.table(runs, names_63)
 
 # %% [markdown]
 # **Decision 6.3: how many instances per GPU would you deploy?** The fewest of 1, 2 and 4 that
@@ -419,26 +402,25 @@ line_onnx = exercises.perf_line(
 runs["6.4 onnx c1"] = perf.run_line(line_onnx, "6.4 onnx c1", out=OUT)
 
 
+# %%
 def onnx_run(load: str, name: str, verbose=False):
     """The lab's runs of the ONNX model: your 6.4 line with the load given (perf.with_load)."""
     runs[name] = perf.run_line(perf.with_load(line_onnx, load), name, out=OUT, verbose=verbose)
     return runs[name]
 
 
-reloaded = triton_config.edit("food_classifier_onnx", triton_config.instance_group(2, N_GPUS))
-perf.run_line(
-    perf.with_load(line_onnx, "--concurrency-range 8 --request-count 100"),
-    "6.4 warm-up",
-    out=OUT,
-    verbose=False,
-)
+reloaded = triton_config.edit("food_classifier_onnx", instances.instance_group(2, N_GPUS))
+warm_up = perf.with_load(line_onnx, "--concurrency-range 8 --request-count 100")
+perf.run_line(warm_up, "6.4 warm-up", out=OUT, verbose=False)
 onnx_run("--concurrency-range 8", "6.4 onnx 2 inst c8")
 onnx_run("--concurrency-range 16", "6.4 onnx 2 inst c16", verbose=True)
+
+# %%
 onnx = runs["6.4 onnx c1"].row
 ONNX_MS, ONNX_OUTSIDE_MS = onnx["execution_ms"], onnx["avg_latency_ms"] - onnx["execution_ms"]
 names_64 = ["6.4 onnx c1", "6.4 onnx 2 inst c8", "6.4 onnx 2 inst c16"]
-table_64 = perf.table(runs, names_64)
-table_64 = perf.against_model(
+table_64 = step_table.table(runs, names_64)
+table_64 = step_table.against_model(
     table_64,
     [
         queueing.closed_loop(n, ONNX_MS, ONNX_OUTSIDE_MS, servers=k)["latency_ms"]
@@ -458,14 +440,14 @@ limit = (
     "instances"
     if runs["6.4 onnx 2 inst c16"].row["busy_U"] >= 0.9
     else "device"
-    if (triton_stats.busiest_gpu_pct(runs["6.4 onnx 2 inst c16"].row) or 0) >= 90
+    if (triton_checks.busiest_gpu_pct(runs["6.4 onnx 2 inst c16"].row) or 0) >= 90
     else "neither"
     ### END SOLUTION
 )
 
 # %%
 row = runs["6.4 onnx 2 inst c16"].row
-gpu = triton_stats.busiest_gpu_pct(row)
+gpu = triton_checks.busiest_gpu_pct(row)
 limit = judgement.bottleneck(
     limit,
     "6.4",
@@ -490,54 +472,10 @@ answer_64 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_64, "6.3 and 6.4"):
-    t1, t2, t4 = (runs[name].throughput for name in names_63)
-    claims.at_least(
-        "6.3: two instances per device serve at least 80% of one's throughput", t2 / t1, 0.8
-    )
-    if N_GPUS:
-        claims.at_least(
-            "6.3: on a GPU node, two instances per GPU serve more than one", t2 / t1, 1.0
-        )
-        triton_stats.claim_each_gpu(
-            claims.at_least,
-            "6.3: with 4 instances on it, every GPU works",
-            runs["6.3 4 inst c8"],
-            N_GPUS,
-            10,
-        )
-    else:
-        claims.at_most(
-            f"6.3: four instances on {os.cpu_count()} cores add little over the better of one "
-            "and two",
-            t4 / max(t1, t2, key=lambda m: m.value),
-            1.15,
-        )
-    perf.model_readings(table_64, ONNX_MS)
-    speedup = runs["6.4 onnx c1"].throughput / runs["6.1 c1"].throughput
-    claims.at_least(
-        "6.4: the ONNX model serves faster than the Python-backend model at c1", speedup, 1.0
-    )
-    claims.at_least(
-        "6.4: with 2 instances per device, requests still queue at 16 in flight (queue c16 / c8)",
-        runs["6.4 onnx 2 inst c16"].measured("server_queue_ms")
-        / runs["6.4 onnx 2 inst c8"].measured("server_queue_ms"),
-        1.0,
-    )
+    triton_checks.more_instances(runs, names_63, N_GPUS)
+    step_table.model_readings(table_64, ONNX_MS)
     provider = triton_stats.onnx_provider("food_classifier_onnx", TRITON, METRICS)
-    print(f"the server ran food_classifier_onnx with {provider}")
-    if provider == "CUDAExecutionProvider" or not N_GPUS:
-        triton_stats.claim_each_gpu(
-            claims.at_least,
-            "6.4: every GPU is busy more than half the time",
-            runs["6.4 onnx 2 inst c16"],
-            N_GPUS,
-            50,
-        )
-    else:
-        claims.not_checkable(
-            "6.4: every GPU is busy more than half the time",
-            f"the server ran the ONNX model with {provider}, not on a GPU",
-        )
+    triton_checks.onnx_serves_faster(runs, N_GPUS, provider)
 
 # %% [markdown]
 # ## 6.5 The Flask UI with the ONNX model
@@ -554,7 +492,7 @@ import requests
 from servelab import food11
 from servelab.paths import TEST_IMAGES
 
-labenv.use_flask_triton_model("food_classifier_onnx")
+services.use_flask_triton_model("food_classifier_onnx")
 photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
 with open(photo, "rb") as f:
     page = requests.post(
@@ -621,11 +559,13 @@ line = exercises.perf_line(
     },
 )
 runs[f"6.6 constant {RATE}/s"] = perf.run_line(line, f"6.6 constant {RATE}/s", out=OUT)
+
+# %%
 line_poisson = perf.with_load(line, f"--request-rate-range {RATE} --request-distribution poisson")
 runs[f"6.6 poisson {RATE}/s"] = perf.run_line(line_poisson, f"6.6 poisson {RATE}/s", out=OUT)
 names = [f"6.6 constant {RATE}/s", f"6.6 poisson {RATE}/s"]
-table_66 = perf.against_model(
-    perf.table(runs, names),
+table_66 = step_table.against_model(
+    step_table.table(runs, names),
     [
         queueing.open_loop(RATE, BUSY_MS, ONNX_OUTSIDE_MS, poisson=p)["latency_ms"]
         for p in (False, True)
@@ -678,11 +618,13 @@ print(
         },
     )
 )
+
+# %%
 ok, seconds, error = triton_config.load_model("food_classifier_onnx", TRITON)
 if not ok:
     path.write_text(before)
     raise RuntimeError(f"Triton refused the edited config (the file is back as it was): {error}")
-batching = triton_config.field_text(path.read_text(), "dynamic_batching")  # for the optional runs
+batching = config_text.field_text(path.read_text(), "dynamic_batching")  # for the optional runs
 print(f"food_classifier_onnx loaded again in {seconds:.1f} s with:\n{batching}")
 
 # %% [markdown]
@@ -719,36 +661,33 @@ claims.predict("6.6 mean latency at 140% of capacity, with batching (ms)", None,
 
 # %%
 POISSON = "--async --request-distribution poisson --request-rate-range"  # then the rate
-runs[f"6.6 batching poisson {RATES[-1]}/s"] = watched(
-    perf.with_load(line_poisson, f"{POISSON} {RATES[-1]}"),
-    f"6.6 batching poisson {RATES[-1]}/s",
-    "food_classifier_onnx",
-)
+top = f"6.6 batching poisson {RATES[-1]}/s"
+top_line = perf.with_load(line_poisson, f"{POISSON} {RATES[-1]}")
+runs[top] = watched(top_line, top, "food_classifier_onnx")
 onnx_run(f"{POISSON} {RATES[1]}", f"6.6 batching poisson {RATES[1]}/s")
 triton_config.edit("food_classifier_onnx", remove=("dynamic_batching",), verbose=False)
 for rate in RATES[1:]:
     onnx_run(f"{POISSON} {rate}", f"6.6 no batching poisson {rate}/s")
-NO_BATCHING = {
-    RATE: f"6.6 poisson {RATE}/s",
-    **{r: f"6.6 no batching poisson {r}/s" for r in RATES[1:]},
+NO_BATCHING = {RATE: f"6.6 poisson {RATE}/s"} | {
+    r: f"6.6 no batching poisson {r}/s" for r in RATES[1:]
 }
 BATCHING = {r: f"6.6 batching poisson {r}/s" for r in RATES}
-sweep = pd.concat(
-    [
-        perf.table(runs, list(BATCHING.values())).assign(config="dynamic batching"),
-        perf.table(runs, list(NO_BATCHING.values())).assign(config="no batching"),
-    ]
-)
-sweep["rate"] = sweep["request_rate"]
-sweep = perf.against_model(
-    sweep,
-    [
-        queueing.open_loop_batching(r, SERVICE, 8, 0.1, ONNX_OUTSIDE_MS)["latency_ms"]
-        if c == "dynamic batching"
-        else queueing.open_loop(r, BUSY_MS, ONNX_OUTSIDE_MS)["latency_ms"]
-        for r, c in zip(sweep.rate, sweep.config)
-    ],
-)
+
+# %%
+batched = step_table.table(runs, list(BATCHING.values())).assign(config="dynamic batching")
+alone = step_table.table(runs, list(NO_BATCHING.values())).assign(config="no batching")
+sweep = pd.concat([batched, alone]).assign(rate=lambda rows: rows["request_rate"])
+batched_ms = [
+    queueing.open_loop_batching(r, SERVICE, 8, 0.1, ONNX_OUTSIDE_MS)["latency_ms"]
+    for r in batched.request_rate
+]
+alone_ms = [
+    queueing.open_loop(r, BUSY_MS, ONNX_OUTSIDE_MS)["latency_ms"] for r in alone.request_rate
+]
+sweep = step_table.against_model(sweep, batched_ms + alone_ms)
+sweep
+
+# %%
 plots.measured_vs_model(
     sweep,
     "rate",
@@ -760,7 +699,6 @@ plots.measured_vs_model(
     "mean latency (ms)",
     logy=True,
 ).savefig(OUT / "latency_vs_rate.png", dpi=110)
-sweep
 
 # %% [markdown]
 # **Decision 6.6: how far can one instance go without batching?** With a budget of `BUDGET_MS`
@@ -813,63 +751,18 @@ answer_66 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_66, "6.6"):
-    perf.model_readings(table_66, BUSY_MS, open_loop=True)
-    poisson, constant = (runs[name] for name in reversed(names))
-    queues = poisson.measured("server_queue_ms") / constant.measured("server_queue_ms")
-    claims.at_least(
-        "6.6: Poisson arrivals queue more than evenly spaced ones at the same mean rate", queues, 1
-    )
-    claims.at_most(
-        "6.6: both runs were the open-loop load they claim (% of requests sent late)",
-        max(poisson.row["delayed_pct"], constant.row["delayed_pct"]),
-        perf.DELAYED_LIMIT_PCT,
-    )
-    perf.model_readings(
-        sweep,
-        [
-            SERVICE(b) if c == "dynamic batching" else BUSY_MS
-            for b, c in zip(sweep.avg_batch_size, sweep.config)
-        ],
-        open_loop=True,
-    )
+    step_table.model_readings(table_66, BUSY_MS, open_loop=True)
+    triton_checks.poisson_queues_more(runs[names[1]], runs[names[0]])
+    batch_ms = [
+        SERVICE(b) if c == "dynamic batching" else BUSY_MS
+        for b, c in zip(sweep.avg_batch_size, sweep.config)
+    ]
+    step_table.model_readings(sweep, batch_ms, open_loop=True)
     with_b, without = runs[BATCHING[RATES[-1]]], runs[NO_BATCHING[RATES[-1]]]
-    claims.at_least(
-        "6.6: with dynamic batching the model ran batches of more than one request (top rate)",
-        with_b.row["avg_batch_size"],
-        1.05,
-    )
-    claims.at_most(
-        "6.6: every rate run was the open-loop load it claims (% of requests sent late)",
-        float(sweep["delayed_pct"].max()),
-        perf.DELAYED_LIMIT_PCT,
-    )
-    claims.compare_prediction(
-        "6.6 mean latency at 140% of capacity, with batching (ms)",
-        with_b.measured("avg_latency_ms"),
-    )
-    claims.at_most(
-        "6.6: at 60% load requests rarely wait, so batches stay small (mean batch)",
-        runs[BATCHING[RATE]].row["avg_batch_size"],
-        1.5,
-    )
-    gain = queueing.saturation_rate(SERVICE, max_batch=8) / CAPACITY  # what batches of 8 lift
-    claims.given(
-        {  # the lesson's premises, each read from this run
-            f"{os.cpu_count()} cores: perf_analyzer and the batches share the model's cores": (
-                provider == "CUDAExecutionProvider" or (os.cpu_count() or 1) >= 8
-            ),
-            f"a batch of 8 costs {B8_MS / ONNX_MS:.1f}x one image: "
-            f"batching lifts capacity {gain:.1f}x": gain >= 1.6,
-            "without batching the instance kept up: this run did not overload it": (
-                without.row["throughput_infer_s"] < 0.9 * RATES[-1]
-                or without.row["avg_latency_ms"] > 5 * BUSY_MS
-            ),
-        },
-        claims.at_least,
-        "6.6: at 140% of capacity, batching keeps mean latency far below none",
-        without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms"),
-        2,
-    )
+    triton_checks.batches_form_under_load(with_b, runs[BATCHING[RATE]], sweep)
+    capacity_x = queueing.saturation_rate(SERVICE, max_batch=8) / CAPACITY  # batches of 8 lift it
+    lift = {"b8_x": B8_MS / ONNX_MS, "capacity_x": capacity_x, "provider": provider}
+    triton_checks.batching_keeps_latency_down(with_b, without, RATES[-1], BUSY_MS, lift)
 
 # %% [markdown]
 # ## Going further (optional)
@@ -885,32 +778,23 @@ if GOING_FURTHER:
     onnx_run(f"{POISSON} {light}", f"6.6 no batching poisson {light}/s")
     triton_config.edit("food_classifier_onnx", batching, verbose=False)  # your block of 6.6b
     onnx_run(f"{POISSON} {light}", f"6.6 batching poisson {light}/s")
-    print(perf.table(runs, [f"6.6 {b}batching poisson {light}/s" for b in ("no ", "")]))
+    print(step_table.table(runs, [f"6.6 {b}batching poisson {light}/s" for b in ("no ", "")]))
 
 # %%
 closed = []
 for on in (True, False) if GOING_FURTHER else ():
-    triton_config.edit(
-        "food_classifier_onnx",
-        batching if on else "",
-        remove=() if on else ("dynamic_batching",),
-        verbose=False,
-    )
+    config = f"{'' if on else 'no '}batching"
+    fields, removed = (batching, ()) if on else ("", ("dynamic_batching",))
+    triton_config.edit("food_classifier_onnx", fields, remove=removed, verbose=False)
     for n in (1, 4, 16):
-        run = onnx_run(f"--concurrency-range {n}", f"6.6 {'' if on else 'no '}batching c{n}")
-        model = (
-            queueing.closed_loop_batching(n, SERVICE, 16, ONNX_OUTSIDE_MS)
-            if on
-            else queueing.closed_loop(n, ONNX_MS, ONNX_OUTSIDE_MS)
-        )
-        closed.append(
-            {
-                "config": f"{'' if on else 'no '}batching",
-                "concurrency": n,
-                "throughput_infer_s": run.row["throughput_infer_s"],
-                "model_throughput": model["throughput_per_s"],
-            }
-        )
+        run = onnx_run(f"--concurrency-range {n}", f"6.6 {config} c{n}")
+        model = queueing.closed_loop(n, ONNX_MS, ONNX_OUTSIDE_MS)
+        if on:
+            model = queueing.closed_loop_batching(n, SERVICE, 16, ONNX_OUTSIDE_MS)
+        row = {"config": config, "concurrency": n, "model_throughput": model["throughput_per_s"]}
+        closed.append({**row, "throughput_infer_s": run.row["throughput_infer_s"]})
+
+# %%
 if closed:
     plots.measured_vs_model(
         pd.DataFrame(closed),
@@ -943,17 +827,15 @@ async def keep_in_flight(n: int, seconds: float) -> float:
     aio = aioclient.InferenceServerClient(HOST)
     tensor = aioclient.InferInput("input", [1, 3, 224, 224], "FP32")
     tensor.set_data_from_numpy(np.random.rand(1, 3, 224, 224).astype(np.float32))
-    done, stop = 0, time.perf_counter() + seconds
+    stop, answers = time.perf_counter() + seconds, []
 
     async def sender():
-        nonlocal done
         while time.perf_counter() < stop:
-            await aio.infer("food_classifier_onnx", [tensor])
-            done += 1
+            answers.append(await aio.infer("food_classifier_onnx", [tensor]))
 
     await asyncio.gather(*(sender() for _ in range(n)))
     await aio.close()
-    return done / seconds
+    return len(answers) / seconds
 
 
 # %%
@@ -981,7 +863,7 @@ plots.utilisation_over_time(
     {n: runs[n].utilisation for n in watched_runs}, "Utilisation over time"
 ).savefig(OUT / "utilisation.png", dpi=110)
 claims.save(OUT)
-perf.table(runs)
+step_table.table(runs)
 
 # %% [markdown]
 # **Hand in** `summary.csv`, the plots, `predictions.csv` and your answers above, and answer:
@@ -1001,7 +883,7 @@ perf.table(runs)
 reloaded = triton_config.edit(
     "food_classifier_onnx", ONE_INSTANCE, remove=("dynamic_batching",), verbose=False
 )
-labenv.use_flask_triton_model("food_classifier")
+services.use_flask_triton_model("food_classifier")
 
 # %% [markdown]
 # Then, on the host: `docker compose -f docker-compose-triton.yaml down` (Docker, with your CPU

@@ -53,9 +53,6 @@
 
 # %%
 import itertools
-import json
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -166,37 +163,15 @@ def measure(line: str, name: str, **options) -> perf.PerfResult:
 
 # %%
 LIMIT_JSON = OUT / "raw_limit.json"
-OUT.mkdir(parents=True, exist_ok=True)
-LIMIT_JSON.unlink(missing_ok=True)
-args = (
-    f"--device {'cuda:0' if ON_GPU else 'cpu'} --seconds {RAW_SECONDS} "
-    f"--batches {','.join(map(str, RAW_BATCHES))}"
-).split()
-if LOCAL:
-    from labstack import launcher
-
-    with launcher.paused("the raw model gets the cores to itself"):
-        subprocess.run(
-            [sys.executable, "-m", "servelab.serving.raw_limit", *args, "--json", str(LIMIT_JSON)],
-            check=True,
-        )
-else:
-    labenv.ask_host(
-        f"docker compose {labenv.compose_files()} exec -T "
-        f"-e FOOD11_MODEL_PATH=/models/{MODEL}/1/food11.pth "
-        "-e FOOD11_ONNX_PATH=/models/food_classifier_onnx/1/model.onnx triton_server "
-        "python3 -m servelab.serving.raw_limit "
-        + " ".join(args)
-        + f" --json - > {labenv.host_path(LIMIT_JSON)}"
-    )
-    labenv.wait_for_file(LIMIT_JSON, lambda text: text.rstrip().endswith("}"), timeout=1800)
+batches = ",".join(map(str, RAW_BATCHES))
+args = f"--device {'cuda:0' if ON_GPU else 'cpu'} --seconds {RAW_SECONDS} --batches {batches}"
+raw = hardware.measure_limit(args, LIMIT_JSON, MODEL, local=LOCAL)
 
 # %% [markdown]
 # The best of each runtime, how many times plain fp32 that is, and whether it kept fp32's answers
 # (a runtime this device cannot run is listed with the reason):
 
 # %%
-raw = json.loads(LIMIT_JSON.read_text())
 LIMIT, EAGER_LIMIT = raw["limit"], raw["eager_limit"]
 pd.DataFrame(raw["rows"]).to_csv(OUT / "raw_limit.csv", index=False)
 print(
@@ -375,17 +350,15 @@ line = (
 )
 
 # %%
+NEEDS_73 = {
+    "-m": MODEL,
+    "-u": HOST,
+    "--concurrency-range": CLIENTS,
+    "--async": None,
+    "--shape": "input:224,224,3",
+}
 line = exercises.perf_line(
-    line,
-    "7.3",
-    "the same load, with uint8 pixels of 224 x 224 x 3",
-    needs={
-        "-m": MODEL,
-        "-u": HOST,
-        "--concurrency-range": CLIENTS,
-        "--async": None,
-        "--shape": "input:224,224,3",
-    },
+    line, "7.3", "the same load, with uint8 pixels of 224 x 224 x 3", needs=NEEDS_73
 )
 measure(line, "7.3 uint8 HTTP").row["throughput_infer_s"]
 
@@ -444,14 +417,7 @@ line = exercises.perf_line(
     line,
     "7.4",
     "the same load over gRPC",
-    needs={
-        "-m": MODEL,
-        "-u": GRPC_HOST,
-        "-i": "grpc",
-        "--concurrency-range": CLIENTS,
-        "--async": None,
-        "--shape": "input:224,224,3",
-    },
+    needs={**NEEDS_73, "-u": GRPC_HOST, "-i": "grpc"},
     leave_out={
         "--shared-memory": "this run measures gRPC alone; shared "
         "memory is the next part of the step"
@@ -545,15 +511,7 @@ line = exercises.perf_line(
     line,
     "7.4",
     "gRPC with the pixels in system shared memory",
-    needs={
-        "-m": MODEL,
-        "-u": GRPC_HOST,
-        "-i": "grpc",
-        "--concurrency-range": CLIENTS,
-        "--async": None,
-        "--shape": "input:224,224,3",
-        "--shared-memory": "system",
-    },
+    needs={**NEEDS_73, "-u": GRPC_HOST, "-i": "grpc", "--shared-memory": "system"},
 )
 measure(line, "7.4 uint8 gRPC + shm").row["throughput_infer_s"]
 
@@ -582,6 +540,8 @@ samples = {
     "gRPC": [runs["7.4 uint8 gRPC"]],
     "gRPC + shared memory": [runs["7.4 uint8 gRPC + shm"]],
 }  # round 1: the step's own runs
+
+# %%
 window = "--measurement-interval 1000" if ON_GPU else ""
 for round_, (name, flags) in itertools.product(range(2, ROUNDS + 1), TRANSPORTS.items()):
     short = (
@@ -620,16 +580,7 @@ with judgement.verdict_after(answer_74, "7.4"):
         tie_order=["gRPC + shared memory", "gRPC", "HTTP"],
     )
     TRANSPORT = TRANSPORTS[CHOSEN]
-    send = {
-        n: claims.Measured.from_windows([r.row["client_send_ms"] for r in samples[n]])
-        for n in ("gRPC", "gRPC + shared memory")
-    }
-    claims.at_least(
-        f"7.4: with shared memory the client's send time per request falls ({ROUNDS} "
-        "runs each, under load)",
-        send["gRPC"] / send["gRPC + shared memory"],
-        1.0,
-    )
+    hardware.shared_memory_sends_faster(samples, ROUNDS)
     print(f"from here on: perf_analyzer -m {MODEL} {TRANSPORT} ...")
 
 # %% [markdown]
@@ -674,6 +625,8 @@ text = (
 fp16_text = exercises.config_fragment(
     text, "7.5", "half precision", needs={"parameters.precision.string_value": "fp16"}
 )
+
+# %%
 if ON_GPU:
     photos = np.stack(
         [
@@ -788,25 +741,19 @@ def shape(instances: int, max_batch: int, delay_us: int) -> str:
 
 # %%
 for instances, max_batch, delay in SWEEP:  # every configuration the sweep will load
+    args = (instances, max_batch, delay)
     text = exercises.function(
         shape,
         "7.6",
         "the three fields of one configuration",
-        args=(instances, max_batch, delay),
+        args=args,
         check=lambda answer: isinstance(answer, str),
         hint="it returns the fragment as one text",
     )
-    exercises.config_fragment(
-        text,
-        "7.6",
-        f"shape({instances}, {max_batch}, {delay}): {instances} instances on the first device, "
-        f"max batch {max_batch}, {delay} µs",
-        needs={
-            **exercises.on_first_gpu(instances, N_GPUS),
-            "max_batch_size": max_batch,
-            "dynamic_batching.max_queue_delay_microseconds": delay,
-        },
-    )
+    what = f"shape{args}: {instances} instances on the first device, max batch {max_batch}"
+    needs = {**exercises.on_first_gpu(instances, N_GPUS), "max_batch_size": max_batch}
+    needs["dynamic_batching.max_queue_delay_microseconds"] = delay
+    exercises.config_fragment(text, "7.6", f"{what}, {delay} µs", needs=needs)
 print(text)
 
 # %% [markdown]
@@ -824,12 +771,8 @@ for instances, max_batch, delay in SWEEP:
     loaded = triton_config.edit(MODEL, fragments[name], verbose=False)
     print(loaded)
     assert loaded.ok, loaded.error
-    measure(
-        f"perf_analyzer -m {MODEL} {TRANSPORT} --concurrency-range {clients} --async "
-        "--shape input:224,224,3",
-        name,
-        verbose=False,
-    )
+    load = f"--concurrency-range {clients} --async --shape input:224,224,3"
+    measure(f"perf_analyzer -m {MODEL} {TRANSPORT} {load}", name, verbose=False)
 sweep_table = hardware.sweep_table(runs, fragments)
 sweep_table.round(1)
 
@@ -981,33 +924,15 @@ ratio = served / LIMIT["images_per_s"]
 print(f"served/limit = {served.value:.0f} / {LIMIT['images_per_s']:.0f} = {ratio} ({best})")
 table = hardware.summary(runs, LIMIT, served_config)
 table.to_csv(OUT / "summary.csv", index=False)
-hardware.record(
-    OUT / "served_over_limit.json",
-    raw,
-    best,
-    runs[best],
-    best_config,
-    repeats,
-    {
-        "chosen": CHOSEN,
-        "runs_infer_s": {n: [r.throughput.value for r in rs] for n, rs in samples.items()},
-    },
-)
+transport = {"chosen": CHOSEN} | {
+    "runs_infer_s": {n: [r.throughput.value for r in rs] for n, rs in samples.items()}
+}
+record = OUT / "served_over_limit.json"
+hardware.record(record, raw, best, runs[best], best_config, repeats, transport)
+
+# %%
 util = [c for c in table if c.endswith("_util_pct")]
-table[
-    [
-        "run",
-        "throughput_infer_s",
-        "served_over_limit",
-        "p99_ms",
-        "server_queue_ms",
-        "server_compute_infer_ms",
-        "avg_batch_size",
-        "in_flight_N",
-        "instance_busy_U",
-        *util,
-    ]
-].round(3)
+hardware.shown(table)
 
 # %% [markdown]
 # **The laws beside the numbers.** Two columns of the table hold for any run, whatever limits it.
@@ -1023,7 +948,7 @@ table[
 # the best run, with the arithmetic written out:
 
 # %%
-print(hardware.laws(runs[best].row, hardware.instances(best_config)))
+print(hardware.laws_worked_out(runs[best].row, hardware.instances(best_config)))
 
 # %% [markdown]
 # Where does an execution's time go in the best run, and how does it compare with the raw model
@@ -1054,6 +979,8 @@ if ON_GPU:
     claims.at_least(goal, ratio, hardware.GOAL)
 else:
     claims.not_checkable(goal, f"set for a GPU; on this CPU served/limit = {ratio}")
+
+# %% jupyter={"source_hidden": true}
 plots.steps_vs_limit(
     table,
     LIMIT,

@@ -47,7 +47,9 @@ import tritonclient.http as httpclient
 
 from servelab import (
     claims,
+    config_text,
     ensemble,
+    ensemble_checks,
     exercises,
     food11,
     judgement,
@@ -60,6 +62,7 @@ from servelab import (
 )
 from servelab.paths import RESULTS, TEST_IMAGES
 
+# %%
 env = labenv.load()
 TRITON, GRPC, METRICS = labenv.triton_urls()
 HOST = TRITON.split("://")[-1]  # perf_analyzer and tritonclient take host:port
@@ -90,7 +93,7 @@ folders = ensemble.place(
     mode="local" if LOCAL else "docker", kind="gpu" if ON_GPU else "cpu", steps=False
 )
 for name in ("preprocess", "food_classifier_onnx", ensemble.ENSEMBLE):
-    config = triton_config.parse_config(triton_config.config_path(name).read_text())
+    config = config_text.parse_config(triton_config.config_path(name).read_text())
     tensors = lambda group: ", ".join(f"{t.name} {list(t.dims)}" for t in group)  # noqa: E731
     print(f"{name:26s} inputs: {tensors(config.input):22s} outputs: {tensors(config.output)}")
 
@@ -143,7 +146,7 @@ mapping = exercises.config_fragment(
     "the ensemble's two steps, preprocess first",
     needs={"ensemble_scheduling.step.model_name": "preprocess"},
 )
-mapping = ensemble.check_step_mapping(mapping, "8.1")  # and each tensor goes where it exists
+mapping = ensemble_checks.check_step_mapping(mapping, "8.1")  # and each tensor goes where it exists
 loaded = triton_config.edit(ensemble.ENSEMBLE, mapping)
 if not loaded.ok:
     raise RuntimeError(f"{loaded}: read Triton's reason above, correct the mapping, run both cells")
@@ -293,29 +296,7 @@ answer_82 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_82, "8.2"):
-    ens, py, onnx = (
-        runs[f"8.2 {p} closed"].throughput for p in ("ensemble", "python", "client_onnx")
-    )
-    claims.compare_prediction("8.2 ensemble / Python-backend model throughput (x)", ens / py)
-    claims.compare_prediction("8.2 ensemble / client-side ONNX throughput (x)", ens / onnx)
-    claims.at_least(
-        "8.2: the ensemble serves more than the Python model that decodes and runs PyTorch",
-        ens / py,
-        1.0,
-    )
-    offered = runs[f"8.2 ensemble {RATE}/s"]
-    claims.at_least(
-        f"8.2: at {RATE} requests/s the ensemble keeps the offered rate (>= 95%)",
-        offered.throughput / RATE,
-        0.95,
-        {"sent late %": offered.row["delayed_pct"]},
-    )
-    claims.at_least(
-        f"8.2: {RATE} requests/s is more than the Python model can serve (U = rate x "
-        "service time > 1: its queue only grows)",
-        claims.Measured.exact(RATE) / py,
-        1.0,
-    )
+    ensemble_checks.three_paths(runs, RATE)
 
 # %% [markdown]
 # ## 8.3 Where each request waits, stage by stage
@@ -392,35 +373,7 @@ answer_84 = """
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_84, "8.4"):
     one, two = runs["8.2 ensemble closed"], runs["8.4 ensemble, 2 preprocess"]
-    gain = two.throughput / one.throughput
-    claims.compare_prediction("8.4 throughput, 2 preprocess instances / 1 (x)", gain)
-    # judged only where preprocess queued for a good part of its own work: a queue of a
-    # millisecond or two moves with anything else the cores do
-    if one.row["preprocess_queue_ms"] >= 0.25 * one.row["preprocess_compute_ms"]:
-        claims.at_most(
-            "8.4: a second preprocess instance shortens preprocess's own queue",
-            two.measured("preprocess_queue_ms") / one.measured("preprocess_queue_ms"),
-            1.0,
-        )
-    else:
-        claims.not_checkable(
-            "8.4: a second preprocess instance shortens preprocess's own queue",
-            f"preprocess hardly queued with one instance "
-            f"({one.row['preprocess_queue_ms']} ms against "
-            f"{one.row['preprocess_compute_ms']} ms of its own work)",
-        )
-    if slow == "food_classifier_onnx":
-        claims.at_least(
-            "8.4: with two decoders the requests still wait at the classifier (its queue "
-            "stays longer than preprocess's)",
-            two.measured("food_classifier_onnx_queue_ms") / two.measured("preprocess_queue_ms"),
-            1.0,
-            note="throughput moves with whatever else the cores do; the queues say where",
-        )
-    else:
-        claims.at_least(
-            "8.4: requests waited for decoding: a second decoder serves more", gain, 1.0
-        )
+    ensemble_checks.a_second_decoder(one, two, slow)
 triton_config.edit("preprocess", "instance_group [ { count: 1, kind: KIND_CPU } ]", verbose=False)
 
 # %% [markdown]
@@ -502,7 +455,7 @@ claims.predict("8.6 Model Analyzer's best / notebook 7's best, served/limit (x)"
 
 # %% [markdown]
 # The search is a command (it starts servers or reloads models), printed and then run. Its
-# settings are at the top of the cell; `LAB_GF_MA_...` variables change them before the lab starts.
+# settings are in the first cell below; `LAB_GF_MA_...` variables change them before the lab starts.
 
 # %%
 MA_INSTANCES = labenv.param_list("GF_MA_INSTANCES", "1,2")
@@ -510,6 +463,8 @@ MA_MAX_BATCH = labenv.param_list("GF_MA_MAX_BATCH", "8,64" if ON_GPU else "1,8")
 MA_CONCURRENCY = labenv.param_list("GF_MA_CONCURRENCY", "4,64" if ON_GPU else "1,4")
 MA_WINDOW_MS = labenv.param("GF_MA_WINDOW_MS", 1500)
 MA_DIR = os.path.relpath(OUT / "model_analyzer")
+
+# %%
 words = lambda values: " ".join(map(str, values))  # noqa: E731
 search = (
     f"python -m labstack.model_analyzer --model food_classifier_onnx "
@@ -545,21 +500,8 @@ report.table[model_analyzer.SHOWN].sort_values(["variant", "concurrency"]).round
 
 # %%
 hand = model_analyzer.hand_tuned(RESULTS / "hardware", BUDGET_MS)
-if hand is None:
-    print(
-        "Notebook 7's summary (results/hardware/served_over_limit.json) is not there: notebook 7 "
-        "has not been run with this results folder, so there is no hand-tuned result and no "
-        "limit "
-        "to compare with. Run notebook 7, then this section again."
-    )
-elif hand["run"] is None:
-    print(f"No run of notebook 7 kept p99 under {BUDGET_MS} ms: it has no answer to compare with.")
+model_analyzer.say_what_is_missing(hand, report.table, BUDGET_MS)
 comparison = model_analyzer.comparison(report.table, BUDGET_MS, hand)
-if model_analyzer.best_per_objective(report.table, BUDGET_MS).empty:
-    print(
-        f"None of the search's measurements kept p99 under {BUDGET_MS} ms on this machine: it "
-        "has no configuration to recommend within the budget (see the Pareto front below)."
-    )
 comparison.round(3)
 
 # %%
@@ -583,44 +525,7 @@ answer_86 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_86, "8.6"):
-    best = model_analyzer.best_per_objective(report.table, BUDGET_MS)
-    if hand and hand["run"] and not best.empty:
-        limit = hand["limit"]["images_per_s"]
-        found = claims.Measured.exact(best.iloc[0]["throughput_infer_s"] / limit)
-        theirs = claims.Measured(
-            hand["served_over_limit"],
-            hand["lo"],
-            hand["hi"],
-            "spread of notebook 7's repeats (7.8)",
-        )
-        claims.compare_prediction(
-            "8.6 Model Analyzer's best / notebook 7's best, served/limit (x)", found / theirs
-        )
-        claims.at_least(
-            "8.6: the search's best under the budget serves at least notebook 7's best "
-            "under it (served/limit)",
-            found / theirs,
-            1.0,
-            {"search": best.iloc[0]["variant"], "notebook 7": hand["run"]},
-            note="the interval: notebook 7's run-to-run spread; the search ran once",
-        )
-        claims.at_most(
-            "8.6: the search found a lower p99 than notebook 7's best under the budget",
-            best.iloc[1]["p99_ms"] / hand["p99_ms"],
-            1.0,
-        )
-    else:
-        claims.not_checkable(
-            "8.6: the search against notebook 7's hand tuning",
-            "notebook 7 has not run here"
-            if hand is None
-            else "no run of notebook 7 or of the search kept p99 under the budget",
-        )
-    claims.at_least(
-        "8.6: the search measured every configuration at every load",
-        len(report.table),
-        report.search["points"],
-    )
+    model_analyzer.search_against_hand(report, BUDGET_MS, hand)
 
 # %% [markdown]
 # ## What you measured

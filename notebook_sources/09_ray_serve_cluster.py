@@ -29,7 +29,7 @@
 #
 # The load is an **open loop**, as perf_analyzer's `--request-rate-range` in 6.6: requests leave
 # at their moments (Poisson arrivals) whether or not earlier ones came back
-# (`loadgen.open_loop`, `servelab/loadgen.py`); a run where more than 5 % left late says so.
+# (`open_loop.run`, `servelab/open_loop.py`); a run where more than 5 % left late says so.
 #
 # ## Setup
 # In local mode the next cell starts the lab's Ray cluster (`python -m labstack.launcher ray`, the
@@ -41,18 +41,31 @@ import numpy as np
 import pandas as pd
 import requests
 
-from servelab import claims, exercises, judgement, labenv, loadgen, plots, ray_checks, ray_serving
+from servelab import (
+    claims,
+    exercises,
+    judgement,
+    labenv,
+    loadgen,
+    open_loop,
+    plots,
+    ray_checks,
+    ray_serving,
+    services,
+)
 from servelab.paths import RESULTS
 from servelab.ray_serving import FoodClassifier
 
 labenv.load()
-print(labenv.use_ray_cluster())
+print(services.use_ray_cluster())
 URL = ray_serving.connect()  # ray.init(address=RAY_ADDRESS), then serve.start(...)
 RATE_SECONDS = labenv.param("RAY_RATE_SECONDS", 10)  # each fixed-rate run
 STEP = labenv.param_list("RAY_STEP_SECONDS", "10,40,30")  # before, during and after the step
 OUT = RESULTS / "ray"
 OUT.mkdir(parents=True, exist_ok=True)
 runs = {}  # name -> one row per request
+
+# %%
 ray_serving.nodes()
 
 # %% [markdown]
@@ -198,7 +211,7 @@ claims.predict("9.2 served by 4 replicas / by 2 (x)", None, why="")
 def at_rate(name: str, replicas: int) -> dict:
     """Your deployment with `replicas` replicas, offered RATE requests/s for RATE_SECONDS."""
     placed = ray_serving.deploy(deployment.options(num_replicas=replicas))
-    runs[name] = loadgen.open_loop(URL, BODY, rate=RATE, seconds=RATE_SECONDS, label=name)
+    runs[name] = open_loop.run(URL, BODY, rate=RATE, seconds=RATE_SECONDS, label=name)
     print(f"{name}: replicas on nodes {placed['node'].value_counts().to_dict()}")
     return ray_serving.row(runs[name], name, replicas)
 
@@ -310,9 +323,9 @@ claims.predict("9.3 recovery after the step up (s)", None, why="")
 LOW = round(0.3 * CAPACITY, 1)
 phases = [(STEP[0], LOW), (STEP[1], RATE), (STEP[2], LOW)]
 with ray_serving.Replicas() as watch:
-    runs["9.3 step"] = loadgen.open_loop(URL, BODY, phases=phases, label="9.3 step")
+    runs["9.3 step"] = open_loop.run(URL, BODY, phases=phases, label="9.3 step")
     watch.wait_for(running=1)  # until the autoscaler is back to one replica (at most 90 s)
-windows = loadgen.over_time(runs["9.3 step"])
+windows = open_loop.over_time(runs["9.3 step"])
 replicas_seen = watch.over_time(runs["9.3 step"].attrs["t0"])
 
 # %% [markdown]
@@ -405,7 +418,7 @@ claims.predict("9.5 Ray's median - Triton's, one at a time (ms)", None, why="")
 # %%
 import tritonclient.http as httpclient
 
-from servelab import triton_config, triton_stats
+from servelab import instances, triton_config, triton_stats
 
 try:
     TRITON = labenv.url("TRITON_SERVER_URL")
@@ -427,7 +440,7 @@ if triton_up:
     TRITON_HEADERS = {"Inference-Header-Content-Length": str(json_size)}
     INFER = f"{TRITON}/v2/models/food_classifier_onnx/infer"
     N_GPUS = triton_stats.gpu_count(TRITON)
-    triton_config.edit("food_classifier_onnx", triton_config.instance_group(2, N_GPUS))
+    triton_config.edit("food_classifier_onnx", instances.instance_group(2, N_GPUS))
 
 
 # %%
@@ -438,7 +451,7 @@ def triton_at(name: str, rate: float | None) -> dict:
     if rate is None:
         runs[name] = loadgen.run(INFER, TRITON_BODY, n=20, label=name, headers=TRITON_HEADERS)
     else:
-        runs[name] = loadgen.open_loop(
+        runs[name] = open_loop.run(
             INFER, TRITON_BODY, rate=rate, seconds=RATE_SECONDS, headers=TRITON_HEADERS, label=name
         )
     delta = triton_stats.stats_delta(

@@ -1,7 +1,7 @@
 """Helpers for notebooks 1 and 2 around python-chi (`chi`), for a class sharing one project:
-the class settings checked against the site, the choice among a student's leases, Blazar's
-refusals explained with the one change that helps, and floating IPs that stay with their owner.
-Every message names what to set and where.
+the class settings checked against the site, the choice among a student's leases (a server stays
+with the lease it was made on), Blazar's refusals explained with the one change that helps, and
+floating IPs that stay with their owner (chi_ips.py). Every message names what to set and where.
 """
 
 from __future__ import annotations
@@ -14,15 +14,13 @@ import math
 from pathlib import Path
 
 import chi
-from chi import context, hardware, image, network
+from chi import context, hardware, image
 from chi.exception import CHIValueError
-
-# python-chi makes a neutronclient for each call, and each logs a deprecation warning: noise here
-logging.getLogger("neutronclient.v2_0.client").setLevel(logging.ERROR)
 
 LIVE = ("PENDING", "STARTING", "ACTIVE")
 SETTINGS = "notebooks/lab_settings.py"
 VALUES_CELL = "the second cell of notebook 1"
+LEASE_KEY = "serve_system_lease"  # server metadata: the id of the lease the server was made on
 
 
 def utcnow() -> datetime.datetime:
@@ -76,7 +74,7 @@ def check_node_type_and_image(site: str, node_type: str, image_name: str) -> Non
 # ---------------------------------------------------------------------- which lease
 def pick_lease(live: list):
     """The lease notebooks 1 and 2 use: an ACTIVE one (the one that ends last), else the PENDING
-    one that starts first; None without a live lease."""
+    or STARTING one that starts first; None without a live lease."""
     status = {x.id: x.status for x in live}  # each read asks Blazar: read once
     active = [x for x in live if status[x.id] == "ACTIVE"]
     if active:
@@ -95,7 +93,45 @@ def describe(leases: list) -> str:
     )
 
 
+def find_server(name: str):
+    """The server of this name as Nova lists it (with its status and metadata), or None: one
+    read of the project's list, the name compared whole (node-serve-system-ann is not
+    node-serve-system-joann). A server being deleted is gone already."""
+    listed = [s for s in chi.nova().servers.list() if s.name == name and not _going(s)]
+    return listed[0] if listed else None
+
+
+def _going(nova_server) -> bool:
+    return getattr(nova_server, "OS-EXT-STS:task_state", None) == "deleting"
+
+
+def lease_for(found, live: list):
+    """The lease notebook 2 goes on with: the one the student's server runs on, as recorded on
+    the server when it was made (a server cannot move to another lease), while that lease is
+    ACTIVE; else pick_lease's choice. A server in ERROR is replaced, so it does not count."""
+    if found is None or found.status == "ERROR":
+        return pick_lease(live)
+    active = [x for x in live if x.status == "ACTIVE"]
+    recorded = (found.metadata or {}).get(LEASE_KEY)
+    if recorded is None and len(active) > 1:
+        raise RuntimeError(
+            f"Your server {found.name} carries no record of the lease it runs on (it was made "
+            f"in Horizon or by an older version of this notebook), and you have {len(active)} "
+            f"active leases ({describe(active)}): this notebook cannot tell which one holds it. "
+            "Copy results/ off the node, delete the server (DELETE_SERVER, last cell of this "
+            "notebook), then run this notebook again: it makes a new server on the lease that "
+            "ends last."
+        )
+    on = [x for x in active if recorded in (None, x.id)]
+    return on[0] if on else pick_lease(live)
+
+
 def no_active_lease(picked, mine: list) -> str:
+    if picked is not None and picked.status == "STARTING":
+        return (
+            f"Your lease {picked.name} is STARTING: Blazar is preparing its node, which takes a "
+            "few minutes. Run this notebook again in 5 minutes."
+        )
     if picked is not None:
         return (
             f"Your lease {picked.name} is {picked.status} and starts at "
@@ -107,16 +143,44 @@ def no_active_lease(picked, mine: list) -> str:
     )
 
 
-def others_unused(picked, live: list) -> str | None:
-    """Other ACTIVE leases hold a node nobody uses now (a PENDING one may be for a later
-    session)."""
+def lease_note(picked, live: list, server_name: str) -> str:
+    """What notebook 2 says about the student's other ACTIVE leases: one that ends after the
+    lease the server runs on is where the server could move; the others hold a node no server of
+    this lab runs on (a PENDING one may be for a later session: not mentioned)."""
     others = [x for x in live if x.id != picked.id and x.status == "ACTIVE"]
-    if not others:
+    later = [x for x in others if x.end_date > picked.end_date]
+    idle = [x for x in others if x not in later]
+    lines = [f"your lease: {picked.name}, ends {picked.end_date:%Y-%m-%d %H:%M} UTC"]
+    if later:
+        lines.append(
+            f"{server_name} runs on {picked.name} and stays on it (a server cannot move to "
+            f"another lease): it goes when that lease ends. Your lease {describe(later)} ends "
+            "later. To move to it: copy results/ off the node, delete the server (DELETE_SERVER, "
+            "last cell), then run this notebook again, which makes a new server there."
+        )
+    if idle:
+        lines.append(
+            f"Your other lease(s) {describe(idle)} hold a node no server of this lab runs on: "
+            "delete them in Horizon (Reservations > Leases) if you do not need them."
+        )
+    return "\n".join(lines)
+
+
+def why_replace(old, my_lease) -> str | None:
+    """Why the student's server must be deleted (again) and made again, or None to keep it:
+    ERROR, already being deleted (the clean-up cell does not wait), or made on another lease
+    that is over (Blazar deletes a lease's servers when it ends)."""
+    if old is None:
         return None
-    return (
-        f"Using {picked.name}, which ends last; your other lease(s) {describe(others)} hold nodes "
-        "nobody uses: delete them in Horizon (Reservations > Leases) if you do not need them."
-    )
+    found = chi.nova().servers.get(old.id)
+    if found.status == "ERROR":
+        return "which is in ERROR"
+    if _going(found):
+        return "which is being deleted already"
+    recorded = (found.metadata or {}).get(LEASE_KEY)
+    if recorded not in (None, my_lease.id):
+        return f"which was made on another lease ({recorded}), now over"
+    return None
 
 
 # ---------------------------------------------------------------------- when Blazar says no
@@ -152,8 +216,11 @@ def refusal_kind(message: str) -> str:
     return "other"
 
 
-def explain_refusal(said: list[str], project: str, site: str, node_type: str, hours: float) -> str:
-    """The one change that helps, as one sentence (the hosts case prints the free slots first)."""
+def explain_refusal(
+    said: list[str], project: str, site: str, node_type: str, hours: float, asked: float
+) -> str:
+    """The one change that helps, as one sentence (the hosts case prints the free slots first);
+    asked: START_IN_HOURS, the start Blazar refused, never given back as the advice."""
     message = " ".join(said) or "no reason given"
     kind = refusal_kind(message)
     print(f"Blazar refused the lease: {message}")
@@ -172,53 +239,94 @@ def explain_refusal(said: list[str], project: str, site: str, node_type: str, ho
         return f"{hours} h is longer than {site} allows: set LEASE_HOURS in {SETTINGS} lower."
     if kind == "other":
         return f"Chameleon refused the lease ({message}): show this message to your instructor."
-    start_in = next_start_in_hours(node_type, hours)
-    alternatives = nvidia_types_free_now(hours, exclude=node_type)
+    return _no_host_advice(site, node_type, hours, asked)
+
+
+def _no_host_advice(site: str, node_type: str, hours: float, asked: float) -> str:
+    calendar = Calendar()
+    alternatives = calendar.nvidia_types_free_now(hours, exclude=node_type)
     print(
         f"NVIDIA GPU node types free now at {site} for {hours} h:",
         ", ".join(alternatives) or "none",
     )
     other_type = f" (or NODE_TYPE in {SETTINGS} to a type above)" if alternatives else ""
+    start_in = calendar.next_start_in_hours(node_type, hours)
     if start_in is None:
-        return f"No {node_type} node at {site} is free for {hours} h: set NODE_TYPE in {SETTINGS}."
+        total = len([n for n in calendar.nodes if n.type == node_type])
+        other_type = f"set NODE_TYPE in {SETTINGS} to a type above, or " if alternatives else ""
+        return (
+            f"No {node_type} node at {site} can be booked now: Blazar will book none of its "
+            f"{total} (in maintenance, or kept for other projects). To go on now, {other_type}"
+            "ask your instructor which node type to use."
+        )
+    if start_in == asked:  # free by the calendar read after the refusal: it changed meanwhile
+        return (
+            f"Blazar refused, yet its calendar now shows a {node_type} node free for {hours} h "
+            f"from the start you asked for (a classmate's booking just went away): run the cells "
+            "above again. If Blazar refuses again, show this message to your instructor."
+        )
     return (
         f"No {node_type} node at {site} is free for {hours} h at the start you asked for: set "
         f"START_IN_HOURS = {start_in} in {VALUES_CELL}{other_type}."
     )
 
 
-def _next_free(node, hours: float) -> datetime.datetime:
-    start, _ = node.next_free_timeslot(minimum_hours=hours)
-    return max(start.replace(tzinfo=None), utcnow())  # python-chi may answer a time in the past
+class Calendar:
+    """The site's nodes that Blazar will book for this project (python-chi's `reservable`: a node
+    in maintenance is not; and Blazar's `authorized_projects`, when a node is kept for some
+    projects), with their bookings: three reads, whatever the number of nodes."""
 
+    def __init__(self):
+        project = chi.session().get_project_id()
+        hosts = {h["hypervisor_hostname"]: h for h in chi.blazar().host.list()}
+        self.nodes = hardware.get_nodes()
+        self.bookable = []  # (node, Blazar host id)
+        for node in self.nodes:
+            host = hosts.get(node.uid, {})
+            kept_for = host.get("authorized_projects")
+            allowed = not isinstance(kept_for, str) or project in kept_for.split(",")
+            if node.reservable is True and allowed:
+                self.bookable.append((node, host["id"]))
+        booked = chi.blazar().host.list_allocations()
+        self.booked = {a["resource_id"]: a["reservations"] for a in booked}
 
-def next_start_in_hours(node_type: str, hours: float) -> int | None:
-    """Whole hours from now until a node_type node is free for the lease (a gap of hours + 1,
-    so that starting on the next whole hour still fits)."""
-    nodes = hardware.get_nodes(node_type=node_type)
-    if not nodes:
-        return None
-    first = min(_next_free(n, hours + 1) for n in nodes)
-    print(f"next {node_type} free for {hours} h from (UTC): {first:%Y-%m-%d %H:%M}")
-    return math.ceil((first - utcnow()).total_seconds() / 3600)
+    def free_from(self, host_id: str, hours: float) -> datetime.datetime:
+        """The first time from now on when the host is free for `hours`."""
+        start, length = utcnow(), datetime.timedelta(hours=hours)
+        for r in sorted(self.booked.get(host_id, []), key=lambda r: r["start_date"]):
+            begin, end = (
+                datetime.datetime.strptime(r[k], "%Y-%m-%dT%H:%M:%S.%f")
+                for k in ("start_date", "end_date")
+            )
+            if end <= start:
+                continue
+            if start + length <= begin:
+                break
+            start = end
+        return start
 
+    def next_start_in_hours(self, node_type: str, hours: float) -> int | None:
+        """Whole hours from now until a bookable node_type node is free for the lease (a gap of
+        hours + 1, so that starting on the next whole hour still fits); None: none bookable."""
+        hosts = [h for node, h in self.bookable if node.type == node_type]
+        if not hosts:
+            return None
+        first = min(self.free_from(h, hours + 1) for h in hosts)
+        print(f"next {node_type} free for {hours} h from (UTC): {first:%Y-%m-%d %H:%M}")
+        return math.ceil((first - utcnow()).total_seconds() / 3600)
 
-def nvidia_types_free_now(hours: float, exclude: str) -> list[str]:
-    """GPU node types with an NVIDIA GPU (the lab's images need CUDA) and a node free from now
-    for the whole lease."""
-    free = set()
-    soon = utcnow() + datetime.timedelta(minutes=5)
-    for node in hardware.get_nodes(gpu=True):
-        gpu = node.gpu[0] if isinstance(node.gpu, list) else node.gpu
-        if (
-            node.type in free
-            or node.type == exclude
-            or "nvidia" not in str(gpu.get("gpu_vendor", "")).lower()
-        ):
-            continue
-        if _next_free(node, hours) <= soon:
-            free.add(node.type)
-    return sorted(free)
+    def nvidia_types_free_now(self, hours: float, exclude: str) -> list[str]:
+        """Bookable GPU node types with an NVIDIA GPU (the lab's images need CUDA) and a node
+        free from now for the whole lease."""
+        soon = utcnow() + datetime.timedelta(minutes=5)
+        free = set()
+        for node, host in self.bookable:
+            gpu = node.gpu[0] if isinstance(node.gpu, list) else (node.gpu or {})
+            if node.type == exclude or "nvidia" not in str(gpu.get("gpu_vendor", "")).lower():
+                continue
+            if node.type not in free and self.free_from(host, hours) <= soon:
+                free.add(node.type)
+        return sorted(free)
 
 
 # ---------------------------------------------------------------------- servers that fail to boot
@@ -241,68 +349,3 @@ def boot_failure(lease_id: str, server_id: str, name: str, fault: str) -> str:
         f"{name} failed to start (ERROR: {fault}); bare metal does this now and then: run the cell "
         "above (it deletes the failed server), then this cell again."
     )
-
-
-# ---------------------------------------------------------------------- floating IPs
-def ip_holder(address: str) -> str | None:
-    """Which server holds a project's floating IP ("server NAME of user ID"); None if unbound."""
-    fip = network.get_floating_ip(address)
-    if not fip["port_id"]:
-        return None
-    port = chi.neutron().show_port(fip["port_id"])["port"]
-    holder = chi.nova().servers.get(port["device_id"])
-    return f"server {holder.name} of user {holder.user_id}"
-
-
-def stop_if_taken(address: str, server_name: str) -> None:
-    holder = ip_holder(address)
-    if holder is not None:
-        raise RuntimeError(
-            f"The IP {address} reserved with your lease is attached to {holder}, not to "
-            f"{server_name}: ask that student (or your instructor) to detach it, then run "
-            "this cell again."
-        )
-
-
-def _marker(server_name: str) -> str:
-    return f"public IP of {server_name}, allocated by notebook 2"
-
-
-def own_public_ip(server_name: str) -> str:
-    """An IP for a lease without a reserved one: the one allocated for this server earlier, or a
-    fresh one from the site's pool. Never an unbound IP of the project, which may be a classmate's
-    reserved IP whose server is still booting."""
-    from neutronclient.common.exceptions import NeutronClientException
-
-    for fip in network.list_floating_ips():
-        if fip.get("description") == _marker(server_name) and fip["port_id"] is None:
-            return fip["floating_ip_address"]
-    body = {
-        "floatingip": {
-            "floating_network_id": network.get_network_id(network.PUBLIC_NETWORK),
-            "description": _marker(server_name),
-        }
-    }
-    try:
-        fip = chi.neutron().create_floatingip(body)["floatingip"]
-    except NeutronClientException as err:
-        if "quota" in str(err).lower():
-            raise RuntimeError(
-                f"The project has as many floating IPs as its quota allows ({err}): ask your "
-                "instructor to raise the quota or release unused IPs (Network > Floating IPs)."
-            ) from None
-        raise RuntimeError(
-            f"The site has no public IP free right now ({err}): run this cell again in a "
-            "few minutes, as classmates finish; if it keeps failing, tell your instructor."
-        ) from None
-    address = fip["floating_ip_address"]
-    print(f"a fresh public IP from the site's pool (your lease reserved none): {address}")
-    return address
-
-
-def release_own_ips(server_name: str) -> list[str]:
-    """Give back the IPs own_public_ip allocated for this server (never a reserved one)."""
-    mine = [f for f in network.list_floating_ips() if f.get("description") == _marker(server_name)]
-    for fip in mine:
-        chi.neutron().delete_floatingip(fip["id"])
-    return [f["floating_ip_address"] for f in mine]

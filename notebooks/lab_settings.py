@@ -23,6 +23,7 @@ LEASE_HOURS = 3
 # Every lease of this lab starts with this prefix (then the user name and the start time), so a
 # student's old, ended leases never share a name with a new one.
 LEASE_PREFIX = "serve_system_"
+SERVER_PREFIX = "node-serve-system-"  # then the user name: each student's one server
 HERE = "notebooks/lab_settings.py"
 
 

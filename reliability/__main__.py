@@ -20,12 +20,21 @@ from pathlib import Path
 
 import requests
 
-from reliability import faults, faults_triton, hostile, report, safe_defaults
+from flask_app.app import PREDICT_SLOTS
+from reliability import (
+    decode_cost,
+    faults,
+    faults_triton,
+    faults_watchdog,
+    hostile,
+    report,
+    safe_defaults,
+)
 from reliability.fuzz_decoding import fuzz_decoding
 from reliability.fuzz_fastapi import fuzz_fastapi
 from reliability.fuzz_flask import fuzz_flask
 from reliability.fuzz_triton import MODELS, fuzz_triton
-from reliability.procs import fastapi_and_flask, listen_addresses, start_triton
+from reliability.procs import fastapi_and_flask, listen_addresses, start_flask, start_triton
 from reliability.soak import fastapi_sender, flask_sender, soak, triton_sender
 from servelab import labenv
 from servelab.paths import REPO_ROOT
@@ -122,6 +131,17 @@ def run_all(
                 out["hostile"].append(
                     hostile.crafted_canvases(flask.url, flask.pid, target="flask")
                 )
+                log("hostile: scan bombs and large photos (decode cost) to Flask and FastAPI ...")
+                out["hostile"].append(decode_cost.scan_bombs(flask.url, "flask"))
+                out["hostile"].append(decode_cost.scan_bombs(onnx.url, "fastapi"))
+                out["hostile"].append(decode_cost.costly_photos(onnx.url, "fastapi"))
+                hole = decode_cost.BlackHole()
+                held = start_flask(hole.url)
+                try:
+                    out["hostile"].append(decode_cost.held_uploads(held.url, PREDICT_SLOTS))
+                finally:
+                    held.stop()
+                    hole.close()
     with tempfile.TemporaryDirectory(prefix="reliability-") as tmp:
         tmp = Path(tmp)
         if "faults" in parts:
@@ -135,6 +155,8 @@ def run_all(
             out["faults"].append(faults.crash_keeps_ports_and_survivors(tmp / "launcher"))
             log("faults: Triton's stubs, server and every process killed (make up's stack) ...")
             out["faults"] += faults.triton_killed(tmp / "launcher", b64)
+            log("faults: a stub killed after its repair, while loading, stopped; the watchdog ...")
+            out["faults"] += faults_watchdog.watchdog_faults(tmp / "watchdog", image)
         if {"fuzz", "soak", "faults", "hostile"} & set(parts):
             log("triton: starting (both models) ...")
             # under the watchdog, as `make up` runs it; its region limit lowered so a 128 MiB
@@ -177,11 +199,12 @@ def run_all(
                     grpc = f"127.0.0.1:{triton.record['grpc_port']}"
                     out["hostile"] += hostile.admin_apis(triton.url, grpc, labenv.admin_headers())
                     out["hostile"].append(hostile.stub_region_attack(triton.url, triton.pid))
-                    out["hostile"].append(
-                        hostile.oversized_input(
-                            triton.url, grpc, triton.tritonserver_pid(), mib=OVERSIZED_MIB
+                    for _ in range(2):  # the region is given back every time, not once
+                        out["hostile"].append(
+                            hostile.oversized_input(
+                                triton.url, grpc, triton.tritonserver_pid(), mib=OVERSIZED_MIB
+                            )
                         )
-                    )
                 if "faults" in parts:
                     log("faults: Triton broken configs, killed mid-benchmark ...")
                     out["faults"] += faults_triton.broken_configs(triton, b64)

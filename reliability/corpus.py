@@ -41,6 +41,30 @@ def jpeg_sof_dims(data: bytes, width: int, height: int) -> bytes:
     raise ValueError("no SOF marker")
 
 
+def jpeg_scan_bomb(side: int = 2000, scans: int = 5000) -> bytes:
+    """A progressive JPEG of a grey side x side canvas followed by `scans` more copies of its
+    last scan, a few bytes each: libjpeg visits every block of the image in each (about 2 ms a
+    scan at 2000x2000 on the lab's machine), so 5,000 scans in 86 KB cost about 10 s of CPU.
+    Made here, never stored: the bomb of the red-team round (issue 35)."""
+    from PIL import Image
+
+    data = encode(Image.new("L", (side, side), 128), "JPEG", progressive=True, quality=90)
+    last = data.rindex(b"\xff\xda")  # the last scan: its header and entropy-coded data
+    eoi = data.rindex(b"\xff\xd9")
+    return data[:eoi] + data[last:eoi] * scans + data[eoi:]
+
+
+def png_with_exif(size: int, orientation: int = 6) -> bytes:
+    """A small PNG carrying an EXIF block of about `size` bytes (orientation set: the decode
+    would turn the picture upright, which parses the block)."""
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    exif[0x9286] = b"A" * size  # UserComment
+    return encode(Image.new("RGB", (64, 48), (200, 120, 40)), "PNG", exif=exif)
+
+
 @functools.lru_cache(maxsize=1)
 def image_corpus() -> tuple[Case, ...]:
     """Truncated JPEG/PNG, decompression bombs and lying headers, CMYK, 16-bit, animated WebP,
@@ -98,7 +122,26 @@ def image_corpus() -> tuple[Case, ...]:
         ),
         ("PNG header claims 100000x100000", png_header_dims(png, 100000, 100000), 413, "pixels"),
         ("JPEG header claims 65000x65000", jpeg_sof_dims(jpeg, 65000, 65000), 413, "pixels"),
-        ("PNG 65000x1 (extreme aspect ratio)", encode(Image.new("L", (65000, 1)), "PNG"), 200, ""),
+        (
+            "PNG 65000x1 (more pixels per side than a photo has)",
+            encode(Image.new("L", (65000, 1)), "PNG"),
+            413,
+            "per side",
+        ),
+        (
+            "PNG 4000x100 (40:1, an aspect no photo has)",
+            encode(Image.new("L", (4000, 100)), "PNG"),
+            413,
+            "times longer",
+        ),
+        ("PNG 3000x200 (15:1, a panorama)", encode(Image.new("L", (3000, 200)), "PNG"), 200, ""),
+        (
+            "JPEG progressive 2000x2000 with 5000 extra scans (scan bomb, 86 KB)",
+            jpeg_scan_bomb(2000, 5000),
+            413,
+            "JPEG scans",
+        ),
+        ("PNG with a 1 MiB EXIF block, orientation 6", png_with_exif(2**20), 413, "EXIF"),
         ("PNG 1x1", encode(Image.new("RGB", (1, 1)), "PNG"), 200, ""),
         ("JPEG CMYK", encode(Image.new("CMYK", (64, 48), (0, 100, 200, 10)), "JPEG"), 200, ""),
         ("PNG 16-bit greyscale", encode(sixteen, "PNG"), 200, ""),

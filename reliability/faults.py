@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from pathlib import Path
 
@@ -29,9 +30,11 @@ def scenario(name: str, expected: str, fn) -> dict:
     try:
         passed, observed = fn()
     except Exception as exc:
+        where = traceback.extract_tb(exc.__traceback__)[-1]
         passed, observed = (
             False,
-            f"the scenario itself failed: {type(exc).__name__}: {str(exc)[:300]}",
+            f"the scenario itself failed: {type(exc).__name__}: {str(exc)[:300]} "
+            f"({Path(where.filename).name}:{where.lineno})",
         )
     return {
         "scenario": name,
@@ -293,7 +296,7 @@ def lab_processes(state_dir: Path) -> list[int]:
     found = []
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
-            if marker in environ.read_bytes().split(b"\0") and not launcher._zombie(
+            if marker in environ.read_bytes().split(b"\0") and not launcher.is_zombie(
                 int(environ.parent.name)
             ):
                 found.append(int(environ.parent.name))
@@ -384,7 +387,7 @@ def crash_keeps_ports_and_survivors(tmp: Path) -> dict:
             if first.returncode != 0:
                 return False, f"first `up` failed: {first.stderr[-300:]}"
             old = _state(state_dir)
-            url = launcher._url(old["fastapi"]["port"])
+            url = launcher.service_url(old["fastapi"]["port"])
             sessions = [requests.Session() for _ in range(4)]
             for s in sessions:  # keep-alive connections: the crash leaves them in TIME_WAIT
                 s.get(f"{url}/health", timeout=10)
@@ -490,12 +493,18 @@ def _until_serving(cli, url: str, model: str, b64: str, limit_s: float) -> tuple
         watcher.join(timeout=90)
 
 
-OUTAGE_WORDS = ("NOT READY", "reloading", "DOWN")
-
-
-def _outage_reported(said: list) -> str:
-    """The first line of `status` that reported the outage ('' if none did)."""
-    return next((ln for lines in said for ln in lines if any(w in ln for w in OUTAGE_WORDS)), "")
+def _outage_reported(said: list, model: str) -> str:
+    """The first line of `status` that reported the outage ('' if none did): a line about the
+    model that does not say it is ready (reloading, a stub missing or stopped, NOT READY)."""
+    return next(
+        (
+            ln
+            for lines in said
+            for ln in lines
+            if ln.startswith(f"{model}:") and not ln.startswith(f"{model}: ready")
+        ),
+        "",
+    )
 
 
 def triton_killed(tmp: Path, b64: str, limit_s: float = 120.0) -> list[dict]:
@@ -510,7 +519,7 @@ def triton_killed(tmp: Path, b64: str, limit_s: float = 120.0) -> list[dict]:
         first = cli("up")
         if first.returncode != 0:
             return [scenario("Triton killed", "", lambda: (False, first.stderr[-300:]))]
-        url = launcher._url(_state(state_dir)["triton"]["port"])
+        url = launcher.service_url(_state(state_dir)["triton"]["port"])
 
         for model in ("food_classifier_onnx", "food_classifier"):
 
@@ -520,7 +529,7 @@ def triton_killed(tmp: Path, b64: str, limit_s: float = 120.0) -> list[dict]:
                     return False, f"no stub of {model} found, or not serving before the kill"
                 os.kill(victims[0], signal.SIGKILL)
                 took, said = _until_serving(cli, url, model, b64, limit_s)
-                reported = _outage_reported(said)
+                reported = _outage_reported(said, model)
                 ok = took is not None and bool(reported)
                 return ok, (
                     "serving again after "

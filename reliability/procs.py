@@ -19,7 +19,7 @@ from servelab.serving import triton_watchdog
 
 def running(pid: int, marker: str) -> bool:
     """pid runs (not a zombie) and its command line still contains marker."""
-    return launcher._alive(pid, marker) and not launcher._zombie(pid)
+    return launcher.is_running(pid, marker) and not launcher.is_zombie(pid)
 
 
 class Proc:
@@ -32,7 +32,7 @@ class Proc:
         started = time.perf_counter()
         self.record = launcher.start(service)
         self.ready_s = time.perf_counter() - started
-        self.url = launcher._url(self.record["port"])
+        self.url = launcher.service_url(self.record["port"])
         self.repo: Path | None = None  # Triton only: its model repository
 
     @property
@@ -53,7 +53,7 @@ class Proc:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        launcher._stop(self.pid, self.record["marker"], grace=5)
+        launcher.stop_process(self.pid, self.record["marker"], grace=5)
 
     def tritonserver_pid(self) -> int:
         """The tritonserver process: this one, or its child when it runs under the watchdog."""
@@ -108,23 +108,22 @@ def start_triton(workdir: Path, watchdog_args: list[str] | None = None) -> Proc:
     http, grpc, metrics = sorted(ports)
     # no address: the default the launcher's Triton gets too (LAB_BIND_HOST, else 127.0.0.1)
     argv, env = triton_local.server_command(
-        repo, http, grpc, metrics, backends=Path(workdir) / "backends"
+        repo,
+        http,
+        grpc,
+        metrics,
+        backends=Path(workdir) / "backends",
+        key_on_command_line=watchdog_args is None,
     )
     marker = argv[0]
     if watchdog_args is not None:
-        marker = f"--health-file={Path(workdir) / 'triton_health.json'}"
-        argv = [
-            *launcher._module("servelab.serving.triton_watchdog"),
-            f"--url=http://127.0.0.1:{http}",
-            marker,
-            *watchdog_args,
-            "--",
-            *argv,
-        ]
+        health = Path(workdir) / "triton_health.json"
+        marker = f"--health-file={health}"
+        argv = triton_local.watchdog_command(argv, http, health, watchdog_args)
     service = launcher.Service(
         "triton",
         argv,
-        health=f"{launcher._url(http)}/v2/health/ready",
+        health=f"{launcher.service_url(http)}/v2/health/ready",
         marker=marker,
         env=env,
         timeout=300,

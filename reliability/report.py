@@ -292,14 +292,19 @@ def _hostile(rows: list[dict]) -> list[str]:
         "waitress), a chunked body far over the limit, request headers that never end (uvicorn "
         "and waitress), small PNG files declaring a 40 Mpx canvas, whole or truncated, sent "
         "together to FastAPI onnx and to Flask (resident memory of the process tree before, at "
-        "the peak and 5 s after). Then Triton, run under the lab's watchdog as `make up` runs it: "
+        "the peak and 5 s after); what decoding costs (reliability/decode_cost.py): two "
+        "progressive JPEGs of 5,000 scans each sent at once to Flask and to FastAPI (refused, "
+        "and health timed meanwhile), eight legitimate 40 Mpx progressive JPEGs at once to "
+        "FastAPI, and every Flask upload slot held by a model server that never answers. "
+        "Then Triton, run under the lab's watchdog as `make up` runs it: "
         "every API that changes its state or memory (model repository, which can load a "
         "model.py, i.e. run code; system and CUDA shared memory; logging; trace) over HTTP and "
         "gRPC, without the node's secret, with a wrong one and with it; the shared-memory attack "
         "that made tritonserver segfault (a Python-backend stub's own /dev/shm region registered "
-        "as an output region); and one INPUT_IMAGE element of 128 MiB (Triton 2.51 has no size "
-        "limit to set: the model refuses it, and the watchdog, its region limit lowered to 64 MiB "
-        "for this run from 512, gives the stub's region back). Triton also inflates gzip request "
+        "as an output region); and one INPUT_IMAGE element of 128 MiB, twice (Triton 2.51 has no "
+        "size limit to set: the model refuses it, and the watchdog, its region limit lowered to "
+        "64 MiB for this run from 512, gives the stub's region back, each time). Triton also "
+        "inflates gzip request "
         "bodies without a limit of its own; it is therefore never published beyond 127.0.0.1 "
         "(docs/security.md).",
         "",
@@ -352,7 +357,10 @@ def render(res: dict, command: str) -> str:
             "state folder and model repository. The Triton process scenarios kill the processes of "
             "the stack `make up` starts (tritonserver under its watchdog), as an OOM kill or a "
             "crash would, and time the model until it answers an inference again while `make "
-            "status` runs beside it.",
+            "status` runs beside it. The watchdog scenarios (reliability/faults_watchdog.py, "
+            "notebook 8's ensemble loaded) kill a stub right after its repair and while Triton "
+            "loads its model, stop one with SIGSTOP and kill the watchdog itself, and count the "
+            "times `make status` said healthy while the ensemble failed.",
             "",
             table(
                 [

@@ -104,7 +104,7 @@ def main() -> int:
         name: launcher.start(launcher.fastapi_service(launcher.free_port(), name))
         for name in ("pytorch", "onnx")
     }
-    urls = {name: launcher._url(rec["port"]) for name, rec in servers.items()}
+    urls = {name: launcher.service_url(rec["port"]) for name, rec in servers.items()}
     try:
         sequential_interleaved(urls, payload, 5)  # warm-up
         print(f"1. sequential, {args.sequential} requests per runtime, interleaved ({image.name})")
@@ -127,7 +127,7 @@ def main() -> int:
         )
     finally:
         for rec in servers.values():
-            launcher._stop(rec["pid"], rec["marker"])
+            launcher.stop_process(rec["pid"], rec["marker"])
     result = {
         "machine": f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
         "date": time.strftime("%F %T"),

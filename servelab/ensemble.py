@@ -4,7 +4,6 @@ Introduced in notebook 8.
 
     from servelab import ensemble
     ensemble.place()                     # preprocess/, food_classifier_ensemble/ into the repo
-    ensemble.check_step_mapping(text)    # your ensemble_scheduling block, checked before Triton
     ensemble.classify([jpeg_path])       # [('Meat', 0.62)] (untrained weights)
     ensemble.write_perf_inputs(images)   # perf_analyzer --input-data files for the three paths
     run = ensemble.measure(line, "8.3 ensemble c4")   # perf.run_line + each step's statistics
@@ -14,7 +13,8 @@ The client sends the image FILE (raw bytes, BYTES tensor IMAGE_BYTES); `preproce
 backend, servelab.food11.tensor_from_bytes) turns it into the normalised tensor and Triton hands
 that to food_classifier_onnx (onnxruntime backend in the Docker image; local mode's
 Python-backend stand-in, same name and I/O). The steps are ordinary models: each has its own
-queue, instances and statistics, so the cost of every stage can be read apart.
+queue, instances and statistics, so the cost of every stage can be read apart. Your step
+mapping (8.1) and the claims of 8.2 and 8.4 are checked by servelab/ensemble_checks.py.
 
 The three ways to get a class for a photo that notebook 8 compares (PATHS):
     ensemble     raw JPEG -> food_classifier_ensemble (preprocess -> food_classifier_onnx)
@@ -26,18 +26,25 @@ from __future__ import annotations
 
 import base64
 import json
-import shlex
 import struct
 from pathlib import Path
 
 import numpy as np
 import requests
-from google.protobuf import text_format
 
-from servelab import exercises, food11, labenv, model_repository, perf, triton_config, triton_stats
-from servelab.paths import RESULTS, STAGING
+from servelab import (
+    config_text,
+    food11,
+    labenv,
+    model_repository,
+    perf,
+    perf_command,
+    perf_output,
+    triton_config,
+    triton_stats,
+)
+from servelab.paths import RESULTS
 
-NotYet = exercises.NotYet  # a wrong step mapping is answered as every exercise is
 ENSEMBLE = "food_classifier_ensemble"
 STEPS = ("preprocess", "food_classifier_onnx")  # in the order the ensemble runs them
 INPUT = "IMAGE_BYTES"
@@ -48,11 +55,6 @@ PATHS = {
     "python": ("food_classifier", ("food_classifier",)),
     "client_onnx": ("food_classifier_onnx", ("food_classifier_onnx",)),
 }
-
-
-def _http(url: str | None) -> str:
-    url = (url or labenv.triton_url()).rstrip("/")
-    return url if "://" in url else f"http://{url}"
 
 
 def place(
@@ -73,7 +75,7 @@ def place(
     if not steps:
         config = placed[1] / "config.pbtxt"
         config.write_text(
-            triton_config.replace_fields(config.read_text(), "", ("ensemble_scheduling",))
+            config_text.replace_fields(config.read_text(), "", ("ensemble_scheduling",))
         )
     return placed
 
@@ -92,75 +94,13 @@ def load(url: str | None = None, timeout: float = 300.0) -> float:
     return seconds
 
 
-# ---------------------------------------------------------------- the exercise of notebook 8
-
-
-def _config(folder: str) -> triton_config.ModelConfig:
-    return triton_config.parse_config((STAGING / folder / "config.pbtxt").read_text())
-
-
-def check_step_mapping(text, step: str = "8.1") -> str:
-    """Your ensemble_scheduling block, checked as Triton would read it and answered in one
-    sentence (exercises.NotYet): it parses as config.pbtxt, names the two steps, maps every input
-    and output of each step's model, and chains them (the ensemble's input -> preprocess ->
-    food_classifier_onnx -> the ensemble's output). Returns the text when it does."""
-    if exercises.blank(text):
-        raise NotYet(
-            f"{step}: replace the `...` above with the ensemble_scheduling block (two steps, each "
-            "with model_name, model_version, input_map and output_map), in quotes."
-        )
-    try:
-        config = triton_config.parse_config(text)
-    except text_format.ParseError as exc:
-        raise NotYet(f"{step}: not config.pbtxt that Triton accepts ({exc}).") from None
-    steps = list(config.ensemble_scheduling.step)
-    if [s.model_name for s in steps] != list(STEPS):
-        raise NotYet(
-            f"{step}: the steps name {[s.model_name for s in steps]}; the ensemble needs "
-            f"{list(STEPS)}, in that order."
-        )
-    # what each step's model takes and gives (the config.pbtxt files shown above)
-    models = {
-        "preprocess": _config("preprocess"),
-        "food_classifier_onnx": _config("food_classifier_onnx"),
-    }
-    ensemble = _config(ENSEMBLE)
-    available = {t.name for t in ensemble.input}  # tensors that exist when a step would run
-    for s in steps:
-        ins = {t.name for t in models[s.model_name].input}
-        outs = {t.name for t in models[s.model_name].output}
-        if set(s.input_map) != ins:
-            raise NotYet(
-                f"{step}: {s.model_name}'s input_map has keys {sorted(s.input_map)}; the keys are "
-                f"the model's own input names: {sorted(ins)}."
-            )
-        if set(s.output_map) != outs:
-            raise NotYet(
-                f"{step}: {s.model_name}'s output_map has keys {sorted(s.output_map)}; the keys "
-                f"are the model's own output names: {sorted(outs)}."
-            )
-        for key, value in s.input_map.items():
-            if value not in available:
-                raise NotYet(
-                    f"{step}: {s.model_name} reads `{value}`, which nothing produces before it: "
-                    f"use the ensemble's input ({INPUT}) or a name an earlier output_map wrote."
-                )
-        available |= set(s.output_map.values())
-    if OUTPUT not in available:
-        raise NotYet(
-            f"{step}: no output_map writes the ensemble's output `{OUTPUT}`: the last step's "
-            "output must be mapped to it."
-        )
-    return text
-
-
 # ---------------------------------------------------------------- requests
 
 
 def _client(url: str | None):
     import tritonclient.http as httpclient
 
-    return httpclient.InferenceServerClient(_http(url).split("://")[-1])
+    return httpclient.InferenceServerClient(labenv.triton_url(url).split("://")[-1])
 
 
 def infer_bytes(files: list[bytes], url: str | None = None, model: str = ENSEMBLE) -> np.ndarray:
@@ -285,7 +225,7 @@ def step_table(before: dict[str, dict], after: dict[str, dict]):
 
 def served_steps(url: str | None = None) -> list[dict]:
     """The ensemble's step mapping as Triton loaded it (GET /v2/models/<ensemble>/config)."""
-    resp = requests.get(f"{_http(url)}/v2/models/{ENSEMBLE}/config", timeout=10)
+    resp = requests.get(f"{labenv.triton_url(url)}/v2/models/{ENSEMBLE}/config", timeout=10)
     resp.raise_for_status()
     return resp.json().get("ensemble_scheduling", {}).get("step", [])
 
@@ -306,36 +246,38 @@ def measure(
     gains `<model>_queue_ms`, `<model>_compute_ms` and `<model>_avg_batch` for each step (for
     the ensemble, its steps; the ensemble's own row is their sum).
 
-    A path too slow for perf_analyzer's windows (no answer within one, or windows that never
-    agree: the PyTorch model on a busy 2-core machine) is measured again for a fixed
-    `fallback_requests` requests, and says so: the row's command is the line that ran."""
-    argv = shlex.split(line)
-    flag = {k: v for k, v in zip(argv, argv[1:])}
-    model = flag.get("-m")
-    if url is None and "-u" in flag and flag.get("-i", "http").lower() == "http":
-        url = flag["-u"]  # the statistics come from the server the line names
+    A path too slow for perf_analyzer's windows (none answered, or they never agree: PyTorch on a
+    busy 2-core machine) is measured again for `fallback_requests` requests, and says so."""
+    argv = perf_command.split(line)
+    model = perf_command.arg(argv, "-m")
+    url, metrics_url = perf_command.triton_of(argv, url, metrics_url)
     models = next((m for target, m in PATHS.values() if target == model), (model,))
     settings = dict(out=out, url=url, metrics_url=metrics_url, timeout=timeout, verbose=verbose)
     before = snapshot(models, url)
     try:
         run = perf.run_line(line, name, **settings)
     except perf.PerfAnalyzerError as exc:
-        unmeasured = "No valid requests recorded" in str(exc) or "stable measurement" in str(exc)
-        if not (unmeasured and fallback_requests) or "--request-count" in argv:
+        counted = perf_command.arg(argv, "--request-count")
+        if not (perf_output.unsettled(str(exc)) and fallback_requests) or counted:
             raise
         print(
             f"-> {model} answered too slowly for perf_analyzer's windows: measuring "
             f"{fallback_requests} requests instead (--request-count {fallback_requests})",
             flush=True,
         )
-        line = f"{line} --request-count {fallback_requests}"
         before = snapshot(models, url)
-        run = perf.run_line(line, name, **settings)
-    table = step_table(before, snapshot(models, url))
-    for _, step in table.iterrows():
-        if step["model"] == model and len(models) > 1:
-            continue  # the ensemble's own row is the sum of its steps
-        for column in ("queue_ms", "compute_ms", "avg_batch"):
-            run.extra[f"{step['model']}_{column}"] = step[column]
-    run.steps = table
+        run = perf.run_line(f"{line} --request-count {fallback_requests}", name, **settings)
+    run.steps = step_table(before, snapshot(models, url))
+    run.extra.update(_step_columns(run.steps, model if len(models) > 1 else None))
     return run
+
+
+def _step_columns(steps, ensemble: str | None) -> dict:
+    """<model>_queue_ms, <model>_compute_ms and <model>_avg_batch of each step's row, but the
+    ensemble's own (the sum of its steps)."""
+    return {
+        f"{step['model']}_{column}": step[column]
+        for _, step in steps.iterrows()
+        if step["model"] != ensemble
+        for column in ("queue_ms", "compute_ms", "avg_batch")
+    }

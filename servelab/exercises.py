@@ -30,7 +30,9 @@ deployment's options are read as Ray reads them (servelab.serve_options), and li
 option the step does not ask for is refused when it changes what is measured. What a step needs
 beyond an answer's form (a latency in milliseconds, one model's statistics, instances per GPU)
 is judged by what the answer does: servelab.step_needs, whose checks are called here as
-exercises.timed_request, exercises.on_every_gpu, ...
+exercises.timed_request, exercises.on_every_gpu, ... The command lines' checks live in
+servelab/command_lines.py, an answer's blank and NotYet in servelab/answers.py: all are called
+as exercises.<name>.
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ from __future__ import annotations
 import ast
 import difflib
 import inspect
-import shlex
 import textwrap
 from pathlib import Path
 
 from google.protobuf import text_format
 
-from servelab import perf_flags, serve_options, step_needs, triton_config
+from servelab import config_text, serve_options, step_needs
+from servelab.answers import NotYet, blank, not_written, written_text  # noqa: F401
+from servelab.command_lines import curl_line, perf_line  # noqa: F401 (exercises.perf_line, ...)
 
 # what a step needs beyond its answer's form (servelab/step_needs.py), called as exercises.<name>
 from servelab.step_needs import (  # noqa: F401
@@ -55,140 +58,7 @@ from servelab.step_needs import (  # noqa: F401
     timed_request,
 )
 
-
-class NotYet(Exception):
-    """An exercise that is not written, or not right yet: one sentence, no traceback.
-
-    IPython shows what _render_traceback_() returns in place of a traceback; the exception still
-    stops "Run All" at this cell, as any error does.
-    """
-
-    def _render_traceback_(self) -> list[str]:
-        return [str(self)]
-
-
-def blank(answer) -> bool:
-    """Still the `...` the student edition holds (or an empty text)?"""
-    return answer is Ellipsis or (isinstance(answer, str) and answer.strip() in ("", "..."))
-
-
-def _blank_sentence(step: str, noun: str, what: str, where: str) -> NotYet:
-    return NotYet(f"{step}: replace the `...` in the cell above with {noun} ({what}); {where}.")
-
-
-def _text(answer, step: str, noun: str, what: str, where: str) -> str:
-    if blank(answer):
-        raise _blank_sentence(step, noun, what, where)
-    if not isinstance(answer, str):
-        raise NotYet(
-            f"{step}: your answer is a {type(answer).__name__}, not a text: put it in quotes "
-            "(an f-string can use the notebook's variables, such as {HOST})."
-        )
-    return answer
-
-
-# ---------------------------------------------------------------- perf_analyzer lines
-
-
-def perf_line(
-    line,
-    step: str,
-    what: str,
-    needs: dict[str, object] | None = None,
-    leave_out: dict[str, str] | None = None,
-    allows: set[str] = frozenset(),
-    where: str = "the text above it explains each flag",
-) -> str:
-    """Your perf_analyzer line, read as perf_analyzer reads it (servelab.perf_flags: `-b 16` is
-    `-b16`, 185.0 is 185); stops unless it carries every flag of `needs` ({flag: value}, value
-    None: the flag alone) and no other flag that changes what is measured: none of `leave_out`
-    ({flag: why}), and beyond `needs` only the flags of `allows` and those that change how long or
-    how verbosely perf_analyzer measures (perf_flags.LENGTH_ONLY)."""
-    line = _text(line, step, "your perf_analyzer line, in quotes", what, where)
-    try:
-        words = shlex.split(line)
-    except ValueError as exc:
-        raise NotYet(
-            f"{step}: your line does not split into words as a shell would ({exc}): "
-            "check its quotes."
-        ) from None
-    if not words or Path(words[0]).name != "perf_analyzer":
-        raise NotYet(
-            f"{step}: a perf_analyzer line starts with `perf_analyzer`, "
-            f"yours with `{words[0] if words else ''}`."
-        )
-    read = perf_flags.parse(words[1:])
-    if read.problems:
-        raise NotYet(f"{step}: {read.problems[0]}.")
-    needs = {perf_flags.canonical(f): v for f, v in (needs or {}).items()}
-    may_stay = {perf_flags.canonical(f) for f in allows} | perf_flags.LENGTH_ONLY
-    for flag in read.flags:
-        if flag not in needs:
-            _extra(flag, read, leave_out or {}, may_stay, f"{step}: {what}")
-    for flag, want in needs.items():
-        shown = flag if want is None else f"{flag} {want}"
-        if flag not in read.flags:
-            raise NotYet(f"{step}: {what}: your line has no `{shown}`.")
-        if not perf_flags.same(flag, read.flags[flag], want):
-            raise NotYet(
-                f"{step}: {what}: your line says `{read.shown(flag)}`, the step needs `{shown}`."
-            )
-    return line
-
-
-def _extra(flag: str, read: perf_flags.Line, leave_out: dict, may_stay: set, said: str) -> None:
-    """Stops on a flag the step does not need, unless it may stay or is perf_analyzer's default:
-    a flag that changes what is measured would put a wrong row under a right step's name."""
-    leave_out = {perf_flags.canonical(f): why for f, why in leave_out.items()}
-    if flag not in leave_out:
-        if flag in may_stay:
-            return
-        default = perf_flags.DEFAULTS.get(flag)
-        if default is not None and perf_flags.same(flag, read.flags[flag], default):
-            return  # the default, written out: nothing changes
-    why = leave_out.get(flag) or perf_flags.CHANGES.get(flag, perf_flags.UNKNOWN_CHANGE)
-    raise NotYet(f"{said}: leave `{read.shown(flag)}` out of your line: {why}.")
-
-
 # ---------------------------------------------------------------- config.pbtxt text
-
-
-def _field(message, path: str):
-    """The value at a dotted path of a ModelConfig (the first element of a repeated message; a
-    map's entry by its key, e.g. "parameters.precision.string_value"), or None where the config
-    does not set it."""
-    value, names = message, path.split(".")
-    while names:
-        name = names.pop(0)
-        descriptor = value.DESCRIPTOR.fields_by_name.get(name)
-        if descriptor is None:
-            raise KeyError(f"{value.DESCRIPTOR.name} has no field {name}")
-        # protobuf 6+ has is_repeated and drops label (the GPU machine's); 4.x has only label
-        repeated = getattr(descriptor, "is_repeated", None)
-        if repeated is None:
-            repeated = descriptor.label == descriptor.LABEL_REPEATED
-        entry = descriptor.message_type
-        if entry is not None and entry.GetOptions().map_entry:  # parameters { key: ... }
-            key, entries = names.pop(0), getattr(value, name)
-            if key not in entries:
-                return None
-            value = entries[key]
-        elif descriptor.message_type is not None and not repeated:
-            if not value.HasField(name):
-                return None
-            value = getattr(value, name)
-        elif repeated and descriptor.message_type is not None:
-            items = getattr(value, name)
-            if not items:
-                return None
-            value = items[0]
-        else:
-            got = getattr(value, name)
-            if descriptor.enum_type is not None:
-                names = descriptor.enum_type.values_by_number
-                return [names[v].name for v in got] if repeated else names[got].name
-            return list(got) if repeated else got
-    return value
 
 
 def _config_needs(config, needs: dict[str, object], step: str, what: str, whose: str) -> None:
@@ -199,7 +69,7 @@ def _config_needs(config, needs: dict[str, object], step: str, what: str, whose:
             except Wrong as exc:
                 raise NotYet(f"{step}: {what}: {whose} {exc}.") from None
             continue
-        got = _field(config, path)
+        got = config_text.field_value(config, path)
         if got is None or got == [] or (want is not None and not _equal(got, want)):
             shown = path if want is None else f"{path}: {_pbtxt(want)}"
             has = "has no" if got is None or got == [] else f"has `{path}: {_pbtxt(got)}`, not"
@@ -220,7 +90,7 @@ def _pbtxt(value) -> str:
 
 def _schema(text: str, step: str, whose: str, where: str):
     try:
-        return triton_config.parse_config(text)
+        return config_text.parse_config(text)
     except text_format.ParseError as exc:
         raise NotYet(
             f"{step}: {whose} is not config.pbtxt that Triton accepts "
@@ -238,7 +108,7 @@ def config_fragment(
     """Your config.pbtxt fragment, parsed with Triton's own schema; stops unless it sets every
     field of `needs` ({dotted field: value}, value None: set at all; a repeated message counts by
     its first element, e.g. "instance_group.count")."""
-    text = _text(text, step, "your config.pbtxt fragment, in quotes", what, where)
+    text = written_text(text, step, "your config.pbtxt fragment, in quotes", what, where)
     config = _schema(text, step, "your fragment", "the config.pbtxt shown above")
     _config_needs(config, needs or {}, step, what, "your fragment")
     return text
@@ -272,67 +142,6 @@ def file_edit(
     )
 
 
-# ---------------------------------------------------------------- curl lines
-
-
-def curl_line(
-    line,
-    step: str,
-    what: str,
-    url: str,
-    json_tool: bool = True,
-    where: str = "the text above it says how",
-) -> str:
-    """Your curl line: stops unless it asks `url` (as this Jupyter reaches the service) and, with
-    json_tool, pipes the answer through `python -m json.tool`."""
-    line = _text(line, step, "your curl line, in quotes", what, where)
-    try:
-        lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        words = list(lexer)
-    except ValueError as exc:
-        raise NotYet(f"{step}: your line does not split into words ({exc}): check its quotes.")
-    commands, current = [], []
-    for word in words:
-        if word == "|":
-            commands.append(current)
-            current = []
-        else:
-            current.append(word)
-    commands.append(current)
-    if not commands[0] or commands[0][0] != "curl":
-        raise NotYet(f"{step}: the line starts with `curl`, yours with `{commands[0][:1]}`.")
-    asked = next((w for w in commands[0][1:] if "/" in w and not w.startswith("-")), None)
-    if asked is None:
-        raise NotYet(f"{step}: {what}: your curl line names no URL (it is {url}).")
-    want_base, want_path = _split_url(url)
-    got_base, got_path = _split_url(asked)
-    if got_path.rstrip("/") != want_path.rstrip("/"):
-        raise NotYet(
-            f"{step}: {what}: your line asks for `{got_path}`, the step needs `{want_path}`."
-        )
-    if got_base != want_base:
-        raise NotYet(
-            f"{step}: your line asks `{got_base}`, but from this Jupyter the service is at "
-            f"`{want_base}` (use the notebook's variable for it)."
-        )
-    if json_tool:
-        tool = commands[1] if len(commands) > 1 else []
-        if len(tool) < 3 or not tool[0].startswith("python") or tool[1:3] != ["-m", "json.tool"]:
-            raise NotYet(
-                f"{step}: pipe curl's answer through `| python -m json.tool`, which prints "
-                "the JSON one field per line."
-            )
-    return line
-
-
-def _split_url(url: str) -> tuple[str, str]:
-    """('http://host:port', '/path') of a URL written with or without http://."""
-    rest = url.split("://", 1)[-1]
-    host, slash, path = rest.partition("/")
-    return f"http://{host}", slash + path
-
-
 # ---------------------------------------------------------------- calls and functions
 
 
@@ -358,7 +167,7 @@ def result(
     """The result of a call you wrote (e.g. a tritonclient call): stops while blank or while
     check(value) is false (or raises); returns the value."""
     if blank(value):
-        raise _blank_sentence(step, noun, what, where)
+        raise not_written(step, noun, what, where)
     ok, hint = _judge(check, value, hint)
     if not ok:
         shown = textwrap.shorten(repr(value), 120, placeholder=" …")
@@ -405,7 +214,7 @@ def function(
     `args` raises, or while check(what it returned) is false; returns what it returned."""
     name = getattr(fn, "__name__", "the function")
     if blank(fn) or _body_is_blank(fn):
-        raise _blank_sentence(step, f"the body of {name}()", what, where)
+        raise not_written(step, f"the body of {name}()", what, where)
     try:
         returned = fn(*args)
     except Exception as exc:
@@ -436,7 +245,7 @@ def deployment_options(
     "autoscaling_config.<field>": value}) has that value, and while another option differs from
     base's. Returns the Deployment, ready for .bind()."""
     if blank(answer):
-        raise _blank_sentence(step, f"{base.name}.options(...)", what, where)
+        raise not_written(step, f"{base.name}.options(...)", what, where)
     try:
         deployment = serve_options.deployment_of(answer, base)
         full = serve_options.effective(deployment, base)

@@ -12,17 +12,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import io
 import json
-import os
-import re
-import threading
-import warnings
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image
 
+from servelab import decode_budget, image_decode
+from servelab.image_decode import BadInput
 from servelab.paths import ARTIFACTS_JSON
 
 CLASSES = (
@@ -42,40 +38,15 @@ INPUT_SIZE = 224
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
 STD = np.array([0.229, 0.224, 0.225], dtype=np.float32)
 
-# Limits that keep one odd upload from taking a service down.
-MAX_IMAGE_BYTES = 8 * 1024 * 1024  # encoded file size
-MAX_IMAGE_PIXELS = 40_000_000  # width * height declared in the header (decompression bombs)
+# What decoding one upload may cost: every limit and its reason is in servelab.decode_budget; the
+# ones the services and the reliability suite name are importable from here too (the decoding
+# itself, within those limits: servelab.image_decode).
+MAX_IMAGE_BYTES = decode_budget.MAX_IMAGE_BYTES  # encoded file size
+MAX_IMAGE_PIXELS = decode_budget.MAX_IMAGE_PIXELS  # width * height declared in the header
 MAX_BASE64_CHARS = (MAX_IMAGE_BYTES * 4) // 3 + 4  # the base64 text of the largest file
 # ... with the line breaks of the `base64` command (one per 76 characters): a longer text is
 # refused by its length alone, before anything copies it
 MAX_BASE64_TEXT = MAX_BASE64_CHARS * 78 // 76 + 1024
-FORMATS = ("JPEG", "PNG", "WEBP")  # what a photo upload is; anything else is refused unread
-FORMAT_NAMES = "JPEG, PNG or WebP"
-# A decoded 40 Mpx PNG is 160 MB (Pillow keeps RGB in 4 bytes a pixel): at most this many decodes
-# run at once in one process, and of those only one of a canvas over LARGE_CANVAS pixels, so a
-# burst of crafted images cannot take memory without bound (JPEGs decode at reduced size).
-MAX_CONCURRENT_DECODES = max(2, min(4, os.cpu_count() or 2))
-LARGE_CANVAS = 4_000_000
-_decodes = threading.BoundedSemaphore(MAX_CONCURRENT_DECODES)
-_large_decode = threading.Lock()
-# Magic numbers of formats people do send, to name them in the refusal
-_OTHER_FORMATS = (
-    (b"GIF8", "GIF"),
-    (b"BM", "BMP"),
-    (b"II*\0", "TIFF"),
-    (b"MM\0*", "TIFF"),
-    (b"\0\0\1\0", "ICO"),
-    (b"%PDF", "PDF"),
-    (b"\0\0\0\x0cjP", "JPEG 2000"),
-)
-
-
-class BadInput(ValueError):
-    """The client sent something we cannot classify; the message says what to fix."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.status = status
 
 
 def decode_base64(text: str) -> bytes:
@@ -104,121 +75,37 @@ def decode_base64(text: str) -> bytes:
         ) from None
 
 
-def _too_many_pixels(size: str) -> BadInput:
-    return BadInput(
-        f"Image is {size}; at most {MAX_IMAGE_PIXELS:,} pixels are accepted. Resize it first.", 413
-    )
-
-
-def _not_accepted(data: bytes) -> BadInput:
-    kind = next((name for magic, name in _OTHER_FORMATS if data.startswith(magic)), None)
-    if kind:
-        article = "an" if kind[0] in "AEIOU" else "a"
-        return BadInput(
-            f"The file is {article} {kind} file, not a photo format this service reads: "
-            f"send a {FORMAT_NAMES} file.",
-            415,
-        )
-    return BadInput(f"The data is not an image we can read: send a {FORMAT_NAMES} file.", 415)
-
-
 def load_image(data: bytes) -> Image.Image:
     """Decode image file bytes to an upright RGB PIL image of at least 224x224 (when the file is),
-    refusing empty, huge, damaged or non-photo input.
+    refusing empty, huge, damaged, too costly or non-photo input.
 
-    Only JPEG, PNG and WebP are opened. The size the header declares is checked before any pixel
-    is decoded; a JPEG is decoded at a reduced scale (its format allows it: the model needs
+    Only JPEG, PNG and WebP are opened. What the file's structure and header declare is checked
+    before any pixel is decoded (servelab.decode_budget: size, pixels, sides, JPEG scans,
+    metadata); a JPEG is decoded at a reduced scale (its format allows it: the model needs
     224x224, not the full photo); the EXIF orientation of phone photos is applied. The services
     decode through tensor_from_bytes(), which keeps only the model's input (this keeps the image).
     """
-    return _decoded(data, lambda img: img.copy())
+    return image_decode.decoded(data, lambda img: img.copy(), draft=INPUT_SIZE)
 
 
-def tensor_from_bytes(data: bytes) -> np.ndarray:
+def tensor_from_bytes(data: bytes, request: decode_budget.CpuBudget | None = None) -> np.ndarray:
     """File bytes -> the model's input: the one decoding path of every service (FastAPI, Flask,
-    Triton's Python model). The full-size image lives only inside the decode bound."""
-    return _decoded(data, preprocess)
+    Triton's Python models). The full-size image lives only inside the decode bound. `request`:
+    the CPU budget of all the images of one request (tensors_from_bytes), besides this image's."""
+    return image_decode.decoded(data, preprocess, request, draft=INPUT_SIZE)
 
 
-def _decoded(data: bytes, keep):
-    """Decode `data` and return keep(upright RGB image), with memory bounded and given back.
-
-    At most MAX_CONCURRENT_DECODES decodes run at once in a process, and a canvas over
-    LARGE_CANVAS pixels (up to 160 MB once decoded) decodes alone: a burst of crafted uploads
-    costs one large canvas at a time, not one per request. Once a large canvas is freed, on
-    success and on error alike, its pages are handed back to the OS.
-    """
-    img = _open(data)  # the header only: refusals here cost no pixel memory
-    large = img.width * img.height > LARGE_CANVAS
-    result = error = None
-    try:
-        # a large canvas waits for its turn without holding a slot that small photos need
-        with _large_decode if large else contextlib.nullcontext(), _decodes:
-            result, error = _keep_decoded(img, keep)
-    finally:
-        img.close()
-        del img
-        if large:
-            _return_freed_memory()
-    if error is not None:
-        raise error
-    return result
+def tensors_from_bytes(files) -> np.ndarray:
+    """Several files (one request's batch) -> [n, 3, 224, 224], within one request's CPU budget
+    as well as each image's."""
+    request = request_budget()
+    return np.stack([tensor_from_bytes(bytes(f), request) for f in files])
 
 
-def _open(data: bytes) -> Image.Image:
-    """Open the file and check what its header declares (format, pixels); decode nothing."""
-    if not data:
-        raise BadInput(f"The image is empty (0 bytes): send a {FORMAT_NAMES} file.")
-    if len(data) > MAX_IMAGE_BYTES:
-        raise BadInput(
-            f"The file is {len(data):,} bytes; at most {MAX_IMAGE_BYTES // (1024 * 1024)} MiB "
-            "per image are accepted.",
-            413,
-        )
-    error = None
-    try:
-        with warnings.catch_warnings():
-            # Pillow warns above its own limit (~89 Mpx) and raises above twice that, while reading
-            # the header: both mean "too many pixels", never "not an image".
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data), formats=FORMATS)
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        # Pillow: "Image size (N pixels) exceeds limit ..."
-        found = re.search(r"\((\d+) pixels\)", str(exc))
-        error = _too_many_pixels(
-            f"{int(found.group(1)):,} pixels" if found else "over Pillow's decompression-bomb limit"
-        )
-    except UnidentifiedImageError:
-        error = _not_accepted(data)
-    except (OSError, SyntaxError, ValueError):
-        error = _damaged()
-    if error is not None:  # raised here, not inside `except`: nothing of the file stays referenced
-        raise error
-    width, height = img.size
-    if width * height > MAX_IMAGE_PIXELS:  # our cap is lower than Pillow's
-        img.close()
-        raise _too_many_pixels(f"{width}x{height} pixels")
-    return img
-
-
-def _keep_decoded(img: Image.Image, keep) -> tuple:
-    """(keep(decoded upright RGB image), None), or (None, BadInput) when decoding fails. The
-    error is returned, not raised, so no traceback keeps the half-decoded canvas alive."""
-    try:
-        if img.format == "JPEG":
-            img.draft("RGB", (INPUT_SIZE, INPUT_SIZE))  # DCT scaling: >= 224 px, up to 8x less
-        img.load()
-        upright = ImageOps.exif_transpose(img)  # a phone photo shot upright stays upright
-        if getattr(upright, "is_animated", False):
-            upright.seek(0)  # first frame of an animated PNG/WebP
-        rgb = upright if upright.mode == "RGB" else upright.convert("RGB")
-        return keep(rgb), None
-    except (OSError, SyntaxError, ValueError, EOFError):
-        return None, _damaged()
-
-
-def _damaged() -> BadInput:
-    return BadInput(f"The image file is damaged or truncated: send a complete {FORMAT_NAMES} file.")
+def request_budget() -> decode_budget.CpuBudget:
+    """The CPU budget of all the images of one request (decode_budget.MAX_REQUEST_DECODE_CPU_S),
+    started now on this thread."""
+    return decode_budget.CpuBudget(decode_budget.MAX_REQUEST_DECODE_CPU_S)
 
 
 def preprocess(img: Image.Image) -> np.ndarray:
@@ -230,29 +117,8 @@ def preprocess(img: Image.Image) -> np.ndarray:
     return ((pixels - MEAN) / STD).transpose(2, 0, 1).copy()
 
 
-def _return_freed_memory() -> None:
-    """Hand the pages of a freed large image back to the OS. Pillow allocates images in blocks
-    small enough to come from malloc's heaps, which keep freed memory for reuse: after a burst of
-    large uploads the process would otherwise stay as large as the burst made it."""
-    global _libc
-    if _libc is None:
-        import ctypes
-        import ctypes.util
-
-        try:
-            _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            _libc.malloc_trim  # glibc only
-        except (OSError, AttributeError):
-            _libc = False
-    if _libc:
-        _libc.malloc_trim(0)
-
-
-_libc = None
-
-
-def tensor_from_base64(text: str) -> np.ndarray:
-    return tensor_from_bytes(decode_base64(text))
+def tensor_from_base64(text: str, request: decode_budget.CpuBudget | None = None) -> np.ndarray:
+    return tensor_from_bytes(decode_base64(text), request)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:

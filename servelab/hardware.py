@@ -2,11 +2,12 @@
 
 Introduced in notebook 7.
 
+    hardware.measure_limit(args, path)     # raw_limit.py run alone (local) or in Triton's container
     hardware.runtime_table(raw)            # raw_limit's JSON -> one row per runtime, its best
     hardware.summary(runs, limit, configs) # one row per perf run, served/limit and two laws
     hardware.spread_line(ratios, "runs")   # "served/limit over 2 runs: median .., min .., max .."
     hardware.time_split(row, raw)          # the best run's time per execution beside the raw model
-    hardware.laws(row, instances)          # N = X·R and U = X_exec·S / instances, written out
+    hardware.laws_worked_out(row, n)       # N = X·R and U = X_exec·S / instances, written out
     hardware.record(path, raw, ...)        # results/hardware/served_over_limit.json
 
 served/limit is the inferences per second a run served (one image per request, perf_analyzer)
@@ -18,12 +19,13 @@ division once by hand; summary() does it for every row.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from servelab import triton_config
+from servelab import claims, config_text, queueing, services
 
 LIMIT_DEFINITION = (
     "the most images/s any runtime of the lab does with this model on this device, batched, "
@@ -31,6 +33,28 @@ LIMIT_DEFINITION = (
 )
 # issue 27's goal for the H100 reference: the best configuration's median served/limit
 GOAL = 0.70
+
+
+def measure_limit(args: str, path: Path, model: str, local: bool) -> dict:
+    """Run servelab/serving/raw_limit.py with `args` and return the JSON it writes to `path`. In
+    local mode here, with the lab's services paused so it has the cores to itself
+    (services.run_alone); with Docker, where the device is: in the Triton container, by the command
+    printed for the host (services.ask_host), waited for."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).unlink(missing_ok=True)
+    if local:
+        command = [sys.executable, "-m", "servelab.serving.raw_limit", *args.split()]
+        why = "the raw model gets the cores to itself"
+        services.run_alone([*command, "--json", str(path)], why)
+        return json.loads(Path(path).read_text())
+    services.ask_host(
+        f"docker compose {services.compose_files()} exec -T "
+        f"-e FOOD11_MODEL_PATH=/models/{model}/1/food11.pth "
+        "-e FOOD11_ONNX_PATH=/models/food_classifier_onnx/1/model.onnx triton_server "
+        f"python3 -m servelab.serving.raw_limit {args} --json - > {services.host_path(path)}"
+    )
+    done = services.wait_for_file(path, lambda text: text.rstrip().endswith("}"), timeout=1800)
+    return json.loads(done)
 
 
 def runtime_table(raw: dict) -> pd.DataFrame:
@@ -63,7 +87,7 @@ def runtime_table(raw: dict) -> pd.DataFrame:
 def summary(runs: dict, limit: dict, configs: dict) -> pd.DataFrame:
     """One row per perf run ({name: perf.PerfResult}): its step (the name's first word), the
     parsed row, served_over_limit = throughput_infer_s / limit images_per_s, and the two laws
-    of laws() (in_flight_N, instance_busy_U) with the instances of the run's config.pbtxt
+    (queueing.laws: in_flight_N, instance_busy_U) with the instances of the run's config.pbtxt
     ({name: text})."""
     table = pd.DataFrame(
         [
@@ -77,11 +101,34 @@ def summary(runs: dict, limit: dict, configs: dict) -> pd.DataFrame:
         ]
     )
     table["served_over_limit"] = table["throughput_infer_s"] / limit["images_per_s"]
-    table["in_flight_N"] = table["throughput_infer_s"] * table["avg_latency_ms"] / 1000
-    executions = table["throughput_infer_s"] / table["avg_batch_size"].clip(lower=1)
-    per_execution_ms = table.apply(execution_ms, axis=1)
-    table["instance_busy_U"] = executions * per_execution_ms / 1000 / table["instances"]
+    laws = queueing.laws(
+        table["throughput_infer_s"],
+        table["avg_latency_ms"],
+        table.apply(execution_ms, axis=1),
+        batch=table["avg_batch_size"].clip(lower=1),
+        instances=table["instances"],
+    )
+    table["in_flight_N"], table["instance_busy_U"] = laws["in_flight_N"], laws["busy_U"]
     return table
+
+
+# what notebook 7's summary shows of each run (with each device's utilisation)
+SHOWN = [
+    "run",
+    "throughput_infer_s",
+    "served_over_limit",
+    "p99_ms",
+    "server_queue_ms",
+    "server_compute_infer_ms",
+    "avg_batch_size",
+    "in_flight_N",
+    "instance_busy_U",
+]
+
+
+def shown(table: pd.DataFrame) -> pd.DataFrame:
+    """summary()'s columns a reader compares (SHOWN), then each device's utilisation."""
+    return table[[*SHOWN, *(c for c in table if c.endswith("_util_pct"))]].round(3)
 
 
 def execution_ms(row) -> float:
@@ -94,10 +141,25 @@ def execution_ms(row) -> float:
     return float(sum(row[f"server_compute_{p}_ms"] for p in ("input", "infer", "output")))
 
 
-def instances(config_text: str) -> int:
+def instances(text: str) -> int:
     """How many instances a config.pbtxt asks for (every instance_group's count; unset: 1)."""
-    groups = triton_config.parse_config(config_text).instance_group
+    groups = config_text.parse_config(text).instance_group
     return sum(max(1, group.count) for group in groups) or 1
+
+
+def shared_memory_sends_faster(samples: dict, rounds: int) -> str:
+    """7.4's claim on the transports' runs ({name: [runs]}): with system shared memory the client
+    spends less time sending each request than over gRPC alone."""
+    send = {
+        n: claims.Measured.from_windows([r.row["client_send_ms"] for r in samples[n]])
+        for n in ("gRPC", "gRPC + shared memory")
+    }
+    return claims.at_least(
+        f"7.4: with shared memory the client's send time per request falls ({rounds} "
+        "runs each, under load)",
+        send["gRPC"] / send["gRPC + shared memory"],
+        1.0,
+    )
 
 
 def sweep_table(runs: dict, fragments: dict) -> pd.DataFrame:
@@ -105,7 +167,7 @@ def sweep_table(runs: dict, fragments: dict) -> pd.DataFrame:
     throughput, p99 and the batch size the batcher formed on average."""
     rows = []
     for name, fragment in fragments.items():
-        config, row = triton_config.parse_config(fragment), runs[name].row
+        config, row = config_text.parse_config(fragment), runs[name].row
         rows.append(
             {
                 "instances": instances(fragment),
@@ -118,20 +180,19 @@ def sweep_table(runs: dict, fragments: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def laws(row: dict, n_instances: int) -> str:
-    """Little's law and the utilisation law on one perf run, with the arithmetic written out:
-    N = X·R (requests in flight = throughput × mean latency; a closed loop keeps its clients) and
-    U = X_exec·S / instances (executions per second × mean time of one execution, per instance:
-    the share of time each model instance was working)."""
-    x, r = row["throughput_infer_s"], row["avg_latency_ms"] / 1000
-    executions = x / max(1.0, float(row["avg_batch_size"]))
-    s = execution_ms(row) / 1000
+def laws_worked_out(row: dict, n_instances: int) -> str:
+    """Little's law and the utilisation law on one perf run (queueing.laws), with the arithmetic
+    written out: N = X·R (requests in flight = throughput × mean latency; a closed loop keeps its
+    clients) and U = X_exec·S / instances (executions per second × mean time of one execution, per
+    instance: the share of time each model instance was working)."""
+    x, r_ms, s_ms = row["throughput_infer_s"], row["avg_latency_ms"], execution_ms(row)
+    batch = max(1.0, float(row["avg_batch_size"]))
+    laws = queueing.laws(x, r_ms, s_ms, batch=batch, instances=n_instances)
     return (
-        f"N = X·R = {x:.0f}/s × {r * 1000:.1f} ms = {x * r:.0f} requests in flight (the line "
-        f"keeps {row['concurrency']:.0f})\n"
-        f"U = X_exec·S / instances = {executions:.0f} executions/s × {s * 1000:.2f} ms / "
-        f"{n_instances} = {executions * s / n_instances:.2f} (each instance's share of time "
-        "busy executing)"
+        f"N = X·R = {x:.0f}/s × {r_ms:.1f} ms = {laws['in_flight_N']:.0f} requests in flight (the "
+        f"line keeps {row['concurrency']:.0f})\n"
+        f"U = X_exec·S / instances = {x / batch:.0f} executions/s × {s_ms:.2f} ms / "
+        f"{n_instances} = {laws['busy_U']:.2f} (each instance's share of time busy executing)"
     )
 
 

@@ -1,6 +1,7 @@
 """What a notebook needs to find the services, the same in every way of running the lab.
 
-Introduced in notebook 3.
+Introduced in notebook 3. Switching a service's settings (and Docker's host steps):
+servelab/services.py.
 
 Notebook cells only read URLs from environment variables. In Docker, compose sets them; in
 local mode `make up` writes them to .lab/urls.env and `load()` copies them into os.environ
@@ -11,9 +12,7 @@ launcher's file is where they are now, should a service have had to move to a ne
 from __future__ import annotations
 
 import os
-import shlex
 import time
-from pathlib import Path
 
 import requests
 
@@ -22,18 +21,14 @@ from servelab.paths import LAB_DIR
 URLS_ENV = LAB_DIR / "urls.env"
 
 
+_TRITON_URLS = ("TRITON_SERVER_URL", "TRITON_GRPC_URL", "TRITON_METRICS_URL")
 # in local mode, the launcher's urls.env is the truth for these (a JupyterLab started before a
 # service moved still has the old ones in its environment)
-_LOCAL_URLS = (
-    "FASTAPI_SERVER_URL",
-    "FLASK_SERVER_URL",
-    "TRITON_SERVER_URL",
-    "TRITON_GRPC_URL",
-    "TRITON_METRICS_URL",
-    "RAY_ADDRESS",
-    "RAY_DASHBOARD_URL",
-    "RAY_SERVE_URL",
-)
+_RAY_URLS = ("RAY_ADDRESS", "RAY_DASHBOARD_URL", "RAY_SERVE_URL")  # notebook 9's Ray cluster
+_LOCAL_URLS = ("FASTAPI_SERVER_URL", "FLASK_SERVER_URL", *_TRITON_URLS, *_RAY_URLS)
+# what load() returns (not the secrets it loads)
+_SHOWN = ("LAB_MODE", "FASTAPI_SERVER_URL", "FASTAPI_BACKEND", "FLASK_SERVER_URL", *_TRITON_URLS)
+_SHOWN += ("RAY_ADDRESS", "RAY_SERVE_URL")
 
 
 def load() -> dict:
@@ -48,18 +43,7 @@ def load() -> dict:
             if key not in os.environ or (local and key in _LOCAL_URLS):
                 os.environ[key] = value
     os.environ.setdefault("LAB_MODE", "docker")
-    keys = (
-        "LAB_MODE",
-        "FASTAPI_SERVER_URL",
-        "FASTAPI_BACKEND",
-        "FLASK_SERVER_URL",
-        "TRITON_SERVER_URL",
-        "TRITON_GRPC_URL",
-        "TRITON_METRICS_URL",
-        "TRITON_MODEL_REPOSITORY",
-        "RAY_ADDRESS",
-        "RAY_SERVE_URL",
-    )  # not the secrets it loads
+    keys = (*_SHOWN, "TRITON_MODEL_REPOSITORY")
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 
@@ -82,15 +66,33 @@ TRITON_DEFAULTS = {
 }
 
 
-def triton_url(name: str = "TRITON_SERVER_URL") -> str:
-    """The variable's value, else Triton's default for it (TRITON_DEFAULTS)."""
-    return (os.environ.get(name) or TRITON_DEFAULTS[name]).rstrip("/")
+def _http(address: str) -> str:
+    """host:port (as perf_analyzer's -u and tritonclient take it) or a URL -> a URL, no end /."""
+    address = address.rstrip("/")
+    return address if "://" in address else f"http://{address}"
+
+
+def triton_url(url: str | None = None) -> str:
+    """Triton's HTTP address, written out once for every module: `url` as given (host:port or
+    http://host:port), else TRITON_SERVER_URL, else Triton's default; http://host:port."""
+    return _http(url or os.environ.get("TRITON_SERVER_URL") or TRITON_DEFAULTS["TRITON_SERVER_URL"])
+
+
+def metrics_url(url: str | None = None, server: str | None = None) -> str:
+    """Triton's metrics URL: `url` as given, else that of the Triton at `server`: the environment's
+    TRITON_METRICS_URL when `server` is the environment's own (or None), else Triton's default
+    port 8002 on `server`'s host, so a run's utilisation comes from the server it measured."""
+    if url:
+        return _http(url)
+    if server is None or triton_url(server) == triton_url():
+        return _http(os.environ.get("TRITON_METRICS_URL") or TRITON_DEFAULTS["TRITON_METRICS_URL"])
+    return triton_url(server).rsplit(":", 1)[0] + ":8002/metrics"
 
 
 def triton_urls() -> tuple[str, str, str]:
     """Triton's HTTP URL, gRPC host:port and metrics URL. Without TRITON_GRPC_URL /
     TRITON_METRICS_URL, Triton's default ports (8001, 8002) on the HTTP URL's host."""
-    http = url("TRITON_SERVER_URL")
+    http = triton_url(url("TRITON_SERVER_URL"))
     host = http.rsplit(":", 1)[0]  # http://triton_server:8000 -> http://triton_server
     grpc = os.environ.get("TRITON_GRPC_URL") or host.split("://")[-1] + ":8001"
     metrics = os.environ.get("TRITON_METRICS_URL") or host + ":8002/metrics"
@@ -140,176 +142,13 @@ def wait_healthy(
             resp = requests.get(health_url, timeout=3)
             if resp.status_code == 200 and check(resp):
                 good += 1
-                if good >= in_a_row:
-                    return (
-                        resp.json()
-                        if resp.headers.get("content-type", "").startswith("application/json")
-                        else {}
-                    )
-                continue
+                if good < in_a_row:
+                    continue
+                json = resp.headers.get("content-type", "").startswith("application/json")
+                return resp.json() if json else {}
             last = f"HTTP {resp.status_code}: {resp.text[:200]}"
         except requests.RequestException as exc:
             last = type(exc).__name__
         good = 0
         time.sleep(1)
     raise TimeoutError(f"{health_url} not ready after {timeout:.0f} s (last: {last})")
-
-
-# --- Docker: the steps only the host can do (the Jupyter container cannot restart containers)
-
-# the repository's folders inside the Jupyter container (the compose files mount them there)
-WORK_DIR = "/home/jovyan/work"
-
-
-def compose_files() -> str:
-    """The `-f ...` options of the compose files this Docker stack was started with.
-
-    The compose files set LAB_COMPOSE_FILES in the Jupyter container themselves (a CPU override
-    adds itself), so a printed host command keeps the overrides: without them `docker compose`
-    would recreate containers with a GPU reservation on a CPU host.
-    """
-    files = os.environ.get("LAB_COMPOSE_FILES")
-    if not files:
-        raise RuntimeError(
-            "LAB_COMPOSE_FILES is not set: this Jupyter container was not started by the "
-            "lab's compose files (docker/docker-compose-*.yaml)"
-        )
-    return files
-
-
-def host_path(container_path) -> str:
-    """A path inside the Jupyter container as the host sees it from the docker/ folder."""
-    path = str(container_path)
-    if not path.startswith(WORK_DIR + "/"):
-        raise ValueError(f"{path} is not in a folder the host shares with the Jupyter container")
-    return "../" + path[len(WORK_DIR) + 1 :]
-
-
-def ask_host(command: str) -> None:
-    """Print a command for the student to run on the host; the calling cell then waits for its
-    effect.
-
-    The exact words matter: `make test-docker` reads this line and runs the command as printed.
-    """
-    print(
-        "Run this on the host, in the repository's docker/ folder (this cell waits for it):\n  "
-        + command,
-        flush=True,
-    )
-
-
-def wait_for_file(path, complete=lambda text: bool(text), timeout: float = 1800.0) -> str:
-    """Wait until the file a host command writes exists and `complete(text)` holds; return the
-    text."""
-    path = Path(path)
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if path.is_file() and complete(text := path.read_text()):
-            return text
-        time.sleep(2)
-    raise TimeoutError(
-        f"{path} was not written within {timeout:.0f} s: did the host command run? "
-        "Run it (above) and then this cell again."
-    )
-
-
-def _restart_local(service: str, settings: dict) -> None:
-    """Local mode: the same as `make restart SERVICE=...` with new settings, typed for you (the
-    launcher is the lab's machinery, so it runs as its own command rather than inside this one)."""
-    import subprocess
-    import sys
-
-    sets = [x for key, value in settings.items() for x in ("--set", f"{key}={value}")]
-    done = subprocess.run(
-        [sys.executable, "-m", "labstack.launcher", "restart", service, *sets],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"restarting {service} failed:\n{(done.stdout + done.stderr)[-2000:]}")
-
-
-def use_ray_cluster(timeout: float = 600.0) -> dict:
-    """Notebook 9: the Ray cluster to serve on. Local mode starts the lab's (a head and a second
-    node, `python -m labstack.launcher ray`; one that runs is kept) and reads its addresses;
-    elsewhere RAY_ADDRESS and RAY_SERVE_URL must be set (notebook 9 says how on Chameleon)."""
-    import subprocess
-    import sys
-
-    if os.environ.get("LAB_MODE") == "local":
-        done = subprocess.run(
-            [sys.executable, "-m", "labstack.launcher", "ray"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(
-                f"starting the Ray cluster failed:\n{(done.stdout + done.stderr)[-2000:]}"
-            )
-        load()
-    return {"RAY_ADDRESS": url("RAY_ADDRESS"), "RAY_SERVE_URL": url("RAY_SERVE_URL")}
-
-
-def use_fastapi_backend(runtime: str, workers: int = 1, timeout: float = 900.0) -> dict:
-    """Switch the FastAPI service's runtime to 'pt' (PyTorch) or 'onnx' (ONNX Runtime), served by
-    `workers` uvicorn worker processes, and wait until it serves that way. The name is that of the
-    setting it changes, FASTAPI_BACKEND.
-
-    Local mode restarts the process on the same port. With Docker, the student runs the printed
-    command on the host and this waits for it.
-    """
-    from servelab.serving.runtimes import FASTAPI_BACKENDS, fastapi_backend
-
-    setting = fastapi_backend(runtime)  # 'pt' or 'onnx'
-    runtime = FASTAPI_BACKENDS[setting]  # the name /health answers: 'pytorch' or 'onnx'
-    base = url("FASTAPI_SERVER_URL")
-    settings = {
-        "FASTAPI_BACKEND": setting,
-        "WEB_CONCURRENCY": str(int(workers)),
-    }  # uvicorn reads WEB_CONCURRENCY
-    if os.environ.get("LAB_MODE") == "local":
-        _restart_local("fastapi", settings)
-    else:
-        assignments = f"FASTAPI_BACKEND={shlex.quote(setting)}" + (
-            f" WEB_CONCURRENCY={int(workers)}" if workers != 1 else ""
-        )
-        ask_host(
-            f"{assignments} docker compose {compose_files()} up -d --build --wait fastapi_server"
-        )
-
-    ready = set()  # worker processes seen serving the new way: requests reach any of them
-
-    def serving(resp) -> bool:
-        body = resp.json()
-        if body.get("runtime") != runtime or int(body.get("workers", 1)) != int(workers):
-            return False
-        ready.add(body.get("pid"))
-        return len(ready) >= int(workers)
-
-    health = wait_healthy(f"{base}/health", timeout, check=serving)
-    os.environ.update(settings)
-    print(
-        f"FastAPI service now runs {health['runtime']} on {health['device']} in "
-        f"{health['workers']} worker process(es), {health['threads']} thread(s) each "
-        f"({health['weights']} weights)"
-    )
-    return health
-
-
-def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
-    """Point the Flask UI at Triton's food_classifier or food_classifier_onnx and wait for it."""
-    base = url("FLASK_SERVER_URL")
-    if os.environ.get("LAB_MODE") == "local":
-        _restart_local("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})
-    else:
-        # --no-deps: recreate only flask (its model setting changed), never the Triton server
-        ask_host(
-            f"FOOD11_MODEL_NAME={shlex.quote(model)} docker compose {compose_files()} "
-            "up -d --no-deps --wait flask"
-        )
-    health = wait_healthy(
-        f"{base}/healthz", timeout, check=lambda r: f"'{model}'" in r.json().get("model_server", "")
-    )
-    print(f"Flask now uses: {health['model_server']}")
-    return health

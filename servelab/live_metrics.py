@@ -1,6 +1,6 @@
 """Triton's Prometheus metrics, watched while a load runs.
 
-Introduced in notebook 8 (and meant for the 6.3 and 6.6 runs of notebook 6).
+Introduced in notebook 6 (its 6.3 and 6.6 runs); notebook 8 watches its ensemble with it.
 
     from servelab import live_metrics
     watch = live_metrics.Watch(METRICS, models=["food_classifier"])
@@ -18,64 +18,26 @@ interval, for each model:
     compute ms    = delta (compute_input + compute_infer + compute_output)_duration_us
                     / delta success / 1000
 
-The text is parsed with prometheus_client's own parser (text_string_to_metric_families), not with
-regular expressions. Utilisation: nv_gpu_utilization per GPU where Triton reports GPUs (the Docker
-image on a GPU node); the pip-installed Triton of local mode has no GPU metrics, so there the
-figure shows nv_cpu_utilization (all cores together) and says so.
+The scrapes are taken and read by servelab/triton_stats.py (its Sampler and reading()), the
+lab's one reader of Triton's metrics. Utilisation: nv_gpu_utilization per GPU where Triton reports
+GPUs (the Docker image on a GPU node); the pip-installed Triton of local mode has no GPU metrics,
+so there the figure shows nv_cpu_utilization (all cores together) and says so.
 """
 
 from __future__ import annotations
 
 import threading
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-import requests
-from prometheus_client.parser import text_string_to_metric_families
-
-from servelab import labenv
-
-COUNTERS = {
-    "nv_inference_count": "inferences",
-    "nv_inference_request_success": "requests",
-    "nv_inference_queue_duration_us": "queue_us",
-    "nv_inference_compute_input_duration_us": "compute_input_us",
-    "nv_inference_compute_infer_duration_us": "compute_infer_us",
-    "nv_inference_compute_output_duration_us": "compute_output_us",
-}
-GAUGES = {"nv_inference_pending_request_count": "pending"}
-
-
-def parse(text: str) -> dict:
-    """One scrape -> {"models": {model: {counter or gauge short name: value}}, "gpus": {uuid: 0..1},
-    "gpu_memory_bytes": {uuid: bytes}, "cpu": 0..1 or None}. Versions of a model are added up."""
-    out: dict = {"models": {}, "gpus": {}, "gpu_memory_bytes": {}, "cpu": None}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            # the parser names a counter's samples <family>_total (Prometheus' convention), and a
-            # family by Triton's own name: match on the family, keep only the counter's value
-            if family.type == "counter" and sample.name != f"{family.name}_total":
-                continue
-            name, labels, value = family.name, sample.labels, float(sample.value)
-            key = COUNTERS.get(name) or GAUGES.get(name)
-            if key and "model" in labels:
-                model = out["models"].setdefault(labels["model"], {})
-                model[key] = model.get(key, 0.0) + value
-            elif name == "nv_gpu_utilization":
-                out["gpus"][labels.get("gpu_uuid", str(len(out["gpus"])))] = value
-            elif name == "nv_gpu_memory_used_bytes":
-                out["gpu_memory_bytes"][
-                    labels.get("gpu_uuid", str(len(out["gpu_memory_bytes"])))
-                ] = value
-            elif name == "nv_cpu_utilization":
-                out["cpu"] = value
-    return out
+from servelab import triton_stats
+from servelab.triton_stats import COUNTERS
 
 
 def interval(before: dict, after: dict, seconds: float, models: list[str] | None = None) -> dict:
-    """What happened between two parse()d scrapes `seconds` apart: per model inferences/s, mean
-    queue and compute ms per request, requests waiting now; utilisation now (percent)."""
+    """What happened between two readings (triton_stats.reading) `seconds` apart: per model
+    inferences/s, mean queue and compute ms per request, requests waiting now; utilisation now
+    (percent, triton_stats.utilisation)."""
     row: dict = {}
     for model in models or sorted(after["models"]):
         a, b = after["models"].get(model, {}), before["models"].get(model, {})
@@ -88,67 +50,42 @@ def interval(before: dict, after: dict, seconds: float, models: list[str] | None
         row[f"{model}:queue_ms"] = delta["queue_us"] / done / 1000 if done else float("nan")
         row[f"{model}:compute_ms"] = compute / done / 1000 if done else float("nan")
         row[f"{model}:pending"] = a.get("pending", float("nan"))
-    for i, uuid in enumerate(sorted(after["gpus"])):
-        row[f"gpu{i}_util_pct"] = 100 * after["gpus"][uuid]
-    if not after["gpus"] and after["cpu"] is not None:
-        row["cpu_util_pct"] = 100 * after["cpu"]
-    return row
+    return {**row, **triton_stats.utilisation(after)}
 
 
 @dataclass
 class Watch:
-    """Samples Triton's /metrics every `interval_s` in a background thread; `rows` holds one dict
+    """Samples Triton's /metrics every `interval_s` (a triton_stats.Sampler); `rows` holds one dict
     per interval (t_s = seconds since start()), `figure()` draws them, `during()` refreshes the
     figure in a notebook while a function (a perf_analyzer run) executes."""
 
-    metrics_url: str | None = None  # None: TRITON_METRICS_URL (labenv.triton_url)
+    metrics_url: str | None = None  # None: TRITON_METRICS_URL (labenv.metrics_url)
     models: list[str] | None = None
     interval_s: float = 0.5
-    rows: list[dict] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
     def __post_init__(self):
-        self.metrics_url = self.metrics_url or labenv.triton_url("TRITON_METRICS_URL")
-        if "://" not in self.metrics_url:
-            self.metrics_url = "http://" + self.metrics_url
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._session = requests.Session()
+        self.sampler = triton_stats.Sampler(self.metrics_url, self.interval_s)
+        self.metrics_url = self.sampler.metrics_url
 
-    def scrape(self) -> dict:
-        resp = self._session.get(self.metrics_url, timeout=2)
-        resp.raise_for_status()
-        return parse(resp.text)
+    @property
+    def rows(self) -> list[dict]:
+        seen = list(self.sampler.readings)
+        return [
+            {"t_s": b["t_s"], **interval(a, b, b["t_s"] - a["t_s"], self.models)}
+            for a, b in zip(seen, seen[1:])
+        ]
 
-    def _loop(self) -> None:
-        start = previous_t = time.monotonic()
-        previous = self.scrape()
-        while not self._stop.wait(self.interval_s):
-            try:
-                now_scrape, now = self.scrape(), time.monotonic()
-            except (requests.RequestException, ValueError) as exc:
-                self.errors.append(f"{type(exc).__name__}: {exc}")
-                continue
-            self.rows.append(
-                {
-                    "t_s": round(now - start, 3),
-                    **interval(previous, now_scrape, now - previous_t, self.models),
-                }
-            )
-            previous, previous_t = now_scrape, now
+    @property
+    def errors(self) -> list[str]:
+        return self.sampler.errors
 
-    def start(self) -> "Watch":
-        self.rows, self.errors = [], []
-        self.scrape()  # fail now, in the caller, if the endpoint is wrong
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name="triton-live-metrics", daemon=True)
-        self._thread.start()
+    def start(self) -> Watch:
+        self.sampler.scrape()  # fail now, in the caller, if the endpoint is wrong
+        self.sampler.start()
         return self
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+        self.sampler.stop()
 
     def __enter__(self):
         return self.start()
@@ -159,7 +96,7 @@ class Watch:
     def table(self):
         import pandas as pd
 
-        return pd.DataFrame(list(self.rows))
+        return pd.DataFrame(self.rows)
 
     # ------------------------------------------------------------ the figure
 
@@ -176,27 +113,8 @@ class Watch:
         if table.empty:
             axes[0].set_title("waiting for the first interval ...")
             return fig
-        models = sorted({c.split(":")[0] for c in table.columns if ":" in c})
-        for model in models:
-            axes[0].plot(table["t_s"], table[f"{model}:infer_per_s"], label=model)
-            (line,) = axes[1].plot(table["t_s"], table[f"{model}:queue_ms"], label=f"{model} queue")
-            axes[1].plot(
-                table["t_s"],
-                table[f"{model}:compute_ms"],
-                ls="--",
-                color=line.get_color(),
-                label=f"{model} compute",
-            )
-        axes[0].set_ylabel("inferences/s")
-        axes[1].set_ylabel("ms per request")
-        util = [c for c in table.columns if c.endswith("_util_pct")]
-        for column in util:
-            axes[2].plot(table["t_s"], table[column], label=column.replace("_util_pct", ""))
-        axes[2].set_ylim(0, 105)
-        axes[2].set_ylabel("utilisation %")
-        if util == ["cpu_util_pct"]:
-            axes[2].set_title("CPU (all cores): this Triton reports no GPU metrics", fontsize=9)
-        axes[2].set_xlabel("seconds")
+        _draw_models(axes[0], axes[1], table)
+        _draw_utilisation(axes[2], table)
         for ax in axes:
             if ax.lines:
                 ax.legend(fontsize=7, loc="upper left")
@@ -216,21 +134,10 @@ class Watch:
         Returns work()'s result; its exception is raised here after the sampling stopped."""
         import matplotlib.pyplot as plt
 
-        if display is None:
-            display = _in_ipython()
-        outcome: dict = {}
-
-        def target():
-            try:
-                outcome["value"] = work()
-            except BaseException as exc:  # handed to the caller below
-                outcome["error"] = exc
-
-        fig = plt.figure(figsize=(10, 6.5))
-        handle = None
+        display = _in_ipython() if display is None else display
+        fig, handle = plt.figure(figsize=(10, 6.5)), None
         self.start()
-        runner = threading.Thread(target=target, name="live-metrics-work", daemon=True)
-        runner.start()
+        runner, outcome = _in_a_thread(work)
         try:
             while runner.is_alive():
                 runner.join(timeout=refresh_s)
@@ -252,6 +159,49 @@ class Watch:
         if "error" in outcome:
             raise outcome["error"]
         return outcome.get("value")
+
+
+def _draw_models(throughput_ax, times_ax, table) -> None:
+    """Per model: inferences/s; queue (solid) and compute (dashed) ms per request."""
+    for model in sorted({c.split(":")[0] for c in table.columns if ":" in c}):
+        throughput_ax.plot(table["t_s"], table[f"{model}:infer_per_s"], label=model)
+        (line,) = times_ax.plot(table["t_s"], table[f"{model}:queue_ms"], label=f"{model} queue")
+        times_ax.plot(
+            table["t_s"],
+            table[f"{model}:compute_ms"],
+            ls="--",
+            color=line.get_color(),
+            label=f"{model} compute",
+        )
+    throughput_ax.set_ylabel("inferences/s")
+    times_ax.set_ylabel("ms per request")
+
+
+def _draw_utilisation(ax, table) -> None:
+    """Each GPU's utilisation, or the CPU's (all cores) where Triton reports no GPU, and says so."""
+    util = [c for c in table.columns if c.endswith("_util_pct")]
+    for column in util:
+        ax.plot(table["t_s"], table[column], label=column.replace("_util_pct", ""))
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("utilisation %")
+    if util == ["cpu_util_pct"]:
+        ax.set_title("CPU (all cores): this Triton reports no GPU metrics", fontsize=9)
+    ax.set_xlabel("seconds")
+
+
+def _in_a_thread(work) -> tuple[threading.Thread, dict]:
+    """work() started in a thread; the dict gets its "value", or the "error" it raised."""
+    outcome: dict = {}
+
+    def target():
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # handed to the caller of during()
+            outcome["error"] = exc
+
+    runner = threading.Thread(target=target, name="live-metrics-work", daemon=True)
+    runner.start()
+    return runner, outcome
 
 
 def _in_ipython() -> bool:

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import argparse
 import filecmp
-import re
 import shutil
 import subprocess
 from pathlib import Path
 
 from servelab import food11
+from servelab.config_text import parse_config, to_cpu
 from servelab.paths import (
     MODEL_ONNX,
     MODEL_PTH,
@@ -95,17 +95,6 @@ def has_gpu(mode: str = "local") -> bool:
     return out.returncode == 0 and "GPU" in out.stdout
 
 
-_GPUS_LINE = re.compile(r"^[ \t]*gpus[ \t]*:[^\n]*\n?", re.MULTILINE)
-_GPUS_INLINE = re.compile(r",?[ \t]*gpus[ \t]*:[ \t]*\[[^\]]*\]")
-
-
-def to_cpu(config_text: str) -> str:
-    """KIND_GPU -> KIND_CPU in every instance group, dropping the `gpus:` lists (invalid for CPU),
-    on lines of their own or inline (`{ count: 1, kind: KIND_GPU, gpus: [ 0 ] }`)."""
-    text = re.sub(r"\bKIND_GPU\b", "KIND_CPU", config_text)
-    return _GPUS_INLINE.sub("", _GPUS_LINE.sub("", text))
-
-
 def _copy_file(src: Path, dst: Path) -> None:
     if dst.is_file() and filecmp.cmp(src, dst, shallow=False):
         return
@@ -164,7 +153,16 @@ def _place(
     version.mkdir(exist_ok=True)
     for w in weights:
         _copy_file(Path(w), version / PLACED_NAMES[w])
-    config = target / "config.pbtxt"
+    note = _config_placed(target / "config.pbtxt", kept, gpu, f"--mode {mode} --dest {dest}")
+    if sources[mode] != model:
+        note += f", from {src.name}/ (local stand-in)"
+    files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
+    return f"  {model}/: {', '.join(files)}{note}"
+
+
+def _config_placed(config: Path, kept: str | None, gpu: bool, where: str) -> str:
+    """Write the staged config (KIND_CPU without a GPU, the weights parameter added), or the
+    student's edited one `kept` where it still fits this mode; return a note saying which."""
     note = ""
     if not gpu:
         config.write_text(to_cpu(config.read_text()))
@@ -174,33 +172,27 @@ def _place(
     kept_backend = _backend(kept) if kept is not None else None
     if kept_backend and kept_backend != _backend(staged):
         # e.g. a Docker-mode config (backend "onnxruntime") in local mode, which has no such backend
-        (target / "config.pbtxt.previous").write_text(kept)
-        note = (
+        config.with_name("config.pbtxt.previous").write_text(kept)
+        return (
             f", the config.pbtxt there named backend {kept_backend!r}, which this mode's model "
             "does not use: staged config placed, the previous one saved as config.pbtxt.previous"
         )
-    elif kept is not None and kept != staged:
+    if kept is not None and kept != staged:
         config.write_text(kept)
-        note = (
+        return (
             f", your edited config.pbtxt KEPT (back to the staged one: "
-            f"python -m servelab.model_repository --mode {mode} --dest {dest})"
+            f"python -m servelab.model_repository {where})"
         )
-    if sources[mode] != model:
-        note += f", from {src.name}/ (local stand-in)"
-    files = sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file())
-    return f"  {model}/: {', '.join(files)}{note}"
+    return note
 
 
 def _backend(config_text: str) -> str | None:
     """The Triton backend a config.pbtxt names, or None if it does not parse (a config being
     edited is kept)."""
-    from google.protobuf import (
-        text_format,
-    )  # Triton's config schema: loaded only when a config is kept
-    from tritonclient.grpc import model_config_pb2
+    from google.protobuf import text_format
 
     try:
-        return text_format.Parse(config_text, model_config_pb2.ModelConfig()).backend or None
+        return parse_config(config_text).backend or None
     except text_format.ParseError:
         return None
 

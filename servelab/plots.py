@@ -269,7 +269,7 @@ def load_step(
     title: str,
 ) -> plt.Figure:
     """Notebook 9's autoscaling run over time, three panels sharing the time axis: replicas
-    (running, starting), requests in the system (loadgen.over_time's in_flight: queued or in
+    (running, starting), requests in the system (open_loop.over_time's in_flight: queued or in
     service) against the offered rate, and the p95 of each window against the budget; `marks`
     draws a vertical line at each named moment (the step up, the step down)."""
     fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(8, 7), sharex=True)

@@ -27,8 +27,8 @@ the GPU, the cores or Python: where a measurement parts from it, the text of the
 Two laws hold for any measured run, whatever the model assumes, and the lab shows them beside
 every measured row: the utilisation law U = X·S (throughput × service time = how many servers are
 busy on average) and Little's law N = X·R (throughput × latency = how many requests are in flight
-on average). laws() computes both; model_miss() says where the model's line misses a measurement
-by more than ±30 % and which of its assumptions the run broke.
+on average). laws() computes both, for every row of the lab; model_miss() says where the
+model's line misses a measurement by more than ±30 % and which of its assumptions the run broke.
 """
 
 from __future__ import annotations
@@ -115,6 +115,19 @@ def _erlang_c(servers: int, load: float) -> float:
     return last / (total + last)
 
 
+def _open(rate_per_s: float, utilisation: float, latency_ms: float, queue_ms: float, **more):
+    """An open-loop model's answer; saturated where its mean latency is unbounded."""
+    saturated = math.isinf(latency_ms)
+    return {
+        "rate_per_s": rate_per_s,
+        "utilisation": utilisation,
+        "saturated": saturated,
+        "latency_ms": latency_ms,
+        **more,
+        "queue_ms": queue_ms,
+    }
+
+
 def open_loop(
     rate_per_s: float,
     service_ms: float,
@@ -128,24 +141,12 @@ def open_loop(
     load = rate * service_ms  # busy servers, on average
     utilisation = load / servers
     if utilisation >= 1.0:
-        return {
-            "rate_per_s": rate_per_s,
-            "utilisation": utilisation,
-            "saturated": True,
-            "latency_ms": math.inf,
-            "queue_ms": math.inf,
-        }
+        return _open(rate_per_s, utilisation, math.inf, math.inf)
     wait = 0.0
     if poisson:
         mmc_wait = _erlang_c(servers, load) * service_ms / (servers - load)
         wait = mmc_wait / 2.0  # constant service: half the exponential wait
-    return {
-        "rate_per_s": rate_per_s,
-        "utilisation": utilisation,
-        "saturated": False,
-        "latency_ms": service_ms + wait + overhead_ms,
-        "queue_ms": wait,
-    }
+    return _open(rate_per_s, utilisation, service_ms + wait + overhead_ms, wait)
 
 
 def open_loop_batching(
@@ -169,27 +170,15 @@ def open_loop_batching(
     spare = servers - rate * service.per_item_ms
     busy_batch = rate * service.fixed_ms / spare if spare > 0 else math.inf
     if busy_batch > max_batch:
-        return {
-            "rate_per_s": rate_per_s,
-            "utilisation": math.inf if spare <= 0 else busy_batch / max_batch,
-            "saturated": True,
-            "latency_ms": math.inf,
-            "batch": float(max_batch),
-            "queue_ms": math.inf,
-        }
+        utilisation = math.inf if spare <= 0 else busy_batch / max_batch
+        return _open(rate_per_s, utilisation, math.inf, math.inf, batch=float(max_batch))
     batch = max(1.0, busy_batch)
     busy = 1.5 * service(batch) + 0.5 * min(max_delay_ms, service(batch)) + overhead_ms
     light = open_loop(rate_per_s, service(1), overhead_ms, servers)
     if light["latency_ms"] <= busy:
         return {**light, "batch": 1.0}
-    return {
-        "rate_per_s": rate_per_s,
-        "utilisation": rate * service(batch) / (servers * batch),
-        "saturated": False,
-        "latency_ms": busy,
-        "batch": batch,
-        "queue_ms": busy - service(batch) - overhead_ms,
-    }
+    utilisation = rate * service(batch) / (servers * batch)
+    return _open(rate_per_s, utilisation, busy, busy - service(batch) - overhead_ms, batch=batch)
 
 
 def saturation_rate(service: ServiceTime, servers: int = 1, max_batch: int = 1) -> float:
@@ -197,43 +186,42 @@ def saturation_rate(service: ServiceTime, servers: int = 1, max_batch: int = 1) 
     return servers * max_batch / service(max_batch) * 1000.0
 
 
-def laws(throughput_per_s: float, latency_ms: float, service_ms: float) -> dict:
-    """The utilisation law and Little's law for one measured run (means, not medians):
-    U = X·S, servers busy on average (for one server, the share of time it is busy), and
-    N = X·R, requests in flight on average."""
-    return {
-        "U": throughput_per_s * service_ms / 1000.0,
-        "N": throughput_per_s * latency_ms / 1000.0,
-    }
-
-
-def run_laws(
+def laws(
     throughput_per_s: float,
     latency_ms: float,
-    queue_ms: float,
     execution_ms: float,
+    queue_ms: float = 0.0,
     batch: float = 1.0,
     instances: int = 1,
     client_batch: int = 1,
 ) -> dict:
-    """The two laws for one Triton run (perf_analyzer's row and Triton's statistics), as notebook 6
-    shows them beside every measured row.
+    """The utilisation law and Little's law for one measured run (means, not medians): the lab's
+    one home for them, used by every row that shows them (loadgen, perf, hardware).
 
     throughput_per_s counts images (perf_analyzer's inferences/s); a request carries client_batch
-    of them, an execution `batch` of them on average (dynamic batching or client batches), and
-    takes execution_ms. Then, per second, there are throughput / batch executions, and:
-    busy_U = executions/s × execution time / instances (utilisation law, per instance: the share
-    of time each instance ran something); in_flight_N = requests/s × mean latency (Little's law:
-    requests in flight on average); waiting_N = requests/s × mean queue time (those waiting for an
-    instance)."""
-    requests_per_s = throughput_per_s / max(client_batch, 1)
-    executions_per_s = throughput_per_s / batch if batch else 0.0
+    of them, an execution `batch` of them on average (dynamic batching or client batches; at
+    least 1), and takes execution_ms. Per second there are throughput / batch executions, and
+    busy_U = executions/s × execution time / instances (U = X·S per instance: the share of time
+    each instance, or lock, ran something); in_flight_N = requests/s × mean latency (N = X·R:
+    requests in flight on average); waiting_N = requests/s × mean queue time (those waiting).
+    Plain arithmetic: pandas columns work as well as numbers."""
+    requests_per_s = throughput_per_s / client_batch
     return {
         "instances": instances,
-        "busy_U": executions_per_s * execution_ms / 1000.0 / max(instances, 1),
+        "busy_U": throughput_per_s / batch * execution_ms / 1000.0 / instances,
         "in_flight_N": requests_per_s * latency_ms / 1000.0,
         "waiting_N": requests_per_s * queue_ms / 1000.0,
     }
+
+
+def laws_line(row: dict) -> str:
+    """The two laws of a row (with laws()'s columns) in words, as perf.run_line prints them."""
+    return (
+        f"laws: U = X·S = {row['busy_U']:.2f} (each of {row['instances']} instance(s) busy "
+        f"{row['busy_U']:.0%} of the time, {row['execution_ms']:.3g} ms per execution); "
+        f"N = X·R = {row['in_flight_N']:.1f} requests in flight, "
+        f"{row['waiting_N']:.1f} of them waiting in Triton's queue"
+    )
 
 
 def model_miss(
@@ -254,11 +242,10 @@ def model_miss(
     breaks the constant service time.
 
     open_loop: arrivals at a fixed rate (notebook 6's rate runs), where requests wait at a station
-    that is not always busy by design (the model counts that wait), so the first reason does not
-    apply; there the usual culprit is variance: `tail` (p99 / median latency of the run) far above
-    what a constant service time gives means a few requests took far longer than the rest, and in
-    an open loop everything arriving meanwhile waits behind them. At or above 80 % utilisation the
-    model's wait is steep: small errors in the service time make large errors in the wait."""
+    not always busy by design (the model counts that wait), so the first reason does not apply;
+    there the usual culprit is variance: `tail` (p99 / median latency) far above a constant
+    service time's means a few requests took far longer than the rest, and everything arriving
+    meanwhile waited behind them. At or above 80 % utilisation the model's wait is steep."""
     ratio = measured_ms / model_ms if model_ms else math.inf
     if math.isinf(model_ms):
         return (
@@ -268,8 +255,16 @@ def model_miss(
     said = f"the model says {model_ms:.3g} ms, the run measured {measured_ms:.3g} ms ({ratio:.2f}x)"
     if abs(ratio - 1) <= tolerance:
         return f"{said}: within ±{tolerance:.0%}, the model holds here."
-    busy = utilisation / servers
-    grew = service_loaded_ms / service_alone_ms if service_alone_ms else math.inf
+    broken = _broken(ratio, utilisation / servers, open_loop, tail)
+    broken += _grew(service_alone_ms, service_loaded_ms, tolerance)
+    if not broken:
+        broken.append("the service time varies, where the model keeps it constant")
+    return f"{said}: more than ±{tolerance:.0%} off, because " + "; and ".join(broken) + "."
+
+
+def _broken(ratio: float, busy: float, open_loop: bool, tail: float | None) -> list[str]:
+    """The assumptions of the model that the laws of a run say it broke (model_miss's reasons),
+    the service time apart."""
     broken = []
     if busy >= 0.8:
         broken.append(
@@ -289,11 +284,15 @@ def model_miss(
             "a request ready to run takes a free station at once, so these waited for something "
             "the model does not have, the threads and the interpreter (or cores) they share"
         )
-    if grew > 1 + tolerance:
-        broken.append(
-            f"the service time grew {grew:.1f}x under load ({service_alone_ms:.3g} ms alone, "
-            f"{service_loaded_ms:.3g} ms loaded), where the model keeps it constant"
-        )
-    if not broken:
-        broken.append("the service time varies, where the model keeps it constant")
-    return f"{said}: more than ±{tolerance:.0%} off, because " + "; and ".join(broken) + "."
+    return broken
+
+
+def _grew(alone_ms: float, loaded_ms: float, tolerance: float) -> list[str]:
+    """The service time that grew under load, where the model keeps it constant (or nothing)."""
+    grew = loaded_ms / alone_ms if alone_ms else math.inf
+    if grew <= 1 + tolerance:
+        return []
+    return [
+        f"the service time grew {grew:.1f}x under load ({alone_ms:.3g} ms alone, "
+        f"{loaded_ms:.3g} ms loaded), where the model keeps it constant"
+    ]

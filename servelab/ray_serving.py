@@ -7,7 +7,7 @@ Introduced in notebook 9.
     ray_serving.deploy(FoodClassifier.options(num_replicas=2, max_ongoing_requests=1))
     ray_serving.placement()                 # which node runs each replica (Ray's state API)
     with ray_serving.Replicas() as watch:   # serve.status() sampled while a load runs
-        df = loadgen.open_loop(url, ray_serving.image_body(), phases=[...])
+        df = open_loop.run(url, ray_serving.image_body(), phases=[...])
     ray_serving.kill_replica()              # ray.kill: a replica crashes, Serve replaces it
 
 Everything here asks Ray: placement from its state API, replica counts from serve.status(), a
@@ -208,7 +208,7 @@ def row(df: pd.DataFrame, name: str, servers: int, service_ms: float | None = No
     `infer` (Triton's own statistics)."""
     summary = loadgen.summarize(df)
     s = summary["infer_mean_ms"] if service_ms is None else service_ms
-    laws = queueing.laws(summary["throughput_rps"], summary["mean_ms"], s)
+    laws = queueing.laws(summary["throughput_rps"], summary["mean_ms"], s, instances=servers)
     keep = ("requests", "errors", "request_rate", "throughput_rps", "median_ms", "p95_ms")
     return {
         "run": name,
@@ -216,6 +216,6 @@ def row(df: pd.DataFrame, name: str, servers: int, service_ms: float | None = No
         **{k: summary.get(k) for k in keep},
         "service_ms": s,
         "delayed_pct": summary.get("delayed_pct"),
-        "busy_U": laws["U"] / servers,
-        "in_flight_N": laws["N"],
+        "busy_U": laws["busy_U"],
+        "in_flight_N": laws["in_flight_N"],
     }

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from servelab import triton_config
+from servelab import instances
 
 
 class Wrong(Exception):
@@ -68,7 +68,7 @@ def _server_ms(header) -> float | None:
 
 @dataclass(frozen=True)
 class Instances:
-    """An instance_group's need, judged by where Triton puts the instances (triton_config.placement)
+    """An instance_group's need, judged by where Triton puts the instances (instances.placement)
     on a server with `n_gpus` GPUs: instances per device, {"GPU 0": 2, "GPU 1": 2}. One group
     listing every GPU, a group per GPU, and a KIND_GPU group without `gpus` (every GPU the server
     sees) all put 2 on each GPU; 4 + 8 in two groups put 4 on one GPU and 8 on the other."""
@@ -115,7 +115,7 @@ def _placed(config, n_gpus: int) -> dict[str, int]:
     KIND_GPU as KIND_CPU there, see triton_config.edit)."""
     if n_gpus <= 0:
         return {"CPU": sum(group.count or 1 for group in config.instance_group)}
-    return triton_config.placement(config, n_gpus)
+    return instances.placement(config, n_gpus)
 
 
 def _devices(per_device: dict[str, int]) -> str:

@@ -6,7 +6,8 @@ The Chameleon notebooks (01_reserve, 02_provision) run in CI only against a fake
 `s = server.Server(...)`, ...) and checks every call into python-chi against
 `inspect.signature` of the installed package: the attribute must exist, and the call's keywords
 and number of positional arguments must bind. An upgrade of python-chi that renames or removes
-something the notebooks use then fails the test suite instead of a student's lease.
+something the notebooks use then fails the test suite instead of a student's lease. Calls whose
+default is wrong for a class (REQUIRED_KEYWORDS) must pass the keyword that avoids it.
 
     python -m chi_contract notebooks/01_reserve.ipynb notebooks/02_provision.ipynb
 """
@@ -22,6 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT_PACKAGE = "chi"
+# python-chi methods whose default does harm here, with the keyword (and value) each call must
+# pass. Server.delete(delete_ips=True), the default, deletes the server's floating IPs first,
+# in 1.2.10 by a DELETE to a Neutron path that does not exist (openstacksdk's conn.network.delete
+# on the bare id); were it fixed, it would throw away the IP reserved with the lease. Server.
+# detach_floating_ip(delete=True) does the same to the one IP it detaches.
+REQUIRED_KEYWORDS = {
+    "chi.server.Server.delete": ("delete_ips", "False"),
+    "chi.server.Server.detach_floating_ip": ("delete", "False"),
+}
 
 
 @dataclass(frozen=True)
@@ -66,6 +76,7 @@ class _Checker(ast.NodeVisitor):
         self.instances: dict[str, type] = {}  # local name -> python-chi class of its value
         self.problems: list[Problem] = []
         self.checked_calls = 0
+        self.guarded_calls: list[str] = []  # REQUIRED_KEYWORDS calls seen, passing or not
 
     # ---- what a name or expression refers to
     def _import(self, dotted: str):
@@ -158,6 +169,8 @@ class _Checker(ast.NodeVisitor):
                     )
 
     def _returns_class(self, value: ast.expr):
+        if isinstance(value, ast.IfExp):  # `x = server.get_server(n) if ... else None`
+            return self._returns_class(value.body) or self._returns_class(value.orelse)
         if not isinstance(value, ast.Call):
             return None
         func = self._resolve(value.func)
@@ -188,6 +201,7 @@ class _Checker(ast.NodeVisitor):
             target = getattr(cls, func.attr)
             static = inspect.getattr_static(cls, func.attr)
             bound_method = not isinstance(static, (staticmethod, classmethod))
+            self._check_required(node, f"{cls.__module__}.{cls.__qualname__}.{func.attr}", label)
         else:
             target = self._resolve(func)
             if target is None:
@@ -197,6 +211,19 @@ class _Checker(ast.NodeVisitor):
             self._problem(node, f"{label} is not callable")
             return
         self._check_call(node, target, label, bound_method)
+
+    def _check_required(self, node: ast.Call, full_name: str, label: str):
+        if full_name not in REQUIRED_KEYWORDS:
+            return
+        self.guarded_calls.append(label)
+        keyword, value = REQUIRED_KEYWORDS[full_name]
+        passed = {k.arg: ast.unparse(k.value) for k in node.keywords}
+        if passed.get(keyword) != value:
+            self._problem(
+                node,
+                f"{label}() must pass {keyword}={value}: python-chi's default does harm here "
+                "(see REQUIRED_KEYWORDS in tests/chi_contract.py)",
+            )
 
     def _check_call(self, node: ast.Call, target, label: str, bound_method: bool):
         try:
@@ -260,6 +287,7 @@ def _chi_return_class(func):
 class Report:
     problems: list[Problem]
     checked_calls: int
+    guarded_calls: list[str]
 
 
 def check_source(source: str, where: str = "<source>", root_module=None) -> Report:
@@ -268,7 +296,7 @@ def check_source(source: str, where: str = "<source>", root_module=None) -> Repo
         root_module = importlib.import_module(ROOT_PACKAGE)
     checker = _Checker(where, root_module)
     checker.visit(ast.parse(source, filename=where))
-    return Report(checker.problems, checker.checked_calls)
+    return Report(checker.problems, checker.checked_calls, checker.guarded_calls)
 
 
 def check_notebook(path: Path | str, root_module=None) -> Report:

@@ -46,10 +46,10 @@ class Running:
     def __init__(self, service: launcher.Service):
         self.service = service
         self.record = launcher.start(service)
-        self.url = launcher._url(self.record["port"])
+        self.url = launcher.service_url(self.record["port"])
 
     def stop(self) -> None:
-        launcher._stop(self.record["pid"], self.record["marker"], grace=5)
+        launcher.stop_process(self.record["pid"], self.record["marker"], grace=5)
 
 
 @pytest.fixture

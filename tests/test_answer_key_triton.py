@@ -90,8 +90,8 @@ def test_6_1_laws_and_model(h100):
     quoted(f"{h100.loc['6.1 c16'].server_queue_ms:.0f}")
     for n, name in ((8, "6.1 c8"), (16, "6.1 c16")):
         row = h100.loc[name]
-        laws = queueing.run_laws(
-            row.throughput_infer_s, row.avg_latency_ms, row.server_queue_ms, row.execution_ms
+        laws = queueing.laws(
+            row.throughput_infer_s, row.avg_latency_ms, row.execution_ms, row.server_queue_ms
         )
         model = queueing.closed_loop(n, service, outside)["latency_ms"]
         quoted(f"{laws['in_flight_N']:.1f}", f"{laws['waiting_N']:.1f}")

@@ -21,7 +21,12 @@ NB = REPO / "notebooks"  # the student edition
 SOURCES = REPO / "notebook_sources"  # its jupytext sources (labstack/editions.py)
 NOTEBOOKS = ["00_how_to_use_this_lab", "01_reserve", "02_provision"]
 # minimum python-chi calls each makes (the helpers module is checked as the notebooks are)
-CHAMELEON_NOTEBOOKS = {"01_reserve.ipynb": 8, "02_provision.ipynb": 15, "chi_helpers.py": 10}
+CHAMELEON_NOTEBOOKS = {
+    "01_reserve.ipynb": 8,
+    "02_provision.ipynb": 15,
+    "chi_helpers.py": 10,
+    "chi_ips.py": 8,
+}
 
 
 def code_cells(nb) -> list[str]:
@@ -83,6 +88,39 @@ def test_provision_notebook_is_idempotent_by_construction():
     assert "if FLOATING_IP is None:" in src
     assert "ssh -i" in src and ":8888/lab?token=" in src
     # what they do when run is checked against a fake Chameleon: tests/test_chameleon_notebooks.py
+
+
+def test_python_chis_harmful_delete_default_is_avoided_in_each_place():
+    """Notebook 2 deletes its server in two places: the cell that clears a failed (or stale)
+    server away, through python-chi's Server.delete, which must pass delete_ips=False, and the
+    clean-up cell, by id (server.delete_server), which touches no IP. Notebook 1 and the helpers
+    delete no server. What each sends is checked against the fake: test_chameleon_*.py."""
+    provision = chi_contract.check_notebook(NB / "02_provision.ipynb")
+    assert provision.guarded_calls == ["Server.delete"]
+    assert [p for p in provision.problems if "must pass" in p.message] == []
+    src = "\n".join(code_cells(nbformat.read(NB / "02_provision.ipynb", as_version=4)))
+    assert src.count(".delete(") == 1 and "old.delete(delete_ips=False)" in src
+    assert src.count("server.delete_server(") == 1
+    for name in ("01_reserve.ipynb", "chi_helpers.py", "chi_ips.py"):
+        assert chi_contract.check_notebook(NB / name).guarded_calls == [], name
+
+
+def test_checker_flags_a_call_that_keeps_the_harmful_default():
+    snippet = (
+        "from chi import server\n"
+        "old = server.get_server('n') if server.get_server_id('n') else None\n"
+        "old.delete()\n"  # the default: delete_ips=True
+        "old.delete(delete_ips=True)\n"
+        "old.delete(idempotent=True, delete_ips=False)\n"  # fine
+        "old.detach_floating_ip('1.2.3.4')\n"  # the default: delete=True
+    )
+    report = chi_contract.check_source(snippet)
+    assert [p.message.split(":")[0] for p in report.problems] == [
+        "Server.delete() must pass delete_ips=False",
+        "Server.delete() must pass delete_ips=False",
+        "Server.detach_floating_ip() must pass delete=False",
+    ]
+    assert len(report.guarded_calls) == 4
 
 
 # ------------------------------------------------------------------ the checker can fail

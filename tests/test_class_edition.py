@@ -20,7 +20,7 @@ import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
 from labstack import class_edition, editions
-from servelab import triton_config
+from servelab import config_text
 from servelab.paths import REPO_ROOT
 
 MARKERS = (
@@ -87,7 +87,7 @@ def test_every_answer_is_a_blank_in_the_editions_notebooks(edition, source):
 def test_notebook_8s_step_mapping_is_left_for_the_student(edition):
     config = "models_staging/food_classifier_ensemble/config.pbtxt"
     ours, theirs = (
-        triton_config.parse_config((d / config).read_text()) for d in (REPO_ROOT, edition)
+        config_text.parse_config((d / config).read_text()) for d in (REPO_ROOT, edition)
     )
     assert len(ours.ensemble_scheduling.step) == 2 and len(theirs.ensemble_scheduling.step) == 0
     assert (theirs.input, theirs.output) == (ours.input, ours.output)

@@ -358,13 +358,21 @@ def test_triton_state_changing_apis_need_the_node_secret():
     trace: the groups local mode restricts) behind the header with TRITON_ADMIN_KEY; Jupyter has
     it."""
     from servelab.labenv import ADMIN_HEADER, RESTRICTED_APIS
+    from servelab.serving.triton_watchdog import restricted_api_args
 
     stack_services = stack("docker-compose-triton.yaml")
-    cmd = stack_services["triton_server"]["command"]
+    triton = stack_services["triton_server"]
+    cmd = triton["command"]
     groups = ",".join(RESTRICTED_APIS)
-    for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
-        (arg,) = [a for a in cmd if a.startswith(flag + "=")]
-        assert arg.startswith(f"{flag}={groups}:{ADMIN_HEADER}=${{TRITON_ADMIN_KEY:?"), arg
+    # the watchdog adds the flags from the key in its environment: no command line but
+    # tritonserver's own holds the key (issue 35)
+    own = cmd[: cmd.index("--")]
+    assert f"--restrict-apis={groups}" in own and not any("TRITON_ADMIN_KEY" in a for a in cmd)
+    assert triton["environment"]["TRITON_ADMIN_KEY"].startswith("${TRITON_ADMIN_KEY:?")
+    for arg, flag in zip(
+        restricted_api_args(groups, "KEY"), ("--http-restricted-api", "--grpc-restricted-protocol")
+    ):
+        assert arg == f"{flag}={groups}:{ADMIN_HEADER}=KEY", arg
     assert stack_services["jupyter"]["environment"]["TRITON_ADMIN_KEY"].startswith(
         "${TRITON_ADMIN_KEY:?"
     )

@@ -11,12 +11,15 @@ check) and per-step statistics read from each composing model.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from triton_helpers import infer, start_local_triton
 from tritonclient.utils import InferenceServerException
 
-from servelab import ensemble, food11, perf, triton_config
+from reliability import corpus
+from servelab import ensemble, ensemble_checks, food11, perf, triton_config
 from servelab.paths import STAGING
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -28,7 +31,8 @@ def triton(built_artifacts, tmp_path_factory):
     try:
         ensemble.place(server.repo, mode="local", kind="cpu", steps=False, verbose=False)
         staged = (STAGING / ensemble.ENSEMBLE / "config.pbtxt").read_text()
-        mapping = ensemble.check_step_mapping(staged[staged.index("ensemble_scheduling {") :])
+        block = staged[staged.index("ensemble_scheduling {") :]
+        mapping = ensemble_checks.check_step_mapping(block)
         result = triton_config.edit(ensemble.ENSEMBLE, mapping, repo=server.repo, url=server.url)
         assert result.ok, result.error
         print(f"ensemble loaded in {result.seconds:.1f} s")
@@ -65,6 +69,24 @@ def test_unreadable_file_is_the_clients_error(triton, test_images):
     assert err.value.status() == "400" and "GIF" in str(err.value)
     assert triton_config.model_ready(ensemble.ENSEMBLE, triton.url)
     assert ensemble.infer_bytes([test_images[0].read_bytes()], triton.url).shape == (1, 11)
+
+
+def test_a_request_of_sixteen_scan_bombs_is_refused_soon_and_the_ensemble_serves(
+    triton, test_images
+):
+    """Issue 35: one request of 16 scan bombs blocked the ensemble for 62 s while Triton said it
+    was ready. preprocess refuses the first from its structure (servelab.decode_budget)."""
+    bomb = corpus.jpeg_scan_bomb(2000, 5000)
+    start = time.monotonic()
+    with pytest.raises(InferenceServerException) as err:
+        ensemble.infer_bytes([bomb] * 16, triton.url)
+    took = time.monotonic() - start
+    print(f"16 scan bombs refused after {took:.2f} s: {err.value}")
+    assert err.value.status() == "400" and "JPEG scans" in str(err.value)
+    assert took < 10
+    start = time.monotonic()
+    assert ensemble.infer_bytes([test_images[0].read_bytes()], triton.url).shape == (1, 11)
+    assert time.monotonic() - start < 10
 
 
 def test_perf_analyzer_sends_raw_jpegs_and_each_step_reports(triton, test_images, tmp_path):

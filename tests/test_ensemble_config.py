@@ -12,7 +12,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from servelab import ensemble, model_repository
+from servelab import ensemble, ensemble_checks, model_repository
 from servelab.paths import STAGING
 
 TYPE = model_config_pb2.DataType
@@ -100,7 +100,7 @@ ANSWER = STAGED[STAGED.index("ensemble_scheduling {") :]
 
 
 def test_the_staged_mapping_passes_the_check():
-    assert ensemble.check_step_mapping(ANSWER) == ANSWER
+    assert ensemble_checks.check_step_mapping(ANSWER) == ANSWER
 
 
 @pytest.mark.parametrize(
@@ -119,8 +119,8 @@ def test_the_staged_mapping_passes_the_check():
 def test_a_wrong_mapping_is_answered_in_the_students_terms(answer, says):
     if isinstance(answer, str):
         assert answer != ANSWER, "the mutation did not apply"
-    with pytest.raises(ensemble.NotYet, match=re.escape(says)) as err:
-        ensemble.check_step_mapping(answer)
+    with pytest.raises(ensemble_checks.NotYet, match=re.escape(says)) as err:
+        ensemble_checks.check_step_mapping(answer)
     assert err.value._render_traceback_() == [str(err.value)]  # one sentence in Jupyter
 
 

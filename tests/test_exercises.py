@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from servelab import exercises
+from servelab import exercises, perf_command
 from servelab import perf as perf_runs
 from servelab.exercises import NotYet
 
@@ -369,10 +369,11 @@ def test_an_edit_made_in_an_editor(tmp_path):
 def test_perf_run_line_reads_the_spellings_the_check_accepts(monkeypatch, tmp_path):
     """What the check accepts, the lab runs as perf_analyzer reads it: the row's batch, the windows
     it adds only where the line sets none, and -v/--verbose-csv added once."""
-    assert perf_runs._arg(["perf_analyzer", "-b16"], "-b") == "16"
-    assert perf_runs._arg(["perf_analyzer", "--request-count=5"], "--request-count") == "5"
-    assert perf_runs._arg(["perf_analyzer", "-p1000"], "--measurement-interval") == "1000"
-    assert perf_runs._arg(["perf_analyzer", "--concurrency", "8"], "--concurrency-range") == "8"
+    arg = perf_command.arg
+    assert arg(["perf_analyzer", "-b16"], "-b") == "16"
+    assert arg(["perf_analyzer", "--request-count=5"], "--request-count") == "5"
+    assert arg(["perf_analyzer", "-p1000"], "--measurement-interval") == "1000"
+    assert arg(["perf_analyzer", "--concurrency", "8"], "--concurrency-range") == "8"
     ran = []  # nothing runs: each command is kept, with a result that has nothing in it
     monkeypatch.setattr(perf_runs, "_run", lambda cmd, **kwargs: ran.append(cmd))
     monkeypatch.setattr(

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from servelab import food11
+from servelab import decode_budget, food11, image_decode
 
 
 def _jpeg_cut_in_half() -> bytes:
@@ -130,14 +130,14 @@ def test_large_canvases_decode_one_at_a_time_and_never_hold_up_small_photos():
     photo still decodes."""
     import threading
 
-    side = int((food11.LARGE_CANVAS * 2) ** 0.5)
+    side = int((decode_budget.LARGE_CANVAS * 2) ** 0.5)
     large = _encoded(Image.new("RGB", (side, side), (200, 120, 40)), "PNG")
     small = _encoded(Image.new("RGB", (320, 240), (20, 120, 40)), "PNG")
     waiting = [
         threading.Thread(target=food11.tensor_from_bytes, args=(large,), daemon=True)
-        for _ in range(food11.MAX_CONCURRENT_DECODES + 1)
+        for _ in range(decode_budget.MAX_CONCURRENT_DECODES + 1)
     ]
-    with food11._large_decode:  # a large decode in progress
+    with image_decode._large_decode:  # a large decode in progress
         for t in waiting:
             t.start()
         done = []

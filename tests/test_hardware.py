@@ -12,7 +12,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from servelab import claims, exercises, hardware, perf, triton_config, triton_stats
+from servelab import (
+    claims,
+    config_text,
+    exercises,
+    hardware,
+    perf,
+    perf_output,
+    triton_stats,
+)
 from servelab.paths import REPO_ROOT, STAGING
 from servelab.serving import raw_limit, tuned_runtime
 
@@ -47,7 +55,7 @@ CSV = (
 
 
 def run(throughput: float, command: str = "perf_analyzer -m m", batch: float = 50.0):
-    result = perf.PerfResult([], command, "", 0, 1.0, table=perf.parse_csv(CSV))
+    result = perf.PerfResult([], command, "", 0, 1.0, table=perf_output.parse_csv(CSV))
     result.table["throughput_infer_s"] = throughput
     result.extra.update({"avg_batch_size": batch, "command": command})
     return result
@@ -103,7 +111,7 @@ def test_parameters_are_checked_by_their_key():
 
 def test_summary_laws_and_the_record_of_the_best_run(tmp_path):
     config = (STAGING / "food_classifier_tuned" / "config.pbtxt").read_text()
-    eight = triton_config.replace_fields(
+    eight = config_text.replace_fields(
         config, "instance_group [ { count: 8, kind: KIND_GPU, gpus: [ 0 ] } ]"
     )
     assert hardware.instances(config) == 1 and hardware.instances(eight) == 8
@@ -113,8 +121,8 @@ def test_summary_laws_and_the_record_of_the_best_run(tmp_path):
     assert best["served_over_limit"] == pytest.approx(28000 / 44000)
     assert best["in_flight_N"] == pytest.approx(28000 * 0.036)  # X·R
     assert best["instance_busy_U"] == pytest.approx(28000 / 50 * 0.0139 / 8)  # X_exec·S / n
-    assert "= 1008 requests in flight" in hardware.laws(runs["7.6 best"].row, 8)
-    assert "0.97" in hardware.laws(runs["7.6 best"].row, 8)
+    assert "= 1008 requests in flight" in hardware.laws_worked_out(runs["7.6 best"].row, 8)
+    assert "0.97" in hardware.laws_worked_out(runs["7.6 best"].row, 8)
     assert "13.90 ms" in hardware.time_split(runs["7.6 best"].row, RAW)
     record = hardware.record(
         tmp_path / "served_over_limit.json",
@@ -152,14 +160,14 @@ def test_sweep_table_reads_each_configuration():
 def test_a_whole_config_put_back_with_edit_is_the_same_config():
     """7.8 puts the best run's config.pbtxt back with triton_config.edit(model, its full text)."""
     staged = (STAGING / "food_classifier_tuned" / "config.pbtxt").read_text()
-    best = triton_config.replace_fields(
+    best = config_text.replace_fields(
         staged,
         "instance_group [ { count: 8, kind: KIND_GPU, gpus: [ 0 ] } ]\nmax_batch_size: 64\n"
         'parameters { key: "compile" value { string_value: "on" } }',
     )
-    later = triton_config.replace_fields(staged, "max_batch_size: 8")
-    back = triton_config.replace_fields(later, best)
-    assert triton_config.parse_config(back) == triton_config.parse_config(best)
+    later = config_text.replace_fields(staged, "max_batch_size: 8")
+    back = config_text.replace_fields(later, best)
+    assert config_text.parse_config(back) == config_text.parse_config(best)
 
 
 def test_execution_time_is_per_execution_not_per_request():
@@ -202,17 +210,17 @@ def test_time_per_execution_is_tritons_not_the_request_weighted_mean():
     split = hardware.time_split(row, raw)
     assert "= 11.33 ms (per request, weighted by batch size: 13.08 ms)" in split
     assert "takes 9.1x the raw model's time" in split
-    assert "/ 8 = 0.87 " in hardware.laws(row, 8)
+    assert "/ 8 = 0.87 " in hardware.laws_worked_out(row, 8)
 
 
 def test_the_answer_key_quotes_the_per_execution_laws_of_the_best_run():
-    """Notebook 7's hand-in answer 1 quotes the laws of the 7.7 row as hardware.laws prints them
-    and the 9.1x of time_split, not the request-weighted 13.1 ms."""
+    """Notebook 7's hand-in answer 1 quotes the laws of the 7.7 row as hardware.laws_worked_out
+    prints them and the 9.1x of time_split, not the request-weighted 13.1 ms."""
     folder = REFERENCE_2026_11_24 / "results" / "hardware"
     summary = pd.read_csv(folder / "summary.csv").set_index("run")
     row = summary.loc["7.7 compiled, 8 inst, max batch 64, delay 500 us, c1024"].to_dict()
     key = " ".join((REPO_ROOT / "docs" / "answer_key.md").read_text().split())
-    law = hardware.laws(row, 8).splitlines()[1]
+    law = hardware.laws_worked_out(row, 8).splitlines()[1]
     executions, ms, u = re.search(
         r"= (\d+) executions/s × ([\d.]+) ms / 8 = ([\d.]+)", law
     ).groups()

@@ -24,7 +24,7 @@ def test_make_lab_runs_every_notebook_and_writes_the_summary(tmp_path, monkeypat
     monkeypatch.setattr(launcher, "up", lambda **kw: calls.append(("up", kw)))
     monkeypatch.setattr(launcher, "down", lambda: calls.append(("down",)))
     monkeypatch.setattr(launcher, "read_state", lambda: {"services": {}})
-    monkeypatch.setattr(launcher, "_urls_for_clients", lambda state: {"LAB_MODE": "local"})
+    monkeypatch.setattr(launcher, "client_urls", lambda state: {"LAB_MODE": "local"})
 
     def execute(path, out, params, extra_env, echo, cwd):
         # the solved edition, run from the folder students open

@@ -1,4 +1,4 @@
-"""labenv: the Triton addresses a notebook needs, and the host steps it prints in Docker."""
+"""labenv: the Triton addresses a notebook needs; services: the host steps it prints in Docker."""
 
 import json
 import os
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from servelab import labenv
+from servelab import labenv, services
 
 
 def test_triton_urls_default_to_triton_ports_on_the_http_host(monkeypatch):
@@ -31,6 +31,21 @@ def test_triton_urls_from_the_environment(monkeypatch):
         "http://127.0.0.1:41000",
         "127.0.0.1:41001",
         "http://127.0.0.1:41002/metrics",
+    )
+
+
+def test_the_address_is_normalised_once_and_utilisation_follows_the_server(monkeypatch):
+    """labenv writes Triton's address out for every module; a run that names another server (its
+    perf_analyzer line's -u) reads that server's metrics, not the environment's."""
+    monkeypatch.setenv("TRITON_SERVER_URL", "http://127.0.0.1:41000/")
+    monkeypatch.setenv("TRITON_METRICS_URL", "127.0.0.1:41002/metrics")
+    assert labenv.triton_url() == "http://127.0.0.1:41000"
+    assert labenv.triton_url("node:8000") == "http://node:8000"
+    assert labenv.metrics_url() == "http://127.0.0.1:41002/metrics"
+    assert labenv.metrics_url(server="127.0.0.1:41000") == "http://127.0.0.1:41002/metrics"
+    assert labenv.metrics_url(server="node:8000") == "http://node:8002/metrics"
+    assert labenv.metrics_url("other:9002/metrics", server="node:8000") == (
+        "http://other:9002/metrics"
     )
 
 
@@ -85,7 +100,7 @@ def test_host_commands_keep_the_compose_files_the_stack_runs_with(
         "-f docker-compose-triton.yaml -f docker-compose-triton-cpu.yaml",
     ):
         monkeypatch.setenv("LAB_COMPOSE_FILES", files)
-        labenv.use_flask_triton_model("food_classifier_onnx", timeout=5)
+        services.use_flask_triton_model("food_classifier_onnx", timeout=5)
         printed = capsys.readouterr().out.splitlines()
         assert printed[0].startswith("Run this on the host, in the repository's docker/ folder")
         assert printed[1] == (
@@ -95,7 +110,7 @@ def test_host_commands_keep_the_compose_files_the_stack_runs_with(
     monkeypatch.setenv(
         "LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml"
     )
-    labenv.use_fastapi_backend("onnx", timeout=5)
+    services.use_fastapi_backend("onnx", timeout=5)
     assert capsys.readouterr().out.splitlines()[1] == (
         "  FASTAPI_BACKEND=onnx docker compose -f docker-compose-fastapi.yaml -f "
         "docker-compose-cpu.yaml up -d --build --wait fastapi_server"
@@ -105,24 +120,24 @@ def test_host_commands_keep_the_compose_files_the_stack_runs_with(
 def test_no_host_command_without_the_compose_files(monkeypatch):
     monkeypatch.delenv("LAB_COMPOSE_FILES", raising=False)
     with pytest.raises(RuntimeError, match="LAB_COMPOSE_FILES"):
-        labenv.compose_files()
+        services.compose_files()
 
 
 def test_host_path_maps_the_jupyter_mounts(tmp_path):
     assert (
-        labenv.host_path("/home/jovyan/work/results/hardware/raw_limit.json")
+        services.host_path("/home/jovyan/work/results/hardware/raw_limit.json")
         == "../results/hardware/raw_limit.json"
     )
     with pytest.raises(ValueError):
-        labenv.host_path("/tmp/elsewhere.json")
+        services.host_path("/tmp/elsewhere.json")
 
 
 def test_wait_for_file_waits_for_a_complete_file_and_times_out(tmp_path):
     target = tmp_path / "out.json"
     with pytest.raises(TimeoutError, match="did the host command run"):
-        labenv.wait_for_file(target, timeout=0.1)
+        services.wait_for_file(target, timeout=0.1)
     target.write_text('{"a": 1}')
-    assert labenv.wait_for_file(target, lambda t: t.endswith("}"), timeout=5) == '{"a": 1}'
+    assert services.wait_for_file(target, lambda t: t.endswith("}"), timeout=5) == '{"a": 1}'
 
 
 def test_a_switch_to_two_workers_waits_until_both_serve(monkeypatch):
@@ -165,7 +180,7 @@ def test_a_switch_to_two_workers_waits_until_both_serve(monkeypatch):
         monkeypatch.setenv("LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml")
         monkeypatch.setenv("FASTAPI_BACKEND", "pt")
         monkeypatch.setenv("FASTAPI_SERVER_URL", f"http://127.0.0.1:{server.server_port}")
-        health = labenv.use_fastapi_backend("onnx", workers=2, timeout=30)
+        health = services.use_fastapi_backend("onnx", workers=2, timeout=30)
     finally:
         server.shutdown()
     assert health["pid"] == 2 and seen[-1] == (2, 200) and len(seen) == 11

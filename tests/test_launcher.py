@@ -192,3 +192,42 @@ def test_jupyterlab_opens_in_the_students_folder_without_the_news_prompt(tmp_pat
         assert printed.strip() == str(NOTEBOOKS), printed
     finally:
         requests.delete(f"{lab.url}/api/sessions/{session['id']}", headers=auth, timeout=30)
+
+
+def test_status_names_a_dead_triton_and_what_recovers_it_in_red_on_a_terminal(
+    tmp_path, monkeypatch, capsys
+):
+    """A recorded Triton whose watchdog is gone (no process at all here): DOWN, the report's
+    reason and `make up`; the word in red only where a terminal shows colour."""
+    import io
+    import subprocess
+    import sys
+
+    from labstack import launcher
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    health = tmp_path / "triton_health.json"
+    health.write_text(json.dumps({"time": 0, "failed": "the watchdog gave up: run `make x`"}))
+    rec = {
+        "pid": gone.pid,
+        "marker": "--health-file=nowhere",
+        "health": "http://127.0.0.1:9/v2/health/ready",
+        "log": "triton.log",
+        "port": 9,
+        "health_file": str(health),
+    }
+    launcher.print_status({"services": {"triton": rec}})
+    out = capsys.readouterr().out
+    assert " DOWN " in out and "FAILED: the watchdog gave up" in out and "`make up`" in out
+    assert "\033[" not in out  # captured output is not a terminal
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.setattr(sys, "stdout", Tty())
+    assert launcher.red("DOWN") == "\033[1;31mDOWN\033[0m" and launcher.red("healthy") == "healthy"
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert launcher.red("DOWN") == "DOWN"

@@ -1,10 +1,11 @@
 """Live metrics (notebook 8, and the hook for notebook 6): Triton's /metrics sampled while a real
 perf_analyzer run executes.
 
-The parser is checked on text Triton itself wrote (a scrape of the real server), the sampler on a
-real run: at least N intervals during it, inferences/s seen while the load runs and back to 0 after,
-queue and compute per request from the counters, utilisation labelled with what it measured, and
-the figure drawn headless.
+The reader (servelab.triton_stats.reading, the lab's one reader of Triton's metrics) is checked on
+text Triton itself wrote (a scrape of the real server), the sampler on a real run: at least N
+intervals during it, inferences/s seen while the load runs and back to 0 after, queue and compute
+per request from the counters, utilisation labelled with what it measured, and the figure drawn
+headless.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 import requests
 from triton_helpers import start_local_triton
 
-from servelab import live_metrics, perf
+from servelab import live_metrics, perf, triton_stats
 
 matplotlib.use("Agg")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -36,7 +37,7 @@ def triton(built_artifacts, tmp_path_factory):
 
 
 def test_parse_a_real_scrape(triton):
-    scrape = live_metrics.parse(requests.get(triton.metrics_url, timeout=5).text)
+    scrape = triton_stats.reading(requests.get(triton.metrics_url, timeout=5).text)
     assert {"food_classifier", MODEL} <= set(scrape["models"])
     for counter in ("inferences", "requests", "queue_us", "compute_infer_us"):
         assert counter in scrape["models"][MODEL]
@@ -180,4 +181,4 @@ def test_a_failed_run_is_raised_after_the_sampling_stopped(triton, tmp_path):
     broken = f"perf_analyzer -m no_such_model -u {triton.url.split('://')[-1]}"
     with pytest.raises(perf.PerfAnalyzerError):
         watch.during(lambda: perf.run_line(broken, "broken", out=tmp_path, verbose=False))
-    assert not watch._thread.is_alive()
+    assert not watch.sampler._thread.is_alive()

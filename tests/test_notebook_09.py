@@ -54,7 +54,7 @@ def test_notebook_9_runs_top_to_bottom(tmp_path, built_artifacts):
         down = run_launcher(state, "down", extra_env=env)
     # the cluster stopped cleanly: no process of either node's session, no temporary folder
     assert down.returncode == 0 and "ray_head" in down.stdout, down.stdout + down.stderr
-    assert all(ray_cluster._session_members(node["pid"]) == [] for node in nodes)
+    assert all(ray_cluster.session_members(node["pid"]) == [] for node in nodes)
     assert not Path(ray_state["ray_head"]["temp_dir"]).exists()
 
     out = results / "ray"

@@ -20,7 +20,7 @@ from launcher_cli import run_launcher
 from nbclient.exceptions import CellExecutionError
 
 from labstack import editions, lab, notebook_runner
-from servelab import triton_config
+from servelab import config_text
 
 SOURCES = editions.sources()
 NOTEBOOKS = sorted(editions.STUDENT.glob("[0-9][0-9]_*.ipynb"))
@@ -309,7 +309,7 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts):
     )  # on a CPU, the fastest runtime of the model
     # what gpu_reference/run_reference.py's stability part serves again on fresh servers
     assert ratio["command"].startswith("perf_analyzer -m food_classifier_tuned")
-    best_config = triton_config.parse_config(ratio["best_config"])
+    best_config = config_text.parse_config(ratio["best_config"])
     assert best_config.name == "food_classifier_tuned" and best_config.input[0].data_type
     assert ratio["transport"]["chosen"] in ("HTTP", "gRPC", "gRPC + shared memory")
     assert all(len(runs) == 2 for runs in ratio["transport"]["runs_infer_s"].values())

@@ -1,51 +1,60 @@
 """Notebook 6 over 0, 1, 2 or 4 GPUs without a server: where Triton puts a config's instances
-(triton_config.placement), the fragment that puts them on every GPU (instance_group) and what an
-exercise demands of it (exercises.on_every_gpu), per-GPU claims (triton_stats.claim_each_gpu), and
-the laws and model readings each row carries (queueing.run_laws, model_miss, perf.table)."""
+(instances.placement), the fragment that puts them on every GPU (instance_group) and what an
+exercise demands of it (exercises.on_every_gpu), per-GPU claims (triton_checks.claim_each_gpu), and
+the laws and model readings each row carries (queueing.laws, model_miss, step_table)."""
 
 import pandas as pd
 import pytest
 
-from servelab import claims, exercises, perf, queueing, triton_config, triton_stats
+from servelab import (
+    claims,
+    config_text,
+    exercises,
+    instances,
+    queueing,
+    step_table,
+    triton_checks,
+    triton_stats,
+)
 from servelab.exercises import NotYet
 
 
 @pytest.mark.parametrize("n_gpus", [1, 2, 4])
 def test_instances_on_every_gpu(n_gpus):
-    text = triton_config.instance_group(2, n_gpus)
-    triton_config.parse_config(text)  # Triton's own schema
-    assert triton_config.placement(text, n_gpus) == {f"GPU {i}": 2 for i in range(n_gpus)}
-    assert triton_config.instance_count(text, n_gpus) == 2 * n_gpus
+    text = instances.instance_group(2, n_gpus)
+    config_text.parse_config(text)  # Triton's own schema
+    assert instances.placement(text, n_gpus) == {f"GPU {i}": 2 for i in range(n_gpus)}
+    assert instances.instance_count(text, n_gpus) == 2 * n_gpus
     # without a gpus list, KIND_GPU means every GPU the server sees; with one, those listed
     bare = "instance_group [ { count: 4, kind: KIND_GPU } ]"
-    assert triton_config.instance_count(bare, n_gpus) == 4 * n_gpus
+    assert instances.instance_count(bare, n_gpus) == 4 * n_gpus
     first = "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"
-    assert triton_config.placement(first, n_gpus) == {"GPU 0": 1}
+    assert instances.placement(first, n_gpus) == {"GPU 0": 1}
     # no instance_group at all: one instance per GPU
-    assert triton_config.instance_count('name: "m"', n_gpus) == n_gpus
+    assert instances.instance_count('name: "m"', n_gpus) == n_gpus
 
 
 def test_placement_without_gpu_and_with_a_gpu_too_many():
-    assert triton_config.instance_group(2, 0) == "instance_group [ { count: 2, kind: KIND_CPU } ]"
-    assert triton_config.placement(triton_config.instance_group(2, 0), 0) == {"CPU": 2}
-    assert triton_config.placement('name: "m"', 0) == {"CPU": 1}
+    assert instances.instance_group(2, 0) == "instance_group [ { count: 2, kind: KIND_CPU } ]"
+    assert instances.placement(instances.instance_group(2, 0), 0) == {"CPU": 2}
+    assert instances.placement('name: "m"', 0) == {"CPU": 1}
     with pytest.raises(ValueError, match="needs a GPU"):
-        triton_config.placement("instance_group [ { count: 1, kind: KIND_GPU } ]", 0)
+        instances.placement("instance_group [ { count: 1, kind: KIND_GPU } ]", 0)
     with pytest.raises(ValueError, match=r"lists GPU 1, but the server has 1 GPU"):
-        triton_config.placement(triton_config.instance_group(2, 2), 1)
+        instances.placement(instances.instance_group(2, 2), 1)
     # two groups add up; the served config's JSON reads the same as the text
     two = (
         "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] }, { count: 2, kind: KIND_CPU } ]"
     )
-    assert triton_config.placement(two, 2) == {"GPU 0": 1, "CPU": 2}
+    assert instances.placement(two, 2) == {"GPU 0": 1, "CPU": 2}
     served = {"instance_group": [{"name": "m_0", "kind": "KIND_GPU", "count": 2, "gpus": [0, 1]}]}
-    assert triton_config.placement(served, 2) == {"GPU 0": 2, "GPU 1": 2}
+    assert instances.placement(served, 2) == {"GPU 0": 2, "GPU 1": 2}
 
 
 @pytest.mark.parametrize("n_gpus", [0, 1, 2, 4])
 def test_an_exercise_asks_for_every_gpu_of_the_server(n_gpus):
     needs = exercises.on_every_gpu(2, n_gpus)
-    text = triton_config.instance_group(2, n_gpus)
+    text = instances.instance_group(2, n_gpus)
     assert exercises.config_fragment(text, "6.3", "two on every GPU", needs=needs) == text
     if n_gpus:
         one_gpu = "instance_group [ { count: 2, kind: KIND_GPU, gpus: [ 0 ] } ]"
@@ -71,7 +80,7 @@ class FakeRun:
 def test_a_claim_about_every_gpu_is_decided_on_each(n_gpus, capsys):
     claims.RESULTS.clear()
     row = {f"gpu{i}_util_pct": 60.0 if i else 30.0 for i in range(n_gpus)} | {"cpu_util_pct": 80.0}
-    verdicts = triton_stats.claim_each_gpu(
+    verdicts = triton_checks.claim_each_gpu(
         claims.at_least, "every GPU is busy", FakeRun(row), n_gpus, 50
     )
     if n_gpus == 0:
@@ -82,7 +91,7 @@ def test_a_claim_about_every_gpu_is_decided_on_each(n_gpus, capsys):
         assert [r["claim"] for r in claims.RESULTS][-1].endswith(
             f"(GPU {n_gpus - 1} of {n_gpus}, mean %)"
         )
-    missing = triton_stats.claim_each_gpu(claims.at_least, "c", FakeRun({}), 2, 50)
+    missing = triton_checks.claim_each_gpu(claims.at_least, "c", FakeRun({}), 2, 50)
     assert (
         missing == [claims.NOT_CHECKED] and "Triton did not report it" in claims.RESULTS[-1]["note"]
     )
@@ -103,17 +112,17 @@ def test_the_laws_of_a_triton_row_on_the_h100_reference():
     """6.1 c8 on the H100 (docs/results/h100/results/triton/summary.csv): 94.86 infer/s, 84.0 ms
     mean latency, 72.97 ms queued, 10.48 ms per execution, one instance: busy 99 % of the time,
     8 in flight (the concurrency, as Little's law says), 6.9 of them waiting."""
-    laws = queueing.run_laws(94.86, 84.0, 72.97, 10.48)
+    laws = queueing.laws(94.86, 84.0, 10.48, 72.97)
     assert laws["busy_U"] == pytest.approx(0.994, abs=0.001)
     assert laws["in_flight_N"] == pytest.approx(7.97, abs=0.01)
     assert laws["waiting_N"] == pytest.approx(6.92, abs=0.01)
     # 6.2 b16: 189.6 images/s in requests of 16 (one execution each, 81.9 ms): 11.85 requests/s
-    b16 = queueing.run_laws(189.58, 83.88, 0.08, 81.94, batch=16, client_batch=16)
+    b16 = queueing.laws(189.58, 83.88, 81.94, 0.08, batch=16, client_batch=16)
     assert b16["busy_U"] == pytest.approx(0.971, abs=0.001) and b16["in_flight_N"] == pytest.approx(
         0.994, abs=0.001
     )
     # 6.3, 4 instances: each busy as much as one was, the work spread over four
-    four = queueing.run_laws(322.91, 24.72, 11.83, 12.33, instances=4)
+    four = queueing.laws(322.91, 24.72, 12.33, 11.83, instances=4)
     assert four["busy_U"] == pytest.approx(0.995, abs=0.001)
 
 
@@ -155,13 +164,13 @@ def test_a_steps_table_shows_the_laws_and_the_models_line(capsys):
         command="perf_analyzer ...",
     )
     runs = {"6.1 c8": Run(**row), "6.1 c16": Run(**{**row, "concurrency": 16.0})}
-    frame = perf.table(runs, ["6.1 c8"])
+    frame = step_table.table(runs, ["6.1 c8"])
     assert list(frame.index) == ["6.1 c8"] and "command" not in frame
     assert {"busy_U", "in_flight_N", "waiting_N", "gpu0_util_pct"} <= set(frame)
     assert "request_rate" not in frame  # a closed-loop step shows its concurrency only
-    modelled = perf.against_model(perf.table(runs), [98.4, 197.0])
+    modelled = step_table.against_model(step_table.table(runs), [98.4, 197.0])
     assert modelled["measured_over_model"].tolist() == [0.85, 0.43]
-    perf.model_readings(modelled, 12.3)
+    step_table.model_readings(modelled, 12.3)
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("6.1 c8: the model says 98.4 ms") and "within ±30%" in out[0]
     assert out[1].startswith("6.1 c16:") and "more than ±30% off" in out[1]
@@ -169,10 +178,10 @@ def test_a_steps_table_shows_the_laws_and_the_models_line(capsys):
 
 
 def test_utilisation_over_time_keeps_each_gpu_apart():
-    sampler = triton_stats.UtilisationSampler("http://unused")
-    sampler.samples = [{"t_s": 0.0, "gpus": [1.0, 0.25], "cpu": 0.3}]
+    sampler = triton_stats.Sampler("http://unused")
+    sampler.readings = [{"t_s": 0.0, "gpus": {"GPU-a": 1.0, "GPU-b": 0.25}, "cpu": 0.3}]
     assert sampler.over_time() == [{"t_s": 0.0, "gpu0_util_pct": 100.0, "gpu1_util_pct": 25.0}]
-    sampler.samples = [{"t_s": 0.5, "gpus": [], "cpu": 0.3}]
+    sampler.readings = [{"t_s": 0.5, "gpus": {}, "cpu": 0.3}]
     assert sampler.over_time() == [{"t_s": 0.5, "cpu_util_pct": 30.0}]
 
 

@@ -65,9 +65,10 @@ def test_the_laws_and_the_models_miss_on_the_h100_reference():
     request at a time); the model's line printed 30.9 ms. The lock was busy 74 % of the time
     while requests waited for it: they waited for something the model does not have."""
     laws = queueing.laws(144.95, 109.15, 5.136)
-    assert laws["U"] == pytest.approx(0.744, abs=0.001)
-    assert laws["N"] == pytest.approx(15.8, abs=0.05)  # the 16 senders, as Little's law says
-    said = queueing.model_miss(30.9, 109.15, laws["U"], 2.081, 5.136)
+    assert laws["busy_U"] == pytest.approx(0.744, abs=0.001)
+    # the 16 senders, as Little's law says
+    assert laws["in_flight_N"] == pytest.approx(15.8, abs=0.05)
+    said = queueing.model_miss(30.9, 109.15, laws["busy_U"], 2.081, 5.136)
     assert "(3.53x)" in said and "more than ±30% off" in said
     assert "busy only 74% of the time" in said and "grew 2.5x under load" in said
     assert "within ±30%" in queueing.model_miss(100, 120, 0.95, 2.0, 2.1)

@@ -19,7 +19,7 @@ from ray.serve.config import AutoscalingConfig
 from test_notebooks import exercises_of
 
 from labstack import editions, ray_cluster
-from servelab import claims, exercises, judgement, loadgen, ray_serving
+from servelab import claims, exercises, judgement, loadgen, open_loop, ray_serving
 from servelab.exercises import NotYet
 from servelab.serving.ray_app import FoodClassifier
 
@@ -104,9 +104,9 @@ def test_autoscaling_mistakes():
 
 
 def test_schedule_offers_the_rate_of_each_phase():
-    moments = loadgen.schedule([(10, 50), (10, 200)], poisson=True)
+    moments = open_loop.schedule([(10, 50), (10, 200)], poisson=True)
     assert 400 < (moments < 10).sum() < 600 and 1800 < (moments >= 10).sum() < 2200
-    even = loadgen.schedule([(2, 10)], poisson=False)
+    even = open_loop.schedule([(2, 10)], poisson=False)
     assert np.allclose(np.diff(even), 0.1)
 
 
@@ -128,14 +128,14 @@ def test_open_loop_against_a_local_server():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_port}/"
-        df = loadgen.open_loop(url, b"x" * 1000, phases=[(1, 20), (1, 60)], max_in_flight=16)
+        df = open_loop.run(url, b"x" * 1000, phases=[(1, 20), (1, 60)], max_in_flight=16)
     finally:
         server.shutdown()
     row = loadgen.summarize(df)
     assert row["errors"] == 0 and 50 < len(df) < 110
     assert row["request_rate"] == pytest.approx(len(df) / 2)
     assert row["delayed_pct"] <= 5 and row["infer_mean_ms"] == 10
-    windows = loadgen.over_time(df)
+    windows = open_loop.over_time(df)
     assert windows["offered_per_s"].iloc[1] > windows["offered_per_s"].iloc[0]
     assert (windows["p95_ms"].dropna() >= 10).all()
 
@@ -162,17 +162,17 @@ def test_a_ray_node_is_stopped_with_everything_it_started(tmp_path):
         def sleeping() -> bool:  # the child has become `sleep` (not the fork before its exec)
             return any(
                 Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep")
-                for pid in ray_cluster._session_members(leader.pid)
+                for pid in ray_cluster.session_members(leader.pid)
                 if Path(f"/proc/{pid}/cmdline").exists()
             )
 
         deadline = time.time() + 20
         while not sleeping() and time.time() < deadline:
             time.sleep(0.1)
-        members = ray_cluster._session_members(leader.pid)
+        members = ray_cluster.session_members(leader.pid)
         assert len(members) == 2, members  # the leader and its child in a group of its own
         ray_cluster.stop_sessions([leader.pid], grace=1)
-        assert ray_cluster._session_members(leader.pid) == []
+        assert ray_cluster.session_members(leader.pid) == []
         assert outsider.poll() is None
     finally:
         outsider.kill()

@@ -49,7 +49,7 @@ deploy = (
 deploy = judgement.fewest_near_best(deploy, "6.3", "instances", rows)
 # %%
 exercises.file_edit(path, before, "6.3", "count: 2")
-labenv.use_fastapi_backend("onnx")
+services.use_fastapi_backend("onnx")
 """
     assert timing.writing(source) == {
         "perf_line": 1,

@@ -14,7 +14,15 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from servelab import model_repository, perf, triton_config, triton_stats
+from servelab import (
+    config_text,
+    model_repository,
+    perf,
+    perf_output,
+    triton_checks,
+    triton_config,
+    triton_stats,
+)
 from servelab.paths import MODEL_ONNX, STAGING
 
 CONFIGS = sorted(STAGING.glob("*/config.pbtxt"))
@@ -30,7 +38,7 @@ def load(path) -> model_config_pb2.ModelConfig:
 
 
 def read_config(model: str, repo) -> model_config_pb2.ModelConfig:
-    return triton_config.parse_config(triton_config.config_path(model, repo).read_text())
+    return config_text.parse_config(triton_config.config_path(model, repo).read_text())
 
 
 def io_signature(cfg, which: str) -> list[tuple[str, str, list[int]]]:
@@ -66,7 +74,7 @@ def test_config_parses_into_model_config(path):
 def test_unknown_field_is_rejected():
     text = (STAGING / "food_classifier" / "config.pbtxt").read_text() + "\ninstance_count: 2\n"
     with pytest.raises(text_format.ParseError, match="instance_count"):
-        triton_config.parse_config(text)
+        config_text.parse_config(text)
 
 
 def test_food_classifier_interface():
@@ -149,9 +157,7 @@ def test_populate_layout(tmp_path, built_artifacts, mode, kind, capsys):
     assert str(repo.resolve()) in out and "food_classifier_onnx/" in out
     # populate again: the staged version comes back (e.g. after triton_config changes)
     path = triton_config.config_path("food_classifier", repo)
-    path.write_text(
-        triton_config.replace_fields(path.read_text(), "instance_group [ { count: 3 } ]")
-    )
+    path.write_text(config_text.replace_fields(path.read_text(), "instance_group [ { count: 3 } ]"))
     assert [g.count for g in read_config("food_classifier", repo).instance_group] == [3]
     model_repository.populate(repo, mode=mode, kind=kind, verbose=False)
     assert [g.count for g in read_config("food_classifier", repo).instance_group] == [1]
@@ -212,7 +218,7 @@ def test_model_repository_cli(tmp_path, built_artifacts):
 
 def test_to_cpu_rewrite_keeps_the_rest():
     text = (STAGING / "food_classifier" / "config.pbtxt").read_text()
-    before, after = load_text(text), load_text(model_repository.to_cpu(text))
+    before, after = load_text(text), load_text(config_text.to_cpu(text))
     assert [KIND.Name(g.kind) for g in after.instance_group] == ["KIND_CPU"]
     assert [list(g.gpus) for g in after.instance_group] == [[]]
     after.ClearField("instance_group")
@@ -244,14 +250,14 @@ def test_a_line_that_is_not_perf_analyzer_is_refused(tmp_path):
 
 
 def test_parse_perf_csv():
-    table = perf.parse_csv(PERF_CSV)
+    table = perf_output.parse_csv(PERF_CSV)
     row = table.iloc[0].to_dict()
     assert row["request_rate"] == 20 and row["throughput_infer_s"] == pytest.approx(17.746)
     assert row["server_queue_ms"] == pytest.approx(1.330) and row[
         "server_compute_infer_ms"
     ] == pytest.approx(10.337)
     assert row["p99_ms"] == pytest.approx(31.230) and row["avg_latency_ms"] == pytest.approx(14.139)
-    conc = perf.parse_csv(
+    conc = perf_output.parse_csv(
         "Concurrency,Inferences/Second,Client Send,Network+Server Send/Recv,Server Queue,"
         "Server Compute Input,Server Compute Infer,Server Compute Output,Client Recv,"
         "p50 latency,p90 latency,p95 latency,p99 latency\n2,30.357,235,517,31749,89,32304,356,0,"
@@ -306,16 +312,24 @@ def test_parse_metrics():
         "nv_cpu_utilization 0.7254901960784313\n"
         'nv_inference_count{model="food_classifier",version="1"} 795\n'
     )
-    assert triton_stats.utilisation(text) == {"gpus": [], "cpu": pytest.approx(0.72549)}
+    read = triton_stats.reading(text)
+    assert read["gpus"] == {} and read["cpu"] == pytest.approx(0.72549)
+    assert read["models"] == {"food_classifier": {"inferences": 795.0}}
+    assert triton_stats.utilisation(read) == {"cpu_util_pct": 72.5}
     gpu = text + (
-        'nv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\nnv_gpu_utilization{gpu_uuid="GPU-b"} 1\n'
+        'nv_gpu_utilization{gpu_uuid="GPU-b"} 1\nnv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\n'
     )
-    assert triton_stats.utilisation(gpu)["gpus"] == [
-        0.5,
-        1.0,
-    ]  # each GPU on its own, never averaged
+    # each GPU on its own, never averaged, in the order of their uuid
+    assert triton_stats.utilisation(triton_stats.reading(gpu)) == {
+        "gpu0_util_pct": 50.0,
+        "gpu1_util_pct": 100.0,
+    }
     parsed = triton_stats.parse_metrics(text)
     assert ("nv_inference_count", {"model": "food_classifier", "version": "1"}, 795.0) in parsed
+    counter = "# TYPE nv_inference_count counter\n" + text.splitlines()[-1] + "\n"
+    assert triton_stats.parse_metrics(counter) == [
+        ("nv_inference_count", {"model": "food_classifier", "version": "1"}, 795.0)
+    ]  # a counter by Triton's own name, not prometheus_client's <name>_total
 
 
 def test_make_up_keeps_an_edited_config_and_says_so(tmp_path, built_artifacts, capsys):
@@ -340,13 +354,14 @@ def test_make_up_keeps_an_edited_config_and_says_so(tmp_path, built_artifacts, c
 
 def test_a_utilisation_summary_says_what_it_measured():
     """Per GPU when there are GPUs (one busy GPU of two reads 100%, not 50%), else the CPU."""
-    sampler = triton_stats.UtilisationSampler("http://unused")
-    sampler.samples = [{"gpus": [1.0, 0.0], "cpu": 0.3}, {"gpus": [0.8, 0.0], "cpu": 0.5}]
+    sampler = triton_stats.Sampler("http://unused")
+    two = {"GPU-a": 1.0, "GPU-b": 0.0}
+    sampler.readings = [{"gpus": two, "cpu": 0.3}, {"gpus": {**two, "GPU-a": 0.8}, "cpu": 0.5}]
     assert sampler.summary() == {"util_samples": 2, "gpu0_util_pct": 90.0, "gpu1_util_pct": 0.0}
-    assert triton_stats.busiest_gpu_pct(sampler.summary()) == 90.0
-    sampler.samples = [{"gpus": [], "cpu": 0.3}, {"gpus": [], "cpu": 0.5}]
+    assert triton_checks.busiest_gpu_pct(sampler.summary()) == 90.0
+    sampler.readings = [{"gpus": {}, "cpu": 0.3}, {"gpus": {}, "cpu": 0.5}]
     assert sampler.summary() == {"util_samples": 2, "cpu_util_pct": 40.0}
-    assert triton_stats.busiest_gpu_pct(sampler.summary()) is None
+    assert triton_checks.busiest_gpu_pct(sampler.summary()) is None
 
 
 def test_edit_replaces_fields_as_written_and_keeps_comments():
@@ -356,8 +371,8 @@ def test_edit_replaces_fields_as_written_and_keeps_comments():
         "dynamic_batching { max_queue_delay_microseconds: 100 }\n"
         'parameters { key: "cpu_threads" value { string_value: "1" } }\n'
     )
-    new = triton_config.replace_fields(text, fragment)
-    cfg = triton_config.parse_config(new)
+    new = config_text.replace_fields(text, fragment)
+    cfg = config_text.parse_config(new)
     assert [(g.count, KIND.Name(g.kind)) for g in cfg.instance_group] == [(2, "KIND_GPU")]
     assert cfg.dynamic_batching.max_queue_delay_microseconds == 100
     assert cfg.parameters["cpu_threads"].string_value == "1"
@@ -365,8 +380,8 @@ def test_edit_replaces_fields_as_written_and_keeps_comments():
         "# two per GPU" in new and "# Triton may hand model.py up to 16 images" in new
     )  # comments kept
     assert new.count("parameters {") == text.count("parameters {")  # replaced by key, not added
-    removed = triton_config.parse_config(
-        triton_config.replace_fields(new, "", remove=("dynamic_batching",))
+    removed = config_text.parse_config(
+        config_text.replace_fields(new, "", remove=("dynamic_batching",))
     )
     assert not removed.HasField("dynamic_batching")
 

@@ -138,8 +138,10 @@ def create_app(runtime: str) -> BodySizeLimit:
             return _error(422, f"{body_hint} Problem: the body could not be parsed as JSON.")
         return _error(exc.status_code, str(exc.detail))
 
+    # async: answered on the event loop, never queued behind the decodes and model calls that
+    # /predict runs in the thread pool
     @app.get("/health")
-    def health():
+    async def health():
         body = {
             "runtime": runtime,
             "weights": holder.weights,
@@ -164,10 +166,10 @@ def create_app(runtime: str) -> BodySizeLimit:
         response_model=Prediction,
         responses={
             400: {"description": "not base64 / not an image / empty"},
-            413: {"description": "image too large"},
+            413: {"description": "image too large, or too costly to decode"},
             415: {"description": "not an image"},
             422: {"description": 'body is not {"image": "..."}'},
-            503: {"description": "model still loading"},
+            503: {"description": "model still loading, or busy decoding other images"},
         },
     )
     def predict(req: PredictRequest):

@@ -1,40 +1,46 @@
-"""Keeps Triton serving: notices a dead Python-backend stub and reloads its model, restarts a
-crashed tritonserver, and tells health checks what it sees. Standard library only (it runs in
-Triton's image too, and beside the server in local mode).
+"""Keeps Triton serving: repairs a model whose Python-backend stub died, stopped or holds an
+oversized region, restarts a tritonserver that crashed or wedged, and tells health checks what it
+sees. Standard library only (it runs in Triton's image too, and beside the server in local mode).
 
     python -m servelab.serving.triton_watchdog [options] -- tritonserver ARGS...   # supervise
     python -m servelab.serving.triton_watchdog --check                            # health check
 
-Why it is needed: each Python-backend model instance runs in its own stub process. When one dies
-(an OOM kill, a crash inside torch, `kill -9`), Triton 2.51 keeps the model READY and the server
-ready, and answers every request to that model with 500 "Stub process ... is not healthy" for
-as long as the server runs: nothing in Triton notices or repairs it.
+Why it is needed: each Python-backend model instance runs in its own stub process, and Triton 2.51
+repairs none of what can happen to one. Measured on the lab's local Triton (issue 35):
+- a stub that dies (an OOM kill, a crash inside torch, `kill -9`): the model stays READY and
+  answers 500 "Stub process ... is not healthy" for good;
+- a stopped stub (SIGSTOP): the same 500 at once, for as long as it is stopped (continuing it
+  made tritonserver abort);
+- a stub that dies while Triton loads its model: the model stays LOADING for good, an ensemble
+  using it is unloaded, and an unload through the API hangs too; only a new server recovers;
+- a load with the config a model is serving already is a no-op ("loaded again in 0.0 s").
 
-What it does, every --every seconds (default 1):
-- a stub is recognised by its command line (triton_python_backend_stub <repository>/<model>/
-  <version>/model.py ...); a stub that has died stays a zombie child of tritonserver, or is
-  reaped soon (seen in the Docker stack), while Triton keeps the model READY; so a zombie that
-  was a known stub of a model Triton still calls READY is a dead instance, and so is a missing
-  one: a Python-backend model that had every stub its served config asks for and misses one for
-  SHORT_STEPS looks in a row. The model is loaded again with the config it was serving
-  (GET /v2/models/<m>/config, then the repository API with the node's secret,
-  TRITON_ADMIN_KEY), so a config.pbtxt edited in the meantime is not picked up by surprise;
-- a tritonserver that exits (a crash) is started again with the same command line (same ports),
-  after its Python-backend shared-memory regions are removed; at most MAX_RESTARTS in
-  RESTART_WINDOW_S, then the watchdog exits with the server's status (Docker's restart policy,
-  or `make status`, takes over);
+What it does, every --every seconds (default 1), for every model Triton serves and every model a
+served ensemble names (the repository index, read with the node's secret, TRITON_ADMIN_KEY):
+- a Python-backend model READY with a stub dead (a zombie of a known stub), missing (fewer
+  running than its served config asks for, SHORT_STEPS looks in a row) or stopped (STOPPED_STEPS
+  looks) is unloaded and loaded again with the config it was serving (Triton ends a stopped stub
+  on unload); a reload that fails is tried again, FAILED_RELOADS times, then the server restarts;
+- a stub whose /dev/shm region has grown over --max-region-mib (an oversized input: Triton
+  copies a request into the region whatever its size, and the region never shrinks) has its model
+  loaded again with a marker parameter changed (lab_watchdog_reload), so Triton really makes new
+  instances, every time; the old instance serves meanwhile;
+- a Python-backend model LOADING with no stub running for WEDGED_STEPS looks (a stub died while it
+  loaded), or any model LOADING or UNLOADING, or a reload of ours, for STUCK_S: tritonserver is
+  restarted (SIGTERM, SIGKILL after STOP_GRACE_S), which loads every model of the repository;
+- a tritonserver that exits is started again with the same command line (same ports), after its
+  stubs' shared-memory regions are removed; at most MAX_RESTARTS in RESTART_WINDOW_S, then the
+  watchdog gives up: its report says so and what recovers it, and it exits with the server's status;
 - the stubs' /dev/shm regions are made readable by their owner only (Triton creates them 0644);
-- a stub region that has grown over --max-region-mib (an oversized input: Triton 2.51 copies a
-  request into the stub's region whatever its size, and the region never shrinks) has its model
-  loaded again, which the old instance keeps serving through, and the region goes back to 1 MiB;
-- it writes what it saw to --health-file (JSON): the server, and per model: ready, stubs alive,
-  dead, and whether a reload is under way. `--check` reads that file and asks Triton itself (server
-  and per-model readiness): exit 0 only if all is well and the file is fresh. That is the Docker
-  health check and what `make status` reports.
-
-Python-backend stubs put their tensors in /dev/shm regions named by the server's
---backend-config=python,shm-region-prefix-name; remove_stale_regions() removes the regions of a
-prefix that no running process maps (a crashed server leaves them behind).
+- --restrict-apis: the flags that restrict those Triton APIs to the node's secret are added to
+  tritonserver's command line here, from TRITON_ADMIN_KEY in this process's environment (Triton
+  reads the key from nowhere but its command line, which every local user can read); once the
+  server has read its options, the key is overwritten there with a random mask
+  (triton_procs.hide_argument), and the server is checked to answer the real key;
+- it writes what it saw to --health-file (JSON): per model Triton's state, the stubs running,
+  stopped and asked for, a reload under way, and a problem in words. `--check` reads that file
+  and asks Triton itself: exit 0 only if the report is fresh and every model it lists is ready
+  with no problem. That is the Docker health check and what `make status` reports.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -51,8 +58,19 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from servelab.serving.triton_procs import (  # noqa: F401 - the launcher and tests use them here
+    descendants,
+    hide_argument,
+    privatise_regions,
+    proc_state,
+    region_bytes,
+    remove_stale_regions,
+    server_pids,
+    shm_prefix,
+    stub_model,
+)
+
 ADMIN_HEADER = "lab-admin-key"  # the same as servelab.labenv.ADMIN_HEADER (a test keeps it so)
-STUB = "triton_python_backend_stub"
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 600
 DEFAULT_HEALTH_FILE = (
@@ -62,120 +80,17 @@ STALE_AFTER_S = 15.0  # a health file older than this means the watchdog itself 
 # The largest a stub's region may stay. The lab's largest legitimate batches are far below: 16
 # images of 8 MiB as base64 (food_classifier) is 180 MiB; 256 uint8 photos (notebook 7) 38 MiB.
 MAX_REGION_MIB = 512
-# looks in a row (one a second) a model must miss a stub before it counts as dead: a load through
-# the repository API replaces stubs, and the count dips while it does
-SHORT_STEPS = 3
-
-
-# ---------------------------------------------------------------- what /proc says
-
-
-def _parents() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        tree.setdefault(ppid, []).append(int(stat.parent.name))
-    return tree
-
-
-def descendants(pid: int) -> list[int]:
-    tree, found, todo = _parents(), [], [pid]
-    while todo:
-        kids = tree.get(todo.pop(), [])
-        found += kids
-        todo += kids
-    return found
-
-
-def _state(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return "gone"
-
-
-def stub_model(pid: int) -> str | None:
-    """The model a running stub serves (from its command line), else None."""
-    try:
-        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    if len(argv) < 2 or not argv[0].decode(errors="replace").endswith(STUB):
-        return None
-    parts = Path(argv[1].decode(errors="replace")).parts
-    return parts[-3] if len(parts) >= 3 else None
-
-
-def server_pids() -> list[int]:
-    """tritonserver processes of this user (in a container: the container's)."""
-    found = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
-        try:
-            if comm.read_text().strip() == "tritonserver" and comm.stat().st_uid == os.getuid():
-                found.append(int(comm.parent.name))
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def mapped_shm() -> set[str]:
-    """Names of the /dev/shm objects some process we can see has mapped."""
-    names = set()
-    for maps in Path("/proc").glob("[0-9]*/maps"):
-        try:
-            text = maps.read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            at = line.find(" /dev/shm/")
-            if at >= 0:
-                names.add(line[at + len(" /dev/shm/") :].split(" (deleted)")[0])
-    return names
-
-
-def remove_stale_regions(prefix: str, shm: Path = Path("/dev/shm")) -> list[str]:
-    """Remove this user's /dev/shm objects named prefix* that no running process maps: what the
-    stubs of a crashed tritonserver leave behind. Returns the names removed."""
-    if not prefix:
-        return []
-    in_use = mapped_shm()
-    removed = []
-    for region in sorted(shm.glob(prefix + "*")):
-        try:
-            if region.stat().st_uid == os.getuid() and region.name not in in_use:
-                region.unlink()
-                removed.append(region.name)
-        except OSError:
-            continue
-    return removed
-
-
-def privatise_regions(prefix: str, shm: Path = Path("/dev/shm")) -> int:
-    """Make this user's regions named prefix* readable by their owner only. The Python backend
-    creates them 0644 whatever the umask (Boost sets the mode itself), so any local user could
-    read the tensors passing through a stub. Returns how many were changed."""
-    changed = 0
-    for region in shm.glob(prefix + "*") if prefix else ():
-        try:
-            info = region.stat()
-            if info.st_uid == os.getuid() and info.st_mode & 0o077:
-                region.chmod(0o600)
-                changed += 1
-        except OSError:
-            continue
-    return changed
-
-
-def shm_prefix(argv: list[str]) -> str:
-    """The Python backend's region prefix on a tritonserver command line ('' if none is set)."""
-    flag = "python,shm-region-prefix-name="
-    for arg in argv:
-        if arg.startswith("--backend-config=" + flag):
-            return arg.split(flag, 1)[1]
-    return ""
+# Looks in a row (one a second) before acting, each longer than what a healthy server shows:
+SHORT_STEPS = 3  # a model missing a stub (a load replaces stubs; the count dips while it does)
+STOPPED_STEPS = 5  # a stub stopped (SIGSTOP): Triton answers 500 for its model meanwhile
+WEDGED_STEPS = 5  # a Python-backend model LOADING without a stub (a load starts one in ms)
+# A model LOADING or UNLOADING, or a reload of ours, for longer than this is stuck: the longest
+# load measured is food_classifier's 20 s on the busy 2-core machine.
+STUCK_S = 180.0
+FAILED_RELOADS = 3  # reloads of one model failing in a row before the server is restarted
+STOP_GRACE_S = 10.0  # a wedged server gets this long after SIGTERM before SIGKILL
+RELOAD_PARAMETER = "lab_watchdog_reload"  # changed in the config of a forced reload
+RECOVER = "make restart SERVICE=triton"  # (Docker: docker compose restart triton_server)
 
 
 # ---------------------------------------------------------------- what Triton says
@@ -194,6 +109,18 @@ def _ok(url: str) -> bool:
         return False
 
 
+def _post(url: str, body: dict, key: str, timeout: float):
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={ADMIN_HEADER: key, "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=timeout) as resp:
+        raw = resp.read()
+        return resp.status, (json.loads(raw) if raw else None)
+
+
 def loaded_models(url: str) -> list[str]:
     """Models Triton has loaded (the statistics API lists them; it needs no secret)."""
     try:
@@ -203,11 +130,33 @@ def loaded_models(url: str) -> list[str]:
     return sorted({m["name"] for m in (stats or {}).get("model_stats", [])})
 
 
+def repository_index(url: str, key: str) -> dict[str, tuple[str, str]] | None:
+    """{model: (state, reason)} of every model in the repository (READY, LOADING, UNLOADING,
+    UNAVAILABLE), or None without the secret or an answer."""
+    if not key:
+        return None
+    try:
+        _, index = _post(f"{url}/v2/repository/index", {}, key, timeout=5.0)
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+    return {m["name"]: (m.get("state", ""), m.get("reason", "")) for m in index or []}
+
+
+def answers_key(url: str, key: str) -> bool | None:
+    """Does Triton's restricted repository API take `key`? None: no answer to tell."""
+    try:
+        _post(f"{url}/v2/repository/index", {}, key, timeout=5.0)
+        return True
+    except urllib.error.HTTPError as exc:
+        return False if exc.code == 403 else None
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
+
+
 def expected_stubs(config: dict) -> int | None:
     """How many instances a model's served config asks for: one stub each for a Python-based
     backend (count per GPU listed for KIND_GPU; a KIND_GPU group without a list counts once, so
-    the figure is never too high). None for an ensemble or an unreadable config. A backend
-    without stubs (Triton's C++ onnxruntime) never shows them all, so it is never acted on."""
+    the figure is never too high). None for an ensemble or an unreadable config."""
     if not config or config.get("platform") == "ensemble":
         return None
     total = 0
@@ -218,6 +167,12 @@ def expected_stubs(config: dict) -> int | None:
     return total
 
 
+def ensemble_steps(config: dict) -> list[str]:
+    """The models an ensemble's served config names (none for another model)."""
+    steps = (config or {}).get("ensemble_scheduling", {}).get("step", [])
+    return [s["model_name"] for s in steps if s.get("model_name")]
+
+
 def served_config(url: str, model: str) -> dict:
     try:
         return _get(f"{url}/v2/models/{model}/config")[1] or {}
@@ -226,35 +181,57 @@ def served_config(url: str, model: str) -> dict:
 
 
 def reload_model(
-    url: str, model: str, key: str, timeout: float = 600.0, unload_first: bool = False
+    url: str,
+    model: str,
+    key: str,
+    timeout: float = STUCK_S,
+    unload_first: bool = False,
+    force: str = "",
+    config: dict | None = None,
 ) -> tuple[bool, str]:
-    """Load `model` again with the config it is serving (repository API, the node's secret).
-    unload_first: for a dead stub. A load with an unchanged config can keep the instances it
-    has (seen in the Docker stack: 'loaded again in 0.0 s', the dead stub still there)."""
-
-    def post(action: str, body: bytes) -> bool:
-        request = urllib.request.Request(
-            f"{url}/v2/repository/models/{model}/{action}",
-            data=body,
-            headers={ADMIN_HEADER: key, "Content-Type": "application/json"},
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=timeout) as resp:
-            return resp.status == 200
-
+    """Load `model` again with the config it is serving (repository API, the node's secret), or
+    with `config` (what it served before an unload). unload_first: for a dead or stopped stub (a
+    load with an unchanged config keeps the instances it has). force: a reason; the config's
+    RELOAD_PARAMETER is set to it and the time, so Triton makes new instances while the old ones
+    serve."""
+    base = f"{url}/v2/repository/models/{model}"
     try:
-        _, config = _get(f"{url}/v2/models/{model}/config")
+        config = (
+            json.loads(json.dumps(config)) if config else _get(f"{url}/v2/models/{model}/config")[1]
+        )
+        if force:
+            value = f"{time.strftime('%F %T')} {force}"
+            config.setdefault("parameters", {})[RELOAD_PARAMETER] = {"string_value": value}
         if unload_first:
-            post("unload", b"{}")
+            _post(f"{base}/unload", {}, key, timeout)
             deadline = time.monotonic() + timeout
             while _ok(f"{url}/v2/models/{model}/ready") and time.monotonic() < deadline:
                 time.sleep(0.2)  # unload returns before the model is gone
-        body = json.dumps({"parameters": {"config": json.dumps(config)}}).encode()
-        return post("load", body), ""
+        body = {"parameters": {"config": json.dumps(config)}}
+        return _post(f"{base}/load", body, key, timeout)[0] == 200, ""
     except urllib.error.HTTPError as exc:
         return False, f"HTTP {exc.code}: {exc.read()[:300].decode(errors='replace')}"
     except (urllib.error.URLError, OSError, ValueError) as exc:
         return False, f"{type(exc).__name__}: {exc}"
+
+
+def python_backend(repo: str, model: str) -> bool:
+    """Does the model's config.pbtxt in the repository name the Python backend (its stubs)?"""
+    try:
+        text = (Path(repo) / model / "config.pbtxt").read_text()
+    except OSError:
+        return False
+    return re.search(r'^\s*backend\s*:\s*"python"', text, re.M) is not None
+
+
+def restricted_api_args(apis: str, key: str) -> list[str]:
+    """tritonserver's flags restricting these API groups (comma-separated) to the admin header
+    with `key`, over HTTP and gRPC (gRPC metadata: the header with Triton's
+    'triton-grpc-protocol-' prefix)."""
+    return [
+        f"--http-restricted-api={apis}:{ADMIN_HEADER}={key}",
+        f"--grpc-restricted-protocol={apis}:{ADMIN_HEADER}={key}",
+    ]
 
 
 # ---------------------------------------------------------------- the watchdog
@@ -274,126 +251,280 @@ class Watchdog:
         key: str = "",
         prefix: str = "",
         max_region_mib: float = MAX_REGION_MIB,
+        repo: str = "",
     ):
         self.url, self.health_file, self.key = url.rstrip("/"), Path(health_file), key
         self.prefix = prefix  # of the stubs' /dev/shm regions
+        self.repo = repo  # the model repository (--model-repository), to read a model's backend
         self.max_region = max_region_mib * 2**20
         self.known: dict[int, str] = {}  # stub pid -> model, learned while the stub ran
-        self.handled: set[int] = set()  # dead stubs already acted on (their zombies stay)
-        self.reloading: dict[str, tuple[threading.Thread, str]] = {}  # model -> (thread, why)
+        self.handled: set[int] = set()  # stubs already acted on (their zombies stay)
+        self.reloading: dict[str, tuple[threading.Thread, str, float]] = {}  # (thread, why, t0)
         self.events: list[str] = []
-        # a stub that died can vanish at once (Triton reaps it when it next looks at it, seen in
-        # the Docker stack): a model with fewer stubs than its config asks for, after it had them
-        # all, for SHORT_STEPS looks in a row, is a model with a dead stub too
-        self.expected: dict[str, int | None] = {}  # model -> stubs its config asked for last look
-        self.complete: set[str] = set()  # models seen with every stub running since (re)load
-        self.short: dict[str, int] = {}  # model -> looks in a row with stubs missing
+        self.expected: dict[str, int | None] = {}  # model -> stubs its served config asked for
+        self.python: dict[str, bool] = {}  # model -> runs on the Python backend (has stubs)
+        self.count: dict[tuple[str, str], int] = {}  # (what, model) -> looks in a row
+        self.since: dict[str, float] = {}  # model -> when it was first seen LOADING/UNLOADING
+        self.failures: dict[str, int] = {}  # model -> our reloads that failed in a row
+        self.lost: dict[str, str] = {}  # models we unloaded to repair, until they are back
+        self.configs: dict[str, dict] = {}  # model -> the config it served when last ready
+        self.restart = ""  # why tritonserver must be restarted ('' while it need not)
+        self.note = ""  # why the server is not ready (it is being started again)
+        self.check_key = False  # the key was hidden on the server's command line: check it took
+        self.key_refused = False  # ... and the server refused it (hidden before it was read)
+        self._looked: dict[str, dict] = {}  # served configs read during this look
 
-    def stubs(self, server_pid: int) -> tuple[dict[str, int], dict[str, list[int]]]:
-        """(stubs alive per model, stubs to act on per model: dead ones, and live ones whose
-        region grew over the limit) of the server now."""
-        alive: dict[str, int] = {}
+    def config(self, model: str) -> dict:
+        """The config `model` serves (read once a look), remembered for a reload after unload."""
+        if model not in self._looked:
+            self._looked[model] = served_config(self.url, model)
+            if self._looked[model]:
+                self.configs[model] = self._looked[model]
+                self.python[model] = self._looked[model].get("backend") == "python"
+        return self._looked[model]
+
+    # ------------------------------------------------------------ looking
+
+    def stubs(self, server_pid: int) -> tuple[dict[str, list[int]], dict[str, list[int]], dict]:
+        """(running stubs per model, stopped stubs per model, stubs to act on per model: dead
+        ones, and running ones whose region grew over the limit) of the server now."""
+        running: dict[str, list[int]] = {}
+        stopped: dict[str, list[int]] = {}
         act: dict[str, list[int]] = {}
         for pid in descendants(server_pid):
-            state = _state(pid)
+            state = proc_state(pid)
             model = stub_model(pid) if state not in ("Z", "gone") else None
             if model:
                 self.known[pid] = model
-                alive[model] = alive.get(model, 0) + 1
-                if pid not in self.handled and self._region_bytes(pid) > self.max_region:
+                (stopped if state in ("T", "t") else running).setdefault(model, []).append(pid)
+                if pid not in self.handled and region_bytes(pid, self.prefix) > self.max_region:
                     act.setdefault(model, []).append(pid)
             elif state == "Z" and pid in self.known and pid not in self.handled:
                 act.setdefault(self.known[pid], []).append(pid)
-        return alive, act
+        return running, stopped, act
 
-    def _region_bytes(self, pid: int) -> int:
-        """The size of the largest /dev/shm region (of this server's prefix) the stub maps."""
-        if not self.prefix:
-            return 0
-        try:
-            maps = Path(f"/proc/{pid}/maps").read_text()
-        except OSError:
-            return 0
-        sizes = [0]
-        for name in {ln.split()[-1] for ln in maps.splitlines() if f"/dev/shm/{self.prefix}" in ln}:
-            try:
-                sizes.append(Path(name).stat().st_size)
-            except OSError:
-                continue
-        return max(sizes)
+    def _looks(self, what: str, model: str, bad: bool) -> int:
+        """Count the looks in a row at which `what` held for `model` (0 once it does not)."""
+        key = (what, model)
+        self.count[key] = self.count.get(key, 0) + 1 if bad else 0
+        return self.count[key]
 
-    def _reload(self, model: str, pids: list[int], why: str) -> None:
-        started = time.monotonic()
-        dead = not pids or any(_state(p) in ("Z", "gone") for p in pids)
-        ok, error = reload_model(self.url, model, self.key, unload_first=dead)
-        event = (
-            f"{time.strftime('%T')} {model}: {why}, model loaded again in "
-            f"{time.monotonic() - started:.1f} s" + ("" if ok else f"; FAILED: {error}")
-        )
-        self.events = (self.events + [event])[-10:]
-        log(event)
+    def _served(self, index, act) -> dict[str, tuple[str, str]]:
+        """{model: (state, reason)} of what the watchdog answers for: what Triton serves or is
+        loading, what we are repairing, and every model a served ensemble names."""
+        if index is None:  # no secret: what the statistics API lists, ready or not
+            index = {m: ("READY", "") for m in loaded_models(self.url)}
+        models = {
+            m: sr
+            for m, sr in index.items()
+            if sr[0] in ("READY", "LOADING", "UNLOADING") or m in self.lost
+        }
+        for model in [*act, *self.reloading]:
+            models.setdefault(model, index.get(model, ("", "")))
+        for model, (state, _) in list(models.items()):
+            if state == "READY":
+                for step in ensemble_steps(self.config(model)):
+                    models.setdefault(step, index.get(step, ("UNAVAILABLE", "not loaded")))
+        return models
+
+    # ------------------------------------------------------------ one look
 
     def step(self, server_pid: int) -> dict:
-        """One look: start reloading what died, write and return the health report."""
+        """One look: start what repairs a model, decide a restart, write the health report."""
         privatise_regions(self.prefix)
-        server_ready = _ok(f"{self.url}/v2/health/ready")
-        alive, act = self.stubs(server_pid) if server_ready else ({}, {})
-        names = set(loaded_models(self.url)) | set(act) | set(self.reloading)
-        models = {m: {"ready": _ok(f"{self.url}/v2/models/{m}/ready")} for m in sorted(names)}
-        for model in models:
-            if not models[model]["ready"] or model in self.reloading:
-                self.short.pop(model, None)
-                continue
-            want = expected_stubs(served_config(self.url, model))
-            if self.expected.get(model, want) != want:  # loaded since with another config
-                self.complete.discard(model)
-                self.short.pop(model, None)
-            self.expected[model] = want
-            have = alive.get(model, 0)
-            if want is None:
-                continue
-            if have >= want:
-                self.complete.add(model)
-                self.short.pop(model, None)
-            elif model in self.complete:
-                self.short[model] = self.short.get(model, 0) + 1
-                if self.short[model] >= SHORT_STEPS and model not in act:
-                    act[model] = []
-        for model, pids in act.items():
-            self.handled.update(pids)
-            if not models[model]["ready"] or model in self.reloading:
-                continue  # unloaded since (nothing to bring back), or already being reloaded
-            dead = [p for p in pids if _state(p) in ("Z", "gone")]
-            want = self.expected.get(model)
-            if dead and (want is None or alive.get(model, 0) >= want):
-                continue  # a stub replaced on purpose (a load with another config) exits too
-            if not pids:
-                why = f"{alive.get(model, 0)} of {self.expected[model]} stub(s) running"
-            elif dead:
-                why = f"stub {dead} died"
-            else:
-                why = f"stub {pids} holds a region over {self.max_region / 2**20:.0f} MiB"
-            # after the reload: the config may differ, and the stubs must all run again first
-            self.expected.pop(model, None)
-            self.complete.discard(model)
-            self.short.pop(model, None)
-            log(f"{model}: {why}; loading the model again")
-            thread = threading.Thread(target=self._reload, args=(model, pids, why), daemon=True)
-            self.reloading[model] = (thread, why)
-            thread.start()
-        for model, (thread, _) in list(self.reloading.items()):
+        self._looked = {}
+        if not _ok(f"{self.url}/v2/health/ready"):
+            return self.write(server_pid, False, {})
+        self.note = ""
+        if self.check_key and answers_key(self.url, self.key) is not None:
+            self.check_key = False
+            if not answers_key(self.url, self.key):
+                self.key_refused = True
+                self._restart("tritonserver refuses its admin key (hidden before it read it?)")
+        for model, (thread, _, _) in list(self.reloading.items()):
             if not thread.is_alive():
                 del self.reloading[model]
+        running, stopped, act = self.stubs(server_pid)
+        index = repository_index(self.url, self.key)
+        models = {}
+        for model, (state, reason) in sorted(self._served(index, act).items()):
+            info = {
+                "state": state,
+                "ready": _ok(f"{self.url}/v2/models/{model}/ready"),
+                "stubs_alive": len(running.get(model, [])),
+                "stopped": stopped.get(model, []),
+                "problem": "",
+            }
+            info["problem"] = self._judge(model, info, reason, running, act)
+            models[model] = info
+        self._ensembles(models)
         for model, info in models.items():
-            info["stubs_alive"] = alive.get(model, 0)
             info["reloading"] = self.reloading[model][1] if model in self.reloading else ""
-        return self.write(server_pid, server_ready, models)
+            info["stubs_expected"] = self.expected.get(model)
+        return self.write(server_pid, True, models)
 
-    def write(self, server_pid: int, ready: bool, models: dict) -> dict:
+    def _judge(self, model: str, info: dict, reason: str, running, act) -> str:
+        """What is wrong with `model` ('' if nothing), starting its repair where one is due."""
+        state, now = info["state"], time.monotonic()
+        if model not in self.python and self.repo:  # never served yet: its file says
+            self.python[model] = python_backend(self.repo, model)
+        if state in ("LOADING", "UNLOADING"):  # a load of ours, or anyone's, under way
+            since = self.since.setdefault(model, now)
+            starved = state == "LOADING" and self.python.get(model) and not running.get(model)
+            if self._looks("wedged", model, bool(starved)) >= WEDGED_STEPS:
+                self._restart(f"{model} is LOADING with no stub running (one died as it loaded)")
+            elif now - since > STUCK_S:
+                self._restart(f"{model} has been {state} for {now - since:.0f} s")
+        if model in self.reloading:
+            _, why, started = self.reloading[model]
+            if now - started > STUCK_S:
+                self._restart(f"reloading {model} ({why}) has not ended in {STUCK_S:.0f} s")
+        if self.restart and (model in self.reloading or state in ("LOADING", "UNLOADING")):
+            return f"{state or 'reloading'}: {self.restart}; restarting tritonserver"
+        if model in self.reloading:
+            return f"reloading ({self.reloading[model][1]})"
+        if state in ("LOADING", "UNLOADING"):
+            return f"{state} for {now - self.since[model]:.0f} s"
+        self.since.pop(model, None)
+        self._looks("wedged", model, False)
+        if not info["ready"]:
+            if model in self.lost:  # unloaded by a repair of ours: it was serving, bring it back
+                return self._bring_back(model)
+            return f"not ready ({state or 'not loaded'}{': ' + reason if reason else ''})"
+        self.lost.pop(model, None)
+        self.failures.pop(model, None)
+        return self._stubs_problem(model, info, running, act)
+
+    def _stubs_problem(self, model: str, info: dict, running, act) -> str:
+        """A READY model's stubs: dead, missing, stopped or holding an oversized region."""
+        config = self.config(model)
+        want = expected_stubs(config)
+        if config.get("backend") != "python" or want is None:
+            self.expected[model] = None
+            return ""  # an ensemble, or a backend without stubs (Triton's onnxruntime)
+        if self.expected.get(model, want) != want:  # loaded since with another config
+            self._looks("short", model, False)
+        self.expected[model] = want
+        have, pids = info["stubs_alive"], act.get(model, [])
+        self.handled.update(pids)
+        replaced = [p for p in info["stopped"] if p in self.handled]
+        info["stopped"] = [p for p in info["stopped"] if p not in self.handled]
+        if replaced and have >= want:  # stopped, and its model serves without it: end it
+            self._end_stubs(model, replaced)
+        dead = [p for p in pids if proc_state(p) in ("Z", "gone")]
+        big = [p for p in pids if p not in dead]
+        if dead and have >= want:
+            dead = []  # a stub replaced on purpose (a load with another config) exits too
+        short = self._looks("short", model, have + len(info["stopped"]) < want)
+        held = self._looks("stopped", model, bool(info["stopped"]))
+        if dead:
+            return self._repair(model, dead, f"stub {dead} died")
+        if short >= SHORT_STEPS:
+            return self._repair(model, [], f"{have} of {want} stub(s) running")
+        if held >= STOPPED_STEPS:
+            why = f"stub {info['stopped']} stopped (SIGSTOP) for {held} s"
+            self.handled.update(info["stopped"])  # Triton may leave it, stopped, after the reload
+            return self._repair(model, info["stopped"], why)
+        if info["stopped"]:
+            return f"stub {info['stopped']} stopped (SIGSTOP): Triton answers 500 for {model}"
+        if big:
+            why = f"stub {big} holds a region over {self.max_region / 2**20:.0f} MiB"
+            return self._repair(model, big, why, unload=False, force=why)
+        if have < want:
+            return f"{have} of {want} stub(s) running"
+        return ""
+
+    def _bring_back(self, model: str) -> str:
+        """Load a model that a repair of ours unloaded (it, or an ensemble naming it) with the
+        config it served, once every model it names serves again."""
+        waiting = [
+            s
+            for s in ensemble_steps(self.configs.get(model, {}))
+            if s in self.reloading or not _ok(f"{self.url}/v2/models/{s}/ready")
+        ]
+        if waiting:
+            return f"not ready ({self.lost[model]}; waiting for {', '.join(waiting)})"
+        return self._repair(model, [], f"{self.lost[model]}; loading it again", unload=False)
+
+    def _ensembles(self, models: dict) -> None:
+        """An ensemble serves only while every model it names does."""
+        for model, info in models.items():
+            if info["ready"] and not info["problem"] and info["state"] == "READY":
+                broken = [
+                    s
+                    for s in ensemble_steps(self.config(model))
+                    if s not in models or models[s]["problem"] or not models[s]["ready"]
+                ]
+                if broken:
+                    info["problem"] = f"its step(s) {', '.join(broken)} not serving"
+
+    # ------------------------------------------------------------ acting
+
+    def _repair(self, model, pids, why, unload: bool = True, force: str = "") -> str:
+        """Load `model` again in a thread (unloaded first: a dead or stopped stub)."""
+        if self.restart:
+            return f"{why}; restarting tritonserver"
+        self.count[("short", model)] = self.count[("stopped", model)] = 0
+        self.expected.pop(model, None)  # after the reload: the config may differ
+        if unload:  # Triton unloads the ensembles that name it too: bring them back after it
+            for other, config in self.configs.items():
+                if model in ensemble_steps(config) and _ok(f"{self.url}/v2/models/{other}/ready"):
+                    self.lost.setdefault(other, f"unloaded with {model}")
+        log(f"{model}: {why}; loading the model again")
+        thread = threading.Thread(
+            target=self._reload, args=(model, why, unload, force), daemon=True
+        )
+        self.reloading[model] = (thread, why, time.monotonic())
+        thread.start()
+        return f"reloading ({why})"
+
+    def _reload(self, model: str, why: str, unload: bool, force: str) -> None:
+        started = time.monotonic()
+        if unload:
+            self.lost[model] = why
+        config = self.configs.get(model) if model in self.lost and not unload else None
+        ok, error = reload_model(
+            self.url, model, self.key, unload_first=unload, force=force, config=config
+        )
+        if ok:
+            self.lost.pop(model, None)
+        else:
+            self.failures[model] = self.failures.get(model, 0) + 1
+            if self.failures[model] >= FAILED_RELOADS:
+                self._restart(f"loading {model} again failed {FAILED_RELOADS} times: {error}")
+        took = time.monotonic() - started
+        self._event(
+            f"{model}: {why}, model loaded again in {took:.1f} s"
+            + ("" if ok else f"; FAILED: {error}")
+        )
+
+    def _end_stubs(self, model: str, pids: list[int]) -> None:
+        """SIGKILL stubs of this server that stay stopped after their model was loaded again
+        (they keep their memory and region otherwise)."""
+        for pid in pids:
+            if self.known.get(pid) == model and proc_state(pid) in ("T", "t"):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    self._event(f"{model}: ended stub [{pid}], stopped and replaced")
+                except ProcessLookupError:
+                    pass
+
+    def _restart(self, why: str) -> None:
+        if not self.restart:
+            self.restart = why
+            log(f"{why}: restarting tritonserver")
+
+    def _event(self, event: str) -> None:
+        self.events = (self.events + [f"{time.strftime('%T')} {event}"])[-10:]
+        log(event)
+
+    def write(self, server_pid: int, ready: bool, models: dict, failed: str = "") -> dict:
         report = {
             "time": time.time(),
             "server_pid": server_pid,
             "server_ready": ready,
+            "restarting": self.restart or self.note,
+            "failed": failed,
             "models": models,
             "events": self.events,
         }
@@ -405,20 +536,36 @@ class Watchdog:
         return report
 
 
+def _end(server: subprocess.Popen, grace: float = STOP_GRACE_S) -> None:
+    """SIGTERM the server, SIGKILL it after `grace` seconds (a wedged one ignores the first)."""
+    if server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 def supervise(
     argv: list[str],
     url: str,
     health_file: Path,
     every: float,
     max_region_mib: float = MAX_REGION_MIB,
+    restrict_apis: str = "",
 ) -> int:
     """Run tritonserver (argv) and keep it and its models serving; return its exit status."""
     os.umask(0o077)  # the stubs' /dev/shm regions and the health file: this user's only
     key = os.environ.get("TRITON_ADMIN_KEY", "")
+    if restrict_apis and not key:
+        log("--restrict-apis needs TRITON_ADMIN_KEY in the environment; not starting tritonserver")
+        return 2
     if not key:
         log("TRITON_ADMIN_KEY is not set: a model whose stub dies cannot be reloaded")
+    if restrict_apis:
+        argv = [*argv, *restricted_api_args(restrict_apis, key)]
     prefix = shm_prefix(argv)
-    watchdog = Watchdog(url, health_file, key, prefix, max_region_mib)
+    repo = next((a.split("=", 1)[1] for a in argv if a.startswith("--model-repository=")), "")
     stopping = False
     server = None
 
@@ -431,32 +578,53 @@ def supervise(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     restarts: list[float] = []
+    events: list[str] = []
+    note = ""  # why the server is being started again, for the report until it is ready
+    hide = bool(restrict_apis)  # the key flags are ours: hide the key once the server read it
     while True:
         removed = remove_stale_regions(prefix)
         if removed:
             log(f"removed {len(removed)} shared-memory region(s) left by a previous server")
+        watchdog = Watchdog(url, health_file, key, prefix, max_region_mib, repo)
+        watchdog.events, watchdog.note = events, note
         server = subprocess.Popen(argv)
-        while server.poll() is None and not stopping:
+        if hide:
+            why_not = hide_argument(server.pid, key)
+            watchdog.check_key = not why_not
+            if why_not:
+                log(f"the admin key stays on tritonserver's command line: {why_not}")
+        while server.poll() is None and not stopping and not watchdog.restart:
             try:
                 watchdog.step(server.pid)
             except OSError as exc:  # a health file that cannot be written is not a reason to stop
                 log(f"health file: {exc}")
             _reap_orphans(server.pid)
             time.sleep(every)
+        why = watchdog.restart
+        hide = hide and not watchdog.key_refused
+        if why and not stopping:
+            _end(server)
         code = server.wait()
         _end_orphaned_stubs(watchdog.known, prefix)  # they would keep their regions mapped
         if stopping:
+            remove_stale_regions(prefix)  # what the stubs leave in /dev/shm when stopped with it
             return code
         now = time.monotonic()
         restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
-        log(f"tritonserver exited with status {code}")
-        watchdog.write(server.pid, False, {})
+        watchdog._event(f"server {'restarted: ' + why if why else f'exited ({code})'}")
+        events = watchdog.events
         if len(restarts) > MAX_RESTARTS:
-            log(f"{MAX_RESTARTS} restarts within {RESTART_WINDOW_S} s: giving up")
+            failed = (
+                f"tritonserver ended {len(restarts)} times within {RESTART_WINDOW_S} s (last: "
+                f"{why or f'exit status {code}'}); the watchdog gave up: run `{RECOVER}`"
+            )
+            log(failed)
+            watchdog.write(server.pid, False, {}, failed=failed)
             return code or 1
-        watchdog.events = (watchdog.events + [f"{time.strftime('%T')} server exited ({code})"])[
-            -10:
-        ]
+        watchdog.note = f"started again after: {why or f'it exited with status {code}'}"
+        watchdog.restart = ""
+        watchdog.write(server.pid, False, {})
+        note = watchdog.note
         log("starting tritonserver again")
 
 
@@ -469,14 +637,14 @@ def _end_orphaned_stubs(known: dict[int, str], prefix: str, wait: float = 10.0) 
             argv = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             continue
-        if prefix and prefix.encode() in argv and _state(pid) not in ("Z", "gone"):
+        if prefix and prefix.encode() in argv and proc_state(pid) not in ("Z", "gone"):
             mine.append(pid)
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + wait
-    while any(_state(p) not in ("Z", "gone") for p in mine) and time.monotonic() < deadline:
+    while any(proc_state(p) not in ("Z", "gone") for p in mine) and time.monotonic() < deadline:
         time.sleep(0.1)
 
 
@@ -495,29 +663,45 @@ def _reap_orphans(server_pid: int) -> None:
         os.waitpid(info.si_pid, 0)
 
 
+# ---------------------------------------------------------------- the health check
+
+
 def check(url: str, health_file: Path) -> tuple[bool, list[str]]:
-    """(healthy, lines saying why): Triton's own readiness, server and per model, and the
-    watchdog's fresh report on each model's stubs."""
-    lines, healthy = [], True
-    if not _ok(f"{url}/v2/health/ready"):
-        return False, ["server: not ready"]
+    """(healthy, lines saying why): the watchdog's fresh report on every model it answers for
+    (Triton's state, stubs running / asked for, a repair under way, a problem in words) and
+    Triton's own readiness, server and per model. Healthy only if every model is ready with the
+    stubs its served config asks for and nothing is wrong."""
     try:
         report = json.loads(Path(health_file).read_text())
     except (OSError, ValueError):
         report = None
+    if report and report.get("failed"):
+        return False, [f"FAILED: {report['failed']}"]
+    if not _ok(f"{url}/v2/health/ready"):
+        if report and report.get("restarting"):
+            return False, [f"server: not ready ({report['restarting']})"]
+        return False, ["server: not ready"]
     if report is None or time.time() - report.get("time", 0) > STALE_AFTER_S:
-        healthy = False
-        lines.append(f"watchdog: no fresh report in {health_file}")
-        report = {"models": {}}
-    for model in sorted(set(loaded_models(url)) | set(report["models"])):
-        seen = report["models"].get(model, {})
+        return False, [
+            f"watchdog: no fresh report in {health_file}: it is not running, so nothing repairs "
+            f"a model whose stub dies; run `{RECOVER}`"
+        ]
+    lines, healthy = [], not report.get("restarting")
+    if report.get("restarting"):
+        lines.append(f"server: restarting ({report['restarting']})")
+    seen = report.get("models", {})
+    for model in sorted(set(loaded_models(url)) | set(seen)):
+        info = seen.get(model)
         ready = _ok(f"{url}/v2/models/{model}/ready")
-        ok = ready and not seen.get("reloading")
-        healthy &= ok
-        state = "ready" if ok else "NOT READY"
-        if seen.get("reloading"):  # unloaded and loaded again after a stub died: not ready a while
-            state = f"reloading ({seen['reloading']})"
-        lines.append(f"{model}: {state} ({seen.get('stubs_alive', '?')} stub(s) running)")
+        if info is None:
+            healthy = False
+            lines.append(f"{model}: {'ready' if ready else 'NOT READY'}, not yet looked at")
+            continue
+        problem = info.get("problem", "") or ("" if ready else "NOT READY")
+        healthy &= ready and not problem
+        want = info.get("stubs_expected")
+        stubs = f" ({info.get('stubs_alive', 0)} of {want} stub(s) running)" if want else ""
+        lines.append(f"{model}: {problem or 'ready'}{stubs}")
     return healthy, lines
 
 
@@ -536,6 +720,13 @@ def main(argv: list[str] | None = None) -> int:
         default=MAX_REGION_MIB,
         help="a stub's shared-memory region larger than this has its model loaded again",
     )
+    parser.add_argument(
+        "--restrict-apis",
+        default="",
+        metavar="GROUPS",
+        help="e.g. model-repository,shared-memory,logging,trace: restrict these Triton APIs to "
+        f"the header {ADMIN_HEADER} with $TRITON_ADMIN_KEY (the flags are added here)",
+    )
     args = parser.parse_args(own)
     if args.check:
         healthy, lines = check(args.url, Path(args.health_file))
@@ -543,7 +734,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0 if healthy else 1
     if not server_argv:
         parser.error("give the tritonserver command after --")
-    return supervise(server_argv, args.url, Path(args.health_file), args.every, args.max_region_mib)
+    return supervise(
+        server_argv,
+        args.url,
+        Path(args.health_file),
+        args.every,
+        args.max_region_mib,
+        args.restrict_apis,
+    )
 
 
 if __name__ == "__main__":

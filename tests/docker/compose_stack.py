@@ -32,7 +32,7 @@ DOCKER_DIR = REPO_ROOT / "docker"
 RESULTS_SUBDIR = "docker-test"  # results/docker-test/ on the host
 RESULTS_IN_JUPYTER = f"/home/jovyan/work/results/{RESULTS_SUBDIR}"
 HOST_RESULTS = REPO_ROOT / "results" / RESULTS_SUBDIR
-HOST_PROMPT = "Run this on the host"  # labenv.ask_host's first words
+HOST_PROMPT = "Run this on the host"  # services.ask_host's first words
 KEEP_IMAGES = os.environ.get("LAB_DOCKER_KEEP_IMAGES") == "1"
 
 

@@ -5,10 +5,13 @@
   Keystone, Blazar, Nova, Neutron, Glance), with the request and answer shapes of the real
   services; Blazar, Nova and Neutron are in `blazar.py`, `nova.py`, `neutron.py`. python-chi talks
   to it through its normal client stack (keystoneauth, novaclient, neutronclient, glanceclient,
-  blazarclient, openstacksdk); a request the real service would refuse is refused, and anything
-  the fake does not know answers 501, so a wrong call fails the test.
+  blazarclient, openstacksdk); a request the real service would refuse is refused, a Neutron
+  path that names no resource answers 404 as Neutron does (and is marked in the log: python-chi
+  1.2.10's default Server.delete() sends one), and anything else the fake does not know answers
+  501, so a wrong call fails the test.
 - `classroom.populate`: the other 39 students of a class in the same project (leases, servers,
-  floating IPs), around the student under test.
+  floating IPs; leases ACTIVE, STARTING, PENDING and ended; user names that hold the student's
+  and are held in it), around the student under test.
 - `node.FakeNode`: the bare-metal node: an SSH server (paramiko) on port 22 of the floating IP
   bound to the student's server, whose shell runs each command with bash in the node's home, with
   stub system commands (apt, systemctl, docker, nvidia-smi, cloud-init ...) on PATH.

@@ -44,7 +44,9 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
     every deploy fails), `delete_polls` (how many server-list reads still show a deleted server),
     `su_left` (service units left in the project; None = no limit), `fip_quota` (floating IPs
     the project may hold), `pool` (the shared pool's free addresses), `reservable_fips` (the
-    addresses Blazar can reserve), and the hosts' calendars (`book`, `book_all`).
+    addresses Blazar can reserve), `after_refusal` (called when Blazar refuses a lease), the
+    hosts' calendars (`book`, `book_all`) and flags (a host's `reservable`, cleared in
+    maintenance; `authorized_projects`, a comma-separated list of the projects it is kept for).
     """
 
     def __init__(self, user: str = "student", pool_size: int = 8, reservable: int = 60):
@@ -64,6 +66,7 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         self.pool = [f"127.20.1.{i}" for i in range(1, pool_size + 1)]
         self.reservable_fips = [f"127.20.0.{i}" for i in range(10, 10 + reservable)]
         self.fip_bookings: list[dict] = []
+        self.after_refusal = lambda: None
         self.on_bind = lambda address, owner: None
         self.lock = threading.RLock()
         self.log: list[dict] = []
@@ -280,6 +283,18 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             if m:
                 args = [g for g in m.groups() if g is not None and not g.startswith("/")]
                 return fn(method, query, body, headers, *args)
+        if path.startswith("/tacc/neutron/"):  # as Neutron answers a path it has no resource for
+            self.log[-1]["unrouted"] = True
+            raise Reply(
+                404,
+                {
+                    "NeutronError": {
+                        "type": "HTTPNotFound",
+                        "message": "The resource could not be found.",
+                        "detail": "",
+                    }
+                },
+            )
         raise Reply(501, {"fake_error": f"not served by the fake: {method} {path}"})
 
     def _token_check(self, headers):

@@ -1,12 +1,18 @@
 """Blazar as the class meets it: leases of many students in one project, hosts booked by time
 window, reservable floating IPs that run out, and refusals worded as Blazar words them.
 
-A host reservation takes a host of the node type that has no allocation overlapping the lease's
-window (otherwise "Not enough hosts available"); a floating-IP reservation takes a reservable
-address free over the window ("Not enough floating IPs available"); with `su_left` set, a lease
-costing more service units (node-hours) is refused as Chameleon's usage enforcement does.
-A lease whose start time has come turns ACTIVE when read, and its reserved floating IP then
-appears in the project, tagged with the reservation (as Blazar's floating-IP plugin does).
+A host reservation takes a host of the node type that Blazar will book for the project (its
+`reservable` flag set: a host in maintenance has it cleared; and, when the host carries the extra
+capability `authorized_projects`, the project among them) with no allocation overlapping the
+lease's window (otherwise "Not enough hosts available"); a floating-IP reservation takes a
+reservable address free over the window ("Not enough floating IPs available"); with `su_left`
+set, a lease costing more service units (node-hours) is refused as Chameleon's usage enforcement
+does; `after_refusal` is called after each refusal (a scenario's classmate acting just then).
+A lease whose start time has come turns ACTIVE when read (one made to start now is STARTING
+first; `_starting` = how many more reads it stays so), and its reserved floating IP then appears
+in the project, tagged with the reservation (as Blazar's floating-IP plugin does). A lease that
+ends (`end_lease`) or is deleted gives its hosts and reserved IPs back, and its servers are
+deleted (Blazar's on_end); an IP taken from the pool stays in the project.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ def _parse(text: str) -> dt.datetime:
 
 def _public(lease: dict) -> dict:
     """The lease as Blazar shows it: without the fake's own notes (keys starting with _)."""
-    out = copy.deepcopy(lease)
+    out = {k: copy.deepcopy(v) for k, v in lease.items() if not k.startswith("_")}
     out["reservations"] = [
         {k: v for k, v in r.items() if not k.startswith("_")} for r in out["reservations"]
     ]
@@ -48,9 +54,12 @@ class BlazarMixin:
     def _lease_json(self, lease):
         # a lease whose start time has come moves on, as Blazar's periodic task does
         if lease["status"] == "PENDING" and _parse(lease["start_date"]) <= now():
-            self._activate(lease)
-        elif lease["status"] == "STARTING":
-            self._activate(lease)
+            lease["status"] = "STARTING"
+        if lease["status"] == "STARTING":
+            if lease.get("_starting", 0) > 0:
+                lease["_starting"] -= 1
+            else:
+                self._activate(lease)
         return _public(lease)
 
     def _activate(self, lease):
@@ -94,8 +103,20 @@ class BlazarMixin:
             return Reply(204, None)
         raise Reply(405)
 
+    def end_lease(self, lease_id):
+        """The lease's end time has come (Blazar's on_end): TERMINATED, its servers deleted."""
+        lease = self.leases[lease_id]
+        self._end_lease(lease)
+        lease["status"] = "TERMINATED"
+        for r in lease["reservations"]:
+            r["status"] = "deleted"
+
     def _end_lease(self, lease):
-        """What Blazar does at a lease's end or deletion: hosts and reserved IPs go back."""
+        """What Blazar does at a lease's end or deletion: hosts and reserved IPs go back, and the
+        servers on its hosts are deleted; an IP the project took from the pool stays."""
+        hosts = {r["id"] for r in lease["reservations"] if r["resource_type"] == "physical:host"}
+        for sid in [s["id"] for s in self.servers.values() if s["reservation"] in hosts]:
+            self._delete_server(sid)
         for host_allocs in self.allocations.values():
             host_allocs[:] = [a for a in host_allocs if a["lease_id"] != lease["id"]]
         for r in lease["reservations"]:
@@ -133,9 +154,15 @@ class BlazarMixin:
             raise self._blazar_error(
                 400, "InvalidInput", f"this fake expects a host reservation: {kinds}"
             )
-        self._check_allocation(body, start, end, project_id)
+        try:
+            self._check_allocation(body, start, end, project_id)
+        except Reply:
+            self.after_refusal()  # a classmate may act just then (scenarios)
+            raise
         lease_id = new_id()
-        reservations = [self._reserve(r, lease_id, start, end) for r in body["reservations"]]
+        reservations = [
+            self._reserve(r, lease_id, start, end, project_id) for r in body["reservations"]
+        ]
         lease = {
             "id": lease_id,
             "name": body["name"],
@@ -191,7 +218,7 @@ class BlazarMixin:
                 f"{hours * sum(hosts_needed.values()):f} SUs, only {self.su_left:f} left",
             )
         for node_type, count in hosts_needed.items():
-            if len(self._free_hosts(node_type, start, end)) < count:
+            if len(self._free_hosts(node_type, start, end, project_id)) < count:
                 raise self._blazar_error(
                     409, "NotEnoughHostsAvailable", "Not enough hosts available"
                 )
@@ -200,12 +227,13 @@ class BlazarMixin:
                 409, "NotEnoughFloatingIPAvailable", "Not enough floating IPs available"
             )
 
-    def _free_hosts(self, node_type, start, end):
+    def _free_hosts(self, node_type, start, end, project_id):
         return [
             h
             for h in self.hosts
             if h["node_type"] == node_type
             and h["reservable"]
+            and project_id in h.get("authorized_projects", project_id).split(",")
             and not any(
                 _overlaps(start, end, _parse(a["start_date"]), _parse(a["end_date"]))
                 for a in self.allocations[h["id"]]
@@ -222,7 +250,7 @@ class BlazarMixin:
             )
         ]
 
-    def _reserve(self, r, lease_id, start, end):
+    def _reserve(self, r, lease_id, start, end, project_id):
         rid = new_id()
         common = {
             "id": rid,
@@ -233,7 +261,7 @@ class BlazarMixin:
         }
         if r["resource_type"] == "physical:host":
             node_type = json.loads(r["resource_properties"])[2]
-            host = self._free_hosts(node_type, start, end)[0]
+            host = self._free_hosts(node_type, start, end, project_id)[0]
             self.allocations[host["id"]].append(
                 {
                     "id": rid,
@@ -276,9 +304,11 @@ class BlazarMixin:
         fip=False,
         status=None,
         project_id="p-0002",
+        starting=0,
     ):
         """A lease someone made earlier, through the same checks as a new one; status=TERMINATED
-        gives an ended one (nothing booked)."""
+        gives an ended one (nothing booked); starting=N: one that started and stays STARTING for
+        N more reads (Blazar still setting up its node)."""
         start = now() + dt.timedelta(hours=start_in_hours)
         if status == "TERMINATED":
             lease_id = new_id()
@@ -335,7 +365,9 @@ class BlazarMixin:
         lease = self.leases[self._create_lease(body, user_id, project_id)["id"]]
         if start_in_hours <= 0:
             lease["start_date"] = start.strftime(BLAZAR_OUT)
-            self._activate(lease)
+            lease["_starting"] = starting
+            if not starting:
+                self._activate(lease)
         return lease
 
     # ------------------------------------------------------------------ hosts and their calendar

@@ -1,13 +1,19 @@
 """The rest of a class of 40 in project CHI-231138, mid-session, around the student under test.
 
-    20 classmates: an ACTIVE lease made by notebook 1 (one host, one reserved floating IP), a
+    19 classmates: an ACTIVE lease made by notebook 1 (one host, one reserved floating IP), a
                    server ACTIVE with that IP attached
      1 classmate:  the same, but the server is still booting and its reserved IP is unbound:
                    the first unbound IP of the project, the one a careless "first free IP"
                    would take
-     1 classmate:  a Horizon lease without a reserved IP, a server holding an IP from the pool
+     1 classmate:  a lease made a moment ago, still STARTING (Blazar setting up its node)
+     1 classmate:  `student2`, whose user name contains the student's: a Horizon lease without
+                   a reserved IP that ends in 3.5 h (after a lease made now), a server holding
+                   the IP notebook 2 took from the pool for it (described "public IP of
+                   node-serve-system-student2 for lease ...")
      8 classmates: PENDING leases for the afternoon shift (in 4 hours)
-     9 classmates: ended (TERMINATED) leases
+     9 classmates: ended (TERMINATED) leases; one of them, `stud`, whose user name is contained
+                   in the student's, left the pool IP notebook 2 took for its server in the
+                   project, unattached (its lease ended before its clean-up cell ran)
 That leaves 2 of the site's 24 gpu_p100 hosts free for the next 3 hours.
 """
 
@@ -17,29 +23,53 @@ import datetime as dt
 
 from .common import BLAZAR_OUT, user_id_of
 
+NAMES = {"horizon": "student2", "stranded": "stud"}  # user names around the student's
+
 
 def lease_name(user: str, lease: dict) -> str:
     start = dt.datetime.strptime(lease["start_date"], BLAZAR_OUT)
     return f"serve_system_{user}_{start:%Y%m%d-%H%M}"
 
 
+def pool_ip_marker(server_name: str, lease_id: str) -> str:
+    """The description notebook 2 gives an IP it takes from the pool (chi_ips._marker)."""
+    return f"public IP of {server_name} for lease {lease_id}, allocated by notebook 2"
+
+
 def populate(fake) -> dict:
     """Fill the fake with the class; returns {name: what they have} for the tests."""
-    people = [f"classmate{n:02d}" for n in range(1, 40)]
-    roles = ["booting"] + ["running"] * 20 + ["horizon"] + ["afternoon"] * 8 + ["done"] * 9
+    roles = (
+        ["booting"]
+        + ["running"] * 19
+        + ["starting", "horizon"]
+        + ["afternoon"] * 8
+        + ["done"] * 8
+        + ["stranded"]
+    )
+    people = [NAMES.get(role, f"classmate{n:02d}") for n, role in enumerate(roles, start=1)]
     made = {}
     for name, role in zip(people, roles):
         uid = user_id_of(name)
-        if role == "done":
+        if role in ("done", "stranded"):
             lease = fake.add_lease("x", uid, start_in_hours=-30, status="TERMINATED")
         elif role == "afternoon":
             lease = fake.add_lease("x", uid, start_in_hours=4, fip=True)
+        elif role == "starting":
+            lease = fake.add_lease("x", uid, start_in_hours=0, fip=True, starting=10**6)
+        elif role == "horizon":  # a longer lease: it ends after a lease made now
+            lease = fake.add_lease("x", uid, start_in_hours=-1, hours=4.5)
         else:
-            lease = fake.add_lease("x", uid, start_in_hours=-1, fip=role != "horizon")
+            lease = fake.add_lease("x", uid, start_in_hours=-1, fip=True)
         lease["name"] = lease_name(name, lease)
         made[name] = {"role": role, "user_id": uid, "lease": lease["id"]}
         if role in ("booting", "running", "horizon"):
             made[name].update(_server(fake, name, uid, lease, booting=role == "booting"))
+        if role == "stranded":
+            marker = pool_ip_marker(f"node-serve-system-{name}", lease["id"])
+            fip = fake._new_fip(
+                fake.pool.pop(0), project_id=lease["project_id"], description=marker
+            )
+            made[name].update(ip=fip["floating_ip_address"], ip_id=fip["id"])
     return made
 
 
@@ -51,14 +81,16 @@ def _server(fake, name, uid, lease, booting):
         host_res,
         key_name=f"{name}-jupyter",
         final="BUILD" if booting else "ACTIVE",
+        metadata={"serve_system_lease": lease["id"]},
     )
     server["status"] = server["final"]
     port = next(p for p in fake.ports.values() if p["device_id"] == server["id"])
     fip_res = [r["id"] for r in lease["reservations"] if r["resource_type"] == "virtual:floatingip"]
     if fip_res:
         fip = next(f for f in fake.fips.values() if f"reservation:{fip_res[0]}" in f["tags"])
-    else:  # Horizon lease without a reserved IP: one from the pool
-        fip = fake._new_fip(fake.pool.pop(0), project_id=lease["project_id"])
+    else:  # Horizon lease without a reserved IP: one notebook 2 took from the pool
+        marker = pool_ip_marker(server["name"], lease["id"])
+        fip = fake._new_fip(fake.pool.pop(0), project_id=lease["project_id"], description=marker)
     if not booting:
         fake._bind(fip, port["id"])
     return {"server": server["id"], "ip": fip["floating_ip_address"], "ip_id": fip["id"]}

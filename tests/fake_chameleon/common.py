@@ -10,6 +10,7 @@ import uuid
 BLAZAR_IN = "%Y-%m-%d %H:%M"  # what python-chi sends
 BLAZAR_OUT = "%Y-%m-%dT%H:%M:%S.%f"  # what Blazar answers
 SITE = "CHI@TACC"
+BRANCH = "class-2026"  # a branch of the published lab repository other than its default
 
 
 class Reply(Exception):

@@ -6,7 +6,8 @@ Inside its own network namespace (no other process sees the floating IPs or port
 harness starts the fake APIs, fills the project with the rest of a class of 40 (classroom.py),
 and lays out what a student has after launching the lab from Trovi: the instructor's published
 repository (this lab's notebooks with lab_settings.py filled in, and the files the node runs;
-tag v1 = the version taught, and a later commit on main), unpacked from `git archive v1` into
+tag v1 = the version taught, a later commit on main, and a branch `class-2026` with a commit of
+its own, to which a scenario may push more), unpacked from `git archive v1` into
 the student's work folder, without .git, as Trovi's 10_workdir.sh does. Then it runs the
 scenario's steps (scenarios.py) through a Jupyter kernel (nbclient), cell by cell, and writes
 every cell's output, the API requests, the node's commands and the final state to OUT.json.
@@ -35,11 +36,18 @@ sys.path.insert(0, str(HERE.parent))
 
 from fake_chameleon import classroom  # noqa: E402
 from fake_chameleon.api import FakeChameleon  # noqa: E402
+from fake_chameleon.common import BRANCH  # noqa: E402
 from fake_chameleon.node import FakeNode  # noqa: E402
 
 # FAKE_CHAMELEON_NOTEBOOKS=DIR runs other copies of the notebooks (e.g. an older version's).
 NOTEBOOKS = Path(os.environ.get("FAKE_CHAMELEON_NOTEBOOKS", REPO / "notebooks"))
-PUBLISHED = ["01_reserve.ipynb", "02_provision.ipynb", "lab_settings.py", "chi_helpers.py"]
+PUBLISHED = [
+    "01_reserve.ipynb",
+    "02_provision.ipynb",
+    "lab_settings.py",
+    "chi_helpers.py",
+    "chi_ips.py",
+]
 NODE_FILES = ["docker/setup_host.sh", "docker/init_env.sh", "docker/.env.example"]
 # What the instructor fills in before publishing ("{repo}": the published repository's URL).
 INSTRUCTOR = {"REPO_URL": "{repo}", "REPO_REF": "v1", "PROJECT": "CHI-231138"}
@@ -136,6 +144,8 @@ class World:
             )
             self.env["PYTHONPATH"] = str(base / "old_chi")
         self.runs: list[dict] = []
+        self.clone_heads: dict[str, str | None] = {}
+        self.notes: dict = {}  # what a scenario tells the tests (ids it made or changed)
 
     def _on_bind(self, address: str, owner: str | None):
         if owner == self.fake.user_id:
@@ -162,7 +172,32 @@ class World:
         git("tag", "v1", cwd=path)
         (path / "VERSION").write_text("after v1\n")
         later = git("commit", "-q", "-am", "a later change", cwd=path)
-        return path, {"v1": v1, "main": later}
+        git("checkout", "-q", "-b", BRANCH, "v1", cwd=path)
+        (path / "VERSION").write_text(f"{BRANCH}, first\n")
+        branch = git("commit", "-q", "-am", "the class's branch", cwd=path)
+        git("checkout", "-q", "main", cwd=path)
+        return path, {"v1": v1, "main": later, BRANCH: branch}
+
+    def push_to_branch(self) -> str:
+        """The instructor pushes a fix to the class's branch (a non-default branch)."""
+        git("checkout", "-q", BRANCH, cwd=self.lab_repo)
+        (self.lab_repo / "VERSION").write_text(f"{BRANCH}, fixed\n")
+        head = git("commit", "-q", "-am", "a fix for the class", cwd=self.lab_repo)
+        git("checkout", "-q", "main", cwd=self.lab_repo)
+        self.tags[f"{BRANCH} fixed"] = head
+        return head
+
+    def note_clone(self, label: str) -> None:
+        """Record which commit the node's clone has checked out now."""
+        self.clone_heads[label] = self._clone_head()
+
+    def _clone_head(self) -> str | None:
+        clone = self.node.home / "serve-system-lab"
+        if not clone.exists():
+            return None
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True
+        ).stdout.strip()
 
     def _trovi_launch(self, ref: str):
         archive = subprocess.run(
@@ -192,13 +227,7 @@ class World:
     def result(self) -> dict:
         f = self.fake
         clone = self.node.home / "serve-system-lab"
-        head = (
-            subprocess.run(
-                ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True
-            ).stdout.strip()
-            if clone.exists()
-            else None
-        )
+        head = self._clone_head()
         env_file = clone / "docker" / ".env"
         failed_boots = self.notebooks / ".serve_system_failed_boots.json"
         return {
@@ -209,7 +238,7 @@ class World:
             if self.node.calls.exists()
             else [],
             "leases": list(f.leases.values()),
-            "servers": [{k: str(v) for k, v in s.items()} for s in f.servers.values()],
+            "servers": [dict(s) for s in f.servers.values()],
             "fips": list(f.fips.values()),
             "keypairs": list(f.keypairs),
             "user_id": f.user_id,
@@ -219,6 +248,8 @@ class World:
             "fip_history": f.fip_history,
             "tags": self.tags,
             "clone_head": head,
+            "clone_heads": self.clone_heads,
+            "notes": self.notes,
             "hosts": {h["id"]: h["node_type"] for h in f.hosts},
             "allocations": [dict(r, host=h) for h, rs in f.allocations.items() for r in rs],
             "failed_boots": json.loads(failed_boots.read_text()) if failed_boots.exists() else {},

@@ -109,6 +109,10 @@ class FakeNode:
     def unlisten(self, address: str) -> None:
         sock = self._socks.pop(address, None)
         if sock is not None:
+            try:  # wakes the thread blocked in accept(), which would keep the port taken
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             sock.close()
 
     def _accept(self, sock):

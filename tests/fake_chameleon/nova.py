@@ -3,13 +3,18 @@
 A server boots on the host of the ACTIVE host reservation named in its scheduler hint. It ends in
 ERROR when that host already runs a server ("No valid host was found", as Nova says), when the
 host is in `bad_hosts` (it fails every deploy), or while `servers_fail` > 0 (a deploy that fails
-once). A deleted server stays listed for `delete_polls` more reads, as a bare-metal delete takes
-a while, and its port goes with it, which unbinds its floating IP.
+once). A server that was ACTIVE can fail later (`break_server`: ERROR, its floating IP still
+bound). A deleted server stays listed for `delete_polls` more reads, as a bare-metal delete takes
+a while, and its port goes with it, which unbinds its floating IP. A server keeps the metadata it
+was made with (string keys and values, as Nova checks them); the list filters `name` as Nova
+does, as a regular expression searched in the name (so `name=node-serve-system-stud` also lists
+node-serve-system-student's server).
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 
 from .common import Reply, fingerprint, new_id, now
 
@@ -110,7 +115,12 @@ class NovaMixin:
                     del self.deleting[sid]
                     self.servers.pop(sid, None)
             version = self._microversion(headers)
-            return {"servers": [self._server_json(s, version) for s in self.servers.values()]}
+            listed = [
+                s
+                for s in self.servers.values()
+                if "name" not in query or re.search(query["name"][0], s["name"])
+            ]
+            return {"servers": [self._server_json(s, version) for s in listed]}
         return Reply(202, {"server": self._create_server(body)})
 
     def _create_server(self, body):
@@ -129,6 +139,11 @@ class NovaMixin:
             problems.append(
                 f"reservation {hints.get('reservation')} is not an active host reservation"
             )
+        metadata = s.get("metadata", {})
+        if not isinstance(metadata, dict) or not all(
+            isinstance(v, str) and 0 < len(k) <= 255 and len(v) <= 255 for k, v in metadata.items()
+        ):
+            problems.append(f"Invalid input for field/attribute metadata: {metadata!r}")
         if problems:
             raise Reply(400, {"badRequest": {"code": 400, "message": "; ".join(problems)}})
         fail = self.servers_fail > 0
@@ -140,6 +155,7 @@ class NovaMixin:
             key_name=s["key_name"],
             image=s["imageRef"],
             fault=DEPLOY_FAILED if fail else None,
+            metadata=metadata,
         )
         return {
             "id": server["id"],
@@ -158,6 +174,7 @@ class NovaMixin:
         image="img-cuda",
         fault=None,
         final="ACTIVE",
+        metadata=None,
     ):
         """A server on a reservation's host (the student's, or a classmate's made beforehand)."""
         host = self.host_of(reservation_id)
@@ -185,8 +202,14 @@ class NovaMixin:
             "fault": fault,
             "reads": 0,
             "created": now(),
+            "metadata": dict(metadata or {}),
         }
         return self.servers[sid]
+
+    def break_server(self, server_id: str, fault: str = DEPLOY_FAILED) -> None:
+        """A server that was running fails (ERROR); its floating IP stays bound to its port."""
+        s = self.servers[server_id]
+        s.update(status="ERROR", final="ERROR", fault=fault)
 
     def _server_json(self, s, version=(2, 61)):
         s["reads"] += 1
@@ -223,7 +246,7 @@ class NovaMixin:
             "status": s["status"],
             "tenant_id": self.project_id,
             "user_id": s["user_id"],
-            "metadata": {},
+            "metadata": dict(s["metadata"]),
             "hostId": host_id,
             "host_status": "UP",
             "image": {"id": s["image"], "links": []},
@@ -274,11 +297,12 @@ class NovaMixin:
         if method == "GET":
             return {"server": self._server_json(s, self._microversion(headers))}
         if method == "DELETE":
-            self.deleting.setdefault(
-                server_id, self.delete_polls
-            )  # deleting twice is accepted, as by Nova
-            for pid in [p["id"] for p in self.ports.values() if p["device_id"] == server_id]:
-                self._unbind_port(pid)
-                del self.ports[pid]
+            self._delete_server(server_id)
             return Reply(204, None)
         raise Reply(405)
+
+    def _delete_server(self, server_id):
+        self.deleting.setdefault(server_id, self.delete_polls)  # twice is accepted, as by Nova
+        for pid in [p["id"] for p in self.ports.values() if p["device_id"] == server_id]:
+            self._unbind_port(pid)
+            del self.ports[pid]

@@ -83,3 +83,14 @@ def reserved_fip(result, lease) -> dict:
     """The floating IP Blazar created for a lease's floating-IP reservation."""
     rid = reservation(lease, "virtual:floatingip")["id"]
     return next(f for f in result["fips"] if f"reservation:{rid}" in f["tags"])
+
+
+def unrouted(result) -> list[tuple[str, str]]:
+    """Requests to a Neutron path that names no resource (Neutron answers 404): python-chi
+    1.2.10's Server.delete() sends one for each floating IP it means to delete."""
+    return [(e["method"], e["path"]) for e in result["api"] if e.get("unrouted")]
+
+
+def neutron_deletes(result, during=None) -> list[str]:
+    """The paths of every DELETE sent to Neutron (floating IPs, and paths that do not exist)."""
+    return [e["path"] for e in requests(result, "DELETE", r"/tacc/neutron/.*", during)]

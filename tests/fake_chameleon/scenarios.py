@@ -10,11 +10,14 @@ from __future__ import annotations
 import datetime as dt
 import os
 
-from fake_chameleon.common import now
+from fake_chameleon.common import BRANCH, now, user_id_of
 
 DELETE_SERVER = {"DELETE_SERVER = False": "DELETE_SERVER = True"}
 DELETE_LEASE = {"DELETE_LEASE = False": "DELETE_LEASE = True"}
+DELETE_LATER = {**DELETE_LEASE, "DELETE_LATER_LEASES = False": "DELETE_LATER_LEASES = True"}
 SETUP = "check_node_type_and_image"  # the cell that ends the set-up cells of both notebooks
+LEASES = "def my_lab_leases"  # notebook 1: the cell after which its clean-up cell can run
+CLONE = "lab version: %h"  # notebook 2: the cell that clones the lab on the node
 
 
 class NoStop(Exception):
@@ -28,10 +31,12 @@ def stopped_at(record) -> int:
     return record["error"]["n"]
 
 
-def student_lease(world, start_in_hours, hours=3, fip=True, name_suffix=""):
+def student_lease(world, start_in_hours, hours=3, fip=True, name_suffix="", starting=0):
     """A lease the student made earlier (notebook 1, or Horizon when fip=False)."""
     f = world.fake
-    lease = f.add_lease("x", f.user_id, start_in_hours=start_in_hours, hours=hours, fip=fip)
+    lease = f.add_lease(
+        "x", f.user_id, start_in_hours=start_in_hours, hours=hours, fip=fip, starting=starting
+    )
     start = now() + dt.timedelta(hours=start_in_hours)
     lease["name"] = f"serve_system_student_{start:%Y%m%d-%H%M}{name_suffix}"
     return lease
@@ -54,7 +59,7 @@ def class_day(world):
         s.run([s.index_of("DELETE_SERVER")], label="delete server again")  # still being deleted
         s.run([s.index_of("DELETE_SERVER")], label="delete server, none left")
     with world.session("01_reserve", DELETE_LEASE) as s:
-        s.run(s.upto("def my_lab_leases") + [s.index_of("DELETE_LEASE")], label="delete lease")
+        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete lease")
 
 
 def pending_lease(world):
@@ -69,14 +74,201 @@ def pending_lease(world):
 
 
 def two_active(world):
-    """Two ACTIVE leases of the student: a Horizon one without a reserved IP that ends in 1 h,
-    and notebook 1's with a reserved IP that ends in 2.5 h. Both notebooks use the second."""
-    world.horizon = student_lease(world, -2, fip=False)
-    world.longer = student_lease(world, -0.5, name_suffix="b")
+    """Two ACTIVE leases of the student's, where the one that ends last started first: a Horizon
+    lease without a reserved IP (started 2 h ago, ends in 2.5 h) and notebook 1's with a reserved
+    IP (started 30 minutes ago, ends in 1 h). Both notebooks use the first; notebook 2 takes a
+    pool IP for it."""
+    student_lease(world, -2, hours=4.5, fip=False)
+    student_lease(world, -0.5, hours=1.5, name_suffix="b")
     with world.session("01_reserve") as s:
         s.run(label="two active")
     with world.session("02_provision") as s:
         s.run(label="two active")
+
+
+def my_server(world) -> dict:
+    """The student's server (the newest of that name) in the fake's state."""
+    f = world.fake
+    return [x for x in f.servers.values() if x["user_id"] == f.user_id][-1]
+
+
+def server_on_earlier_lease(world):
+    """The issue's case: the server was made on lease A (reserved IP, ends in 1 h); a later lease
+    B appears (reserved IP, ends in 2.9 h). Notebook 2 again stays on A and says how to move to
+    B. A server without the record of its lease, beside two active leases: the cell says it
+    cannot tell. Then the student moves: DELETE_SERVER, and notebook 2 makes a server on B. Then
+    B is deleted in Horizon and Blazar fails to delete its server (it logs and goes on): notebook
+    2 replaces that server with one on A."""
+    student_lease(world, -2)
+    with world.session("02_provision") as s:
+        s.run(label="on A")
+    b = student_lease(world, -0.1, name_suffix="b")
+    world.notes["B"] = b
+    with world.session("02_provision") as s:
+        s.run(label="B appears")
+    server = my_server(world)
+    record, server["metadata"] = server["metadata"], {}
+    with world.session("02_provision") as s:
+        s.run(s.upto("lease_note"), label="no record")
+    server["metadata"] = record
+    world.fake.delete_polls = 4  # the server is still listed when notebook 2 runs again
+    with world.session("02_provision", DELETE_SERVER) as s:
+        s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="move: delete server")
+    with world.session("02_provision") as s:
+        s.run(label="move: on B")
+    f, left = world.fake, my_server(world)["id"]
+    f.end_lease(b["id"])
+    f.deleting.pop(left, None)  # Blazar's delete of the server failed: it stays, without its port
+    del f.leases[b["id"]]
+    with world.session("02_provision") as s:
+        s.run(label="B gone, its server left")
+
+
+def starting_lease(world):
+    """The student's lease was made a moment ago and Blazar is still starting it (a classmate's
+    lease stays STARTING all along): notebook 1 uses it, notebook 2 says to come back in a few
+    minutes; once ACTIVE, notebook 2 makes the server on it."""
+    lease = student_lease(world, 0, starting=10**6)
+    with world.session("01_reserve") as s:
+        s.run(label="starting")
+    with world.session("02_provision") as s:
+        s.run(label="starting")
+    lease["_starting"] = 0
+    with world.session("02_provision") as s:
+        s.run(label="started")
+
+
+def several_pending(world):
+    """Two PENDING leases of the student's (tomorrow's, made first, and the afternoon's, which
+    starts first), then an ACTIVE one beside them; then the clean-up cell of notebook 1 deletes
+    the ACTIVE one and keeps the two for later, and with DELETE_LATER_LEASES deletes them."""
+    world.notes["tomorrow"] = student_lease(world, 20)
+    world.notes["afternoon"] = student_lease(world, 4)
+    with world.session("01_reserve") as s:
+        s.run(label="two pending")
+    with world.session("02_provision") as s:
+        s.run(label="two pending")
+    world.notes["now"] = student_lease(world, -0.5)
+    with world.session("02_provision") as s:
+        s.run(label="active beside pending")
+    with world.session("01_reserve", DELETE_LEASE) as s:
+        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete lease")
+    with world.session("01_reserve", DELETE_LATER) as s:
+        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete later leases")
+
+
+def error_after_ip(world):
+    """The server gets the reserved IP and the node is set up; then it fails (ERROR) with the IP
+    still attached. Notebook 2 again deletes it, leaving the IP alone, makes a new server on the
+    same lease and attaches the same reserved IP to it."""
+    student_lease(world, -0.2)
+    with world.session("02_provision") as s:
+        s.run(label="first")
+    world.fake.break_server(my_server(world)["id"])
+    with world.session("02_provision") as s:
+        s.run(label="again")
+
+
+def pool_ip_taken(world):
+    """A lease without a reserved IP: notebook 2 takes a pool IP; the server fails with it
+    attached; notebook 2 again deletes the server (the IP stays) and, while the new one boots, a
+    classmate who took "the first free IP" attaches that IP to their server: the new server gets
+    a fresh one. The clean-up cell gives the fresh one back and names the classmate's."""
+    f = world.fake
+    student_lease(world, -0.2, fip=False)
+    with world.session("02_provision") as s:
+        s.run(label="first")
+    f.break_server(my_server(world)["id"])
+    taken = next(x for x in f.fips.values() if "node-serve-system-student " in x["description"])
+    careless = world.classmates["classmate01"]  # booting, no IP yet
+    port = next(p["id"] for p in f.ports.values() if p["device_id"] == careless["server"])
+    with world.session("02_provision") as s:
+        s.run(s.upto("node.submit"), label="again: new server")
+        with f.lock:
+            f._bind(taken, port)
+        s.run(range(s.index_of("node.submit") + 1, len(s.code)), label="again: the rest")
+    with world.session("02_provision", DELETE_SERVER) as s:
+        s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete server")
+
+
+def lease_end(world):
+    """Pool IPs whose lease is over. A Horizon lease A without a reserved IP, notebook 2 takes a
+    pool IP, and the student deletes the lease (notebook 1) without deleting the server first.
+    Lease B, the same, ends by itself (Blazar deletes its server; the pool IP stays, unattached):
+    notebook 2, run again, gives it back and says there is no lease. Lease C, the same, ends too:
+    the next day notebook 1 gives its IP back and makes a new lease. Classmates' pool IPs (one left
+    by `stud`, whose user name is in the student's, after its lease ended) are left alone."""
+    f = world.fake
+    world.notes["A"] = student_lease(world, -0.2, fip=False)["id"]
+    with world.session("02_provision") as s:
+        s.run(label="on A")
+    with world.session("01_reserve", DELETE_LEASE) as s:
+        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete lease A")
+    for name in ("B", "C"):
+        lease = student_lease(world, -0.1, fip=False, name_suffix=name)
+        with world.session("02_provision") as s:
+            s.run(label=f"on {name}")
+        f.end_lease(lease["id"])
+        world.notes[name] = lease["id"]
+        if name == "B":
+            with world.session("02_provision") as s:
+                s.run(label="after B ended")
+    with world.session("01_reserve") as s:
+        s.run(label="next day")
+
+
+def repo_refs(world):
+    """REPO_REF as a branch other than the repository's default; then the instructor pushes a
+    fix to it and the clone cell runs again; then REPO_REF as a commit id."""
+    student_lease(world, -0.2)
+    world.settings(REPO_REF=BRANCH)
+    with world.session("02_provision") as s:
+        s.run(s.upto(CLONE), label="branch")
+    world.note_clone("branch")
+    world.push_to_branch()
+    with world.session("02_provision") as s:
+        s.run(s.upto(CLONE), label="branch moved on")
+    world.note_clone("branch moved on")
+    world.settings(REPO_REF=world.tags["main"])
+    with world.session("02_provision") as s:
+        s.run(s.upto(CLONE), label="commit")
+    world.note_clone("commit")
+
+
+def maintenance(world):
+    """No gpu_p100 free now but two that Blazar will not book: one in maintenance (not
+    reservable), one kept for another project (authorized_projects); the V100s in maintenance.
+    Then every gpu_p100 in maintenance. Then a race: the one bookable free gpu_p100 is held by a
+    classmate whose lease is deleted just after Blazar refused the student's; then again."""
+    f = world.fake
+    p100 = [h for h in f.hosts if h["node_type"] == "gpu_p100"]
+    repair, kept = [h for h in p100 if not f.allocations[h["id"]]]
+    repair["reservable"], kept["authorized_projects"] = False, "p-0001"
+    world.notes.update(repair=repair["id"], kept=kept["id"])
+    for host in f.hosts:
+        if host["node_type"] == "gpu_v100":
+            host["reservable"] = False
+    with world.session("01_reserve") as s:
+        s.run(label="maintenance")
+    for host in p100:
+        host["reservable"] = False
+    with world.session("01_reserve") as s:
+        s.run(label="every node in maintenance")
+    for host in p100:
+        host["reservable"] = host is not repair
+    del kept["authorized_projects"]
+    rival = f.add_lease("x", user_id_of("classmate40"), start_in_hours=-0.1)
+
+    def rival_gives_up():
+        f._end_lease(rival)
+        del f.leases[rival["id"]]
+        f.after_refusal = lambda: None
+
+    f.after_refusal = rival_gives_up
+    with world.session("01_reserve") as s:
+        s.run(label="race")
+    with world.session("01_reserve") as s:
+        s.run(label="race, again")
 
 
 def classmate_ip_unbound(world):
@@ -224,7 +416,7 @@ def oldest_python_chi(world):
     with world.session("02_provision", DELETE_SERVER) as s:
         s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete server")
     with world.session("01_reserve", DELETE_LEASE) as s:
-        s.run(s.upto("def my_lab_leases") + [s.index_of("DELETE_LEASE")], label="delete lease")
+        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete lease")
 
 
 def old_python_chi(world):
@@ -237,6 +429,14 @@ SCENARIOS = {
     "class_day": (dict, class_day),
     "pending_lease": (dict, pending_lease),
     "two_active": (dict, two_active),
+    "server_on_earlier_lease": (dict, server_on_earlier_lease),
+    "starting_lease": (dict, starting_lease),
+    "several_pending": (dict, several_pending),
+    "error_after_ip": (dict, error_after_ip),
+    "pool_ip_taken": (dict, pool_ip_taken),
+    "lease_end": (dict, lease_end),
+    "repo_refs": (dict, repo_refs),
+    "maintenance": (dict, maintenance),
     "classmate_ip_unbound": (dict, classmate_ip_unbound),
     "reserved_ip_taken": (dict, reserved_ip_taken),
     "refusals": (dict, refusals),

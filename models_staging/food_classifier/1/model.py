@@ -70,6 +70,7 @@ class TritonPythonModel:
         """All images of one request as [3, 224, 224] arrays; food11.BadInput if any is unusable."""
         values = pb_utils.get_input_tensor_by_name(request, "INPUT_IMAGE").as_numpy().reshape(-1)
         images = []
+        budget = food11.request_budget()  # the CPU all its images may cost together
         for value in values:
             if len(value) > food11.MAX_BASE64_TEXT:  # by its length, before any copy of it
                 raise food11.BadInput(
@@ -85,7 +86,7 @@ class TritonPythonModel:
                         "INPUT_IMAGE must be base64 text (ASCII); got binary data. "
                         "Send base64.b64encode(file_bytes)."
                     ) from None
-            images.append(food11.tensor_from_base64(str(value)))
+            images.append(food11.tensor_from_base64(str(value), budget))
         return images
 
     def execute(self, requests):

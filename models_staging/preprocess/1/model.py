@@ -5,8 +5,9 @@ Output IMAGE_TENSOR  FP32  [batch, 3, 224, 224]  ImageNet-normalised, food_class
 
 The decoding and normalising is servelab.food11.tensor_from_bytes: the same function the FastAPI
 services, the Flask app and the food_classifier model call, so there is one pre-processing in
-the lab, wherever it runs. A request whose image cannot be read gets an error response of its
-own (INVALID_ARG: HTTP 400); the other requests of the same execute() call are answered.
+the lab, wherever it runs, and one decode budget (servelab.decode_budget). A request whose image
+cannot be read, or costs too much to decode, gets an error response of its own (INVALID_ARG: HTTP
+400); the other requests of the same execute() call are answered.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ class TritonPythonModel:
     @staticmethod
     def _tensors(request) -> np.ndarray:
         """All images of one request as one [n, 3, 224, 224] array (food11.BadInput if one is
-        unusable)."""
+        unusable or costs more to decode than servelab.decode_budget allows, alone or together
+        with the other images of the request)."""
         values = pb_utils.get_input_tensor_by_name(request, "IMAGE_BYTES").as_numpy().reshape(-1)
-        return np.stack([food11.tensor_from_bytes(bytes(value)) for value in values])
+        return food11.tensors_from_bytes(values)
 
     def execute(self, requests):
         responses = []
