@@ -78,11 +78,22 @@ def image_body(seed: int = 0) -> bytes:
     return rng.random(IMAGE_SHAPE, dtype=np.float32).tobytes()
 
 
+_running: dict = {}  # the deployment serve.run() last ran from here, by app
+
+
 def deploy(deployment) -> pd.DataFrame:
     """serve.run() the deployment as the app `food` at /food and wait until it serves; an
-    autoscaling one gets LOOK added. Returns where its replicas run (placement())."""
+    autoscaling one gets LOOK added. Returns where its replicas run (placement()).
+
+    serve.run() from Python gives the code a new version each time, so Ray replaces every
+    replica even when only num_replicas changed (seconds each on a small node): a fixed-size
+    deployment whose options already serve, with all its replicas running, is kept as it is."""
     from ray import serve
 
+    fixed = deployment._deployment_config.autoscaling_config is None
+    if fixed and APP in _running and deployment == _running[APP]:
+        if replica_states() == {"RUNNING": deployment.num_replicas}:
+            return placement()
     config = deployment._deployment_config.autoscaling_config
     with warnings.catch_warnings():  # Ray's deprecation notice of metrics_interval_s (above)
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -90,6 +101,7 @@ def deploy(deployment) -> pd.DataFrame:
             written = config.model_dump(exclude_unset=True)
             deployment = deployment.options(autoscaling_config={**written, **LOOK})
         serve.run(deployment.bind(), name=APP, route_prefix=ROUTE)
+    _running[APP] = deployment
     return placement()
 
 
