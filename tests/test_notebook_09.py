@@ -8,7 +8,7 @@ answer (an HTTP error with a message for the ones inside it, none hangs), and Tr
 instances at the same rate. Then `down` stops the cluster: none of its processes is left (not
 even a defunct one in ps), nor its temporary folder.
 
-CI's budget is tight, so the settings are small (4 s fixed-rate runs, a 4 + 20 + 14 s step): about
+CI's budget is tight, so the settings are small (4 s fixed-rate runs, a 4 + 20 + 24 s step): about
 250 s on the 2-core development machine, most of it Ray starting replicas (each serve.run from
 Python replaces them all) and the cluster and the stack starting.
 
@@ -30,7 +30,7 @@ from test_notebooks import findings, run_solved
 from labstack import lab, ray_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
-SMALL = {"LAB_RAY_RATE_SECONDS": "4", "LAB_RAY_STEP_SECONDS": "4,20,14"}
+SMALL = {"LAB_RAY_RATE_SECONDS": "4", "LAB_RAY_STEP_SECONDS": "4,20,24"}
 
 
 def test_notebook_9_runs_top_to_bottom(tmp_path, built_artifacts):

@@ -171,6 +171,8 @@ def test_a_ray_node_is_stopped_with_everything_it_started(tmp_path):
             time.sleep(0.1)
         members = ray_cluster.session_members(leader.pid)
         assert len(members) == 2, members  # the leader and its child in a group of its own
+        # reaped here as soon as it dies, as init reaps a `ray start` whose launcher has exited
+        threading.Thread(target=leader.wait, daemon=True).start()
         ray_cluster.stop_sessions([leader.pid], grace=1)
         assert ray_cluster.session_members(leader.pid) == []
         assert outsider.poll() is None
