@@ -11,6 +11,7 @@ STAMP := $(VENV)/.installed
 
 help::
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
+	@echo "make up RAY=1   the same and a local Ray cluster of two nodes (notebook 9)"
 	@echo "make status     what runs, healthy or not, and where the logs are"
 	@echo "make restart SERVICE=triton   bring one service back (same port, token, model configs)"
 	@echo "make artifacts  set up the venv and build the model files (artifacts/)"
@@ -54,8 +55,10 @@ $(BUILD_VENV)/.installed: requirements/constraints.txt requirements/artifacts.tx
 artifacts-only: $(BUILD_VENV)/.installed
 	$(BUILD_VENV)/bin/python -m labstack.artifacts
 
+# RAY=1: also a local Ray cluster, a head and a second node (notebook 9; its first cell starts it
+# too); `make down` stops it with the rest
 up: artifacts
-	$(PY) -m labstack.launcher up --jupyter
+	$(PY) -m labstack.launcher up --jupyter $(if $(RAY),--ray,)
 
 down:
 	@if [ -x $(PY) ]; then $(PY) -m labstack.launcher down; else echo "nothing to stop (no $(VENV))"; fi

@@ -82,6 +82,10 @@ SCRIPTED_PREDICTIONS = {
     "8.2 ensemble / client-side ONNX throughput (x)": 0.8,
     "8.4 throughput, 2 preprocess instances / 1 (x)": 1.2,
     "8.6 Model Analyzer's best / notebook 7's best, served/limit (x)": 1,
+    "9.2 served by 2 replicas at 150% of one (requests/s)": 20,
+    "9.2 served by 4 replicas / by 2 (x)": 1.5,
+    "9.3 recovery after the step up (s)": 10,
+    "9.5 Ray's median - Triton's, one at a time (ms)": 5,
 }
 # `make lab`: the notebooks' defaults, with 3 s perf_analyzer windows (as the H100 reference ran)
 # instead of the class's 5 s, so the whole run fits in 15 minutes on 2 cores

@@ -1,6 +1,7 @@
 """Local mode: the lab's services as native processes (no Docker, no GPU needed).
 
-    python -m labstack.launcher up [--jupyter] [--no-triton]   # start, check, write .lab/urls.env
+    python -m labstack.launcher up [--jupyter] [--no-triton] [--ray]  # start, check, write urls.env
+    python -m labstack.launcher ray             # a local Ray cluster beside the rest (notebook 9)
     python -m labstack.launcher status
     python -m labstack.launcher restart fastapi --set FASTAPI_BACKEND=onnx
     python -m labstack.launcher restart triton     # one service back after a crash (make restart)
@@ -18,6 +19,10 @@ it had (.lab/ports.json; a port just freed by a killed process is waited for, an
 another program is replaced, with Flask restarted on the new URLs and notebooks reading them with
 labenv.load()); the Jupyter token and Triton's admin key stay the same (.lab/secrets.env); `up`
 keeps edited config.pbtxt files in the model repository.
+
+With --ray (or `launcher ray`, which keeps what runs), a Ray head and a second Ray node run as
+two more services, one core each (labstack/ray_cluster.py); `up` keeps a running cluster and
+`down` stops it with the rest.
 
 Triton runs under servelab.serving.triton_watchdog: a model whose Python-backend stub dies is
 loaded again, a crashed tritonserver is started again on its ports, and `status` shows each
@@ -320,6 +325,7 @@ def start(service: Service) -> dict:
 
 # ---------------------------------------------------------------- the services
 
+RAY_SERVICES = ("ray_head", "ray_node")  # labstack/ray_cluster.py, in the order they start
 RESTART_KEYS = (
     "FASTAPI_BACKEND",
     "WEB_CONCURRENCY",
@@ -461,6 +467,10 @@ def write_state(state: dict) -> None:
                 "TRITON_ADMIN_KEY"
             ],  # the repository API's header (labenv)
         )
+    if "ray_head" in services:
+        from labstack import ray_cluster
+
+        lines.update(ray_cluster.urls(services["ray_head"], service_url))
     if "jupyter" in services:
         lines["JUPYTER_URL"] = (
             f"{service_url(services['jupyter']['port'])}/lab?token={lab_secrets()['JUPYTER_TOKEN']}"
@@ -510,7 +520,13 @@ def _service(name: str, state: dict, overrides: dict | None = None) -> Service:
     if name == "jupyter":
         port = port_for(name, rec.get("port"))
         return jupyter_service(port, lab_secrets()["JUPYTER_TOKEN"], _jupyter_env(state))
-    raise SystemExit(f"no service called {name!r} (fastapi, flask, triton, jupyter)")
+    if name in RAY_SERVICES:
+        from labstack import ray_cluster
+
+        if name == "ray_head":
+            return ray_cluster.head_service(Service, port_for, service_url, ray_cluster.temp_dir())
+        return ray_cluster.node_service(Service, port_for, state["services"]["ray_head"])
+    raise SystemExit(f"no service called {name!r} (fastapi, flask, triton, jupyter, ray_*)")
 
 
 def _healthy(rec: dict) -> bool:
@@ -525,7 +541,14 @@ def _healthy(rec: dict) -> bool:
 def _stop_service(name: str, rec: dict, say: str = "") -> bool:
     """Stop a recorded service (its whole process group); after Triton, remove the /dev/shm
     regions its stubs may have left. True if it was running."""
-    stopped = stop_process(rec["pid"], rec["marker"])
+    if name in RAY_SERVICES:  # a node and the workers Ray started for it (their own groups)
+        from labstack import ray_cluster
+
+        stopped = is_running(rec["pid"], rec["marker"])
+        ray_cluster.stop_sessions([rec["pid"]] if stopped else [])
+        ray_cluster.remove_temp_dir(rec.get("temp_dir"))
+    else:
+        stopped = stop_process(rec["pid"], rec["marker"])
     if stopped and say:
         print(f"{say} {name} (pid {rec['pid']})")
     left = _left_by_watchdog(rec) if name == "triton" and not stopped else []
@@ -589,6 +612,10 @@ def _keep(name: str, rec: dict | None, state: dict) -> str:
     if not rec or not _healthy(rec):
         return ""
     env = rec.get("env", {})
+    if name == "ray_node" and rec.get("head_pid") != state["services"].get("ray_head", {}).get(
+        "pid"
+    ):
+        return ""  # it belonged to a head that is gone
     if name == "fastapi":
         asked = os.environ.get("FASTAPI_BACKEND")
         if asked and fastapi_backend(asked) != env.get("FASTAPI_BACKEND"):
@@ -603,14 +630,17 @@ def _keep(name: str, rec: dict | None, state: dict) -> str:
     return "running and healthy"
 
 
-def up(jupyter: bool = False, triton: bool = True) -> dict:
+def up(jupyter: bool = False, triton: bool = True, ray: bool = False) -> dict:
     """Bring the stack up: start what is not running and healthy, keep what is (a crash of one
-    service restarts that one; JupyterLab and its kernels survive), each on the port it had."""
+    service restarts that one; JupyterLab and its kernels survive), each on the port it had.
+    ray: also a local Ray cluster (kept anyway when one runs: notebook 9 may have started it)."""
     with locked():
         lab_secrets()  # made once; the same token and key after every restart
         before = read_state()
         previous = before.get("services", {})
         wanted = ["fastapi", *(["triton"] if triton else []), "flask"]
+        if ray or all(n in previous for n in RAY_SERVICES):
+            wanted += list(RAY_SERVICES)
         wanted += ["jupyter"] if jupyter else []
         state: dict = {"services": {}, "started": time.strftime("%F %T")}
         if triton:
@@ -645,6 +675,21 @@ def up(jupyter: bool = False, triton: bool = True) -> dict:
 
 
 def _start_fresh(name: str, state: dict) -> dict:
+    if name in RAY_SERVICES:
+        from labstack import ray_cluster
+
+        print(f"starting {name} (a Ray node, one core) ...", flush=True)
+        record = start(_service(name, state))
+        if name == "ray_node":
+            head = state["services"]["ray_head"]
+            record["head_pid"] = head["pid"]  # a node of another head is not kept (_keep)
+            try:
+                ray_cluster.wait_for_nodes(service_url(head["port"]))
+            except RuntimeError as exc:
+                _stop_service(name, record)
+                tail = _log_tail(Path(record["log"]))
+                raise RuntimeError(f"{exc}; last lines of {record['log']}:\n{tail}") from None
+        return record
     if name == "fastapi":
         runtime = os.environ.get("FASTAPI_BACKEND", "pt")
         print(f"starting fastapi ({runtime}) ...", flush=True)
@@ -734,6 +779,32 @@ def paused(reason: str = ""):
         for pid in groups:
             os.killpg(pid, signal.SIGCONT)
         print(f"resumed {len(groups)} local service(s)", flush=True)
+
+
+def ray() -> dict:
+    """The local Ray cluster beside whatever runs (notebook 9's first cell): kept when both nodes
+    run and are healthy, else started afresh; nothing else is touched."""
+    with locked():
+        state = read_state()
+        services = state.setdefault("services", {})
+        if all(n in services and _healthy(services[n]) for n in RAY_SERVICES):
+            print("the Ray cluster runs and is healthy: kept", flush=True)
+        else:
+            for name in reversed(RAY_SERVICES):
+                if name in services:
+                    _stop_service(name, services.pop(name), "stopped leftover")
+            try:
+                for name in RAY_SERVICES:
+                    services[name] = _start_fresh(name, state)
+                    write_state(state)
+            except BaseException:
+                for name in reversed(RAY_SERVICES):
+                    if name in services:
+                        _stop_service(name, services.pop(name))
+                write_state(state)
+                raise
+        print_status(state)
+        return state
 
 
 def down(quiet: bool = False) -> None:
@@ -837,6 +908,8 @@ def main(argv=None) -> None:
     p_up = sub.add_parser("up")
     p_up.add_argument("--jupyter", action="store_true", help="also start JupyterLab")
     p_up.add_argument("--no-triton", action="store_true", help="FastAPI half only")
+    p_up.add_argument("--ray", action="store_true", help="also a local Ray cluster (notebook 9)")
+    sub.add_parser("ray", help="a local Ray cluster (two nodes) beside what runs")
     sub.add_parser("down")
     sub.add_parser("status")
     p_re = sub.add_parser("restart")
@@ -850,7 +923,9 @@ def main(argv=None) -> None:
     )
     args = parser.parse_args(argv)
     if args.cmd == "up":
-        up(jupyter=args.jupyter, triton=not args.no_triton)
+        up(jupyter=args.jupyter, triton=not args.no_triton, ray=args.ray)
+    elif args.cmd == "ray":
+        ray()
     elif args.cmd == "down":
         down()
     elif args.cmd == "status":

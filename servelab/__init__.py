@@ -30,6 +30,10 @@ lines (tests/test_size_budget.py keeps it so) and says which notebook introduces
     notebook 8   ensemble          pre-processing on the server: the preprocess + ONNX ensemble
                  ensemble_checks   notebook 8's verdicts on your mapping and runs
                  model_analyzer    Model Analyzer's results read: table, best per objective, Pareto
+    notebook 9   ray_serving       Ray Serve: the cluster, the deployment, its replicas watched
+                 serve_options     a deployment's options read as Ray reads them (its exercises)
+                 open_loop         HTTP load at a rate whatever the answers, and its windows in time
+                 ray_checks        notebook 9's verdicts on your runs
     (all)        paths             where things live in the repository
                  tools             where perf_analyzer is, and the environment it needs
                  decode_budget     what decoding one image may cost, each limit with its reason

@@ -18,12 +18,16 @@ what to write and where to look (a NotYet, which Jupyter shows without a traceba
     record = exercises.function(send_one, "4.4", "time one request", args=(...),
                                 check=exercises.timed_request)
     diff = exercises.file_edit(path, before, "6.3", "set count: 2", needs={...})
+    deployment = exercises.deployment_options(deployment, "9.2", "two replicas", FoodClassifier,
+                                              needs={"num_replicas": 2})
 
 Every check has the same shape: your answer, the step, what the step needs in words, then what
 exactly to look for. A config.pbtxt text is judged by Triton's own schema (the ModelConfig
 protobuf that servelab.triton_config parses with), and its instance_group by where Triton puts
 the instances; a perf_analyzer line is read as perf_analyzer reads it (servelab.perf_flags), and
-a flag that changes what is measured is refused unless the step needs it. What a step needs
+a flag that changes what is measured is refused unless the step needs it; a Ray Serve
+deployment's options are read as Ray reads them (servelab.serve_options), and likewise an
+option the step does not ask for is refused when it changes what is measured. What a step needs
 beyond an answer's form (a latency in milliseconds, one model's statistics, instances per GPU)
 is judged by what the answer does: servelab.step_needs, whose checks are called here as
 exercises.timed_request, exercises.on_every_gpu, ... The command lines' checks live in
@@ -41,7 +45,7 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
-from servelab import config_text, step_needs
+from servelab import config_text, serve_options, step_needs
 from servelab.answers import NotYet, blank, not_written, written_text  # noqa: F401
 from servelab.command_lines import curl_line, perf_line  # noqa: F401 (exercises.perf_line, ...)
 
@@ -222,3 +226,41 @@ def function(
         shown = textwrap.shorten(repr(returned), 120, placeholder=" …")
         raise NotYet(f"{step}: {what}: {name}() returned {shown}; {hint or where}.")
     return returned
+
+
+# ---------------------------------------------------------------- Ray Serve deployment options
+
+
+def deployment_options(
+    answer,
+    step: str,
+    what: str,
+    base,
+    needs: dict[str, object],
+    where: str = "the text above it names each option",
+):
+    """Your options of the Ray Serve deployment `base` (base.options(...) or a dict of options;
+    an autoscaling_config as a dict or Ray's AutoscalingConfig), read by Ray itself
+    (servelab.serve_options); stops unless each option of `needs` ({option, or
+    "autoscaling_config.<field>": value}) has that value, and while another option differs from
+    base's. Returns the Deployment, ready for .bind()."""
+    if blank(answer):
+        raise not_written(step, f"{base.name}.options(...)", what, where)
+    try:
+        deployment = serve_options.deployment_of(answer, base)
+        full = serve_options.effective(deployment, base)
+        changed = serve_options.changed(deployment, base)
+    except serve_options.NotOptions as exc:
+        raise NotYet(f"{step}: {exc}.") from None
+    for key, want in needs.items():
+        if key not in full or not serve_options.same(full[key], want):
+            has = f"`{key}={full[key]!r}`" if key in full else f"no `{key.split('.')[0]}`"
+            raise NotYet(f"{step}: {what}: your options give {has}, the step needs `{key}={want}`.")
+    autoscaled = any(k.startswith("autoscaling_config") for k in needs)
+    for key in changed:
+        if key in needs or (autoscaled and key in ("num_replicas", "autoscaling_config")):
+            continue  # an autoscaling deployment's num_replicas is the autoscaler's
+        field = key.split(".")[-1]
+        why = serve_options.CHANGES.get(field, "it changes how the deployment runs")
+        raise NotYet(f"{step}: {what}: leave `{field}` out of your options: {why}.")
+    return deployment

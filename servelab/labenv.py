@@ -24,9 +24,11 @@ URLS_ENV = LAB_DIR / "urls.env"
 _TRITON_URLS = ("TRITON_SERVER_URL", "TRITON_GRPC_URL", "TRITON_METRICS_URL")
 # in local mode, the launcher's urls.env is the truth for these (a JupyterLab started before a
 # service moved still has the old ones in its environment)
-_LOCAL_URLS = ("FASTAPI_SERVER_URL", "FLASK_SERVER_URL", *_TRITON_URLS)
+_RAY_URLS = ("RAY_ADDRESS", "RAY_DASHBOARD_URL", "RAY_SERVE_URL")  # notebook 9's Ray cluster
+_LOCAL_URLS = ("FASTAPI_SERVER_URL", "FLASK_SERVER_URL", *_TRITON_URLS, *_RAY_URLS)
 # what load() returns (not the secrets it loads)
 _SHOWN = ("LAB_MODE", "FASTAPI_SERVER_URL", "FASTAPI_BACKEND", "FLASK_SERVER_URL", *_TRITON_URLS)
+_SHOWN += ("RAY_ADDRESS", "RAY_SERVE_URL")
 
 
 def load() -> dict:

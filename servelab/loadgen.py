@@ -1,4 +1,5 @@
-"""The notebooks' HTTP load generator: N requests, sequentially or from C concurrent senders.
+"""The notebooks' HTTP load generator: N requests, sequentially or from C concurrent senders (a
+closed loop; servelab/open_loop.py sends at a rate instead, notebook 9).
 
 Introduced in notebook 4.
 
@@ -40,13 +41,20 @@ def _server_timing(header: str | None) -> dict:
     return out
 
 
-def _one(session: requests.Session, url: str, body: bytes, timeout: float) -> dict:
+def post_once(
+    session: requests.Session, url: str, body: bytes, timeout: float, headers: dict | None = None
+) -> dict:
+    """One POST of `body`, timed: t_start, latency_ms, status (a number, or the exception's name
+    when no answer came), the service's Server-Timing as server_*_ms and, for a status other than
+    200, what the service said (`detail`)."""
     start = time.perf_counter()
     try:
         resp = session.post(
-            url, data=body, headers={"Content-Type": "application/json"}, timeout=timeout
+            url, data=body, headers=headers or {"Content-Type": "application/json"}, timeout=timeout
         )
         status, timing = resp.status_code, _server_timing(resp.headers.get("Server-Timing"))
+        if status != 200:
+            timing["detail"] = resp.text[:200]
     except requests.RequestException as exc:
         status, timing = f"error: {type(exc).__name__}", {}
     return {
@@ -102,16 +110,20 @@ def run(
     timeout: float = 60.0,
     progress: bool = True,
     send=None,
+    headers: dict | None = None,
 ) -> pd.DataFrame:
     """Send n POST requests with `concurrency` senders (1 = sequential); one row per request.
 
     send(session, url, payload): sends one request and returns its record (notebook 4 has you
-    write it); default: the lab's own, which encodes the body once for all requests."""
-    body = json.dumps(payload).encode()
+    write it); default: the lab's own, which encodes the body once for all requests. A payload of
+    bytes is sent as it is (application/octet-stream), with `headers` if given (notebook 9)."""
+    raw = isinstance(payload, bytes)
+    body = payload if raw else json.dumps(payload).encode()
+    kind = {"Content-Type": "application/octet-stream" if raw else "application/json"}
 
     def one(session):
         if send is None:
-            return _one(session, url, body, timeout)
+            return post_once(session, url, body, timeout, {**kind, **(headers or {})})
         return _sent_by(send, session, url, payload)
 
     show = tqdm and progress
@@ -154,6 +166,9 @@ def summarize(df: pd.DataFrame) -> dict:
     row["infer_mean_ms"] = float(ok[infer].mean()) if infer in ok and len(ok) else float("nan")
     laws = queueing.laws(row["throughput_rps"], row["mean_ms"], row["infer_mean_ms"])
     row["lock_busy_U"], row["in_flight_N"] = laws["busy_U"], laws["in_flight_N"]
+    if "late_ms" in df:  # an open loop (servelab/open_loop.py): what it offered, what left late
+        row["request_rate"] = df.attrs.get("request_rate")
+        row["delayed_pct"] = float((df["late_ms"] > df.attrs.get("late_limit_ms", 10)).mean() * 100)
     return row
 
 

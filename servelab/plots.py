@@ -259,3 +259,41 @@ def utilisation_over_time(samples: dict[str, list[dict]], title: str) -> plt.Fig
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def load_step(
+    windows: pd.DataFrame,
+    replicas: pd.DataFrame,
+    marks: dict[str, float],
+    budget_ms: float,
+    title: str,
+) -> plt.Figure:
+    """Notebook 9's autoscaling run over time, three panels sharing the time axis: replicas
+    (running, starting), requests in the system (open_loop.over_time's in_flight: queued or in
+    service) against the offered rate, and the p95 of each window against the budget; `marks`
+    draws a vertical line at each named moment (the step up, the step down)."""
+    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
+    top.step(replicas["t_s"], replicas.get("RUNNING", 0), where="post", label="running")
+    if "STARTING" in replicas:
+        top.step(replicas["t_s"], replicas["STARTING"], where="post", label="starting", ls="--")
+    top.set_ylabel("replicas")
+    middle.plot(windows["t_s"], windows["in_flight"], label="in the system (queued + served)")
+    rate = middle.twinx()
+    rate.plot(windows["t_s"], windows["offered_per_s"], color="grey", alpha=0.5, label="offered")
+    rate.set_ylabel("offered (requests/s)")
+    middle.set_ylabel("requests in flight")
+    bottom.plot(windows["t_s"], windows["p95_ms"], marker=".", label="p95 of the window")
+    bottom.axhline(budget_ms, color="red", ls=":", label=f"budget {budget_ms:.0f} ms")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("p95 latency (ms)")
+    bottom.set_xlabel("seconds into the run")
+    for ax in (top, middle, bottom):
+        for name, t in marks.items():
+            ax.axvline(t, color="black", alpha=0.4, ls="--")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    for name, t in marks.items():
+        top.annotate(name, (t, 0), fontsize=8, rotation=90, va="bottom")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,12 +1,13 @@
 """Switching the lab's services from a notebook while they run: local mode restarts (or pauses)
 them for you; with Docker, the notebook prints the command for the host and waits for its effect.
 
-Introduced in notebook 4 (notebooks 6 and 7 use it too).
+Introduced in notebook 4 (notebooks 6, 7 and 9 use it too).
 
     services.use_fastapi_backend("onnx", workers=2)   # FastAPI serves ONNX Runtime, 2 workers
     services.use_flask_triton_model("food_classifier_onnx")   # the Flask UI calls that model
     services.ask_host("docker compose ... exec ...")  # Docker: a command the host runs
     services.run_alone([...], "why")                  # local mode: a command with the lab paused
+    services.use_ray_cluster()                        # notebook 9: the lab's Ray cluster, started
 
 The lab's machinery (labstack) runs the local-mode steps as commands of its own: this library
 knows nothing of it (pyproject.toml's import contracts).
@@ -19,7 +20,7 @@ import shlex
 import time
 from pathlib import Path
 
-from servelab.labenv import url, wait_healthy
+from servelab.labenv import load, url, wait_healthy
 
 # ---------------------------------------------- Docker: the steps only the host can do
 
@@ -100,6 +101,20 @@ def run_alone(argv: list[str], reason: str) -> None:
     """Local mode: run a command while the lab's services are paused (SIGSTOP, then SIGCONT), so
     it has the machine's cores to itself (labstack.pause, the launcher's pause)."""
     _machinery("labstack.pause", "--reason", reason, "--", *argv, capture=False).check_returncode()
+
+
+def use_ray_cluster() -> dict:
+    """Notebook 9: the Ray cluster to serve on. Local mode starts the lab's (a head and a second
+    node, `python -m labstack.launcher ray`; one that runs is kept) and reads its addresses;
+    elsewhere RAY_ADDRESS and RAY_SERVE_URL must be set (notebook 9 says how on Chameleon)."""
+    if os.environ.get("LAB_MODE") == "local":
+        done = _machinery("labstack.launcher", "ray")
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"starting the Ray cluster failed:\n{(done.stdout + done.stderr)[-2000:]}"
+            )
+        load()
+    return {"RAY_ADDRESS": url("RAY_ADDRESS"), "RAY_SERVE_URL": url("RAY_SERVE_URL")}
 
 
 def _fastapi_serving(runtime: str, workers: int):

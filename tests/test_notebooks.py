@@ -57,7 +57,7 @@ def exercises_of(source) -> list[tuple[int, str, str]]:
 
 
 def test_the_numbered_series_is_there():
-    assert {p.name[:2] for p in SOURCES} == {"00", "01", "02", "03", "04", "05", "06", "07", "08"}
+    assert {p.name[:2] for p in SOURCES} == {f"{i:02d}" for i in range(10)}
     assert [p.stem for p in NOTEBOOKS] == [p.stem for p in SOURCES], "run `make notebooks`"
     assert not list(editions.STUDENT.glob("[0-9][0-9]_*.py")), (
         "a notebook source in notebooks/: sources live in notebook_sources/ (they hold answers)"

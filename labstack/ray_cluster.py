@@ -1,0 +1,198 @@
+"""Local mode's Ray cluster (notebook 9): a head node and a second node, each a `ray start`
+process with a fixed share of the machine, started and stopped by the launcher.
+
+    python -m labstack.launcher up --jupyter --ray   # make up RAY=1: the stack and the cluster
+    python -m labstack.launcher ray                  # the cluster alone, the rest kept (notebook 9)
+    python -m labstack.launcher down                 # stops it with everything else
+
+Each node is `ray start --block` in its own process session: the head with Ray's GCS, dashboard
+(bound to 127.0.0.1) and Serve's controller and proxy once notebook 9 starts Serve; the second
+node joins it with `--address`, as a second Chameleon node would. Each node has `RAY_NODE_CPUS`
+logical CPUs and, on a machine with two cores or more, its processes are pinned to one core of
+their own (`taskset`), so "two nodes" means two shares of the machine, not one pool. Every port is
+chosen free (two clusters can share a machine: a test and yours), and Ray keeps its state in a
+temporary folder of its own, removed at `down`.
+
+Stopping is exact: `ray stop` would stop every Ray process of the machine, so `down` sends SIGTERM
+to the two `ray start` processes, then SIGKILL to whatever of their sessions is left (the workers
+and replicas Ray started for them), by process id.
+
+Ray Serve's autoscaler hears from the proxy and the replicas every 10 s by default; the nodes
+start with Ray's own settings for it at 0.5 s (RAY_SERVE_*_AUTOSCALING_METRIC_PUSH_INTERVAL_S),
+so a load step of a few seconds is seen while it lasts; and Ray's workers at the niceness of the
+rest of the lab (RAY_ENV says why).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import requests
+
+RAY_NODE_CPUS = 1  # logical CPUs of each node (Ray's --num-cpus), replicas take 0.5 each
+OBJECT_STORE_BYTES = 200_000_000  # per node: requests of 600 kB pass through it
+RAY_ENV = {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    # Ray starts its workers (the replicas, Serve's proxy) at nice 15 so its own daemons stay
+    # responsive; on a machine shared with the rest of the lab they would then get the cores last
+    "RAY_worker_niceness": "0",
+    "RAY_SERVE_HANDLE_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
+    "RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S": "0.5",
+}
+NODE_JOIN_S = 180.0
+
+
+def _ray() -> str:
+    return str(Path(sys.executable).with_name("ray"))
+
+
+def _pinned(core: int) -> list[str]:
+    """`taskset -c core` where the machine has a core for each node, else nothing."""
+    if (os.cpu_count() or 1) >= 2 and shutil.which("taskset"):
+        return ["taskset", "-c", str(core % (os.cpu_count() or 1))]
+    return []
+
+
+def temp_dir() -> str:
+    """A short folder of Ray's own (its sockets' paths must stay under 108 characters)."""
+    return tempfile.mkdtemp(prefix="lab_ray_", dir="/tmp")
+
+
+def _node_ports(port_for, name: str) -> list[str]:
+    return [
+        f"--dashboard-agent-listen-port={port_for(f'{name}_agent')}",
+        f"--metrics-export-port={port_for(f'{name}_metrics')}",
+        f"--runtime-env-agent-port={port_for(f'{name}_runtime_env')}",
+    ]
+
+
+def head_service(service_cls, port_for, url, folder: str):
+    """The head node as a launcher Service (labstack.launcher.Service)."""
+    gcs, dashboard = port_for("ray_gcs"), port_for("ray_dashboard")
+    argv = _pinned(0) + [
+        _ray(),
+        "start",
+        "--head",
+        "--block",
+        f"--num-cpus={RAY_NODE_CPUS}",
+        "--node-ip-address=127.0.0.1",
+        f"--port={gcs}",
+        f"--ray-client-server-port={port_for('ray_client')}",
+        "--dashboard-host=127.0.0.1",
+        f"--dashboard-port={dashboard}",
+        f"--temp-dir={folder}",
+        f"--object-store-memory={OBJECT_STORE_BYTES}",
+        "--disable-usage-stats",
+        *_node_ports(port_for, "ray_head"),
+    ]
+    return service_cls(
+        "ray_head",
+        argv,
+        health=f"{url(dashboard)}/api/version",
+        marker=f"--port={gcs}",
+        env=RAY_ENV,
+        timeout=180,
+        ports={"port": dashboard, "gcs_port": gcs, "serve_port": port_for("ray_serve")},
+        extra={"temp_dir": folder},
+    )
+
+
+def node_service(service_cls, port_for, head: dict):
+    """The second node, joining the head at its GCS address (`ray start --address`)."""
+    agent = port_for("ray_node_agent")  # the same port _node_ports asks for (ports.json)
+    argv = _pinned(1) + [
+        _ray(),
+        "start",
+        "--block",
+        f"--num-cpus={RAY_NODE_CPUS}",
+        f"--address=127.0.0.1:{head['gcs_port']}",
+        "--node-ip-address=127.0.0.1",
+        f"--object-store-memory={OBJECT_STORE_BYTES}",
+        "--disable-usage-stats",
+        *_node_ports(port_for, "ray_node"),
+    ]
+    return service_cls(
+        "ray_node",
+        argv,
+        health=head["health"],  # the head answers; wait_for_nodes() waits for this one to join
+        marker=f"--dashboard-agent-listen-port={agent}",
+        env=RAY_ENV,
+        timeout=60,
+        ports={"port": agent},
+    )
+
+
+def alive_nodes(dashboard: str) -> int:
+    """How many nodes the head's state API lists as ALIVE (0 when it does not answer)."""
+    try:
+        resp = requests.get(f"{dashboard}/api/v0/nodes", params={"limit": 100}, timeout=10)
+        nodes = resp.json()["data"]["result"]["result"]
+    except (requests.RequestException, ValueError, KeyError, TypeError):
+        return 0
+    return sum(node.get("state") == "ALIVE" for node in nodes)
+
+
+def wait_for_nodes(dashboard: str, count: int = 2, timeout: float = NODE_JOIN_S) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if alive_nodes(dashboard) >= count:
+            return
+        time.sleep(1)
+    raise RuntimeError(f"the Ray cluster at {dashboard} has not got {count} nodes alive")
+
+
+def session_members(sid: int, zombies: bool = False) -> list[int]:
+    """The process ids of a session: a `ray start` and every process Ray started for it (with
+    zombies: also those that have exited and wait to be reaped, `<defunct>` in ps)."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid and (zombies or fields[0] != "Z"):
+                members.append(int(stat.parent.name))
+    return members
+
+
+def stop_sessions(sids: list[int], grace: float = 5.0) -> None:
+    """SIGTERM to each `ray start` (its node drains), SIGKILL after `grace` to what is left of
+    their sessions, then wait until none of their processes runs."""
+    for sid in sids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(sid, signal.SIGTERM)
+    deadline = time.time() + grace
+    while time.time() < deadline and any(session_members(s) for s in sids):
+        time.sleep(0.2)
+    for _ in range(50):
+        left = [pid for s in sids for pid in session_members(s)]
+        if not left:
+            break
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.2)
+    for _ in range(50):  # and until their parents have reaped them: ps shows none after `down`
+        if not any(session_members(s, zombies=True) for s in sids):
+            return
+        time.sleep(0.2)
+
+
+def remove_temp_dir(folder: str | None) -> None:
+    if folder and Path(folder).name.startswith("lab_ray_"):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def urls(head: dict, url) -> dict:
+    """What notebook 9 reads from .lab/urls.env (servelab.labenv): the cluster's address, its
+    dashboard and the port Serve's HTTP proxy takes."""
+    return {
+        "RAY_ADDRESS": f"127.0.0.1:{head['gcs_port']}",
+        "RAY_DASHBOARD_URL": url(head["port"]),
+        "RAY_SERVE_URL": url(head["serve_port"]),
+    }

@@ -1,0 +1,567 @@
+# ---
+# jupyter:
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 9. Beyond one node: the same model on a Ray Serve cluster (optional)
+#
+# Notebooks 3 to 8 squeezed one machine: instances, batching, transports. When one node is not
+# enough, a serving system puts **replicas** of the model on several nodes behind a **router**,
+# and a **controller** adds replicas when the queue grows. Ray Serve has all three built in, on a
+# Ray cluster: here, a head node and a second node, each a process with one core of its own (on
+# Chameleon, two leased machines; at the end of this notebook).
+#
+# | step | what you do | what it shows |
+# |---|---|---|
+# | 9.1 | one replica: by hand, then its capacity at 1 or 2 at once | what the router costs |
+# | 9.2 | 1, 2 and 4 replicas over two nodes at 150 % of one's capacity | what replicas buy |
+# | 9.3 | autoscaling through a load step | how fast the controller reacts |
+# | 9.4 | a replica crashes in the middle of a run | what a client sees |
+# | 9.5 | Triton's instances at the same load | Ray's path against Triton's |
+#
+# As in notebooks 4 to 8: exercises checked as you write them, predictions before runs, your
+# answer before the lab's verdict, a decision judged on your rows, and the two laws on every row:
+# **U = X·S** (`busy_U`: how busy each replica was) and **N = X·R** (`in_flight_N`).
+#
+# The load is an **open loop**, as perf_analyzer's `--request-rate-range` in 6.6: requests leave
+# at their moments (Poisson arrivals) whether or not earlier ones came back
+# (`open_loop.run`, `servelab/open_loop.py`); a run where more than 5 % left late says so.
+#
+# ## Setup
+# In local mode the next cell starts the lab's Ray cluster (`python -m labstack.launcher ray`, the
+# same as `make up RAY=1`; `make down` stops it); on Chameleon, start it as the last section says
+# and set `RAY_ADDRESS` and `RAY_SERVE_URL` first.
+
+# %%
+import numpy as np
+import pandas as pd
+import requests
+
+from servelab import (
+    claims,
+    exercises,
+    judgement,
+    labenv,
+    loadgen,
+    open_loop,
+    plots,
+    ray_checks,
+    ray_serving,
+    services,
+)
+from servelab.paths import RESULTS
+from servelab.ray_serving import FoodClassifier
+
+labenv.load()
+print(services.use_ray_cluster())
+URL = ray_serving.connect()  # ray.init(address=RAY_ADDRESS), then serve.start(...)
+RATE_SECONDS = labenv.param("RAY_RATE_SECONDS", 10)  # each fixed-rate run
+STEP = labenv.param_list("RAY_STEP_SECONDS", "10,40,30")  # before, during and after the step
+OUT = RESULTS / "ray"
+OUT.mkdir(parents=True, exist_ok=True)
+runs = {}  # name -> one row per request
+
+# %%
+ray_serving.nodes()
+
+# %% [markdown]
+# Two nodes, each with one CPU as Ray counts them. The deployment, what runs in each replica, is
+# a class with Ray Serve's decorator: each replica is a Ray actor holding one ONNX Runtime
+# session with one thread, fed one image (3×224×224 float32 values, the bytes Triton's
+# `food_classifier_onnx` takes in notebook 6) per HTTP request:
+
+# %%
+import inspect
+
+from servelab.serving import ray_app
+
+print(inspect.getsource(ray_app.FoodClassifier.func_or_class))
+
+# %% [markdown]
+# `num_cpus: 0.5` lets two replicas share a node's CPU. The rest is Ray's: its HTTP **proxy** (on
+# the head node) takes each request, its **router** sends it to a replica with room, and its
+# **controller** starts the replicas, checks their health and replaces the ones that die.
+#
+# ## 9.1 One replica, and how many requests it takes at once
+# `deployment.options(...)` sets how the deployment is served; `ray_serving.deploy` hands it to
+# `serve.run` and shows where the replicas landed (Ray's state API). One replica taking one
+# request at a time (`max_ongoing_requests=1`, as a Triton instance runs one execution at a
+# time), a request by hand and a bad one:
+
+# %%
+ray_serving.deploy(FoodClassifier.options(num_replicas=1, max_ongoing_requests=1))
+
+# %%
+BODY = ray_serving.image_body()  # 602,112 bytes
+resp = requests.post(URL, data=BODY, timeout=60)
+print(resp.status_code, resp.json(), "| Server-Timing:", resp.headers.get("Server-Timing"))
+bad = requests.post(URL, data=b"not an image", timeout=60)
+print(bad.status_code, bad.json())
+
+# %% [markdown]
+# One request at a time first (the path's cost without a queue), then the replica's
+# **capacity**: what it serves with 4 requests in flight (a closed loop, as in 6.6), with
+# `max_ongoing_requests` 1 and then 2. With 1, the other three wait at Ray's router, which sends
+# the next one when it learns that the replica has room: a waiting request asks again after
+# 25 ms, then every 50 ms (Ray's default grows to 0.5 s; the lab's deployment sets
+# `request_router_config={"max_backoff_s": 0.05}` in `servelab/serving/ray_app.py`, which says
+# why). With 2, one waits inside the replica, ready when the model is free, where no other
+# replica can take it. Ray's default is 5.
+
+
+# %%
+def capacity(ongoing: int) -> dict:
+    """One replica taking `ongoing` requests at once, 4 requests in flight."""
+    ray_serving.deploy(FoodClassifier.options(num_replicas=1, max_ongoing_requests=ongoing))
+    name = f"9.1 capacity, {ongoing} at once"
+    runs[name] = loadgen.run(URL, BODY, n=80, concurrency=4, label=name)
+    return ray_serving.row(runs[name], name, 1)
+
+
+runs["9.1 sequential"] = loadgen.run(URL, BODY, n=20, concurrency=1, label="9.1 sequential")
+table_91 = pd.DataFrame(
+    [ray_serving.row(runs["9.1 sequential"], "9.1 sequential", 1), capacity(1), capacity(2)]
+).set_index("run")
+table_91.round(2)
+
+# %% [markdown]
+# **Decision 9.1: `max_ongoing_requests` for each replica, 1 or 2?** The smaller that serves at
+# least 90 % of the better throughput of your two capacity rows: a request queued inside a
+# replica cannot go to another replica that frees up first.
+
+# %%
+ongoing = (
+    ### BEGIN SOLUTION
+    1
+    if loadgen.throughput(runs["9.1 capacity, 1 at once"]).value
+    >= 0.9 * loadgen.throughput(runs["9.1 capacity, 2 at once"]).value
+    else 2
+    ### END SOLUTION
+)
+
+# %%
+ongoing = judgement.fewest_near_best(
+    ongoing,
+    "9.1",
+    "the max_ongoing_requests of each replica",
+    {n: loadgen.throughput(runs[f"9.1 capacity, {n} at once"]) for n in (1, 2)},
+)
+CAPACITY = loadgen.summarize(runs[f"9.1 capacity, {ongoing} at once"])["throughput_rps"]
+RATE = round(1.5 * CAPACITY, 1)  # 150 % of one replica
+SEQUENTIAL_MS = loadgen.summarize(runs["9.1 sequential"])["median_ms"]
+BUDGET_MS = 10 * SEQUENTIAL_MS  # the p95 a user would accept: ten requests' worth
+print(f"one replica: {CAPACITY:.1f}/s; 9.2's rate: {RATE}/s; p95 budget {BUDGET_MS:.0f} ms")
+
+# %% [markdown]
+# **What do you see, and why?** One at a time, what did a request take against the model's own
+# time (`service_ms`)? With 4 in flight and 1 at once, how busy was the replica (`busy_U`) while
+# requests waited (`in_flight_N`), and what were they waiting for? What did 2 at once change?
+
+# %%
+answer_91 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 9.1)
+### END SOLUTION
+"""
+
+# %% jupyter={"source_hidden": true}
+with judgement.verdict_after(answer_91, "9.1"):
+    ray_checks.one_replica(runs, table_91)
+
+# %% [markdown]
+# ## 9.2 Replicas over two nodes
+# **Exercise 9.2: two replicas.** Write the options for **2** replicas, each taking the number of
+# requests at once you decided in 9.1 (`ongoing`): `num_replicas` and `max_ongoing_requests`, as
+# `FoodClassifier.options(name=value, ...)`.
+
+# %%
+deployment = (
+    ### BEGIN SOLUTION
+    FoodClassifier.options(num_replicas=2, max_ongoing_requests=ongoing)
+    ### END SOLUTION
+)
+
+# %%
+deployment = exercises.deployment_options(
+    deployment,
+    "9.2",
+    f"two replicas, {ongoing} request(s) at once each",
+    FoodClassifier,
+    needs={"num_replicas": 2, "max_ongoing_requests": ongoing},
+)
+ray_serving.deploy(deployment)
+
+# %% [markdown]
+# Ray spreads replicas over the nodes: one on each. The lab runs your deployment at `RATE`
+# (150 % of one replica), then the same with 1 and with 4 replicas (`deployment.options
+# (num_replicas=...)`: two per node).
+#
+# **Predict.** How many requests per second will 2 replicas serve at that rate, and 4?
+
+# %%
+claims.predict("9.2 served by 2 replicas at 150% of one (requests/s)", None, why="")
+claims.predict("9.2 served by 4 replicas / by 2 (x)", None, why="")
+
+
+# %%
+def at_rate(name: str, replicas: int) -> dict:
+    """Your deployment with `replicas` replicas, offered RATE requests/s for RATE_SECONDS."""
+    placed = ray_serving.deploy(deployment.options(num_replicas=replicas))
+    runs[name] = open_loop.run(URL, BODY, rate=RATE, seconds=RATE_SECONDS, label=name)
+    print(f"{name}: replicas on nodes {placed['node'].value_counts().to_dict()}")
+    return ray_serving.row(runs[name], name, replicas)
+
+
+table_92 = pd.DataFrame([at_rate(f"9.2 {n} replicas", n) for n in (2, 1, 4)]).set_index("run")
+table_92.round(2)
+
+# %% [markdown]
+# **Decision 9.2: how many replicas would you run at this rate: 1, 2 or 4?** The fewest that
+# serve at least 90 % of the best throughput of your three rows: a replica costs a core's share
+# and memory on every node.
+
+# %%
+replicas = (
+    ### BEGIN SOLUTION
+    min(
+        n
+        for n in (1, 2, 4)
+        if loadgen.throughput(runs[f"9.2 {n} replicas"]).value
+        >= 0.9 * max(loadgen.throughput(runs[f"9.2 {k} replicas"]).value for k in (1, 2, 4))
+    )
+    ### END SOLUTION
+)
+
+# %%
+replicas = judgement.fewest_near_best(
+    replicas,
+    "9.2",
+    "the replicas to run",
+    {n: loadgen.throughput(runs[f"9.2 {n} replicas"]) for n in (1, 2, 4)},
+)
+
+# %% [markdown]
+# **What do you see, and why?** Served against offered for each row; how busy was each replica
+# (`busy_U`), and how many requests were in the system (`in_flight_N`)? With one replica, where
+# did the requests wait, and what happened to p95 over the run? What did the 4 replicas share
+# that 2 did not have to?
+
+# %%
+answer_92 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 9.2)
+### END SOLUTION
+"""
+
+# %% jupyter={"source_hidden": true}
+with judgement.verdict_after(answer_92, "9.2"):
+    ray_checks.replicas(runs, table_92)
+
+# %% [markdown]
+# ## 9.3 Autoscaling through a load step
+# With an `autoscaling_config` Ray's controller sets the number of replicas itself: it averages
+# the requests in the system per replica (waiting at the router or running) and adds replicas
+# when that is above `target_ongoing_requests`, removes them when it is below, between
+# `min_replicas` and `max_replicas`. It waits `upscale_delay_s` before adding and
+# `downscale_delay_s` before removing, so a short burst does not make it flap.
+#
+# **Exercise 9.3: autoscale.** Write the options of a deployment that autoscales between **1**
+# and **2** replicas (one per node), aims at **1** request per replica, adds after **2** s and
+# removes after **6** s, each replica taking `ongoing` requests at once (9.1). The
+# `autoscaling_config` is a dict: `{"min_replicas": ..., ...}`. (The lab adds how fast Ray looks:
+# `look_back_period_s` 2 s instead of 30, as a lab's step lasts seconds.)
+
+# %%
+autoscaled = (
+    ### BEGIN SOLUTION
+    FoodClassifier.options(
+        max_ongoing_requests=ongoing,
+        autoscaling_config={
+            "min_replicas": 1,
+            "max_replicas": 2,
+            "target_ongoing_requests": 1,
+            "upscale_delay_s": 2,
+            "downscale_delay_s": 6,
+        },
+    )
+    ### END SOLUTION
+)
+
+# %%
+autoscaled = exercises.deployment_options(
+    autoscaled,
+    "9.3",
+    "autoscale between 1 and 2 replicas",
+    FoodClassifier,
+    needs={
+        "max_ongoing_requests": ongoing,
+        "autoscaling_config.min_replicas": 1,
+        "autoscaling_config.max_replicas": 2,
+        "autoscaling_config.target_ongoing_requests": 1,
+        "autoscaling_config.upscale_delay_s": 2,
+        "autoscaling_config.downscale_delay_s": 6,
+    },
+)
+ray_serving.deploy(autoscaled)
+
+# %% [markdown]
+# The step: 30 % of one replica's capacity, then 150 % (`RATE`), then 30 % again, for the
+# seconds of `STEP`. The lab samples `serve.status()` meanwhile (the replicas running and
+# starting) and cuts the requests into one-second windows: offered, served, in the system, p95.
+#
+# **Predict.** After the step up, how many seconds until p95 is back under the budget and stays
+# there?
+
+# %%
+claims.predict("9.3 recovery after the step up (s)", None, why="")
+
+# %%
+LOW = round(0.3 * CAPACITY, 1)
+phases = [(STEP[0], LOW), (STEP[1], RATE), (STEP[2], LOW)]
+with ray_serving.Replicas() as watch:
+    runs["9.3 step"] = open_loop.run(URL, BODY, phases=phases, label="9.3 step")
+    watch.wait_for(running=1)  # until the autoscaler is back to one replica (at most 90 s)
+windows = open_loop.over_time(runs["9.3 step"])
+replicas_seen = watch.over_time(runs["9.3 step"].attrs["t0"])
+
+# %% [markdown]
+# Over time: the replicas, the requests in the system and the p95 of each second's requests;
+# the recovery is the time from the step up until p95 stays under the budget (`None`: never
+# while requests were sent).
+
+# %%
+UP, DOWN = STEP[0], STEP[0] + STEP[1]
+recovery = ray_serving.recovery_s(windows, UP, float(windows["t_s"].max()), BUDGET_MS)
+marks = {"step up": UP, "step down": DOWN}
+title = f"Autoscaling, 1-2 replicas: {LOW}/s, {RATE}/s, {LOW}/s"
+figure = plots.load_step(windows, replicas_seen, marks, BUDGET_MS, title)
+figure.savefig(OUT / "autoscaling_step.png", dpi=110)
+print("p95 back under the budget after the step up (s):", recovery)
+
+# %% [markdown]
+# **What do you see, and why?** When did the second replica start running after the step up,
+# and what did the requests in the system and p95 do meanwhile? Why does the queue keep growing
+# for a while even once the controller has decided? When was the replica removed after the step
+# down? Which of the settings you wrote would you change to recover sooner, and what would it
+# cost?
+
+# %%
+answer_93 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 9.3)
+### END SOLUTION
+"""
+
+# %% jupyter={"source_hidden": true}
+with judgement.verdict_after(answer_93, "9.3"):
+    ray_checks.autoscaling(replicas_seen, STEP, recovery, BUDGET_MS)
+
+# %% [markdown]
+# ## 9.4 A replica crashes mid-run
+# Back to two fixed replicas (your 9.2 deployment), with 8 requests always in flight, so that
+# each replica holds what it takes at once. Four seconds in, the lab kills one replica with
+# `ray.kill` (as a crashed process or a lost node would). Ray's controller sees the actor die and
+# starts another; the requests inside the dead one fail. What matters to a client: each gets an
+# answer, an HTTP error with a message for the failed ones, and none hangs (Ray's proxy answers
+# 408 after `request_timeout_s`, 30 s here).
+
+# %%
+import threading
+
+ray_serving.deploy(deployment)
+killed = {}
+timer = threading.Timer(4.0, lambda: killed.update(ray_serving.kill_replica()))
+timer.start()
+n_crash = int((4 + RATE_SECONDS) * CAPACITY)  # RATE_SECONDS of requests after the kill
+runs["9.4 crash"] = loadgen.run(URL, BODY, n=n_crash, concurrency=8, label="9.4 crash")
+timer.join()
+replaced = ray_serving.wait_replaced(killed, count=2)  # s from the kill; None: not in 120 s
+crash = runs["9.4 crash"]
+failed = crash[crash["status"] != 200]
+print(f"killed replica {killed['replica']} on node {killed['node']}")
+print(f"{len(failed)} of {len(crash)} requests failed: {failed['status'].value_counts().to_dict()}")
+print(f"slowest answer: {crash['latency_ms'].max():.0f} ms; replaced after {replaced} s")
+failed.reindex(columns=["t_start", "latency_ms", "status", "detail"]).head()
+
+# %% [markdown]
+# **What do you see, and why?** How many requests failed, with which status, and how long did the
+# slowest take? How long until two replicas ran again, and who carried the load meanwhile?
+
+# %%
+answer_94 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 9.4)
+### END SOLUTION
+"""
+
+# %% jupyter={"source_hidden": true}
+with judgement.verdict_after(answer_94, "9.4"):
+    ray_checks.crash(crash, replaced)
+
+# %% [markdown]
+# ## 9.5 Triton's instances at the same load: what the router costs
+# Notebook 6 served the same ONNX model from Triton, with 2 instances on one node. The same
+# open loop, the same bytes (Triton's binary tensor format, made by `tritonclient`) and the same
+# rate, to Triton: the difference is Ray's proxy, its router and the hop from one process to
+# another (Triton schedules inside one C++ process). Triton's own statistics give its service
+# time *S*. Without a Triton in this mode (`make up` starts one), this step says so.
+#
+# **Predict.** At one request at a time, how many ms does Ray's path add to Triton's?
+
+# %%
+claims.predict("9.5 Ray's median - Triton's, one at a time (ms)", None, why="")
+
+# %%
+import tritonclient.http as httpclient
+
+from servelab import instances, triton_config, triton_stats
+
+try:
+    TRITON = labenv.url("TRITON_SERVER_URL")
+    triton_up = requests.get(f"{TRITON}/v2/health/ready", timeout=5).ok
+except (RuntimeError, requests.RequestException):
+    triton_up = False
+print("Triton:", TRITON if triton_up else "not reachable in this mode")
+
+# %% [markdown]
+# The same image as Triton's request body: an `InferInput` filled from the same bytes, as in
+# notebook 6, and Triton's binary tensor format (`generate_request_body`); Triton's model with
+# 2 instances.
+
+# %%
+if triton_up:
+    tensor = httpclient.InferInput("input", list(ray_serving.IMAGE_SHAPE), "FP32")
+    tensor.set_data_from_numpy(np.frombuffer(BODY, np.float32).reshape(ray_serving.IMAGE_SHAPE))
+    TRITON_BODY, json_size = httpclient.InferenceServerClient.generate_request_body([tensor])
+    TRITON_HEADERS = {"Inference-Header-Content-Length": str(json_size)}
+    INFER = f"{TRITON}/v2/models/food_classifier_onnx/infer"
+    N_GPUS = triton_stats.gpu_count(TRITON)
+    triton_config.edit("food_classifier_onnx", instances.instance_group(2, N_GPUS))
+
+
+# %%
+def triton_at(name: str, rate: float | None) -> dict:
+    """Triton with 2 instances: one request at a time (rate None) or the open loop at `rate`;
+    its service time from Triton's statistics of the run."""
+    before = triton_stats.model_stats("food_classifier_onnx", TRITON)
+    if rate is None:
+        runs[name] = loadgen.run(INFER, TRITON_BODY, n=20, label=name, headers=TRITON_HEADERS)
+    else:
+        runs[name] = open_loop.run(
+            INFER, TRITON_BODY, rate=rate, seconds=RATE_SECONDS, headers=TRITON_HEADERS, label=name
+        )
+    delta = triton_stats.stats_delta(
+        before, triton_stats.model_stats("food_classifier_onnx", TRITON)
+    )
+    return ray_serving.row(runs[name], name, 2, service_ms=delta["execution_ms_avg"])
+
+
+# %%
+table_95 = None
+if triton_up:
+    ray_serving.deploy(deployment)
+    runs["9.5 ray sequential"] = loadgen.run(URL, BODY, n=20, label="9.5 ray sequential")
+    table_95 = pd.DataFrame(
+        [
+            ray_serving.row(runs["9.5 ray sequential"], "9.5 ray sequential", 2),
+            triton_at("9.5 triton sequential", None),
+            ray_serving.row(runs["9.2 2 replicas"], "9.2 2 replicas", 2),
+            triton_at(f"9.5 triton {RATE}/s", RATE),
+        ]
+    ).set_index("run")
+table_95
+
+# %% [markdown]
+# **What do you see, and why?** One at a time: how many ms did Ray add, and where in its path
+# do they go? At `RATE`: served, p95 and `busy_U` of each; which one's replicas (instances) were
+# idle while requests waited, and what were the requests waiting for?
+
+# %%
+answer_95 = """
+### BEGIN SOLUTION
+(solved edition: the expected answer is in docs/answer_key.md, 9.5)
+### END SOLUTION
+"""
+
+# %% jupyter={"source_hidden": true}
+with judgement.verdict_after(answer_95, "9.5"):
+    ray_checks.against_triton(runs, table_95, RATE)
+
+# %% [markdown]
+# ## What you measured
+
+# %%
+summary = pd.DataFrame([loadgen.summarize(df) for df in runs.values()])
+summary.to_csv(OUT / "summary.csv", index=False)
+windows.to_csv(OUT / "autoscaling_windows.csv", index=False)
+replicas_seen.to_csv(OUT / "autoscaling_replicas.csv", index=False)
+claims.save(OUT)
+summary.round(2)
+
+# %% [markdown]
+# **Hand in** `summary.csv`, `autoscaling_step.png`, your predictions and answers, and answer:
+#
+# 1. Your decision of 9.2 on two nodes of 8 cores each: would it change, and what would you
+#    measure first?
+# 2. 9.3: a colleague wants `upscale_delay_s: 0`. What does it buy, and what does it risk?
+#
+# ## Chameleon: a second leased node joins the cluster
+# Not run here (the fake Chameleon of the tests models one node). On Chameleon, lease **two**
+# nodes (notebook 1: `count=2`) and provision both as notebook 2 does: the repository cloned in the
+# same folder and `make artifacts` run on each (every replica reads `artifacts/model.onnx` on its
+# own node). Ray's ports must be reachable between the nodes, on their private network only
+# (Ray has no authentication by default: never open them to the internet). Then, on the first
+# node, in a terminal:
+#
+# ```
+# .venv/bin/ray start --head --port=6379 --dashboard-host=127.0.0.1 --num-cpus=8 --num-gpus=2
+# ```
+#
+# and on the second, with the first node's **private** IP address:
+#
+# ```
+# .venv/bin/ray start --address=<first node's private IP>:6379 --num-cpus=8 --num-gpus=2
+# ```
+#
+# In the lab's Jupyter on the first node set `RAY_ADDRESS=<first node's private IP>:6379` and
+# `RAY_SERVE_URL=http://127.0.0.1:8000` before the setup cell; `ray status` on either node lists
+# both. Each node then serves what it has: `--num-cpus` and `--num-gpus` are what Ray may give
+# out there. On a GPU, a replica asks for its share, and the deployment runs ONNX Runtime on
+# the GPU Ray gave it:
+#
+# ```python
+# FoodClassifier.options(num_replicas=4, max_ongoing_requests=4,
+#                        ray_actor_options={"num_cpus": 1, "num_gpus": 0.5})
+# ```
+#
+# (two replicas per GPU). `ray stop` on each node ends it; in local mode `make down` stops the
+# lab's two nodes, and only those.
+#
+# ## What Kubernetes would add (not run here)
+# The lab's machines cannot run Kubernetes, so this is a pointer, not a measurement. The same
+# roles exist there with other names: **KServe** (or Triton's Helm chart) runs the model
+# server as pods, a Service load-balances across them, and **node pools** say which machines
+# (GPU types) the pods land on. The Horizontal Pod Autoscaler scales the pods on a metric; for
+# Triton, on its queue time (`nv_inference_queue_duration_us` from its Prometheus endpoint of
+# notebook 8, through the Prometheus adapter), where Ray Serve scales on requests per replica.
+# The cluster autoscaler then adds *nodes* when pods do not fit, as Ray's autoscaler does on a
+# cloud (not on a lease). Pointers: KServe's documentation (kserve.github.io), NVIDIA's
+# "Triton on Kubernetes" deployment examples (the server repository's `deploy/` folder), the
+# Kubernetes HPA walkthrough, and KubeRay for Ray Serve itself on Kubernetes.
+
+# %% [markdown]
+# ## Tear down
+# Triton's model back to one instance; the Ray app deleted (the cluster itself stays until
+# `make down`).
+
+# %%
+from ray import serve
+
+serve.delete(ray_serving.APP)
+if triton_up:
+    one = "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"  # notebook 6's at its end
+    triton_config.edit("food_classifier_onnx", one, verbose=False)
