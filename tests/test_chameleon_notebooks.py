@@ -39,6 +39,8 @@ from fake_chameleon.results import (
     reserved_fip,
     run,
     scenario,
+    scenario_fixture,
+    scenarios_ahead,  # noqa: F401 - autouse: the class's scenarios run side by side
     students,
     text,
     unrouted,
@@ -98,9 +100,7 @@ def writes(result, during) -> list[tuple[str, str]]:
     ]
 
 
-@pytest.fixture(scope="module")
-def class_day(tmp_path_factory):
-    return scenario("class_day", tmp_path_factory)
+class_day = scenario_fixture("class_day", "class_day")
 
 
 # ------------------------------------------------------------------ a normal day, twice over
@@ -291,9 +291,7 @@ def test_clean_up_costs_the_same_whatever_the_class_size(class_day):
 # ------------------------------------------------------------------ a lease for later
 
 
-@pytest.fixture(scope="module")
-def pending_lease(tmp_path_factory):
-    return scenario("pending_lease", tmp_path_factory)
+pending_lease = scenario_fixture("pending_lease", "pending_lease")
 
 
 def test_a_lease_for_later_starts_and_ends_when_asked(pending_lease):
@@ -328,9 +326,7 @@ def test_notebook_2_says_when_a_pending_lease_starts_and_makes_nothing(pending_l
 # ------------------------------------------------------------------ two active leases
 
 
-@pytest.fixture(scope="module")
-def two_active(tmp_path_factory):
-    return scenario("two_active", tmp_path_factory)
+two_active = scenario_fixture("two_active", "two_active")
 
 
 def test_with_two_active_leases_both_notebooks_use_the_one_ending_last(two_active):
@@ -362,9 +358,7 @@ def test_with_two_active_leases_both_notebooks_use_the_one_ending_last(two_activ
 # ------------------------------------------------------------------ a server and its lease
 
 
-@pytest.fixture(scope="module")
-def earlier_lease(tmp_path_factory):
-    return scenario("server_on_earlier_lease", tmp_path_factory)
+earlier_lease = scenario_fixture("earlier_lease", "server_on_earlier_lease")
 
 
 def test_the_server_records_the_lease_it_is_made_on(earlier_lease):
@@ -447,9 +441,7 @@ def test_a_server_left_from_a_lease_that_is_over_is_replaced_on_the_active_lease
 # ------------------------------------------------------------------ starting and pending leases
 
 
-@pytest.fixture(scope="module")
-def starting_lease(tmp_path_factory):
-    return scenario("starting_lease", tmp_path_factory)
+starting_lease = scenario_fixture("starting_lease", "starting_lease")
 
 
 def test_a_starting_lease_is_used_and_notebook_2_says_to_come_back_soon(starting_lease):
@@ -480,9 +472,7 @@ def test_once_started_the_server_goes_on_that_lease_not_a_classmates_starting_on
     )
 
 
-@pytest.fixture(scope="module")
-def several_pending(tmp_path_factory):
-    return scenario("several_pending", tmp_path_factory)
+several_pending = scenario_fixture("several_pending", "several_pending")
 
 
 def test_with_two_pending_leases_the_one_that_starts_first_is_named(several_pending):
@@ -543,9 +533,7 @@ def test_delete_lease_deletes_the_running_lease_and_keeps_the_later_ones_unless_
 # ------------------------------------------------------------------ REPO_REF: tag, branch, commit
 
 
-@pytest.fixture(scope="module")
-def repo_refs(tmp_path_factory):
-    return scenario("repo_refs", tmp_path_factory)
+repo_refs = scenario_fixture("repo_refs", "repo_refs")
 
 
 def test_a_branch_is_checked_out_as_the_repository_has_it_now(repo_refs):
@@ -569,9 +557,7 @@ def test_a_commit_id_is_checked_out_as_it_is(repo_refs):
 # ------------------------------------------------------------- the settings, as Trovi lays them out
 
 
-@pytest.fixture(scope="module")
-def trovi_settings(tmp_path_factory):
-    return scenario("trovi_settings", tmp_path_factory)
+trovi_settings = scenario_fixture("trovi_settings", "trovi_settings")
 
 
 def test_the_artifact_as_committed_stops_at_once_naming_each_setting(trovi_settings):

@@ -28,7 +28,8 @@ from fake_chameleon.results import (
     reserved_fip,
     run,
     runs,
-    scenario,
+    scenario_fixture,
+    scenarios_ahead,  # noqa: F401 - autouse: the class's scenarios run side by side
     students,
     text,
     unrouted,
@@ -59,9 +60,7 @@ def server_posts(result, during=None):
 # ------------------------------------------------------------- floating IPs stay with their owner
 
 
-@pytest.fixture(scope="module")
-def classmate_ip(tmp_path_factory):
-    return scenario("classmate_ip_unbound", tmp_path_factory)
+classmate_ip = scenario_fixture("classmate_ip", "classmate_ip_unbound")
 
 
 def test_without_a_reserved_ip_a_fresh_one_is_taken_never_a_classmates(classmate_ip):
@@ -98,9 +97,7 @@ def test_the_fresh_ip_is_found_again_then_given_back_at_clean_up(classmate_ip):
     assert post["reply"]["floatingip"]["floating_ip_address"] in classmate_ip["pool"]
 
 
-@pytest.fixture(scope="module")
-def ip_taken(tmp_path_factory):
-    return scenario("reserved_ip_taken", tmp_path_factory)
+ip_taken = scenario_fixture("ip_taken", "reserved_ip_taken")
 
 
 def test_a_reserved_ip_held_by_a_classmate_is_named_and_left_alone(ip_taken):
@@ -129,9 +126,7 @@ def test_once_detached_the_reserved_ip_is_attached_and_ssh_answers(ip_taken):
 # ------------------------------------------------------------- servers that fail holding an IP
 
 
-@pytest.fixture(scope="module")
-def error_after_ip(tmp_path_factory):
-    return scenario("error_after_ip", tmp_path_factory)
+error_after_ip = scenario_fixture("error_after_ip", "error_after_ip")
 
 
 def test_a_server_failing_with_its_reserved_ip_is_replaced_and_the_ip_kept(error_after_ip):
@@ -154,9 +149,7 @@ def test_a_server_failing_with_its_reserved_ip_is_replaced_and_the_ip_kept(error
     assert "deleting node-serve-system-student, which is in ERROR" in text(again)
 
 
-@pytest.fixture(scope="module")
-def pool_ip_taken(tmp_path_factory):
-    return scenario("pool_ip_taken", tmp_path_factory)
+pool_ip_taken = scenario_fixture("pool_ip_taken", "pool_ip_taken")
 
 
 def test_a_pool_ip_a_classmate_took_is_not_reused_and_a_fresh_one_is_taken(pool_ip_taken):
@@ -204,9 +197,7 @@ def test_clean_up_gives_back_the_fresh_ip_and_leaves_the_classmates(pool_ip_take
 # ------------------------------------------------------------------ pool IPs whose lease is over
 
 
-@pytest.fixture(scope="module")
-def lease_end(tmp_path_factory):
-    return scenario("lease_end", tmp_path_factory)
+lease_end = scenario_fixture("lease_end", "lease_end")
 
 
 def pool_ip_of(result, run_label):
@@ -256,9 +247,7 @@ def test_classmates_pool_ips_are_left_alone_when_leases_end(lease_end):
 # ------------------------------------------------------------------ Blazar and Neutron say no
 
 
-@pytest.fixture(scope="module")
-def refusals(tmp_path_factory):
-    return scenario("refusals", tmp_path_factory)
+refusals = scenario_fixture("refusals", "refusals")
 
 
 def test_a_used_up_allocation_is_named_with_who_can_fix_it(refusals):
@@ -322,9 +311,7 @@ def test_an_empty_pool_is_named_then_the_cell_works_once_an_ip_is_back(refusals)
 # ------------------------------------------------------------------ no node, failing servers
 
 
-@pytest.fixture(scope="module")
-def bad_day(tmp_path_factory):
-    return scenario("bad_day", tmp_path_factory)
+bad_day = scenario_fixture("bad_day", "bad_day")
 
 
 def test_no_free_node_names_the_next_start_and_nvidia_types_free_for_the_whole_lease(bad_day):
@@ -391,9 +378,7 @@ def test_a_failed_make_artifacts_fails_its_cell(bad_day):
     assert fixed["error"] is None and "init_env.sh" in fixed["cells"][1]["first_line"]
 
 
-@pytest.fixture(scope="module")
-def maintenance(tmp_path_factory):
-    return scenario("maintenance", tmp_path_factory)
+maintenance = scenario_fixture("maintenance", "maintenance")
 
 
 def test_nodes_blazar_will_not_book_do_not_count_as_free(maintenance):
@@ -448,9 +433,7 @@ def test_a_start_refused_then_freed_says_run_again_never_the_same_value(maintena
     assert booked["host"] == maintenance["notes"]["kept"] != maintenance["notes"]["repair"]
 
 
-@pytest.fixture(scope="module")
-def bad_host(tmp_path_factory):
-    return scenario("bad_host", tmp_path_factory)
+bad_host = scenario_fixture("bad_host", "bad_host")
 
 
 def test_a_second_failure_on_the_same_node_points_to_a_new_lease(bad_host):

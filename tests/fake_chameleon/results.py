@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,16 @@ needs_namespace = pytest.mark.skipif(
 )
 
 
-def scenario(name: str, tmp_path_factory, env: dict | None = None) -> dict:
-    out = tmp_path_factory.mktemp(name) / "result.json"
+# Each scenario is a harness of its own (a fake Chameleon, kernels, a node) and spends about
+# 40 % of its time waiting (kernels starting, the notebooks' polls): a few run at once, so the
+# class's scenarios take about half the wall time they take one after another.
+PARALLEL = int(os.environ.get("FAKE_CHAMELEON_PARALLEL", "3"))
+_pool = ThreadPoolExecutor(max_workers=max(1, PARALLEL))
+_started: dict[str, Future] = {}
+FIXTURES: dict[str, str] = {}  # fixture name -> scenario name, for scenarios_ahead
+
+
+def _run_scenario(name: str, out: Path, env: dict | None) -> dict:
     proc = subprocess.run(
         ["unshare", "-rn", sys.executable, str(HARNESS), name, str(out)],
         capture_output=True,
@@ -38,6 +47,41 @@ def scenario(name: str, tmp_path_factory, env: dict | None = None) -> dict:
     )
     assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr[-5000:]
     return json.loads(out.read_text())
+
+
+def scenario(name: str, tmp_path_factory, env: dict | None = None) -> dict:
+    """The scenario's recorded result: the run started ahead (scenarios_ahead), or a run now."""
+    started = None if env else _started.get(name)
+    if started is not None:
+        return started.result()
+    return _run_scenario(name, tmp_path_factory.mktemp(name) / "result.json", env)
+
+
+def scenario_fixture(fixture: str, name: str):
+    """A module-scoped fixture `fixture` holding scenario `name`'s result, which the class's other
+    scenarios may run beside (scenarios_ahead)."""
+    FIXTURES[fixture] = name
+
+    @pytest.fixture(scope="module", name=fixture)
+    def _result(tmp_path_factory):
+        return scenario(name, tmp_path_factory)
+
+    return _result
+
+
+@pytest.fixture(scope="module", autouse=True)
+def scenarios_ahead(request, tmp_path_factory):
+    """Start, PARALLEL at a time and in the order the tests need them, every scenario a selected
+    test of the session needs."""
+    needed = {
+        FIXTURES[f]: None
+        for item in request.session.items
+        for f in getattr(item, "fixturenames", ())
+        if f in FIXTURES
+    }
+    for name in [n for n in needed if n not in _started]:
+        out = tmp_path_factory.mktemp(name) / "result.json"
+        _started[name] = _pool.submit(_run_scenario, name, out, None)
 
 
 def runs(result, notebook, label=None):
