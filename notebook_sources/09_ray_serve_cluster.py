@@ -104,9 +104,10 @@ print(bad.status_code, bad.json())
 
 # %% [markdown]
 # One request at a time first (the path's cost without a queue), then the replica's
-# **capacity**: what it serves with 4 requests in flight (a closed loop, as in 6.6), with
-# `max_ongoing_requests` 1 and then 2. With 1, the other three wait at Ray's router, which sends
-# the next one when it learns that the replica has room: a waiting request asks again after
+# **capacity**: what it serves with 4 requests in flight (a closed loop, as `--concurrency-range`
+# in 6.1–6.4), with `max_ongoing_requests` 1 and then 2. With 1, the other three wait at Ray's
+# router, which sends the next one when it learns that the replica has room: a waiting request
+# asks again after
 # 25 ms, then every 50 ms (Ray's default grows to 0.5 s; the lab's deployment sets
 # `request_router_config={"max_backoff_s": 0.05}` in `servelab/serving/ray_app.py`, which says
 # why). With 2, one waits inside the replica, ready when the model is free, where no other
