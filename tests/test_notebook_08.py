@@ -18,9 +18,13 @@ import time
 import pandas as pd
 import pytest
 from launcher_cli import run_launcher
-from test_notebooks import assert_stops_at_first_exercise, findings, run_solved
-
-from labstack import lab
+from test_notebooks import (
+    assert_stops_at_first_exercise,
+    findings,
+    run_solved,
+    stack_env,
+    up_with_triton,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 # the search's space, on top of the small settings every notebook test uses
@@ -29,19 +33,10 @@ SEARCH = {"GF_MA_INSTANCES": "1,2", "GF_MA_MAX_BATCH": "8", "GF_MA_CONCURRENCY":
 
 def test_notebook_8_runs_top_to_bottom(tmp_path, built_artifacts):
     state, results = tmp_path / "lab", tmp_path / "results"
-    env = {
-        "LAB_STATE_DIR": str(state),
-        "LAB_RESULTS_DIR": str(results),
-        "TRITON_MODEL_REPOSITORY": str(tmp_path / "model_repository"),
-        "LAB_STRICT_CLAIMS": "facts",
-        "LAB_PREDICTIONS": json.dumps(lab.SCRIPTED_PREDICTIONS),
-        "LAB_GF_MA_WINDOW_MS": "1000",
-        **{f"LAB_{k}": v for k, v in SEARCH.items()},
-    }
-    up = run_launcher(state, "up", extra_env=env)
-    assert up.returncode == 0, up.stdout + up.stderr
-    urls = dict(line.split("=", 1) for line in (state / "urls.env").read_text().splitlines())
-    env["TRITON_ADMIN_KEY"] = urls["TRITON_ADMIN_KEY"]
+    env = stack_env(
+        tmp_path, LAB_GF_MA_WINDOW_MS="1000", **{f"LAB_{k}": v for k, v in SEARCH.items()}
+    )
+    up_with_triton(env)
     try:
         sentence = assert_stops_at_first_exercise("08_going_further", tmp_path, env)
         assert sentence.startswith("8.1: ") and "config.pbtxt fragment" in sentence, sentence

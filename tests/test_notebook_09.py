@@ -25,9 +25,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from launcher_cli import run_launcher
-from test_notebooks import findings, run_solved
+from test_notebooks import findings, run_solved, stack_env, up_with_triton
 
-from labstack import lab, ray_cluster
+from labstack import ray_cluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 SMALL = {"LAB_RAY_RATE_SECONDS": "4", "LAB_RAY_STEP_SECONDS": "4,20,24"}
@@ -35,20 +35,10 @@ SMALL = {"LAB_RAY_RATE_SECONDS": "4", "LAB_RAY_STEP_SECONDS": "4,20,24"}
 
 def test_notebook_9_runs_top_to_bottom(tmp_path, built_artifacts):
     state, results = tmp_path / "lab", tmp_path / "results"
-    env = {
-        "LAB_STATE_DIR": str(state),
-        "LAB_RESULTS_DIR": str(results),
-        "TRITON_MODEL_REPOSITORY": str(tmp_path / "model_repository"),
-        "LAB_STRICT_CLAIMS": "facts",
-        "LAB_PREDICTIONS": json.dumps(lab.SCRIPTED_PREDICTIONS),
-        **SMALL,
-    }
-    up = run_launcher(state, "up", "--ray", extra_env=env)
-    assert up.returncode == 0, up.stdout + up.stderr
+    env = stack_env(tmp_path, **SMALL)
+    urls = up_with_triton(env, "--ray")
     ray_state = json.loads((state / "state.json").read_text())["services"]
     nodes = [ray_state["ray_head"], ray_state["ray_node"]]
-    urls = dict(line.split("=", 1) for line in (state / "urls.env").read_text().splitlines())
-    env["TRITON_ADMIN_KEY"] = urls["TRITON_ADMIN_KEY"]
     assert ray_cluster.alive_nodes(urls["RAY_DASHBOARD_URL"]) == 2
     try:
         start = time.monotonic()

@@ -11,6 +11,7 @@ import ast
 import json
 import re
 import warnings
+from pathlib import Path
 
 import nbformat
 import pandas as pd
@@ -202,17 +203,36 @@ def test_student_edition_of_notebook_3_stops_at_its_exercise(tmp_path):
     assert_stops_at_first_exercise("03_fastapi_setup", tmp_path, NO_SERVICES)
 
 
+def stack_env(tmp_path, **extra) -> dict:
+    """What a headless notebook test gives its stack and kernels: its own state, results and model
+    repository folders, facts strict, the scripted predictions; `extra` on top."""
+    return {
+        "LAB_STATE_DIR": str(tmp_path / "lab"),
+        "LAB_RESULTS_DIR": str(tmp_path / "results"),
+        "TRITON_MODEL_REPOSITORY": str(tmp_path / "model_repository"),
+        "LAB_STRICT_CLAIMS": "facts",
+        "LAB_PREDICTIONS": json.dumps(lab.SCRIPTED_PREDICTIONS),
+        **extra,
+    }
+
+
+def up_with_triton(env: dict, *args: str) -> dict:
+    """`up` for env's stack (Triton too), and that stack's admin key put into env (this test
+    process may hold another server's); the stack's URLs."""
+    state = Path(env["LAB_STATE_DIR"])
+    up = run_launcher(state, "up", *args, extra_env=env)
+    assert up.returncode == 0, up.stdout + up.stderr
+    urls = dict(line.split("=", 1) for line in (state / "urls.env").read_text().splitlines())
+    env["TRITON_ADMIN_KEY"] = urls["TRITON_ADMIN_KEY"]
+    return urls
+
+
 @pytest.mark.slow
 def test_fastapi_benchmark_notebook_runs_top_to_bottom(tmp_path, built_artifacts):
     """Notebook 3's exercise against the running stack; notebook 4's student edition stops at its
     first exercise; its solved edition runs top to bottom."""
     state, results = tmp_path / "lab", tmp_path / "results"
-    env = {
-        "LAB_STATE_DIR": str(state),
-        "LAB_RESULTS_DIR": str(results),
-        "LAB_STRICT_CLAIMS": "facts",
-        "LAB_PREDICTIONS": json.dumps(lab.SCRIPTED_PREDICTIONS),
-    }
+    env = stack_env(tmp_path)
     up = run_launcher(state, "up", "--no-triton")
     assert up.returncode == 0, up.stdout + up.stderr
     try:
@@ -245,18 +265,8 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts):
     """Notebook 5's checks, all of notebook 6 (steps a-g) and notebook 7 against one real local
     Triton, short windows."""
     state, results = tmp_path / "lab", tmp_path / "results"
-    env = {
-        "LAB_STATE_DIR": str(state),
-        "LAB_RESULTS_DIR": str(results),
-        "LAB_STRICT_CLAIMS": "facts",
-        "TRITON_MODEL_REPOSITORY": str(tmp_path / "model_repository"),
-        "LAB_PREDICTIONS": json.dumps(lab.SCRIPTED_PREDICTIONS),
-    }
-    up = run_launcher(state, "up", extra_env=env)
-    assert up.returncode == 0, up.stdout + up.stderr
-    # this stack's secret for Triton's repository API (this test process may hold another server's)
-    urls = dict(line.split("=", 1) for line in (state / "urls.env").read_text().splitlines())
-    env["TRITON_ADMIN_KEY"] = urls["TRITON_ADMIN_KEY"]
+    env = stack_env(tmp_path)
+    up_with_triton(env)
     try:
         assert_stops_at_first_exercise("05_triton_setup", tmp_path, env)
         run_solved("05_triton_setup", tmp_path, env)
