@@ -21,6 +21,7 @@ import requests
 from labstack import launcher
 from reliability.procs import healthy, running, start_fastapi, start_flask
 from servelab.paths import REPO_ROOT
+from servelab.serving.triton_procs import stub_model
 
 
 def scenario(name: str, expected: str, fn) -> dict:
@@ -445,16 +446,12 @@ def _comm(pid: int) -> str:
 
 
 def _stubs(state_dir: Path) -> dict[int, str]:
-    """Running Python-backend stubs of the lab's Triton: pid -> model (from the command line)."""
-    found = {}
-    for pid in lab_processes(state_dir):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if len(argv) > 1 and argv[0].endswith(b"triton_python_backend_stub"):
-            found[pid] = Path(argv[1].decode()).parts[-3]
-    return found
+    """Running Python-backend stubs of the lab's Triton: pid -> model (from the command line).
+
+    A stub caught between fork and exec has no model path yet: it is left out, not an error.
+    """
+    found = {pid: stub_model(pid) for pid in lab_processes(state_dir)}
+    return {pid: model for pid, model in found.items() if model}
 
 
 def _serves(url: str, model: str, b64: str) -> bool:
