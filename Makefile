@@ -88,7 +88,7 @@ clean: down
 
 # ==== instructors and maintainers: not in the class edition (labstack/class_edition.py cuts here)
 # The solved edition, the tests, the GPU reference's lease plan and the class edition itself.
-.PHONY: lab test test-docker notebooks solutions timing class-edition
+.PHONY: lab test test-docker docker-images notebooks solutions timing class-edition
 
 help::
 	@echo ""
@@ -115,10 +115,15 @@ test: artifacts solutions
 # The classroom path: a Docker engine (installed and started if missing), the registry base images
 # (pulled, or local stand-ins where no registry answers: docker/standins/), then every compose
 # stack built, started and used for real (tests/docker/). LAB_DOCKER_KEEP_IMAGES=1 keeps the images.
-test-docker: artifacts solutions
+test-docker: docker-images
+	LAB_DOCKER_TESTS=1 $(PY) -m pytest tests/docker -v -s
+
+# What test-docker needs before its tests: the engine, the base images, every stack's images
+# built (CI's .ci/run builds them while `make test` runs; a second build is all cache)
+docker-images: artifacts solutions
 	bash scripts/install_docker_engine.sh $(PY)
 	$(PY) docker/standins/ensure_base_images.py
-	LAB_DOCKER_TESTS=1 $(PY) -m pytest tests/docker -v -s
+	$(PY) tests/docker/compose_stack.py
 
 # One source per notebook (notebook_sources/, with nbgrader's solution regions), two editions:
 # the student edition (notebooks/, committed) and the solved one (solutions/, git-ignored)

@@ -101,6 +101,7 @@ QUICK_PARAMS = {
     "HW_CLIENTS": 8,
     "HW_MAX_CLIENTS": 16,
     "HW_RAW_SECONDS": 1,
+    "HW_MAX_BATCH": "8",  # 7.6 sweeps two configurations, not four: each is a reload and a run
 }
 
 
