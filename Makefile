@@ -15,6 +15,7 @@ help::
 	@echo "make status     what runs, healthy or not, and where the logs are"
 	@echo "make restart SERVICE=triton   bring one service back (same port, token, model configs)"
 	@echo "make artifacts  set up the venv and build the model files (artifacts/)"
+	@echo "make ray-node   a class node's Ray for notebook 9 on two nodes (notebook 2, section 5)"
 	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
 	@echo "make reliability  fuzzing, short soak, faults, safe defaults -> docs/reliability.md"
 	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300)"

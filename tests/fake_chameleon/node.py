@@ -5,7 +5,9 @@ fake's Neutron says when), so a notebook that attached the wrong IP cannot reach
 The commands run for real (git clones for real, docker/setup_host.sh and docker/init_env.sh run
 for real), with PATH limited to links to harmless real tools, git, and the stub system commands
 of host_stubs (apt-get, systemctl, docker, nvidia-smi, cloud-init, ..., and `make`, whose exit
-status a scenario sets in $STATE/make_rc), and with docker/setup_host.sh pointed at a fake root.
+status a scenario sets in $STATE/make_rc and whose `ray-node` target leaves a stub `ray` in
+.venv-ray/bin), and with docker/setup_host.sh pointed at a fake root. Every stub appends its
+command line to calls.log (`make TARGET ...`, `ray start ...`).
 """
 
 from __future__ import annotations
