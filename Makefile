@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup artifacts artifacts-only up down restart status bench reliability soak clean
+.PHONY: help setup artifacts artifacts-only ray-node up down restart status bench reliability soak clean
 
 help::
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
@@ -15,6 +15,7 @@ help::
 	@echo "make status     what runs, healthy or not, and where the logs are"
 	@echo "make restart SERVICE=triton   bring one service back (same port, token, model configs)"
 	@echo "make artifacts  set up the venv and build the model files (artifacts/)"
+	@echo "make ray-node   a class node's Ray for notebook 9 on two nodes (notebook 2, section 5)"
 	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
 	@echo "make reliability  fuzzing, short soak, faults, safe defaults -> docs/reliability.md"
 	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300)"
@@ -54,6 +55,18 @@ $(BUILD_VENV)/.installed: requirements/constraints.txt requirements/artifacts.tx
 
 artifacts-only: $(BUILD_VENV)/.installed
 	$(BUILD_VENV)/bin/python -m labstack.artifacts
+
+# A class node of notebook 9's two-node Ray cluster (notebook 2, its optional last section): the
+# model files as artifacts-only builds them, and a venv with Ray Serve and what a replica runs
+# (requirements/ray_node.txt; Ray's version pinned in requirements/constraints.txt, as for .venv).
+RAY_VENV := .venv-ray
+$(RAY_VENV)/.installed: requirements/constraints.txt requirements/ray_node.txt
+	test -x $(RAY_VENV)/bin/python || $(PYTHON) -m venv $(RAY_VENV)
+	$(RAY_VENV)/bin/python -m pip install -q -c requirements/constraints.txt -r requirements/ray_node.txt
+	$(RAY_VENV)/bin/python -m pip install -q --no-deps -e .
+	touch $@
+
+ray-node: artifacts-only $(RAY_VENV)/.installed
 
 # RAY=1: also a local Ray cluster, a head and a second node (notebook 9; its first cell starts it
 # too); `make down` stops it with the rest

@@ -18,8 +18,8 @@
 # instructor may have chosen another one: the class's choices are in `lab_settings.py`, next to
 # this notebook.
 #
-# Your lease also reserves one **floating IP**: the public address your node will have. A class
-# shares one Chameleon project, so every student's addresses sit in one list; an address
+# Your lease also reserves a **floating IP** per node: the public address your node will have. A
+# class shares one Chameleon project, so every student's addresses sit in one list; an address
 # reserved with *your* lease is the only one notebook 2 attaches to your node.
 #
 # There are two equivalent ways to make the lease. Use **one** of them.
@@ -37,11 +37,11 @@
 #    whose names start with `serve_system_`, so a lease you made last week never gets in the way.
 # 5. Set the start date/time (UTC) of a free slot and make the lease end about 3 hours later
 #    (shorter if your instructor asks).
-# 6. **Hosts** tab: check "Reserve Hosts", minimum and maximum number of hosts 1, and choose
-#    `node_type` `=` `gpu_p100` in the drop-downs below.
-# 7. **Networks** tab: check "Reserve Floating IPs" and choose **1**. (Leave "Reserve Network"
-#    unchecked.) Without it, notebook 2 has to take a public IP from the site's shared pool,
-#    which may have none left when the whole class provisions at once.
+# 6. **Hosts** tab: check "Reserve Hosts", minimum and maximum number of hosts 1 (2 for
+#    notebook 9 on two nodes), and choose `node_type` `=` `gpu_p100` in the drop-downs below.
+# 7. **Networks** tab: check "Reserve Floating IPs" and choose one per host (**1**). (Leave
+#    "Reserve Network" unchecked.) Without it, notebook 2 has to take a public IP from the
+#    site's shared pool, which may have none left when the whole class provisions at once.
 # 8. Click **Create**. The lease appears as PENDING and turns ACTIVE at its start time.
 #
 # Then go on with notebook 2 when the lease is active.
@@ -75,7 +75,8 @@ if Version(PYTHON_CHI) < Version("1.1.0"):
 lab.check()  # stops here, naming each setting to fix in lab_settings.py, before anything exists
 
 # %% [markdown]
-# The values every cell below reads; change them here if you need to.
+# The values every cell below reads; change them here if you need to. `NODE_COUNT = 2` only for
+# notebook 9 on two machines: two nodes, each with its own floating IP.
 
 # %%
 USERNAME = os.getenv("USER", "student")  # your Chameleon user name in Chameleon's Jupyter
@@ -109,7 +110,8 @@ chi_helpers.check_node_type_and_image(SITE, NODE_TYPE, lab.IMAGE)
 # active ones, the active one that ends last is used (else the pending one that starts first).
 # (Notebook 2 goes on with the lease your server runs on, if you have one: a server cannot move
 # to another lease.) A public IP notebook 2 took from the site's pool for a lease that is over
-# is given back here: unlike an IP reserved with a lease, it does not end with the lease.
+# is given back here: unlike an IP reserved with a lease, it does not end with the lease. A lease
+# with fewer nodes than `NODE_COUNT` stops the cell: a lease cannot grow.
 
 # %%
 me = chi.session().get_user_id()
@@ -124,10 +126,11 @@ def my_lab_leases():
 live = [x for x in my_lab_leases() if x.status in chi_helpers.LIVE]
 my_lease = chi_helpers.pick_lease(live)
 chi_ips.give_back_ips(SERVER_NAME, live=[x.id for x in live])
+chi_helpers.check_node_count(my_lease, NODE_COUNT)
 print(f"your live leases for this lab: {chi_helpers.describe(live)}")
 
 # %% [markdown]
-# The lease you ask for, unless you have one: the node type, and one floating IP of your own.
+# The lease you ask for, unless you have one: the nodes, and a floating IP of your own for each.
 # Start and end are in UTC; the name holds the start time, so it never repeats.
 
 # %%
@@ -142,7 +145,7 @@ if my_lease is None:
         request = lease.Lease(name, duration=length)  # Blazar starts it now
     request.add_node_reservation(amount=NODE_COUNT, node_type=NODE_TYPE)
     if RESERVE_FLOATING_IP:
-        request.add_fip_reservation(amount=1)
+        request.add_fip_reservation(amount=NODE_COUNT)
     print(f"asking for {name}: {NODE_COUNT} x {NODE_TYPE}, {start:%Y-%m-%d %H:%M} UTC + {length}")
 else:
     print(f"using your lease {my_lease.name} ({my_lease.status}); no new lease made")

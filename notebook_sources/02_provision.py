@@ -173,13 +173,14 @@ node.show(type="text")
 # %%
 import shlex
 
-node.execute(
+clone = (
     f"if [ -d {REPO_DIR}/.git ]; then git -C {REPO_DIR} fetch --quiet --tags --force origin; "
     f"else git clone --quiet {shlex.quote(REPO_URL)} {REPO_DIR}; fi && cd {REPO_DIR} && "
     f"ref={shlex.quote(REPO_REF)} && if git show-ref --quiet --verify refs/remotes/origin/$ref; "
     'then ref=origin/$ref; fi && git checkout --quiet --detach "$ref" && '
     "git log -1 --format='lab version: %h %d %s'"
 )
+node.execute(clone)
 
 # %% [markdown]
 # Run the host setup script. On a freshly booted node it first waits for the first-boot setup
@@ -245,21 +246,92 @@ If port 8888 is not reachable from your network, use an SSH tunnel:
     ssh -i {key} -L 8888:127.0.0.1:8888 cc@{FLOATING_IP}   then http://127.0.0.1:8888/lab?token=...""")
 
 # %% [markdown]
+# ## 5. The second node for notebook 9 (optional)
+# Only for notebook 9 on two machines, with a lease of two nodes (`NODE_COUNT = 2` in notebook
+# 1); with one node, the next cell says so and the others do nothing. The second server,
+# `SERVER_NAME` with `-2`, goes on the same reservation (its second host) with the same lease
+# record. It gets the lease's other reserved IP, attached as in section 2 (never a classmate's),
+# and the cell waits for SSH:
+
+# %%
+SECOND_NAME = f"{SERVER_NAME}-2"
+TWO_NODES = chi_helpers.host_count(my_lease) >= 2
+if not TWO_NODES:
+    print("Your lease holds one node: nothing to do here (notebook 9 on two nodes only).")
+else:
+    node2 = server.Server(SECOND_NAME, reservation_id=reservation_id, image_name=IMAGE)
+    node2.submit(idempotent=True, wait_for_active=True, show="text", metadata=lease_record)
+    if node2.status == "ERROR":
+        raise RuntimeError(
+            f"{SECOND_NAME} failed to start: delete it in Horizon (Compute > Instances), then "
+            "run this cell again."
+        )
+
+# %%
+if TWO_NODES:
+    SECOND_IP = node2.get_floating_ip()
+    if SECOND_IP is None:
+        others = [ip for ip in my_lease.get_reserved_floating_ips() if ip != FLOATING_IP]
+        if others:
+            chi_ips.stop_if_taken(others[0], SECOND_NAME)
+        ip = others[0] if others else chi_ips.own_public_ip(SECOND_NAME, my_lease.id)
+        node2.associate_floating_ip(ip)
+        SECOND_IP = node2.get_floating_ip()
+    node2.check_connectivity(timeout=900)
+
+# %% [markdown]
+# Both nodes get `.venv-ray`, a Python environment with Ray Serve at the lab's pinned version and
+# the model files (`make ray-node`); the second node first gets the clone and the host setup of
+# section 3:
+
+# %%
+if TWO_NODES:
+    node2.execute(clone)
+    node2.execute(f"bash {REPO_DIR}/docker/setup_host.sh")
+    make = build.replace("artifacts-only", "ray-node")  # with the same CPU-only torch
+    for each in (node, node2):
+        each.execute(f"cd {REPO_DIR} && bash -o pipefail -c '{make} 2>&1 | tail -n 5'")
+
+# %% [markdown]
+# The Ray cluster: a **head** on the first node, and the second node joining it. Both use their
+# **private** IPs (Nova's fixed addresses on the site's network), so Ray's ports stay on the
+# private network: Ray has no authentication by default, never open them to the internet. A node
+# where Ray runs already is left as it is (`ray status` answers there).
+
+# %%
+if TWO_NODES:
+    HEAD_IP, SECOND_PRIVATE_IP = (chi_helpers.fixed_ip(x.id) for x in (node, node2))
+    ray = f"{REPO_DIR}/.venv-ray/bin/ray"
+    node.execute(
+        f"{ray} status >/dev/null 2>&1 || {ray} start --head --port=6379 "
+        f"--node-ip-address={HEAD_IP} --dashboard-host=127.0.0.1"
+    )
+    node2.execute(
+        f"{ray} status >/dev/null 2>&1 || {ray} start --address={HEAD_IP}:6379 "
+        f"--node-ip-address={SECOND_PRIVATE_IP}"
+    )
+    node.execute(f"{ray} status")
+    print(f"notebook 9: RAY_ADDRESS={HEAD_IP}:6379 (second node: ssh cc@{SECOND_IP})")
+
+# %% [markdown]
 # ## When you are done
 # Copy `results/` off the node first (see notebook 0). Then free the node: set `DELETE_SERVER`
-# to True and run the cell. It deletes your server (found by name in one look at the project's
-# list, without building an object for each of the class's servers; by id, which leaves its
-# IPs alone) and gives back a public IP this notebook took from the site's pool, unless a
-# classmate's server holds it (then it names that server); an IP reserved with the lease goes
-# back when the lease ends (or when you delete the lease: last cell of notebook 1).
+# to True and run the cell. It deletes your server and the second one of section 5 (found by
+# name in one look at the project's list, without building an object for each of the class's
+# servers; by id, which leaves their IPs alone) and gives back a public IP this notebook took
+# from the site's pool, unless a classmate's server holds it (then it names that server); an IP
+# reserved with the lease goes back when the lease ends (or when you delete the lease: last cell
+# of notebook 1).
 
 # %%
 DELETE_SERVER = False
 if DELETE_SERVER:
-    doomed = server.get_server_id(SERVER_NAME)  # one look at the list, by name
-    if doomed is None:
+    mine = (SERVER_NAME, f"{SERVER_NAME}-2")  # -2: the second node (section 5)
+    doomed = [s for s in chi.nova().servers.list() if s.name in mine]  # one look at the list
+    for s in doomed:
+        server.delete_server(s.id)  # by id; it leaves floating IPs alone
+        print(f"server {s.name} deleted")
+    if not doomed:
         print(f"no server named {SERVER_NAME}: nothing to delete")
-    else:
-        server.delete_server(doomed)  # by id; it leaves floating IPs alone
-        print(f"server {SERVER_NAME} deleted")
-    chi_ips.give_back_ips(SERVER_NAME)  # a pool IP this notebook took for it
+    for name in mine:
+        chi_ips.give_back_ips(name)  # a pool IP this notebook took for it

@@ -33,8 +33,8 @@
 #
 # ## Setup
 # In local mode the next cell starts the lab's Ray cluster (`python -m labstack.launcher ray`, the
-# same as `make up RAY=1`; `make down` stops it); on Chameleon, start it as the last section says
-# and set `RAY_ADDRESS` and `RAY_SERVE_URL` first.
+# same as `make up RAY=1`; `make down` stops it); on Chameleon, notebook 2's optional section 5
+# starts it (the last section says how): set `RAY_ADDRESS` and `RAY_SERVE_URL` first.
 
 # %%
 import numpy as np
@@ -511,28 +511,20 @@ summary.round(2)
 # 2. 9.3: a colleague wants `upscale_delay_s: 0`. What does it buy, and what does it risk?
 #
 # ## Chameleon: a second leased node joins the cluster
-# Not run here (the fake Chameleon of the tests models one node). On Chameleon, lease **two**
-# nodes (notebook 1: `count=2`) and provision both as notebook 2 does: the repository cloned in the
-# same folder and `make artifacts` run on each (every replica reads `artifacts/model.onnx` on its
-# own node). Ray's ports must be reachable between the nodes, on their private network only
-# (Ray has no authentication by default: never open them to the internet). Then, on the first
-# node, in a terminal:
+# On Chameleon, lease **two** nodes (notebook 1: `NODE_COUNT = 2`, which reserves two hosts and
+# a floating IP for each) and run notebook 2 as usual: its optional section 5 makes the second
+# server on the same lease, sets it up as the first (the repository cloned in the same folder,
+# the model files built: every replica reads `artifacts/model.onnx` on its own node), gives both
+# nodes Ray Serve at the lab's pinned version (`make ray-node`), starts Ray's head on the first
+# node and joins the second to it, both on their **private** IPs: Ray has no authentication by
+# default, so its ports stay on the site's private network, never open to the internet. It
+# prints the head's address.
 #
-# ```
-# .venv/bin/ray start --head --port=6379 --dashboard-host=127.0.0.1 --num-cpus=8 --num-gpus=2
-# ```
-#
-# and on the second, with the first node's **private** IP address:
-#
-# ```
-# .venv/bin/ray start --address=<first node's private IP>:6379 --num-cpus=8 --num-gpus=2
-# ```
-#
-# In the lab's Jupyter on the first node set `RAY_ADDRESS=<first node's private IP>:6379` and
-# `RAY_SERVE_URL=http://127.0.0.1:8000` before the setup cell; `ray status` on either node lists
-# both. Each node then serves what it has: `--num-cpus` and `--num-gpus` are what Ray may give
-# out there. On a GPU, a replica asks for its share, and the deployment runs ONNX Runtime on
-# the GPU Ray gave it:
+# In the lab's Jupyter on the first node set `RAY_ADDRESS=<first node's private IP>:6379` (the
+# address notebook 2 printed) and `RAY_SERVE_URL=http://127.0.0.1:8000` before the setup cell;
+# `ray status` on either node lists both. Each node offers what Ray finds there (its cores and
+# GPUs; `ray start --num-cpus N --num-gpus N` would set less). On a GPU, a replica asks for its
+# share, and the deployment runs ONNX Runtime on the GPU Ray gave it:
 #
 # ```python
 # FoodClassifier.options(num_replicas=4, max_ongoing_requests=4,

@@ -93,6 +93,35 @@ def describe(leases: list) -> str:
     )
 
 
+def host_count(lease) -> int:
+    """How many nodes a lease holds (its host reservations' max, as python-chi asks min = max)."""
+    return sum(int(r.get("max") or 0) for r in lease.node_reservations)
+
+
+def check_node_count(lease, wanted: int) -> None:
+    """Notebook 1 with NODE_COUNT = 2 (notebook 9 on two nodes) and a lease of fewer nodes: a
+    lease cannot grow, so say what to do instead of going on with one node."""
+    if lease is not None and host_count(lease) < wanted:
+        raise RuntimeError(
+            f"Your lease {lease.name} holds {host_count(lease)} node(s) and NODE_COUNT is "
+            f"{wanted}; a lease cannot grow. Set NODE_COUNT = {host_count(lease)} in "
+            f"{VALUES_CELL} to go on with it, or delete it (DELETE_LEASE, last cell) and run "
+            "this notebook again for a new lease."
+        )
+
+
+def fixed_ip(server_id: str) -> str:
+    """A server's private (fixed) IP on the site's shared network, as Nova reports it: where the
+    nodes of one lease reach each other (notebook 2, section 5: Ray's ports stay there)."""
+    addresses = chi.nova().servers.get(server_id).addresses
+    return next(
+        a["addr"]
+        for net in addresses.values()
+        for a in net
+        if a.get("OS-EXT-IPS:type") == "fixed" and a.get("version") == 4
+    )
+
+
 def find_server(name: str):
     """The server of this name as Nova lists it (with its status and metadata), or None: one
     read of the project's list, the name compared whole (node-serve-system-ann is not

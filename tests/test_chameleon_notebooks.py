@@ -14,6 +14,8 @@ ran (and on which IP), and the final state. The values sent are checked, not onl
   starting_lease     a lease Blazar is still starting; several_pending: two PENDING leases, then
                      an ACTIVE one beside them, and DELETE_LEASE keeping the later ones
   repo_refs          REPO_REF as a branch (which then moves on) and as a commit
+  two_nodes          NODE_COUNT = 2 (notebook 9 on two machines): two hosts, two IPs, the second
+                     server and node set up by notebook 2's optional section, Ray's head and join
   trovi_settings     the artifact as committed, then one wrong setting after another
   oldest_python_chi  python-chi 1.1.0 installed for real; old_python_chi: 1.0.9 is refused
 Trouble (refusals, floating IPs, failing servers): tests/test_chameleon_trouble.py.
@@ -142,6 +144,14 @@ def test_the_server_boots_on_the_new_leases_host_with_the_cuda_image(class_day):
     assert server["imageRef"] == "img-cuda" and server["flavorRef"] == "flv-bm"
     assert server["key_name"] == "student-jupyter" and class_day["keypairs"] == ["student-jupyter"]
     assert server["networks"] == [{"uuid": "net-shared"}]
+    # one node: notebook 2's optional section (the second node) says so and makes nothing
+    made = requests(class_day, "POST", r"/tacc/nova/v2\.1/servers")
+    assert [p["body"]["server"]["name"] for p in made] == ["node-serve-system-student"]
+    assert class_day["second_node"] is None
+    for label in ("first", "again"):
+        assert "Your lease holds one node: nothing to do here" in text(
+            run(class_day, "02_provision", label)
+        )
 
 
 def test_the_ip_attached_is_the_one_reserved_with_the_lease(class_day):
@@ -286,6 +296,108 @@ def test_clean_up_costs_the_same_whatever_the_class_size(class_day):
     during = class_day["api"][again["api_from"] : again["api_to"]]
     assert len([e for e in during if e["path"].endswith("/servers/detail")]) == 1
     assert [e for e in during if "/glance/" in e["path"] or "os-keypairs" in e["path"]] == []
+
+
+# ------------------------------------------------------------------ two nodes (notebook 9)
+
+
+two_nodes = scenario_fixture("two_nodes", "two_nodes")
+
+
+def test_node_count_2_reserves_two_hosts_and_two_ips(two_nodes):
+    for notebook, label in [("01_reserve", "two nodes"), ("02_provision", "two nodes")]:
+        assert run(two_nodes, notebook, label)["error"] is None
+    (post,) = lease_posts(two_nodes)
+    asked = {r["resource_type"]: r for r in post["body"]["reservations"]}
+    assert (asked["physical:host"]["min"], asked["physical:host"]["max"]) == (2, 2)
+    assert asked["virtual:floatingip"]["amount"] == 2
+    lease = post["reply"]["lease"]
+    booked = [a for a in two_nodes["allocations"] if a["id"] == host_reservation(lease)]
+    assert len({a["host"] for a in booked}) == 2  # two gpu_p100 hosts, the class's last free ones
+    assert {two_nodes["hosts"][a["host"]] for a in booked} == {"gpu_p100"}
+    reserved = [f for f in two_nodes["fips"] if reserved_with(lease) in f["tags"]]
+    assert len({f["floating_ip_address"] for f in reserved}) == 2
+
+
+def test_the_second_server_goes_on_the_same_reservation_with_the_lease_record(two_nodes):
+    (lease,) = lease_posts(two_nodes)
+    lease = lease["reply"]["lease"]
+    first, second = requests(two_nodes, "POST", r"/tacc/nova/v2\.1/servers")
+    assert [p["body"]["server"]["name"] for p in (first, second)] == [
+        "node-serve-system-student",
+        "node-serve-system-student-2",
+    ]
+    for post in (first, second):
+        hint = post["body"]["OS-SCH-HNT:scheduler_hints"]
+        assert hint == {"reservation": host_reservation(lease)}
+        assert post["body"]["server"]["metadata"] == {"serve_system_lease": lease["id"]}
+    made = {s["id"]: s for s in two_nodes["servers"]}
+    ids = [p["reply"]["server"]["id"] for p in (first, second)]
+    assert made[ids[0]]["host"] != made[ids[1]]["host"]  # one server per reserved host
+    again = run(two_nodes, "02_provision", "again")
+    assert writes(two_nodes, again) == []  # run again: nothing made, attached or deleted
+
+
+def test_each_node_gets_its_own_ip_of_the_lease_never_a_classmates(two_nodes):
+    (lease,) = lease_posts(two_nodes)
+    servers = [p["reply"]["server"]["id"] for p in requests(two_nodes, "POST", r".*/servers")]
+    puts = requests(two_nodes, "PUT", r"/tacc/neutron/v2\.0/floatingips/.*")
+    assert len(puts) == 2 and requests(two_nodes, "POST", r".*/floatingips") == []
+    ips = [two_nodes["fip_history"][put["path"].rsplit("/", 1)[1]] for put in puts]
+    assert all(ip["tags"] == ["blazar", reserved_with(lease["reply"]["lease"])] for ip in ips)
+    assert [two_nodes["port_owner"][p["body"]["floatingip"]["port_id"]] for p in puts] == servers
+    first, second = (ip["address"] for ip in ips)
+    assert first != second
+    classmates = {w.get("ip") for w in two_nodes["classmates"].values()}
+    assert not {first, second} & classmates
+    # each node answered SSH on its own IP only: node 1's commands came in on the first
+    assert {c["via"] for c in two_nodes["node_commands"]} == {first}
+    assert {c["via"] for c in two_nodes["second_node"]["commands"]} == {second}
+
+
+def private_ips(result) -> list[str]:
+    """The private (fixed) IP Nova reports for each of the student's servers, in order made."""
+    servers = [p["reply"]["server"]["id"] for p in requests(result, "POST", r".*/servers")]
+    return [result["fixed_ips"][s] for s in servers]
+
+
+def test_node_2_is_set_up_as_node_1_and_joins_a_ray_head_on_private_ips(two_nodes):
+    head, other = private_ips(two_nodes)
+    assert head != other and head.startswith("10.52.") and other.startswith("10.52.")
+    node1, node2 = two_nodes["node_calls"], two_nodes["second_node"]["calls"]
+    make = "make ray-node TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu"
+    assert node1.count(make) == node2.count(make) == 2  # each run of notebook 2
+    assert "make artifacts-only TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu" in node1
+    assert two_nodes["second_node"]["clone_head"] == two_nodes["tags"]["v1"]
+    setup = [c for c in two_nodes["second_node"]["commands"] if "setup_host.sh" in c["command"]]
+    assert [c["rc"] for c in setup] == [0, 0]
+    starts = [c for c in node1 + node2 if c.startswith("ray start")]
+    assert starts == [  # once each: run again, `ray status` answers and nothing starts twice
+        f"ray start --head --port=6379 --node-ip-address={head} --dashboard-host=127.0.0.1",
+        f"ray start --address={head}:6379 --node-ip-address={other}",
+    ]
+    assert starts[0] in node1 and starts[1] in node2
+    assert f"RAY_ADDRESS={head}:6379" in text(run(two_nodes, "02_provision", "two nodes"))
+
+
+def test_a_lease_of_fewer_nodes_than_node_count_stops_notebook_1(two_nodes):
+    asked = run(two_nodes, "01_reserve", "three asked")
+    assert asked["error"]["ename"] == "RuntimeError"
+    assert "holds 2 node(s) and NODE_COUNT is 3; a lease cannot grow" in asked["error"]["evalue"]
+    assert len(lease_posts(two_nodes)) == 1
+
+
+def test_clean_up_deletes_both_servers_of_the_student_and_nobody_elses(two_nodes):
+    deleted = run(two_nodes, "02_provision", "delete servers")
+    assert deleted["error"] is None
+    servers = [p["reply"]["server"]["id"] for p in requests(two_nodes, "POST", r".*/servers")]
+    assert writes(two_nodes, deleted) == [("DELETE", "/tacc/nova/v2.1/servers/ID")] * 2
+    paths = [e["path"] for e in requests(two_nodes, "DELETE", r".*", deleted)]
+    assert paths == [f"/tacc/nova/v2.1/servers/{s}" for s in servers]
+    for name in ("node-serve-system-student", "node-serve-system-student-2"):
+        assert f"server {name} deleted" in text(deleted)
+    during = two_nodes["api"][deleted["api_from"] : deleted["api_to"]]
+    assert len([e for e in during if e["path"].endswith("/servers/detail")]) == 1
 
 
 # ------------------------------------------------------------------ a lease for later

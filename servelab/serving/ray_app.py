@@ -9,7 +9,8 @@ Ray Serve does the rest: its proxy takes the HTTP request, its router picks a re
 `autoscaling_config`, adds and removes them from the number of requests in the system.
 
 The model file is read from this repository's artifacts/ on whichever node runs the replica: on a
-second Chameleon node, the repository is cloned and `make artifacts` run there too (notebook 9).
+second Chameleon node, the repository is cloned and `make ray-node` run there too (notebook 2,
+its optional section 5).
 """
 
 from __future__ import annotations

@@ -14,7 +14,9 @@
   and are held in it), around the student under test.
 - `node.FakeNode`: the bare-metal node: an SSH server (paramiko) on port 22 of the floating IP
   bound to the student's server, whose shell runs each command with bash in the node's home, with
-  stub system commands (apt, systemctl, docker, nvidia-smi, cloud-init ...) on PATH.
+  stub system commands (apt, systemctl, docker, nvidia-smi, cloud-init, make ...) on PATH, and the
+  `ray` that `make ray-node` leaves; a second FakeNode answers for the student's second server
+  (name ending in -2, notebook 2's optional section), on that server's IP only.
 - `harness`: runs a scenario (`scenarios.py`) inside a private network namespace
   (`unshare -rn`), so the floating IPs and port 22 exist only there, from a copy of the notebooks
   laid out as a Trovi launch lays it out, and writes what happened as JSON; `results` runs it

@@ -67,7 +67,7 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         self.reservable_fips = [f"127.20.0.{i}" for i in range(10, 10 + reservable)]
         self.fip_bookings: list[dict] = []
         self.after_refusal = lambda: None
-        self.on_bind = lambda address, owner: None
+        self.on_bind = lambda address, owner, server_name: None
         self.lock = threading.RLock()
         self.log: list[dict] = []
         self.leases: dict[str, dict] = {}
@@ -77,6 +77,7 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         self.fip_history: dict[str, dict] = {}  # every floating IP ever made, for the tests
         self.ports: dict[str, dict] = {}
         self.port_owner: dict[str, str] = {}
+        self.fixed_ips: dict[str, str] = {}  # server id -> its private IP, kept for the tests
         self.keypairs: dict[str, dict] = {}
         self.networks = {
             "net-shared": {"id": "net-shared", "name": "sharednet1", "router:external": False},

@@ -1,15 +1,16 @@
 """Blazar as the class meets it: leases of many students in one project, hosts booked by time
 window, reservable floating IPs that run out, and refusals worded as Blazar words them.
 
-A host reservation takes a host of the node type that Blazar will book for the project (its
-`reservable` flag set: a host in maintenance has it cleared; and, when the host carries the extra
-capability `authorized_projects`, the project among them) with no allocation overlapping the
-lease's window (otherwise "Not enough hosts available"); a floating-IP reservation takes a
-reservable address free over the window ("Not enough floating IPs available"); with `su_left`
-set, a lease costing more service units (node-hours) is refused as Chameleon's usage enforcement
-does; `after_refusal` is called after each refusal (a scenario's classmate acting just then).
+A host reservation takes `min` (= `max`, as python-chi asks) hosts of the node type that Blazar
+will book for the project (its `reservable` flag set: a host in maintenance has it cleared; and,
+when the host carries the extra capability `authorized_projects`, the project among them) with
+no allocation overlapping the lease's window (otherwise "Not enough hosts available"); a
+floating-IP reservation takes `amount` reservable addresses free over the window ("Not enough
+floating IPs available"); with `su_left` set, a lease costing more service units (node-hours)
+is refused as Chameleon's usage enforcement does; `after_refusal` is called after each refusal
+(a scenario's classmate acting just then).
 A lease whose start time has come turns ACTIVE when read (one made to start now is STARTING
-first; `_starting` = how many more reads it stays so), and its reserved floating IP then appears
+first; `_starting` = how many more reads it stays so), and its reserved floating IPs then appear
 in the project, tagged with the reservation (as Blazar's floating-IP plugin does). A lease that
 ends (`end_lease`) or is deleted gives its hosts and reserved IPs back, and its servers are
 deleted (Blazar's on_end); an IP taken from the pool stays in the project.
@@ -66,9 +67,9 @@ class BlazarMixin:
         lease["status"] = "ACTIVE"
         for r in lease["reservations"]:
             r["status"] = "active"
-            if r["resource_type"] == "virtual:floatingip":
+            for address in r.get("_addresses", []):  # a floating-IP reservation's addresses
                 fip = self._new_fip(
-                    r["_address"],
+                    address,
                     tags=["blazar", f"reservation:{r['id']}"],
                     project_id=lease["project_id"],
                 )
@@ -188,7 +189,7 @@ class BlazarMixin:
         for r in body["reservations"]:
             if r["resource_type"] == "physical:host":
                 props = json.loads(r["resource_properties"])
-                if not (isinstance(r.get("min"), int) and r["min"] == r["max"] == 1):
+                if not (isinstance(r.get("min"), int) and 1 <= r["min"] == r["max"] <= 8):
                     raise self._blazar_error(
                         400, "MalformedParameter", f"min/max {r.get('min')}/{r.get('max')}"
                     )
@@ -204,11 +205,11 @@ class BlazarMixin:
                     raise self._blazar_error(
                         400, "InvalidInput", f"no host matches {r['resource_properties']}"
                     )
-                hosts_needed[props[2]] = hosts_needed.get(props[2], 0) + 1
-            elif r.get("network_id") != "net-public" or r.get("amount") != 1:
+                hosts_needed[props[2]] = hosts_needed.get(props[2], 0) + r["min"]
+            elif r.get("network_id") != "net-public" or r.get("amount") not in range(1, 9):
                 raise self._blazar_error(400, "InvalidInput", f"floating IP reservation {r}")
             else:
-                fips_needed += 1
+                fips_needed += r["amount"]
         if self.su_left is not None and hours * sum(hosts_needed.values()) > self.su_left:
             name = next(p["name"] for p in self.projects if p["id"] == project_id)
             raise self._blazar_error(
@@ -261,37 +262,39 @@ class BlazarMixin:
         }
         if r["resource_type"] == "physical:host":
             node_type = json.loads(r["resource_properties"])[2]
-            host = self._free_hosts(node_type, start, end, project_id)[0]
-            self.allocations[host["id"]].append(
-                {
-                    "id": rid,
-                    "lease_id": lease_id,
-                    "start_date": start.strftime(BLAZAR_OUT),
-                    "end_date": end.strftime(BLAZAR_OUT),
-                }
-            )
+            hosts = self._free_hosts(node_type, start, end, project_id)[: r["min"]]
+            for host in hosts:  # one allocation per host, each named by the reservation
+                self.allocations[host["id"]].append(
+                    {
+                        "id": rid,
+                        "lease_id": lease_id,
+                        "start_date": start.strftime(BLAZAR_OUT),
+                        "end_date": end.strftime(BLAZAR_OUT),
+                    }
+                )
             return {
                 **common,
-                "min": 1,
-                "max": 1,
+                "min": r["min"],
+                "max": r["max"],
                 "resource_properties": r["resource_properties"],
                 "hypervisor_properties": "",
                 "before_end": "default",
                 "on_start": "default",
                 "missing_resources": False,
                 "resources_changed": False,
-                "_host_id": host["id"],
+                "_host_ids": [h["id"] for h in hosts],
             }
-        address = self._free_reservable_fips(start, end)[0]
-        self.fip_bookings.append(
-            {"address": address, "reservation_id": rid, "start": start, "end": end}
-        )
+        addresses = self._free_reservable_fips(start, end)[: r["amount"]]
+        for address in addresses:
+            self.fip_bookings.append(
+                {"address": address, "reservation_id": rid, "start": start, "end": end}
+            )
         return {
             **common,
             "network_id": "net-public",
-            "amount": 1,
+            "amount": r["amount"],
             "required_floatingips": [],
-            "_address": address,
+            "_addresses": addresses,
         }
 
     def add_lease(
@@ -413,7 +416,10 @@ class BlazarMixin:
                 self.book(h["id"], hours_from, hours_to)
 
     def host_of(self, reservation_id: str) -> dict | None:
-        return next(
-            (h for h in self.hosts for a in self.allocations[h["id"]] if a["id"] == reservation_id),
-            None,
-        )
+        return next(iter(self.hosts_of(reservation_id)), None)
+
+    def hosts_of(self, reservation_id: str) -> list[dict]:
+        """The hosts a host reservation holds (one for each of its `min` hosts)."""
+        return [
+            h for h in self.hosts for a in self.allocations[h["id"]] if a["id"] == reservation_id
+        ]

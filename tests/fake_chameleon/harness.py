@@ -117,6 +117,7 @@ class World:
         self.public_key = self.work / ".ssh" / "id_rsa.pub"
         self.public_key.write_text(f"ssh-rsa {self.key.get_base64()} student@jupyter\n")
         self.node = FakeNode(base / "node", self.key)
+        self.second_node: FakeNode | None = None  # node-serve-system-student-2's, made when bound
         self.fake.on_bind = self._on_bind
         self.lab_repo, self.tags = self._published_lab(
             base / "lab.git", INSTRUCTOR if settings is None else settings
@@ -147,11 +148,21 @@ class World:
         self.clone_heads: dict[str, str | None] = {}
         self.notes: dict = {}  # what a scenario tells the tests (ids it made or changed)
 
-    def _on_bind(self, address: str, owner: str | None):
-        if owner == self.fake.user_id:
-            self.node.listen(address)
+    def _on_bind(self, address: str, owner: str | None, server_name: str | None):
+        """The student's servers are two nodes: the one of notebook 2's server and, for a name
+        ending in -2 (its optional section), a second node of its own; each answers SSH only on
+        the address its server holds."""
+        for node in (self.node, self.second_node):
+            if node is not None:
+                node.unlisten(address)
+        if owner != self.fake.user_id:
+            return
+        if server_name.endswith("-2"):
+            if self.second_node is None:
+                self.second_node = FakeNode(self.base / "node2", self.key)
+            self.second_node.listen(address)
         else:
-            self.node.unlisten(address)
+            self.node.listen(address)
 
     def _published_lab(self, path: Path, settings: dict):
         """The instructor's repository: the notebooks with lab_settings.py filled in, the files the
@@ -191,8 +202,8 @@ class World:
         """Record which commit the node's clone has checked out now."""
         self.clone_heads[label] = self._clone_head()
 
-    def _clone_head(self) -> str | None:
-        clone = self.node.home / "serve-system-lab"
+    def _clone_head(self, node: FakeNode | None = None) -> str | None:
+        clone = (node or self.node).home / "serve-system-lab"
         if not clone.exists():
             return None
         return subprocess.run(
@@ -234,9 +245,14 @@ class World:
             "runs": self.runs,
             "api": f.log,
             "node_commands": self.node.commands,
-            "node_calls": self.node.calls.read_text().splitlines()
-            if self.node.calls.exists()
-            else [],
+            "node_calls": self.node.call_lines(),
+            "second_node": None
+            if self.second_node is None
+            else {
+                "commands": self.second_node.commands,
+                "calls": self.second_node.call_lines(),
+                "clone_head": self._clone_head(self.second_node),
+            },
             "leases": list(f.leases.values()),
             "servers": [dict(s) for s in f.servers.values()],
             "fips": list(f.fips.values()),
@@ -245,6 +261,7 @@ class World:
             "classmates": self.classmates,
             "pool": f.pool,
             "port_owner": f.port_owner,
+            "fixed_ips": f.fixed_ips,
             "fip_history": f.fip_history,
             "tags": self.tags,
             "clone_head": head,
@@ -349,6 +366,8 @@ def main(scenario: str, out: str) -> int:
         finally:
             Path(out).write_text(json.dumps(world.result(), default=str, indent=1))
             world.node.stop()
+            if world.second_node is not None:
+                world.second_node.stop()
             world.fake.stop()
     return 0
 

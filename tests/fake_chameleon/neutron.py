@@ -6,8 +6,9 @@ their lease starts, tagged `reservation:<id>`) and the site's shared pool (alloc
 "Quota exceeded"). As in Neutron, an update
 may move an IP that is bound to one port onto another (so a careless client can take a
 classmate's IP); it is refused only when the target port already has a floating IP.
-`on_bind(address, owner_user_id)` is called whenever an address is bound (owner None: unbound),
-so the harness can make the node answer SSH on exactly the address its server holds.
+`on_bind(address, owner_user_id, server_name)` is called whenever an address is bound (owner and
+name None: unbound), so the harness can make the right node answer SSH on exactly the address its
+server holds. Each port gets a fixed IP of its own on the shared network (never one reused).
 """
 
 from __future__ import annotations
@@ -136,8 +137,8 @@ class NeutronMixin:
             )
         fixed = self.ports[port_id]["fixed_ips"][0]["ip_address"] if port_id else None
         fip.update(port_id=port_id, status="ACTIVE" if port_id else "DOWN", fixed_ip_address=fixed)
-        owner = self.servers[self.ports[port_id]["device_id"]]["user_id"] if port_id else None
-        self.on_bind(fip["floating_ip_address"], owner)
+        holder = self.servers[self.ports[port_id]["device_id"]] if port_id else {}
+        self.on_bind(fip["floating_ip_address"], holder.get("user_id"), holder.get("name"))
 
     def _unbind_port(self, port_id):
         for f in self.fips.values():
@@ -146,7 +147,7 @@ class NeutronMixin:
 
     # ------------------------------------------------------------------ ports
     def _new_port(self, server_id):
-        n = len(self.ports) + 17
+        n = len(self.port_owner) + 17  # every port made so far (port_owner keeps them all)
         port = {
             "id": new_id(),
             "device_id": server_id,

@@ -5,7 +5,9 @@ fake's Neutron says when), so a notebook that attached the wrong IP cannot reach
 The commands run for real (git clones for real, docker/setup_host.sh and docker/init_env.sh run
 for real), with PATH limited to links to harmless real tools, git, and the stub system commands
 of host_stubs (apt-get, systemctl, docker, nvidia-smi, cloud-init, ..., and `make`, whose exit
-status a scenario sets in $STATE/make_rc), and with docker/setup_host.sh pointed at a fake root.
+status a scenario sets in $STATE/make_rc and whose `ray-node` target leaves a stub `ray` in
+.venv-ray/bin), and with docker/setup_host.sh pointed at a fake root. Every stub appends its
+command line to calls.log (`make TARGET ...`, `ray start ...`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,22 @@ MAKE_STUB = (
     'echo "make $*: building the lab environment and the model files ..."\n'
     'rc=$(cat "$STATE/make_rc" 2>/dev/null || echo 0)\n'
     '[ "$rc" -ne 0 ] && echo "ERROR: No matching distribution found for torch==2.14.1" >&2\n'
+    # make ray-node leaves Ray's command in .venv-ray/bin, as pip does: here, the stub below
+    '[ "$rc" -eq 0 ] && [ "$1" = ray-node ] && mkdir -p .venv-ray/bin'
+    ' && cat "$STATE/ray_stub" > .venv-ray/bin/ray && chmod +x .venv-ray/bin/ray\n'
     'echo "... last line of make"\nexit "$rc"\n'
+)
+# `ray` as make ray-node installs it: `ray start` records the node's part (head or joined, and
+# its arguments) in $STATE/ray; `ray status` answers only where a `ray start` ran
+RAY_STUB = (
+    '#!/bin/bash\necho "ray $*" >> "$CALLS"\n'
+    'case "$1" in\n'
+    '  start) echo "$*" > "$STATE/ray"; echo "Ray runtime started." ;;\n'
+    '  status) [ -f "$STATE/ray" ] || { echo "Could not find any running Ray instance." >&2;'
+    " exit 1; }\n"
+    '    echo "fake ray: this node runs: ray $(cat "$STATE/ray")" ;;\n'
+    '  stop) rm -f "$STATE/ray" ;;\n'
+    "esac\n"
 )
 
 
@@ -74,6 +91,7 @@ class FakeNode:
         (self.root / "etc/os-release").write_text(os_release)
         (self.state / "installed").write_text("")
         (self.state / "group").write_text("")
+        (self.state / "ray_stub").write_text(RAY_STUB)
         make_bin(
             self.bin,
             {**STUBS, **GPU_STUB, "make": MAKE_STUB},
@@ -81,6 +99,10 @@ class FakeNode:
         )
         self.host_key = paramiko.RSAKey.generate(2048)
         self._socks: dict[str, socket.socket] = {}
+
+    def call_lines(self) -> list[str]:
+        """Each stub command the node ran, as `NAME ARGS` (make with its target, ray start ...)."""
+        return self.calls.read_text().splitlines() if self.calls.exists() else []
 
     def env(self) -> dict:
         return {

@@ -1,12 +1,14 @@
 """Nova for bare metal: every student's servers in one project, one server per reserved host.
 
-A server boots on the host of the ACTIVE host reservation named in its scheduler hint. It ends in
-ERROR when that host already runs a server ("No valid host was found", as Nova says), when the
+A server boots on a host of the ACTIVE host reservation named in its scheduler hint, one that
+runs no server yet (a reservation of two hosts takes two servers). It ends in ERROR when every
+host of the reservation already runs a server ("No valid host was found", as Nova says), when the
 host is in `bad_hosts` (it fails every deploy), or while `servers_fail` > 0 (a deploy that fails
 once). A server that was ACTIVE can fail later (`break_server`: ERROR, its floating IP still
 bound). A deleted server stays listed for `delete_polls` more reads, as a bare-metal delete takes
 a while, and its port goes with it, which unbinds its floating IP. A server keeps the metadata it
-was made with (string keys and values, as Nova checks them); the list filters `name` as Nova
+was made with (string keys and values, as Nova checks them) and reports its private (fixed) IP on
+the shared network beside its floating one; the list filters `name` as Nova
 does, as a regular expression searched in the name (so `name=node-serve-system-stud` also lists
 node-serve-system-student's server).
 """
@@ -176,19 +178,26 @@ class NovaMixin:
         final="ACTIVE",
         metadata=None,
     ):
-        """A server on a reservation's host (the student's, or a classmate's made beforehand)."""
-        host = self.host_of(reservation_id)
-        busy = any(
-            x["host"] == host["id"] and x["final"] != "ERROR" and x["id"] not in self.deleting
-            for x in self.servers.values()
-        )
-        fault = NO_VALID_HOST if busy else fault
+        """A server on a free host of a reservation (the student's, or a classmate's made
+        beforehand)."""
+
+        def busy(host):
+            return any(
+                x["host"] == host["id"] and x["final"] != "ERROR" and x["id"] not in self.deleting
+                for x in self.servers.values()
+            )
+
+        hosts = self.hosts_of(reservation_id)
+        free = [h for h in hosts if not busy(h)]
+        host = free[0] if free else hosts[0]
+        fault = fault if free else NO_VALID_HOST
         if host["id"] in self.bad_hosts:
             fault = fault or DEPLOY_FAILED
         sid = new_id()
         port = self._new_port(sid)
         self.ports[port["id"]] = port
         self.port_owner[port["id"]] = sid  # kept after the port goes, for the tests
+        self.fixed_ips[sid] = port["fixed_ips"][0]["ip_address"]  # so is the server's private IP
         self.servers[sid] = {
             "id": sid,
             "name": name,

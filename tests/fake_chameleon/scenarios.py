@@ -419,6 +419,28 @@ def oldest_python_chi(world):
         s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete lease")
 
 
+def two_nodes(world):
+    """Notebook 9 on two machines: NODE_COUNT = 2 in notebook 1 (a lease of the class's last two
+    free gpu_p100 hosts and two reserved IPs), notebook 2 top to bottom with its optional section
+    (the second server, its IP, both nodes set up, Ray's head and the join), then notebook 2
+    again (nothing made twice); notebook 1 asking for 3 nodes beside the lease of 2; then the
+    clean-up cell of notebook 2 (both servers)."""
+    with world.session("01_reserve", nodes(2)) as s:
+        s.run(label="two nodes")
+    for label in ("two nodes", "again"):
+        with world.session("02_provision") as s:
+            s.run(label=label)
+    with world.session("01_reserve", nodes(3)) as s:
+        s.run(s.upto(LEASES), label="three asked")
+    with world.session("02_provision", DELETE_SERVER) as s:
+        s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete servers")
+
+
+def nodes(count: int) -> dict:
+    """Notebook 1's NODE_COUNT set to count, as the student edits its values cell."""
+    return {"lab.NODE_TYPE, 1": f"lab.NODE_TYPE, {count}"}
+
+
 def old_python_chi(world):
     for name in ("01_reserve", "02_provision"):
         with world.session(name) as s:
@@ -442,6 +464,7 @@ SCENARIOS = {
     "refusals": (dict, refusals),
     "bad_day": (dict, bad_day),
     "bad_host": (dict, bad_host),
+    "two_nodes": (dict, two_nodes),
     "trovi_settings": (lambda: {"settings": {}}, trovi_settings),
     # FAKE_CHAMELEON_PYTHON_CHI: a folder with python-chi 1.1.0 installed (pip --target)
     "oldest_python_chi": (
