@@ -311,7 +311,7 @@ if TWO_NODES:
         f"--node-ip-address={SECOND_PRIVATE_IP}"
     )
     node.execute(f"{ray} status")
-    print(f"notebook 9: RAY_ADDRESS={HEAD_IP}:6379 (second node: ssh cc@{SECOND_IP})")
+    print(f"notebook 9: LAB_RAY_HEAD={HEAD_IP}:6379 (second node: ssh cc@{SECOND_IP})")
 
 # %% [markdown]
 # ## When you are done

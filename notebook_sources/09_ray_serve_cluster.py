@@ -34,7 +34,7 @@
 # ## Setup
 # In local mode the next cell starts the lab's Ray cluster (`python -m labstack.launcher ray`, the
 # same as `make up RAY=1`; `make down` stops it); on Chameleon, notebook 2's optional section 5
-# starts it (the last section says how): set `RAY_ADDRESS` and `RAY_SERVE_URL` first.
+# starts one over two nodes, and this notebook uses it when `LAB_RAY_HEAD` is set (last section).
 
 # %%
 import numpy as np
@@ -520,11 +520,14 @@ summary.round(2)
 # default, so its ports stay on the site's private network, never open to the internet. It
 # prints the head's address.
 #
-# In the lab's Jupyter on the first node set `RAY_ADDRESS=<first node's private IP>:6379` (the
-# address notebook 2 printed) and `RAY_SERVE_URL=http://127.0.0.1:8000` before the setup cell;
-# `ray status` on either node lists both. Each node offers what Ray finds there (its cores and
-# GPUs; `ray start --num-cpus N --num-gpus N` would set less). On a GPU, a replica asks for its
-# share, and the deployment runs ONNX Runtime on the GPU Ray gave it:
+# The lab's Jupyter container has no Ray: run this notebook in local mode on the first node (an
+# SSH session there: `make up`, as README's third way; the Docker stacks can stay down), with
+# the head's address notebook 2 printed: `LAB_RAY_HEAD=<first node's private IP>:6379 make up`,
+# or `os.environ["LAB_RAY_HEAD"] = "..."` in a cell before the setup cell. The setup cell then
+# uses that cluster instead of starting the lab's; `ray status` on either node lists both nodes.
+# Each node offers what Ray finds there (its cores and GPUs; `ray start --num-cpus N --num-gpus N`
+# would set less). On a GPU, a replica asks for its share, and the deployment runs ONNX Runtime
+# on the GPU Ray gave it:
 #
 # ```python
 # FoodClassifier.options(num_replicas=4, max_ongoing_requests=4,

@@ -40,6 +40,8 @@ def load() -> dict:
                 values[key] = value
         local = values.get("LAB_MODE") == "local" and os.environ.get("LAB_MODE", "local") == "local"
         for key, value in values.items():
+            if key in _RAY_URLS and os.environ.get("LAB_RAY_HEAD"):
+                continue  # a cluster started elsewhere (services.use_ray_cluster), not the lab's
             if key not in os.environ or (local and key in _LOCAL_URLS):
                 os.environ[key] = value
     os.environ.setdefault("LAB_MODE", "docker")

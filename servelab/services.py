@@ -103,11 +103,21 @@ def run_alone(argv: list[str], reason: str) -> None:
     _machinery("labstack.pause", "--reason", reason, "--", *argv, capture=False).check_returncode()
 
 
+RAY_HEAD = "LAB_RAY_HEAD"  # host:port of a Ray cluster started elsewhere (Chameleon's two nodes)
+SERVE_DEFAULT = "http://127.0.0.1:8000"  # Serve's own default: its proxy on the head node
+
+
 def use_ray_cluster() -> dict:
-    """Notebook 9: the Ray cluster to serve on. Local mode starts the lab's (a head and a second
-    node, `python -m labstack.launcher ray`; one that runs is kept) and reads its addresses;
-    elsewhere RAY_ADDRESS and RAY_SERVE_URL must be set (notebook 9 says how on Chameleon)."""
-    if os.environ.get("LAB_MODE") == "local":
+    """Notebook 9: the Ray cluster to serve on. A cluster started elsewhere, named by LAB_RAY_HEAD
+    (on Chameleon notebook 2's section 5 starts one over two nodes and prints it), is used in any
+    mode, with Serve's proxy at LAB_RAY_SERVE_URL (default: port 8000 of the head node, where the
+    notebook runs). Otherwise local mode starts the lab's (a head and a second node, `python -m
+    labstack.launcher ray`; one that runs is kept) and reads its addresses."""
+    head = os.environ.get(RAY_HEAD)
+    if head:
+        os.environ["RAY_ADDRESS"] = head
+        os.environ["RAY_SERVE_URL"] = os.environ.get("LAB_RAY_SERVE_URL", SERVE_DEFAULT)
+    elif os.environ.get("LAB_MODE") == "local":
         done = _machinery("labstack.launcher", "ray")
         if done.returncode != 0:
             raise RuntimeError(

@@ -377,7 +377,7 @@ def test_node_2_is_set_up_as_node_1_and_joins_a_ray_head_on_private_ips(two_node
         f"ray start --address={head}:6379 --node-ip-address={other}",
     ]
     assert starts[0] in node1 and starts[1] in node2
-    assert f"RAY_ADDRESS={head}:6379" in text(run(two_nodes, "02_provision", "two nodes"))
+    assert f"LAB_RAY_HEAD={head}:6379" in text(run(two_nodes, "02_provision", "two nodes"))
 
 
 def test_a_lease_of_fewer_nodes_than_node_count_stops_notebook_1(two_nodes):

@@ -203,3 +203,29 @@ def test_load_takes_the_launchers_urls_in_local_mode_only(tmp_path, monkeypatch)
     monkeypatch.setenv("TRITON_SERVER_URL", "http://triton_server:8000")
     labenv.load()
     assert os.environ["TRITON_SERVER_URL"] == "http://triton_server:8000"
+
+
+def test_a_ray_head_named_by_hand_wins_over_the_labs_cluster(tmp_path, monkeypatch):
+    """Notebook 9 on Chameleon: LAB_RAY_HEAD (notebook 2's section 5 prints it) is the cluster to
+    use, in local mode too: the lab's own cluster is not started, and the launcher's urls.env (a
+    local cluster of an earlier run) does not take RAY_ADDRESS back."""
+    urls = tmp_path / "urls.env"
+    urls.write_text(
+        "LAB_MODE=local\nRAY_ADDRESS=127.0.0.1:6380\nRAY_SERVE_URL=http://127.0.0.1:9\n"
+    )
+    monkeypatch.setattr(labenv, "URLS_ENV", urls)
+    monkeypatch.setenv("LAB_MODE", "local")
+    monkeypatch.setenv("LAB_RAY_HEAD", "10.52.3.7:6379")
+    for name in ("LAB_RAY_SERVE_URL", "RAY_ADDRESS", "RAY_SERVE_URL"):  # restored after the test
+        monkeypatch.delenv(name, raising=False)
+    started = []
+    monkeypatch.setattr(services, "_machinery", lambda *argv, **kw: started.append(argv))
+    assert services.use_ray_cluster() == {
+        "RAY_ADDRESS": "10.52.3.7:6379",
+        "RAY_SERVE_URL": "http://127.0.0.1:8000",
+    }
+    labenv.load()
+    assert os.environ["RAY_ADDRESS"] == "10.52.3.7:6379" and started == []
+    monkeypatch.delenv("LAB_RAY_HEAD")  # without it, local mode reads the launcher's cluster
+    labenv.load()
+    assert os.environ["RAY_ADDRESS"] == "127.0.0.1:6380"
