@@ -526,16 +526,18 @@ summary.round(2)
 # or `os.environ["LAB_RAY_HEAD"] = "..."` in a cell before the setup cell. The setup cell then
 # uses that cluster instead of starting the lab's; `ray status` on either node lists both nodes.
 # Each node offers what Ray finds there (its cores and GPUs; `ray start --num-cpus N --num-gpus N`
-# would set less). On a GPU, a replica asks for its share, and the deployment runs ONNX Runtime
-# on the GPU Ray gave it:
+# would set less). `make ray-node` installs ONNX Runtime's CPU build, so the replicas run on the
+# nodes' cores, as in local mode. For replicas on the GPUs (not run by this lab's tests), put
+# `onnxruntime-gpu` in each node's `.venv-ray` and give each replica its share of a GPU: Ray
+# then shows it that GPU, and the deployment opens its session there (two replicas per GPU):
 #
 # ```python
 # FoodClassifier.options(num_replicas=4, max_ongoing_requests=4,
 #                        ray_actor_options={"num_cpus": 1, "num_gpus": 0.5})
 # ```
 #
-# (two replicas per GPU). `ray stop` on each node ends it; in local mode `make down` stops the
-# lab's two nodes, and only those.
+# `ray stop` on each node ends it; in local mode `make down` stops the lab's two nodes, and only
+# those.
 #
 # ## What Kubernetes would add (not run here)
 # The lab's machines cannot run Kubernetes, so this is a pointer, not a measurement. The same
