@@ -46,6 +46,15 @@ TITLES = {
 }
 
 
+def cpu_model() -> str:
+    """The host CPU's name: two runs on the same GPU kind differed by up to 1.5x where the work is
+    the CPU's (decoding in the Python backend), so a page records which CPU it ran on."""
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
 def versions() -> dict:
     """What ran: the GPU, the driver's view, the Python packages that matter for the numbers."""
     from importlib import metadata
@@ -56,6 +65,7 @@ def versions() -> dict:
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU",
         "gpus": torch.cuda.device_count(),
         "cpu_cores": os.cpu_count(),
+        "cpu": cpu_model(),
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,

@@ -256,7 +256,7 @@ def render(reference: Path) -> tuple[str, str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    reference = REPO_ROOT / "docs" / "results" / "h100_2026-11-25"  # the class's 5 s windows
+    reference = REPO_ROOT / "docs" / "results" / "h100_2026-11-26"  # the class's 5 s windows
     parser.add_argument("--reference", type=Path, default=reference)
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
     args = parser.parse_args(argv)
