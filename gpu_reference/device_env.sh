@@ -1,22 +1,25 @@
 #!/usr/bin/env bash
 # Source this on the GPU machine (no network), from the repository root: it keeps the parts of
 # gpu_reference/pack_device.sh carried by this call in /tmp (the only folder a warm machine keeps
-# between device calls: each call gets a fresh copy of the working tree), unpacks them once both
-# are there, and sets the paths: the lab's packages and onnxruntime-gpu first on PYTHONPATH,
-# numpy < 2 and onnxruntime-gpu first for the Python-backend stubs, the model files in /tmp.
+# between device calls: each call gets a fresh copy of the working tree), unpacks them once all
+# are there (device.parts, carried with the last, says how many), and sets the paths: the lab's
+# packages and onnxruntime-gpu first on PYTHONPATH, numpy < 2 and onnxruntime-gpu first for the
+# Python-backend stubs, the model files in /tmp.
 #   source gpu_reference/device_env.sh
 parts=/tmp/lab_parts dev=/tmp/lab_device
 mkdir -p "$parts"
 cp -n .whl/device.* "$parts"/ 2>/dev/null || true
-if [ ! -d "$dev/site/pytriton" ] && [ -f "$parts/device.sha256" ] && ls "$parts"/device.tar.xz.part01 >/dev/null 2>&1; then
+have=$(find "$parts" -name 'device.tar.xz.part*' | wc -l)
+want=$(cat "$parts/device.parts" 2>/dev/null || echo "?")
+if [ ! -d "$dev/site/pytriton" ] && [ -f "$parts/device.sha256" ] && [ "$have" = "$want" ]; then
   if [ "$(cat "$parts"/device.tar.xz.part* | sha256sum | cut -d' ' -f1)" = "$(cat "$parts/device.sha256")" ]; then
     mkdir -p "$dev" && cat "$parts"/device.tar.xz.part* | tar xJf - -C "$dev" && rm -f "$parts"/*.part*
     cp "$dev"/site/nvidia_pytriton.libs/libb64.so.0d* "$dev/site/bin/"   # perf_analyzer's one missing library
   else
-    echo "device_env: the two parts do not match device.sha256: carry both again"
+    echo "device_env: the $have parts do not match device.sha256: carry them all again"
   fi
 fi
-[ -d "$dev/site/pytriton" ] || echo "device_env: $(ls "$parts" | grep -c part) of 2 parts here: not unpacked yet"
+[ -d "$dev/site/pytriton" ] || echo "device_env: $have of $want parts here: not unpacked yet"
 export PYTHONPATH="$dev/ort:$dev/site:$PWD" PATH="$dev/site/bin:$PATH"
 export LD_LIBRARY_PATH="$dev/site/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LAB_TRITON_PYTHONPATH="$dev/stub_numpy:$dev/ort"   # the stubs ignore PYTHONPATH (labstack/triton_local.py)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The reference run on a GPU machine with no network and no Docker (our H100 "device" machine):
-# gpu_reference/device_env.sh unpacks what gpu_reference/pack_device.sh packed (two parts, two
-# calls), then gpu_reference/run_reference.py runs the parts named.
+# gpu_reference/device_env.sh unpacks what gpu_reference/pack_device.sh packed (its parts, one
+# a call), then gpu_reference/run_reference.py runs the parts named.
 #   bash gpu_reference/device_run.sh OUT_DIR PARTS      e.g. bash gpu_reference/device_run.sh /tmp/h100 fastapi,triton
 # Measurement settings: the notebooks' defaults, with shorter perf_analyzer windows than a class
 # would use (a device call is limited to 10 minutes); override any LAB_* variable from outside.

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Pack everything the GPU reference machine lacks (it has Python 3.12, torch, numpy, pandas; no
-# network) into TWO parts that a device call each can carry (64 MiB a call, working tree
-# included): the lab's service packages, Triton 2.51 from the nvidia-pytriton wheel (its Python
-# 3.12 stub only), perf_analyzer and libb64, numpy < 2 for the Python-backend stubs, and
-# onnxruntime-gpu with its CUDA provider's kernels for other GPUs than sm_90 blanked
-# (prune_fatbin.py). Output: .whl/device.tar.xz.part00, part01 and device.sha256 (git-ignored).
-# Carry part00 in one call and part01 (with device.sha256) in the next, close together;
-# gpu_reference/device_env.sh keeps each in /tmp and unpacks once both are there.
+# network) into parts that a device call each can carry (64 MiB a call, working tree included;
+# the tree grows with every reference page, so three parts by default, PACK_PARTS to change): the
+# lab's service packages, Triton 2.51 from the nvidia-pytriton wheel (its Python 3.12 stub only),
+# perf_analyzer and libb64, numpy < 2 for the Python-backend stubs, and onnxruntime-gpu with its
+# CUDA provider's kernels for other GPUs than sm_90 blanked (prune_fatbin.py). Output:
+# .whl/device.tar.xz.part00, part01, ..., device.sha256 and device.parts (git-ignored). Carry one
+# part a call, the last with device.sha256 and device.parts, the calls close together;
+# gpu_reference/device_env.sh keeps each in /tmp and unpacks once all are there.
 #   bash gpu_reference/pack_device.sh [SM]        (default 90: H100, H200)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +43,8 @@ python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -
 unzip -qo "$work"/ort_dl/onnxruntime_gpu-*.whl -d "$work/pack/ort"
 python3 gpu_reference/prune_fatbin.py "$work/pack/ort/onnxruntime/capi/libonnxruntime_providers_cuda.so" "$sm"
 tar cJf "$work/device.tar.xz" -C "$work/pack" .
-split -n 2 -d -a 2 "$work/device.tar.xz" .whl/device.tar.xz.part
+split -n "${PACK_PARTS:-3}" -d -a 2 "$work/device.tar.xz" .whl/device.tar.xz.part
 sha256sum "$work/device.tar.xz" | cut -d' ' -f1 > .whl/device.sha256
+echo "${PACK_PARTS:-3}" > .whl/device.parts
 rm -rf "$work"
 ls -l .whl

@@ -336,7 +336,7 @@ def write_report(out: Path) -> Path:
         "## The command",
         "",
         "`bash gpu_reference/pack_device.sh` on a machine with network packs what the GPU machine "
-        "lacks into two parts in `.whl/`, carried by two device calls; on the GPU machine (no "
+        "lacks into parts in `.whl/`, one per device call; on the GPU machine (no "
         "Docker, no network), from the repository root, `bash gpu_reference/device_run.sh DIR "
         "PART` unpacks them, sets the paths and runs, for each part:",
         "",
