@@ -171,3 +171,56 @@ def test_notebook_7s_stability_verdict_quotes_the_fresh_starts():
         (REPO_ROOT / "notebook_sources/07_how_close_to_the_hardware.py").read_text().split()
     )
     assert f"{r[0]:.3f}, {r[1]:.3f} and {r[2]:.3f}" in source.replace('" "', "")
+
+
+def _throughput_ratios(new, old, notebook: str, column: str) -> str:
+    """'low-high' of one run's throughputs over another's, row by row, at one decimal."""
+    a, b = (pd.read_csv(p / f"results/{notebook}/summary.csv").set_index("run") for p in (new, old))
+    ratio = (a[column] / b[column]).dropna()
+    return f"{ratio.min():.1f}-{ratio.max():.1f}x"
+
+
+def test_texts_quote_the_2026_11_26_reference():
+    """The 2026-11-26 run as the README, the instructors' guide, the answer key and its own notes
+    describe it: each figure recomputed from its files and the 2026-11-25 run's."""
+    new, old = (REPO_ROOT / f"docs/results/h100_2026-11-{day}" for day in (26, 25))
+    six = _throughput_ratios(new, old, "triton", "throughput_infer_s")
+    four = _throughput_ratios(new, old, "fastapi", "throughput_rps")
+    assert (six, four) == ("1.2-1.5x", "1.0-1.3x")  # what the texts below say
+    texts = {
+        name: " ".join((REPO_ROOT / name).read_text().split())
+        for name in ("README.md", "docs/instructors.md", "docs/answer_key.md")
+    }
+    notes = " ".join((new / "notes.md").read_text().split())
+    for name, text in [*texts.items(), ("notes.md", notes)]:
+        assert f"notebook 6's throughputs {six}" in text or f"throughputs rose {six}" in text, name
+        assert f"notebook 4's {four}" in text, name
+    triton = pd.read_csv(new / "results/triton/summary.csv").set_index("run")
+    top = max(r for r in triton.index if r.startswith("6.6 batching poisson"))
+    gain = (
+        triton.loc[top.replace("6.6 batching", "6.6 no batching"), "avg_latency_ms"]
+        / triton.loc[top, "avg_latency_ms"]
+    )
+    assert f"latency {gain:.0f}x lower than none" in texts["README.md"]
+    assert f"latency {gain:.0f}x below none" in texts["docs/instructors.md"]
+    assert f"{gain:.0f}x lower (130x on 2026-11-25)" in notes
+    onnx = triton.loc["6.4 onnx 2 inst c16"]
+    assert f"busy_U {onnx['busy_U']:.2f}, the GPU {onnx['gpu0_util_pct']:.1f} % busy" in notes
+    lab = next(
+        r
+        for name, r in json.loads((new / "results/batch_switch.json").read_text())["rows"].items()
+        if name.startswith("the lab's")
+    )
+    assert f"classifier cost {lab['ratio']:.2f}x grouped" in notes
+    # the decisions the notes list, as the notebooks printed them on that run
+    log = (new / "04_fastapi_benchmarks.log").read_text() + (
+        new / "06_triton_benchmarks.log"
+    ).read_text()
+    for printed in (
+        "4.7: the worker processes to run: 2,",
+        "6.3: the stubs on GPU 0: 2,",
+        "6.3: the instances per GPU to deploy: 4,",
+        "6.4: the bottleneck: 'instances',",
+        "6.6: the highest rate for one instance without batching: 349,",
+    ):
+        assert printed in log, printed
