@@ -9,7 +9,15 @@ file's own structure, and food11's check of the size its header declares):
   writes: libjpeg visits every block of the image in every scan, even one holding nothing, and
   Pillow sets no limit (a 2000x2000 canvas with thousands of scans of a few bytes each cost about
   20 s of CPU per MB);
-- more metadata (EXIF, ICC, XMP, text chunks, comments) than a camera writes.
+- more metadata (EXIF, ICC, XMP, text chunks, comments) than a camera writes, wherever the
+  decoder or the orientation read finds it: JPEG APP1 and an MPO's MP index (APP2), PNG eXIf and
+  text chunks (zTXt and iTXt counted as they inflate; "Raw profile type exif", ImageMagick's way
+  of carrying EXIF as hex text, counted as the EXIF it is), WebP EXIF and XMP chunks;
+(Pillow itself skips a directory entry that would make it read more than the block holds, so
+an EXIF block's cost follows its size: 64 KiB of tags is read in about 0.1 s.)
+The structure is walked the way libjpeg reads it: bytes between segments that are no marker are
+skipped (libjpeg warns and goes on), every marker segment counts, and every scan header after
+them: a stray byte can no longer hide the scans behind it.
 Bounded while decoding: CpuBudget stops a decode that has used MAX_DECODE_CPU_S of its thread's
 CPU time (checked each time the decoder asks for more of the file), and at most
 MAX_CONCURRENT_DECODES decode at once per process, each waiting at most DECODE_WAIT_S for its turn.
@@ -22,6 +30,7 @@ import os
 import re
 import struct
 import time
+import zlib
 from dataclasses import dataclass
 
 # ---------------------------------------------------------------- the limits, and why
@@ -135,28 +144,36 @@ def _limit(value: int, limit: int, what: str, fix: str, counted: bool = True) ->
 
 _RESAVE = "save it again with any image editor"
 _BASELINE = "save it again as a baseline (not progressive) JPEG"
+_STRIP = "strip it (exiftool -all= FILE)"
+# libjpeg's next_marker(): anything up to an 0xFF is skipped, then fill bytes (more 0xFF); a
+# marker is the byte after them, unless it is 0 (a stuffed 0xFF: skipped too)
+_JPEG_MARKER = re.compile(rb"\xff+([^\x00\xff])")
 _JPEG_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")  # not stuffing, restart or fill
 _SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+_STANDALONE = {0x01, 0xD8, *range(0xD0, 0xD8)}  # TEM, SOI, RSTn: no length follows
 
 
 def _jpeg(data: bytes) -> Facts:
-    """Walk a JPEG's marker segments; after each scan header skip its entropy-coded data."""
+    """Walk a JPEG's marker segments as libjpeg reads them, up to its end of image (what follows
+    is not decoded: an MPO's other pictures are never looked at); after each scan header skip
+    its entropy-coded data."""
     facts, at, frame = Facts(), 2, None
-    while at + 4 <= len(data) and data[at] == 0xFF:
-        marker = data[at + 1]
-        if marker == 0xFF:  # fill byte before a marker
-            at += 1
-            continue
-        if marker == 0xD9 or 0xD0 <= marker <= 0xD7 or marker == 0x01:  # EOI, RSTn, TEM
-            at += 2
-            if marker == 0xD9:
-                break
+    while True:
+        found = _JPEG_MARKER.search(data, at)
+        if found is None:
+            break
+        marker, at = found.group(1)[0], found.end()
+        if marker == 0xD9:  # EOI: libjpeg reads no further
+            break
+        if marker in _STANDALONE:
             continue
         facts.parts += 1
         _limit(facts.parts, MAX_PARTS, "marker segments", _RESAVE, counted=False)
-        (length,) = struct.unpack(">H", data[at + 2 : at + 4])
-        frame = _jpeg_segment(facts, marker, data[at + 4 : at + 2 + length], frame)
-        at += 2 + length
+        if at + 2 > len(data):
+            break
+        (length,) = struct.unpack(">H", data[at : at + 2])
+        frame = _jpeg_segment(facts, marker, data[at + 2 : at + length], frame)
+        at += max(length, 2)  # libjpeg skips length - 2 bytes after the length, none if less
         if marker == 0xDA:  # start of scan: its entropy-coded data runs to the next marker
             found = _JPEG_NEXT_MARKER.search(data, at)
             at = found.start() if found else len(data)
@@ -172,7 +189,7 @@ def _jpeg_segment(facts: Facts, marker: int, body: bytes, frame):
             check_size(frame[0], frame[1])
     elif 0xE0 <= marker <= 0xEF or marker == 0xFE:  # APPn, COM
         if marker == 0xE1 and body.startswith(b"Exif\0"):
-            facts.exif += len(body)
+            _exif(facts, body)
         else:
             facts.metadata += len(body)
     elif marker == 0xDA:  # a scan header
@@ -221,8 +238,18 @@ def _scan_blocks(frame, body: bytes) -> int:
     return mcus * sum(h * v for h, v in sampling)
 
 
-_PNG_EXIF = {b"eXIf"}
-_PNG_METADATA = {b"iCCP", b"iTXt", b"tEXt", b"zTXt"}
+# ---------------------------------------------------------------- EXIF wherever it is
+
+
+def _exif(facts: Facts, block: bytes) -> None:
+    """Count an EXIF block, refusing as soon as the file's EXIF is over the budget."""
+    facts.exif += len(block)
+    _limit(facts.exif, MAX_EXIF_BYTES, "bytes of EXIF data", f"no camera writes more; {_STRIP}")
+
+
+_PNG_TEXT = {b"tEXt", b"zTXt", b"iTXt"}
+_PNG_METADATA = {b"iCCP", *_PNG_TEXT}
+_RAW_EXIF = b"Raw profile type exif"  # the key under which ImageMagick writes EXIF as hex text
 
 
 def _png(data: bytes) -> Facts:
@@ -231,14 +258,43 @@ def _png(data: bytes) -> Facts:
         length, kind = struct.unpack(">I4s", data[at : at + 8])
         facts.parts += 1
         _limit(facts.parts, MAX_PARTS, "PNG chunks", _RESAVE, counted=False)
-        if kind in _PNG_EXIF:
-            facts.exif += length
+        body = data[at + 8 : at + 8 + length]
+        if kind == b"eXIf":
+            _exif(facts, body)
         elif kind in _PNG_METADATA:
-            facts.metadata += length
+            _png_metadata(facts, kind, body)
         if kind == b"IEND":
             break
         at += 12 + length
     return facts
+
+
+def _png_metadata(facts: Facts, kind: bytes, body: bytes) -> None:
+    """A text chunk or ICC profile, counted as the decoder inflates it; the EXIF in a "Raw
+    profile type exif" text counted as EXIF."""
+    key, _, rest = body.partition(b"\0")
+    room = MAX_METADATA_BYTES - facts.metadata
+    if kind == b"tEXt":
+        text = rest
+    elif kind in (b"zTXt", b"iCCP"):
+        text = _inflate(rest[1:], room)
+    else:  # iTXt: compressed flag, method, language and translated key, then the text
+        compressed = rest[:1] == b"\x01"
+        text = rest[2:].split(b"\0", 2)[-1] if rest[2:].count(b"\0") >= 2 else b""
+        text = _inflate(text, room) if compressed else text
+    facts.metadata += len(text)
+    _limit(facts.metadata, MAX_METADATA_BYTES, "bytes of metadata", _STRIP, counted=False)
+    if key == _RAW_EXIF:  # Pillow: bytes.fromhex("".join(text.split("\n")[3:]))
+        facts.exif += len(b"".join(text.split(b"\n")[3:])) // 2
+        _limit(facts.exif, MAX_EXIF_BYTES, "bytes of EXIF data", f"no camera writes more; {_STRIP}")
+
+
+def _inflate(data: bytes, room: int) -> bytes:
+    """What zlib data inflates to, no more than `room` + 1 bytes of it (enough to refuse)."""
+    try:
+        return zlib.decompressobj().decompress(data, max(0, room) + 1)
+    except zlib.error:
+        return b""
 
 
 def _webp(data: bytes) -> Facts:
@@ -248,7 +304,7 @@ def _webp(data: bytes) -> Facts:
         facts.parts += 1
         _limit(facts.parts, MAX_PARTS, "WebP chunks", _RESAVE, counted=False)
         if kind == b"EXIF":
-            facts.exif += length
+            _exif(facts, data[at + 8 : at + 8 + length])
         elif kind in (b"ICCP", b"XMP "):
             facts.metadata += length
         at += 8 + length + (length & 1)
