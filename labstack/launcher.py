@@ -233,17 +233,15 @@ def _start_fresh(name: str, state: dict) -> dict:
 def _start_ready(name: str, state: dict) -> dict:
     if name in RAY_SERVICES:
         print(f"starting {name} (a Ray node, one core) ...", flush=True)
-        record = _launch(state, name, service_for(name, state))
-        if name == "ray_node":
-            head = state["services"]["ray_head"]
-            record["head_pid"] = head["pid"]  # a node of another head is not kept (_keep)
-            _save(state)
-            try:
-                ray_cluster.wait_for_nodes(service_url(head["port"]))
-            except RuntimeError as exc:
-                tail = log_tail(Path(record["log"]))
-                raise RuntimeError(f"{exc}; last lines of {record['log']}:\n{tail}") from None
-        return record
+        try:
+            return _start_ray_node(name, state)
+        except RuntimeError as exc:
+            if ray_cluster.STARTUP_TIMED_OUT not in str(exc):
+                raise
+            if name in state["services"]:
+                _stop(state, name)  # what is left of its session
+            print(f"{name}: {ray_cluster.STARTUP_TIMED_OUT} (a busy machine); again", flush=True)
+            return _start_ray_node(name, state)
     if name == "fastapi":
         runtime = os.environ.get("FASTAPI_BACKEND", "pt")
         print(f"starting fastapi ({runtime}) ...", flush=True)
@@ -259,6 +257,21 @@ def _start_ready(name: str, state: dict) -> dict:
         return _launch(state, name, service_for("triton", state))
     print(f"starting {'jupyterlab' if name == 'jupyter' else name} ...", flush=True)
     return _launch(state, name, service_for(name, state))
+
+
+def _start_ray_node(name: str, state: dict) -> dict:
+    """A Ray node, recorded at once; the second one ready once the head lists it alive."""
+    record = _launch(state, name, service_for(name, state))
+    if name == "ray_node":
+        head = state["services"]["ray_head"]
+        record["head_pid"] = head["pid"]  # a node of another head is not kept (_keep)
+        _save(state)
+        try:
+            ray_cluster.wait_for_nodes(service_url(head["port"]), node=record)
+        except RuntimeError as exc:
+            tail = log_tail(Path(record["log"]))
+            raise RuntimeError(f"{exc}; last lines of {record['log']}:\n{tail}") from None
+    return record
 
 
 def _moved(before: dict, state: dict) -> None:

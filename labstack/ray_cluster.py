@@ -70,6 +70,9 @@ RAY_ENV = {
 # second node cannot have it: `ray start --address` refuses to join a cluster with it.
 HEAD_ONLY_ENV = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
 NODE_JOIN_S = 180.0
+# `ray start` gives its raylet 30 s to register (a constant in ray/_private/node.py), which a
+# machine busy with the rest of the lab can miss: the launcher then starts the node once more
+STARTUP_TIMED_OUT = "timed out during startup"
 
 
 def _ray_start() -> list[str]:
@@ -124,8 +127,9 @@ def head_service(folder: str) -> Service:
     return Service(
         "ray_head",
         argv,
-        # the one dashboard route Ray leaves open without the token: is the GCS up?
-        health=f"{service_url(dashboard)}/api/gcs_healthz",
+        # a dashboard route Ray leaves open without the token: is the head's raylet up (and so
+        # the node, not only its GCS)?
+        health=f"{service_url(dashboard)}/api/local_raylet_healthz",
         marker=f"--port={gcs}",
         env=HEAD_ONLY_ENV,
         base_env=node_env(),
@@ -187,11 +191,17 @@ def alive_nodes(dashboard: str) -> int:
     return sum(node.get("state") == "ALIVE" for node in nodes)
 
 
-def wait_for_nodes(dashboard: str, count: int = 2, timeout: float = NODE_JOIN_S) -> None:
+def wait_for_nodes(
+    dashboard: str, count: int = 2, timeout: float = NODE_JOIN_S, node: dict | None = None
+) -> None:
+    """Wait until the head lists `count` nodes alive; give up early if `node` (the record of the
+    one joining) has ended."""
     deadline = time.time() + timeout
     while time.time() < deadline:
         if alive_nodes(dashboard) >= count:
             return
+        if node is not None and not is_running(node["pid"], node["marker"]):
+            raise RuntimeError(f"the Ray node (pid {node['pid']}) ended before it joined")
         time.sleep(1)
     raise RuntimeError(f"the Ray cluster at {dashboard} has not got {count} nodes alive")
 

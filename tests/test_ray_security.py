@@ -14,11 +14,7 @@ most of it Ray starting.
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -26,8 +22,8 @@ import requests
 from launcher_cli import run_launcher
 
 from labstack import ray_cluster
+from reliability import ray_probes
 from reliability.procs import is_loopback, listening_sockets
-from servelab.paths import REPO_ROOT
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -38,7 +34,6 @@ KERNEL_SECRETS = {
     "OS_APPLICATION_CREDENTIAL_SECRET": secrets.token_hex(16),
 }
 KERNEL_SECRETS["JUPYTER_URL"] = f"http://127.0.0.1:1/lab?token={KERNEL_SECRETS['JUPYTER_TOKEN']}"
-NO_RAY_AUTH = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 
 @pytest.fixture(scope="module")
@@ -99,111 +94,42 @@ def test_every_ray_socket_listens_on_loopback_only(cluster):
 
 def test_the_dashboard_refuses_jobs_and_state_without_the_token(cluster):
     dashboard, token = cluster["urls"]["RAY_DASHBOARD_URL"], cluster["token"]
-    job = {"entrypoint": "id"}
-    assert requests.post(f"{dashboard}/api/jobs/", json=job, timeout=10).status_code == 401
-    wrong = {"Authorization": f"Bearer {secrets.token_hex(32)}"}
-    assert (
-        requests.post(f"{dashboard}/api/jobs/", json=job, headers=wrong, timeout=10).status_code
-        == 403
-    )
+    assert ray_probes.post_job(dashboard, "id").status_code == 401
+    assert ray_probes.post_job(dashboard, "id", secrets.token_hex(32)).status_code == 403
     for path in ("/api/jobs/", "/api/v0/nodes", "/api/serve/applications/"):
         assert requests.get(f"{dashboard}{path}", timeout=10).status_code == 401, path
     # with the token a job runs: it sees none of the kernel's secrets
-    auth = {"Authorization": f"Bearer {token}"}
-    code = "import json, os; print('ENV=' + json.dumps(dict(os.environ)))"
-    posted = requests.post(
-        f"{dashboard}/api/jobs/",
-        json={"entrypoint": f'python -c "{code}"'},
-        headers=auth,
-        timeout=30,
-    )
-    assert posted.status_code == 200, posted.text
-    job_id = posted.json()["submission_id"]
-    deadline, status = time.time() + 240, ""
-    while time.time() < deadline and status not in ("SUCCEEDED", "FAILED", "STOPPED"):
-        time.sleep(2)
-        status = requests.get(f"{dashboard}/api/jobs/{job_id}", headers=auth, timeout=10).json()[
-            "status"
-        ]
-    logs = requests.get(f"{dashboard}/api/jobs/{job_id}/logs", headers=auth, timeout=10).json()
-    assert status == "SUCCEEDED", logs
-    line = next(ln for ln in logs["logs"].splitlines() if ln.startswith("ENV="))
-    _assert_no_secret(json.loads(line[4:]), "a job")
-
-
-DRIVER = """
-import json, os, sys, ray
-from servelab.serving.ray_loopback import keep_loopback
-keep_loopback()
-try:
-    ray.init(address=sys.argv[1], log_to_driver=False, logging_level="ERROR")
-except Exception as exc:
-    print("REFUSED", type(exc).__name__, exc)
-    sys.exit(3)
-
-@ray.remote
-def task_env():
-    return dict(os.environ)
-
-@ray.remote
-class Reader:
-    def env(self):
-        return dict(os.environ)
-
-print("ENVS=" + json.dumps([ray.get(task_env.remote()), ray.get(Reader.remote().env.remote())]))
-"""
-
-
-def _driver(cluster, with_token: bool) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k not in NO_RAY_AUTH}
-    env.update(KERNEL_SECRETS, HOME=str(cluster["home"]), PYTHONPATH=str(REPO_ROOT))
-    if with_token:
-        env.update({k: cluster["urls"][k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")})
-    return subprocess.Popen(
-        [sys.executable, "-c", DRIVER, cluster["urls"]["RAY_ADDRESS"]],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    status, env = ray_probes.job_env(dashboard, token)
+    assert status == "SUCCEEDED", env
+    _assert_no_secret(env, "a job")
 
 
 def test_a_driver_without_the_token_is_refused_and_what_runs_sees_no_secret(cluster):
-    refused, allowed = _driver(cluster, with_token=False), _driver(cluster, with_token=True)
-    out_refused, _ = refused.communicate(timeout=300)
-    out_allowed, _ = allowed.communicate(timeout=300)
-    assert refused.returncode == 3 and "REFUSED" in out_refused, out_refused[-2000:]
-    assert "Authentication token is missing or incorrect" in out_refused, out_refused[-2000:]
-    assert allowed.returncode == 0, out_allowed[-2000:]
-    envs = json.loads(next(ln for ln in out_allowed.splitlines() if ln.startswith("ENVS="))[5:])
+    kernel = {**ray_probes.kernel_env(KERNEL_SECRETS), "HOME": str(cluster["home"])}
+    address, urls = cluster["urls"]["RAY_ADDRESS"], cluster["urls"]
+    auth = {k: urls[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")}
+    refused = ray_probes.start_driver(address, kernel)
+    allowed = ray_probes.start_driver(address, kernel, auth)
+    code, out, _ = ray_probes.driver_result(refused)
+    assert code == 3 and "REFUSED" in out, out[-2000:]
+    assert "Authentication token is missing or incorrect" in out, out[-2000:]
+    code, out, envs = ray_probes.driver_result(allowed)
+    assert code == 0 and len(envs) == 2, out[-2000:]
     for what, env in zip(("a task", "an actor"), envs, strict=True):
         _assert_no_secret(env, what)
 
 
 def test_a_ray_client_connection_without_the_token_is_refused(cluster):
-    import grpc
-    from ray.core.generated import ray_client_pb2, ray_client_pb2_grpc
-
     port = cluster["records"]["ray_head"]["client_port"]
-    stub = ray_client_pb2_grpc.RayletDriverStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
-    ping = ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING)
-    with pytest.raises(grpc.RpcError) as refused:
-        stub.ClusterInfo(ping, timeout=30)
-    assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED, refused.value
-    with pytest.raises(grpc.RpcError) as wrong:
-        stub.ClusterInfo(ping, timeout=30, metadata=[("authorization", "Bearer 00")])
-    assert wrong.value.code() == grpc.StatusCode.UNAUTHENTICATED, wrong.value
-    answer = stub.ClusterInfo(
-        ping, timeout=30, metadata=[("authorization", f"Bearer {cluster['token']}")]
-    )
-    assert answer.json == "{}"  # the server answers the same ping with the token
+    assert ray_probes.client_ping(port) == "UNAUTHENTICATED"
+    assert ray_probes.client_ping(port, "00") == "UNAUTHENTICATED"
+    assert ray_probes.client_ping(port, cluster["token"]) == "OK"  # the same ping, with it
 
 
 def _assert_no_secret(env: dict, what: str) -> None:
     """None of the kernel's secrets, by name or by value, in what Ray ran."""
-    values = set(KERNEL_SECRETS.values())
-    leaked = {k for k, v in env.items() if k in KERNEL_SECRETS or any(s in v for s in values)}
-    assert not leaked, f"{what} sees {sorted(leaked)}"
+    leaked = ray_probes.leaked(env, KERNEL_SECRETS)
+    assert not leaked, f"{what} sees {leaked}"
     assert "RAY_AUTH_TOKEN" not in env  # Ray's token is read from its file, never passed around
     assert env.get("LAB_STATE_DIR") or env.get("PATH"), (
         f"{what}: an empty environment proves nothing"

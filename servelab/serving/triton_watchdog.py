@@ -94,6 +94,7 @@ STUCK_S = 180.0
 FAILED_RELOADS = 3  # reloads of one model failing in a row before the server is restarted
 STOP_GRACE_S = 10.0  # a wedged server gets this long after SIGTERM before SIGKILL
 RELOAD_PARAMETER = "lab_watchdog_reload"  # changed in the config of a forced reload
+KEY_SHOWN = "the admin key was on tritonserver's command line for"  # logged at every start
 RECOVER = "make restart SERVICE=triton"  # (Docker: docker compose restart triton_server)
 
 
@@ -604,11 +605,15 @@ def supervise(
         watchdog = Watchdog(url, health_file, key, prefix, max_region_mib, repo)
         watchdog.events, watchdog.note = events, note
         server = subprocess.Popen(argv)
+        started = time.monotonic()  # Popen returns once tritonserver's exec has succeeded
         if hide:
             why_not = hide_argument(server.pid, key)
             watchdog.check_key = not why_not
             if why_not:
                 log(f"the admin key stays on tritonserver's command line: {why_not}")
+            else:  # what a local user could see meanwhile (docs/security.md: the residual)
+                shown = (time.monotonic() - started) * 1000
+                log(f"{KEY_SHOWN} {shown:.1f} ms (from its start until masked)")
         while server.poll() is None and not stopping and not watchdog.restart:
             try:
                 watchdog.step(server.pid)
