@@ -109,6 +109,7 @@ def node_env() -> dict:
 def head_service(folder: str) -> Service:
     """The head node as a launcher Service."""
     gcs, dashboard, client = port_for("ray_gcs"), port_for("ray_dashboard"), port_for("ray_client")
+    agent = port_for("ray_head_agent")  # the same port _node_ports asks for (ports.json)
     argv = _pinned(0) + [
         *_ray_start(),
         "--head",
@@ -127,9 +128,9 @@ def head_service(folder: str) -> Service:
     return Service(
         "ray_head",
         argv,
-        # a dashboard route Ray leaves open without the token: is the head's raylet up (and so
-        # the node, not only its GCS)?
-        health=f"{service_url(dashboard)}/api/local_raylet_healthz",
+        # the node's own agent, on a route Ray leaves open without the token: is its raylet up
+        # (the node, not only the GCS)?
+        health=f"{service_url(agent)}/api/local_raylet_healthz",
         marker=f"--port={gcs}",
         env=HEAD_ONLY_ENV,
         base_env=node_env(),
@@ -160,7 +161,7 @@ def node_service(head: dict) -> Service:
     return Service(
         "ray_node",
         argv,
-        health=head["health"],  # the head answers; wait_for_nodes() waits for this one to join
+        health=f"{service_url(agent)}/api/local_raylet_healthz",  # then wait_for_nodes()
         marker=f"--dashboard-agent-listen-port={agent}",
         base_env=node_env(),
         timeout=60,
