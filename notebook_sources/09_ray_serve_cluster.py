@@ -33,8 +33,10 @@
 #
 # ## Setup
 # In local mode the next cell starts the lab's Ray cluster (`python -m labstack.launcher ray`, the
-# same as `make up RAY=1`; `make down` stops it); on Chameleon, notebook 2's optional section 5
-# starts one over two nodes, and this notebook uses it when `LAB_RAY_HEAD` is set (last section).
+# same as `make up RAY=1`; `make down` stops it; on 127.0.0.1 only, and closed to anyone without
+# its token, which the cell hands to Ray from `.lab/`); on Chameleon, notebook 2's optional
+# section 5 starts one over two nodes, and this notebook uses it when `LAB_RAY_HEAD` is set (last
+# section).
 
 # %%
 import numpy as np
@@ -516,9 +518,9 @@ summary.round(2)
 # server on the same lease, sets it up as the first (the repository cloned in the same folder,
 # the model files built: every replica reads `artifacts/model.onnx` on its own node), gives both
 # nodes Ray Serve at the lab's pinned version (`make ray-node`), starts Ray's head on the first
-# node and joins the second to it, both on their **private** IPs: Ray has no authentication by
-# default, so its ports stay on the site's private network, never open to the internet. It
-# prints the head's address.
+# node and joins the second to it, both on their **private** IPs and with the lab's Ray token
+# (the same `.lab/ray_token` on both nodes: Ray refuses any job, driver or node without it; this
+# notebook's client reads it there). It prints the head's address.
 #
 # The lab's Jupyter container has no Ray: run this notebook in local mode on the first node (an
 # SSH session there: `make up`, as README's third way; the Docker stacks can stay down), with

@@ -18,7 +18,13 @@ import requests
 from servelab.paths import REPO_ROOT
 
 NO_RAY_AUTH = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
-ENV_JOB = "import json, os; print('ENV=' + json.dumps(dict(os.environ)))"
+# a job that uses the cluster itself (its driver joins it, as notebook 9's does) and prints its
+# environment
+ENV_JOB = (
+    "import json, os, ray; ray.init(); "
+    "assert ray.get(ray.remote(lambda: 42).remote()) == 42; "
+    "print('ENV=' + json.dumps(dict(os.environ)))"
+)
 DRIVER = """
 import json, os, sys, ray
 from servelab.serving.ray_loopback import keep_loopback
@@ -51,8 +57,9 @@ def post_job(dashboard: str, entrypoint: str, token: str | None = None) -> reque
 
 
 def job_env(dashboard: str, token: str, timeout: float = 240) -> tuple[str, dict]:
-    """Run a job (with the token) that prints its os.environ: (its final status, that env)."""
-    posted = post_job(dashboard, f'python -c "{ENV_JOB}"', token)
+    """Run a job (with the token) that runs a task and prints its os.environ: (its final
+    status, that env)."""
+    posted = post_job(dashboard, f'{sys.executable} -c "{ENV_JOB}"', token)
     posted.raise_for_status()
     job, auth = posted.json()["submission_id"], {"Authorization": f"Bearer {token}"}
     deadline, status = time.time() + timeout, ""

@@ -252,7 +252,7 @@ def triton_crashes(state: Path, image: bytes, log=print) -> list[dict]:
                 "the watchdog never gives up",
                 answer == "no answer" and back <= BACK_GOAL_S and watchdog and guarded,
                 serving_again_after_s=round(back, 1),
-                refused_by_the_labs_guard="yes" if guarded else "NO",
+                refused_by_the_guard_of_flask="yes" if guarded else "NO",
                 watchdog_said=said or "-",
             )
         )
@@ -327,7 +327,7 @@ def crafted_uploads(state: Path, log=print) -> list[dict]:
         budget = decode_budget.MAX_DECODE_CPU_S
         rows.append(
             _row(
-                f"crafted upload: {name} ({len(data) // 1024} KiB)",
+                f"crafted upload: {name} ({len(data) / 1024:,.1f} KiB)",
                 f"Flask {page.status_code}, FastAPI {api.status_code}",
                 f"each service's CPU < {budget:g} s (one decode's budget); /healthz < "
                 f"{HEALTH_BOUND_S:g} s meanwhile",
