@@ -8,8 +8,7 @@ Introduced in notebook 6.
         # a row per instance: the GPU Triton gave it, its process, where that process runs (as
         # it reports, and as nvidia-smi sees it), Triton's memory per GPU, and the claim that the
         # config's placement was honoured
-    gpus.laws_per_gpu(row, placed, N_GPUS)   # U = X·S on each GPU: its share of an execution
-    gpus.second_gpu_buys("6.3", runs, "6.3 4 on GPU 0 c8", "6.3 2 inst c8", N_GPUS)
+    gpus.both_forms(2, N_GPUS)           # one group over every GPU, or a group per GPU: the same
 
 Every GPU is named by the index `gpus: [ i ]` gives it, which the lab makes nvidia-smi's and
 nvtop's too (servelab/gpu_names.py says how, and why Triton's own metrics cannot).
@@ -31,14 +30,14 @@ def table(metrics_url: str | None = None, scrape: dict | None = None):
     """A row per GPU the server reports: its index as `gpus: [ i ]` means it, its uuid (find it
     with `nvidia-smi -L` on the node), nvidia-smi's index for it on this machine (where
     nvidia-smi runs here), Triton's reading of its utilisation and memory, and the instances that
-    report running on it. Prints where the names came from."""
+    report running on it. Printed (a headless run keeps it in its log), with where the names
+    came from, and returned."""
     import pandas as pd
 
     scrape = _scrape(metrics_url) if scrape is None else scrape
     named = gpu_names.names(scrape)
     on = Counter(i["gpu_uuid"] for i in scrape.get("instances", []))
     uuids = set(scrape.get("gpus", {})) | set(named.index)
-    print(f"GPUs named by {named.source}")
     rows = [
         {
             "gpu": f"GPU {named.index[uuid]}" if uuid in named.index else "not named",
@@ -50,13 +49,22 @@ def table(metrics_url: str | None = None, scrape: dict | None = None):
         }
         for uuid in sorted(uuids, key=lambda u: (named.index.get(u, 99), u))
     ]
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    print(f"GPUs named by {named.source}:")
+    print(frame.to_string(index=False) if rows else "(Triton reports no GPU)")
+    return frame
 
 
-def names_agree(step: str, metrics_url: str | None = None, scrape: dict | None = None) -> str:
+def names_agree(
+    step: str, metrics_url: str | None = None, scrape: dict | None = None
+) -> str | None:
     """A fact, where both sides are known: each GPU's index in Triton (`gpus: [ i ]`, as its
-    instances report it) is nvidia-smi's index for the same uuid on this machine."""
+    instances report it) is nvidia-smi's index for the same uuid on this machine. Nothing to
+    decide (None) where Triton reports no GPU."""
     scrape = _scrape(metrics_url) if scrape is None else scrape
+    if not scrape.get("gpus") and not scrape.get("cuda_devices"):
+        print("Triton reports no GPU: every instance runs on the CPU")
+        return None
     named = gpu_names.names(scrape)
     claim = f"{step}: each GPU has one number: Triton's gpus: [ i ] is nvidia-smi's GPU i"
     reported = scrape.get("cuda_devices") or {}
@@ -98,16 +106,12 @@ def instance_table(model: str, placed: dict, scrape: dict, stubs=None, apps=None
 
     named = gpu_names.names(scrape)
     by_pid = {a["pid"]: a for a in apps or []}
+    mine = [i for i in scrape.get("instances", []) if i.get("model") == model]
     rows = []
-    for inst in sorted(scrape.get("instances", []), key=lambda i: i["instance"]):
-        if inst.get("model") != model:
-            continue
-        seen = by_pid.get(inst["pid"])
-        device_id = str(inst.get("device_id", ""))
-        if seen:
-            smi = _device(named.smi.get(seen["gpu_uuid"], "?"))
-        else:
-            smi = "not visible here" if apps is None else "not listed"
+    for inst in sorted(mine, key=lambda i: i["instance"]):
+        seen, device_id = by_pid.get(inst["pid"]), str(inst.get("device_id", ""))
+        smi = "not visible here" if apps is None else "not listed"
+        smi = _device(named.smi.get(seen["gpu_uuid"], "?")) if seen else smi
         rows.append(
             {
                 "instance": inst["instance"],
@@ -119,15 +123,8 @@ def instance_table(model: str, placed: dict, scrape: dict, stubs=None, apps=None
             }
         )
     if not rows and stubs and set(placed) == {"CPU"}:
-        rows = [
-            {
-                "instance": s["instance"],
-                "triton_put_it_on": "CPU",
-                "pid": s["pid"],
-                "runs_on": "CPU",
-            }
-            for s in stubs
-        ]
+        on_cpu = {"triton_put_it_on": "CPU", "runs_on": "CPU"}
+        rows = [{"instance": s["instance"], "pid": s["pid"], **on_cpu} for s in stubs]
     return pd.DataFrame(rows)
 
 
@@ -138,13 +135,14 @@ def seen_per_device(frame) -> dict[str, int]:
     return dict(sorted(Counter(frame["runs_on"]).items()))
 
 
-def placement_honoured(step: str, frame, placed: dict) -> str:
+def placement_honoured(step: str, frame, placed: dict) -> str | None:
     """The claim that the config's placement was honoured: every instance's process runs on the
     GPU Triton gave it (where nvidia-smi sees the process, on that GPU too), and the instances per
-    GPU are those the config asks for (`placed`, instances.placement)."""
+    GPU are those the config asks for (`placed`, instances.placement). Nothing to decide (None)
+    where the config puts no instance on a GPU."""
     claim = f"{step}: every instance runs on the GPU its config put it on"
     if not placed or not any(d.startswith("GPU") for d in placed):
-        return claims.not_checkable(claim, "no instance on a GPU here")
+        return None
     if frame is None or len(frame) == 0:
         return claims.not_checkable(
             claim,
@@ -182,10 +180,10 @@ def where_instances_run(
     repository=None,
     settle_s: float = 10.0,
 ):
-    """After an instance-group change: where each instance of `model` runs (instance_table), with
-    Triton's memory per GPU, and the claim that the served config's placement was honoured.
-    Waits up to `settle_s` for every instance the config asks for to report (a reload's last
-    instance may publish a moment after the model answers READY)."""
+    """After an instance-group change: where each instance of `model` runs (instance_table,
+    printed and returned), with Triton's memory per GPU, and the claim that the served config's
+    placement was honoured. Waits up to `settle_s` for every instance the config asks for to
+    report (a reload's last instance may publish a moment after the model answers READY)."""
     placed = instances.placement(triton_config.served_config(model, url), n_gpus)
     want = sum(n for d, n in placed.items() if d.startswith("GPU"))
     deadline = time.monotonic() + settle_s
@@ -195,82 +193,33 @@ def where_instances_run(
         if len(mine) >= want or time.monotonic() > deadline:
             break
         time.sleep(0.5)
-    named = gpu_names.names(scrape)
-    frame = instance_table(
-        model,
-        placed,
-        scrape,
-        instances.python_stubs(model, repository),
-        gpu_names.compute_apps(),
-    )
-    memory = scrape.get("gpu_memory_bytes", {})
-    if memory:
-        used = sorted((named.label(u).replace("gpu", "GPU ", 1), b) for u, b in memory.items())
+    stubs = instances.python_stubs(model, repository)
+    frame = instance_table(model, placed, scrape, stubs, gpu_names.compute_apps())
+    named, memory = gpu_names.names(scrape), scrape.get("gpu_memory_bytes", {})
+    used = sorted((named.label(u).replace("gpu", "GPU ", 1), b) for u, b in memory.items())
+    if used:
         print("Triton's memory per GPU: " + ", ".join(f"{g} {b / 2**20:,.0f} MiB" for g, b in used))
     print(f"{model}: the config puts {_per_device(placed)}")
+    if len(frame):
+        print(frame.to_string(index=False))
+    elif "CPU" in placed:
+        print("in Docker the Triton container's processes are its own: on the node, `ps` or nvtop")
     placement_honoured(step, frame, placed)
     return frame
 
 
-# ---------------------------------------------------------------- what a second GPU buys
-
-
-def laws_per_gpu(row: dict, placed: dict, n_gpus: int):
-    """The utilisation law on each of a server's `n_gpus` GPUs in one run (`row`: a perf run's
-    row, with its throughput, mean batch, execution time and gpuN_util_pct; `placed`: its
-    instances per device, instances.placement). The executions spread over the instances evenly,
-    so GPU g ran X_g = X_exec · n_g / n of them per second; its utilisation U_g = X_g · S_g gives
-    S_g, the GPU's busy time per execution, and S_g / S its share of one execution (S: Triton's
-    execution time, mostly the stub's work on the CPU for the Python-backend model). A GPU
-    without instances ran none: its utilisation is whatever else ran there."""
-    import pandas as pd
-
-    total = sum(n for d, n in placed.items() if d.startswith("GPU")) or 1
-    executions_s = row["throughput_infer_s"] / max(1.0, float(row.get("avg_batch_size") or 1))
-    execution_ms = float(row.get("execution_ms") or "nan")
-    rows = []
-    for index in range(n_gpus):
-        n = placed.get(f"GPU {index}", 0)
-        util = float(row.get(f"gpu{index}_util_pct", float("nan")))
-        x_g = executions_s * n / total
-        s_g = util / 100 / x_g * 1000 if x_g else float("nan")
-        rows.append(
-            {
-                "gpu": f"GPU {index}",
-                "instances": n,
-                "executions_s": round(x_g, 1),
-                "util_pct": util,
-                "gpu_ms_per_execution": round(s_g, 3),
-                "execution_ms": round(execution_ms, 3),
-                "gpu_share_of_execution": round(s_g / execution_ms, 3),
-            }
-        )
-    return pd.DataFrame(rows).set_index("gpu")
-
-
-def second_gpu_buys(step: str, runs: dict, on_one: str, on_two: str, n_gpus: int) -> str:
-    """The claim of what a second GPU buys this model: the same instances all on GPU 0 (run
-    `on_one`) against spread over two GPUs (run `on_two`), at the same load. Where one GPU's
-    share of an execution is small, the instances' own work (the Python backend's stubs, on the
-    CPU's cores) is the limit, and the second GPU adds little; the claim says so with the
-    numbers why: GPU 0's utilisation with all of them, and its share of an execution."""
-    claim = (
-        f"{step}: a second GPU buys this model little: the same instances serve at most 1.15x "
-        "as much over two GPUs as on one (throughput, two / one)"
+def both_forms(count: int, n_gpus: int) -> bool:
+    """Print `count` instances on every GPU in both spellings, one group listing every GPU and
+    the original lab's group per GPU, with where Triton puts each (instances.placement); True
+    where they agree. Nothing to show without a GPU."""
+    if n_gpus < 1:
+        return True
+    one = instances.instance_group(count, n_gpus)
+    groups = ", ".join(
+        f"{{ count: {count}, kind: KIND_GPU, gpus: [ {i} ] }}" for i in range(n_gpus)
     )
-    if n_gpus < 2 or on_one not in runs or on_two not in runs:
-        return claims.not_checkable(claim, f"this server has {n_gpus} GPU(s): it needs two")
-    one = runs[on_one]
-    placed = {"GPU 0": int(one.row.get("instances") or 1)}
-    laws = laws_per_gpu(one.row, placed, n_gpus)
-    return claims.at_most(
-        claim,
-        runs[on_two].throughput / one.throughput,
-        1.15,
-        numbers={
-            "GPU 0 busy with them all (%)": float(laws.loc["GPU 0", "util_pct"]),
-            "GPU 0's share of an execution": float(laws.loc["GPU 0", "gpu_share_of_execution"]),
-            "instances busy (busy_U)": float(one.row.get("busy_U", float("nan"))),
-        },
-        note="the stubs' CPU work, not the GPU, limits the Python-backend model",
-    )
+    per_gpu = f"instance_group [ {groups} ]"
+    places = [instances.placement(text, n_gpus) for text in (one, per_gpu)]
+    for what, text, where in zip(("one group", "a group per GPU"), (one, per_gpu), places):
+        print(f"{what}: {text}\n    puts {_per_device(where)}")
+    return places[0] == places[1]

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from servelab import claims, gpu_names, gpus, triton_checks, triton_stats
+from servelab import claims, gpu_names, gpu_scaling, gpus, triton_checks, triton_stats
 from servelab.serving import gpu_report
 
 # index 0 sorts last by uuid, index 1 first
@@ -238,11 +238,12 @@ def test_an_instance_on_another_gpu_than_triton_gave_it_is_caught(node):
     )
 
 
-def test_cpu_instances_and_unreported_instances_are_not_checked(node):
+def test_cpu_instances_are_shown_and_unreported_gpu_instances_not_checked(node):
     stubs = [{"pid": 5, "instance": "food_classifier_0_0", "cpu_pct": 3.0}]
     frame = gpus.instance_table("food_classifier", {"CPU": 1}, {"instances": []}, stubs, None)
     assert frame["runs_on"].tolist() == ["CPU"]
-    assert gpus.placement_honoured("6.3", frame, {"CPU": 1}) == claims.NOT_CHECKED
+    assert gpus.placement_honoured("6.3", frame, {"CPU": 1}) is None  # nothing to decide
+    assert claims.RESULTS == []
     empty = gpus.instance_table("food_classifier_onnx", {"GPU 0": 2}, {"instances": []})
     assert gpus.placement_honoured("6.4", empty, {"GPU 0": 2}) == claims.NOT_CHECKED
     assert "threads of tritonserver" in claims.RESULTS[-1]["note"]
@@ -258,13 +259,13 @@ def test_the_utilisation_law_per_gpu():
         "gpu0_util_pct": 30.0,
         "gpu1_util_pct": 0.5,
     }
-    laws = gpus.laws_per_gpu(row, {"GPU 0": 4}, 2)
+    laws = gpu_scaling.laws_per_gpu(row, {"GPU 0": 4}, 2)
     assert laws.loc["GPU 0", "gpu_ms_per_execution"] == pytest.approx(0.75)
     assert laws.loc["GPU 0", "gpu_share_of_execution"] == pytest.approx(0.075)
     assert laws.loc["GPU 1", "executions_s"] == 0 and pd.isna(
         laws.loc["GPU 1", "gpu_ms_per_execution"]
     )
-    even = gpus.laws_per_gpu(row, {"GPU 0": 2, "GPU 1": 2}, 2)
+    even = gpu_scaling.laws_per_gpu(row, {"GPU 0": 2, "GPU 1": 2}, 2)
     assert even["executions_s"].tolist() == [200.0, 200.0]
 
 
@@ -281,10 +282,10 @@ def test_what_a_second_gpu_buys_is_claimed_on_the_same_instances(node):
         "two": FakeRun(410.0, instances=4),
         "faster": FakeRun(700.0, instances=4),
     }
-    assert gpus.second_gpu_buys("6.3", runs, "one", "two", 2) == claims.HOLDS
+    assert gpu_scaling.second_gpu_buys("6.3", runs, "one", "two", 2) == claims.HOLDS
     assert "GPU 0's share of an execution = 0.075" in claims.RESULTS[-1]["numbers"]
-    assert gpus.second_gpu_buys("6.3", runs, "one", "faster", 2) == claims.FAILS
-    assert gpus.second_gpu_buys("6.3", runs, "one", "two", 1) == claims.NOT_CHECKED
+    assert gpu_scaling.second_gpu_buys("6.3", runs, "one", "faster", 2) == claims.FAILS
+    assert gpu_scaling.second_gpu_buys("6.3", runs, "one", "two", 1) == claims.NOT_CHECKED
 
 
 class FakePbUtils:
@@ -346,3 +347,31 @@ def test_triton_numbers_gpus_in_pci_bus_order_everywhere():
     except triton_local.TritonNotInstalled:
         pytest.skip("no Triton in this environment")
     assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+
+
+UNEVEN = {  # 6.3c on the class's 2-GPU node, all of 6.3a's four instances on GPU 0: text -> passes
+    "instance_group [ { count: 4, kind: KIND_GPU, gpus: [ 0 ] } ]": True,
+    "instance_group [ {count: 2, kind: KIND_GPU, gpus: [0]}, "
+    "{count: 2, kind: KIND_GPU, gpus: [0]} ]": True,
+    "instance_group [ { count: 4, kind: KIND_GPU, gpus: [ 0, 1 ] } ]": False,
+    "instance_group [ { count: 4, kind: KIND_GPU, gpus: [ 1 ] } ]": False,
+}
+
+
+@pytest.mark.parametrize("text, passes", UNEVEN.items())
+def test_the_uneven_placement_is_judged_by_where_triton_puts_it(text, passes):
+    from servelab import exercises, instances
+    from servelab.exercises import NotYet
+
+    def check():
+        needs = exercises.on_first_gpu(4, 2)
+        return exercises.config_fragment(text, "6.3", "all on GPU 0", needs=needs)
+
+    if passes:
+        check()
+    else:
+        with pytest.raises(NotYet, match="the step needs 4 on GPU 0"):
+            check()
+    # both spellings of 6.3a's placement put the same instances, and say so
+    assert gpus.both_forms(2, 2) is True
+    assert instances.placement(instances.instance_group(2, 2), 2) == {"GPU 0": 2, "GPU 1": 2}
