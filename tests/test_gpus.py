@@ -6,6 +6,7 @@ The stand-ins: a fake `nvidia-smi` on PATH that answers the lab's queries for tw
 out of index order, as a program may print them), and Triton's metrics text as the server writes
 it (GPUs by uuid only; the lab's instances report their device in the same text)."""
 
+import json
 import os
 import stat
 import textwrap
@@ -375,3 +376,33 @@ def test_the_uneven_placement_is_judged_by_where_triton_puts_it(text, passes):
     # both spellings of 6.3a's placement put the same instances, and say so
     assert gpus.both_forms(2, 2) is True
     assert instances.placement(instances.instance_group(2, 2), 2) == {"GPU 0": 2, "GPU 1": 2}
+
+
+def test_the_reference_runs_placement_part_loads_both_forms_and_reports_them(tmp_path):
+    """gpu_reference/placement.py's configs: one instance on GPU 0, two per GPU as one group and
+    as a group per GPU (the same placement), all on GPU 0; its page section from a record."""
+    from gpu_reference import placement, run_reference
+    from servelab import instances
+
+    forms = placement.forms(2)
+    placed = {name: instances.placement(text, 2) for name, text in forms.items()}
+    assert placed == {
+        "one instance on GPU 0": {"GPU 0": 1},
+        "two per GPU, one group": {"GPU 0": 2, "GPU 1": 2},
+        "two per GPU, a group per GPU": {"GPU 0": 2, "GPU 1": 2},
+        "all on GPU 0": {"GPU 0": 4},
+    }
+    folder = tmp_path / "results" / "placement"
+    folder.mkdir(parents=True)
+    row = {"instance": "food_classifier_0_0", "triton_put_it_on": "GPU 0", "runs_on": "GPU 0"}
+    record = {
+        "cuda_orders": [{"environment": {}, "cuda_order": [UUID0], "predicted": [UUID0]}],
+        "triton_gpus": [{"gpu": "GPU 0", "uuid": UUID0, "nvidia_smi_index_here": 0}],
+        "placements": [
+            {"name": "x", "fragment": "f", "seconds": 1.0, "instances": [row], "memory_mib": {}}
+        ],
+    }
+    (folder / "placement.json").write_text(json.dumps(record))
+    text = "\n".join(run_reference.placement_lines(folder))
+    assert "| none | GPU-f2a1c3d4 | GPU-f2a1c3d4 |" in text and "food_classifier_0_0" in text
+    assert run_reference.placement_lines(tmp_path) == []  # a page without the part
