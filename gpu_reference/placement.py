@@ -71,8 +71,10 @@ def forms(n_gpus: int) -> dict[str, str]:
 
 def run(out: Path) -> int:
     """Run the part into out/results/placement; 0 when every fact and claim holds."""
-    from labstack import launcher
+    from labstack import artifacts, launcher
     from servelab import claims, gpu_names, gpus, triton_config, triton_stats
+
+    artifacts.build()
 
     folder = out / "results" / "placement"
     folder.mkdir(parents=True, exist_ok=True)
