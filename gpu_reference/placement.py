@@ -73,6 +73,7 @@ def run(out: Path) -> int:
     """Run the part into out/results/placement; 0 when every fact and claim holds."""
     from labstack import artifacts, launcher
     from servelab import claims, gpu_names, gpus, triton_config, triton_stats
+    from servelab.paths import model_repository_dir
 
     artifacts.build()
 
@@ -101,7 +102,9 @@ def run(out: Path) -> int:
             print(f"\n>>> {name}: {fragment}", flush=True)
             start = time.time()
             triton_config.edit("food_classifier", fragment, verbose=False)
-            frame = gpus.where_instances_run(f"placement, {name}", "food_classifier", n_gpus)
+            frame = gpus.where_instances_run(
+                f"placement, {name}", "food_classifier", n_gpus, repository=model_repository_dir()
+            )
             record["placements"].append(
                 {
                     "name": name,

@@ -365,8 +365,6 @@ def placement_lines(folder: Path) -> list[str]:
     """The placement part's section: the GPUs, then where each instance ran for each config."""
     import pandas as pd
 
-    from labstack import lab
-
     if not (folder / "placement.json").exists():
         return []
     record = json.loads((folder / "placement.json").read_text())
@@ -399,7 +397,7 @@ def placement_lines(folder: Path) -> list[str]:
         ]
     if (folder / "claims.csv").exists():
         lines += ["| claim | verdict | numbers | note |", "|---|---|---|---|"]
-        for _, c in lab.claims_with_verdicts(folder / "claims.csv").iterrows():
+        for _, c in pd.read_csv(folder / "claims.csv").fillna("").iterrows():
             lines.append(f"| {c['claim']} | {c['verdict']} | {c['numbers']} | {c['note']} |")
         lines.append("")
     return lines

@@ -50,8 +50,7 @@ def table(metrics_url: str | None = None, scrape: dict | None = None):
         for uuid in sorted(uuids, key=lambda u: (named.index.get(u, 99), u))
     ]
     frame = pd.DataFrame(rows)
-    print(f"GPUs named by {named.source}:")
-    print(frame.to_string(index=False) if rows else "(Triton reports no GPU)")
+    print(f"GPUs named by {named.source}:\n{frame.to_string(index=False)}" if rows else "no GPU")
     return frame
 
 
