@@ -47,7 +47,7 @@ def cuda_orders(listed) -> list[dict]:
         done = subprocess.run(
             [sys.executable, "-c", UUIDS], env=env, capture_output=True, text=True, timeout=120
         )
-        seen = [f"GPU-{u}" for u in done.stdout.split()]
+        seen = [u if u.startswith(("GPU-", "MIG-")) else f"GPU-{u}" for u in done.stdout.split()]
         predicted = [
             g.uuid for g in gpu_names.cuda_order(listed, extra.get("CUDA_VISIBLE_DEVICES"))
         ]
