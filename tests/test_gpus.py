@@ -406,3 +406,24 @@ def test_the_reference_runs_placement_part_loads_both_forms_and_reports_them(tmp
     text = "\n".join(run_reference.placement_lines(folder))
     assert "| none | GPU-f2a1c3d4 | GPU-f2a1c3d4 |" in text and "food_classifier_0_0" in text
     assert run_reference.placement_lines(tmp_path) == []  # a page without the part
+
+
+FACTS = Path(__file__).resolve().parent.parent / "docs/results/h200x2_2026-11-27"
+
+
+def test_the_two_h200s_numbered_their_gpus_as_gpu_names_predicts():
+    """The committed facts of the two-GPU machine: from its nvidia-smi listing, cuda_order gives
+    every order CUDA gave there; the process on cuda:1 was nvidia-smi's GPU 1; the page quotes
+    the recorded uuids and buses."""
+    facts = json.loads((FACTS / "gpu_facts.json").read_text())
+    listed = [gpu_names.Gpu(**g) for g in facts["nvidia_smi"]]
+    assert [g.name for g in listed] == ["NVIDIA H200", "NVIDIA H200"]
+    for entry in facts["cuda_orders"]:
+        visible = entry["environment"].get("CUDA_VISIBLE_DEVICES")
+        assert [g.uuid for g in gpu_names.cuda_order(listed, visible)] == entry["cuda_order"]
+    held = facts["process_on_last_gpu"]
+    assert held["nvidia_smi_index_of_that_uuid"] == [1] and facts["agrees"]
+    page = (FACTS / "README.md").read_text()
+    for g in listed:
+        assert f"`{g.uuid[:12]}-...`" in page and f"`{g.bus_id}`" in page
+    assert f"holding {held['nvidia_smi_sees'][0]['used_mib']:.0f} MiB" in page
