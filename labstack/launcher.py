@@ -209,8 +209,8 @@ def up(jupyter: bool = False, triton: bool = True, ray: bool = False) -> dict:
                 if why:
                     print(f"{name}: {why} (pid {rec['pid']}), kept", flush=True)
                     continue
-                if rec:
-                    _stop(state, name, "stopped leftover")
+                if rec:  # its record stays (its place in the order) until the new one replaces it
+                    _stop_service(name, rec, "stopped leftover")
                 starting[:] = [name]
                 _start_fresh(name, state)
                 starting.clear()

@@ -169,21 +169,22 @@ def node_service(head: dict) -> Service:
     )
 
 
-def auth_headers() -> dict:
-    """The dashboard's Authorization header, from the token file (for the launcher's own use)."""
+def auth_headers(token_file: Path | str | None = None) -> dict:
+    """The dashboard's Authorization header, from the token's file (default: this launcher's)."""
     try:
-        return {"Authorization": f"Bearer {RAY_TOKEN.read_text().strip()}"}
+        return {"Authorization": f"Bearer {Path(token_file or RAY_TOKEN).read_text().strip()}"}
     except OSError:
         return {}
 
 
-def alive_nodes(dashboard: str) -> int:
-    """How many nodes the head's state API lists as ALIVE (0 when it does not answer)."""
+def alive_nodes(dashboard: str, token_file: Path | str | None = None) -> int:
+    """How many nodes the head's state API lists as ALIVE (0 when it does not answer); the token
+    read from `token_file` (a cluster of another state folder: its RAY_AUTH_TOKEN_PATH)."""
     try:
         resp = requests.get(
             f"{dashboard}/api/v0/nodes",
             params={"limit": 100},
-            headers=auth_headers(),
+            headers=auth_headers(token_file),
             timeout=10,
         )
         nodes = resp.json()["data"]["result"]["result"]

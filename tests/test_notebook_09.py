@@ -39,7 +39,7 @@ def test_notebook_9_runs_top_to_bottom(tmp_path, built_artifacts):
     urls = up_with_triton(env, "--ray")
     ray_state = json.loads((state / "state.json").read_text())["services"]
     nodes = [ray_state["ray_head"], ray_state["ray_node"]]
-    assert ray_cluster.alive_nodes(urls["RAY_DASHBOARD_URL"]) == 2
+    assert ray_cluster.alive_nodes(urls["RAY_DASHBOARD_URL"], urls["RAY_AUTH_TOKEN_PATH"]) == 2
     try:
         start = time.monotonic()
         run_solved("09_ray_serve_cluster", tmp_path, env)
