@@ -95,6 +95,7 @@ from servelab.paths import model_repository_dir
 from servelab.serving.runtimes import fastapi_backend
 
 INTERRUPTED = 130  # the exit status of a command ended by Ctrl-C (128 + SIGINT)
+RAY_ATTEMPTS = 3  # a Ray node that misses `ray start`'s 30 s to register is started again
 
 
 # ---------------------------------------------------------------- recording as it happens
@@ -233,15 +234,17 @@ def _start_fresh(name: str, state: dict) -> dict:
 def _start_ready(name: str, state: dict) -> dict:
     if name in RAY_SERVICES:
         print(f"starting {name} (a Ray node, one core) ...", flush=True)
-        try:
-            return _start_ray_node(name, state)
-        except RuntimeError as exc:
-            if ray_cluster.STARTUP_TIMED_OUT not in str(exc):
-                raise
-            if name in state["services"]:
-                _stop(state, name)  # what is left of its session
-            print(f"{name}: {ray_cluster.STARTUP_TIMED_OUT} (a busy machine); again", flush=True)
-            return _start_ray_node(name, state)
+        for attempt in range(1, RAY_ATTEMPTS + 1):
+            try:
+                return _start_ray_node(name, state)
+            except RuntimeError as exc:
+                if attempt == RAY_ATTEMPTS or ray_cluster.STARTUP_TIMED_OUT not in str(exc):
+                    raise
+                if name in state["services"]:
+                    _stop(state, name)  # what is left of its session
+                print(
+                    f"{name}: {ray_cluster.STARTUP_TIMED_OUT} (a busy machine), again", flush=True
+                )
     if name == "fastapi":
         runtime = os.environ.get("FASTAPI_BACKEND", "pt")
         print(f"starting fastapi ({runtime}) ...", flush=True)
@@ -271,6 +274,7 @@ def _start_ray_node(name: str, state: dict) -> dict:
         except RuntimeError as exc:
             tail = log_tail(Path(record["log"]))
             raise RuntimeError(f"{exc}; last lines of {record['log']}:\n{tail}") from None
+    ray_cluster.pin(record)  # up now: its share of the machine from here on
     return record
 
 

@@ -8,10 +8,12 @@ process with a fixed share of the machine, started and stopped by the launcher.
 Each node is `ray start --block` in its own process session: the head with Ray's GCS, dashboard
 and Serve's controller and proxy once notebook 9 starts Serve; the second node joins it with
 `--address`, as a second Chameleon node would. Each node has `RAY_NODE_CPUS` logical CPUs and,
-on a machine with two cores or more, its processes are pinned to one core of their own
-(`taskset`), so "two nodes" means two shares of the machine, not one pool. Every port is chosen
-free (two clusters can share a machine: a test and yours), and Ray keeps its state in a temporary
-folder of its own, removed at `down`.
+on a machine with two cores or more, its processes are pinned to one core of their own once it
+is up (pin(): every thread of the node's processes; the workers Ray starts later inherit it), so
+"two nodes" means two shares of the machine, not one pool. (Pinned from its start, with
+`taskset`, the head's raylet missed `ray start`'s fixed 30 s to register on a busy machine.)
+Every port is chosen free (two clusters can share a machine: a test and yours), and Ray keeps its
+state in a temporary folder of its own, removed at `down`.
 
 Closed to everyone without the token (docs/security.md lists every port):
 - Ray's token authentication is on (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN_PATH: the launcher's
@@ -80,11 +82,19 @@ def _ray_start() -> list[str]:
     return [sys.executable, "-m", "servelab.serving.ray_loopback", "start"]
 
 
-def _pinned(core: int) -> list[str]:
-    """`taskset -c core` where the machine has a core for each node, else nothing."""
-    if (os.cpu_count() or 1) >= 2 and shutil.which("taskset"):
-        return ["taskset", "-c", str(core % (os.cpu_count() or 1))]
-    return []
+def pin(record: dict) -> None:
+    """Pin every thread of a node's processes to its core (record["core"]), where the machine has
+    a core for each node; the processes Ray starts for it later inherit the pinning. Twice: a
+    process started while the first pass ran is caught by the second."""
+    cores = os.cpu_count() or 1
+    if cores < 2 or "core" not in record:
+        return
+    for _ in range(2):
+        for pid in session_members(record["pid"]):
+            with contextlib.suppress(OSError):
+                for task in Path(f"/proc/{pid}/task").iterdir():
+                    with contextlib.suppress(OSError, ValueError):
+                        os.sched_setaffinity(int(task.name), {record["core"] % cores})
 
 
 def temp_dir() -> str:
@@ -110,7 +120,7 @@ def head_service(folder: str) -> Service:
     """The head node as a launcher Service."""
     gcs, dashboard, client = port_for("ray_gcs"), port_for("ray_dashboard"), port_for("ray_client")
     agent = port_for("ray_head_agent")  # the same port _node_ports asks for (ports.json)
-    argv = _pinned(0) + [
+    argv = [
         *_ray_start(),
         "--head",
         "--block",
@@ -141,14 +151,14 @@ def head_service(folder: str) -> Service:
             "serve_port": port_for("ray_serve"),
             "client_port": client,
         },
-        extra={"temp_dir": folder},
+        extra={"temp_dir": folder, "core": 0},
     )
 
 
 def node_service(head: dict) -> Service:
     """The second node, joining the head at its GCS address (`ray start --address`)."""
     agent = port_for("ray_node_agent")  # the same port _node_ports asks for (ports.json)
-    argv = _pinned(1) + [
+    argv = [
         *_ray_start(),
         "--block",
         f"--num-cpus={RAY_NODE_CPUS}",
@@ -166,6 +176,7 @@ def node_service(head: dict) -> Service:
         base_env=node_env(),
         timeout=60,
         ports={"port": agent},
+        extra={"core": 1},
     )
 
 
