@@ -108,6 +108,7 @@ def test_every_seed_is_answered_within_the_budget():
     assert image_decode.decoded(seeds()["MPO"], lambda img: img.size) == (500, 375)
 
 
+@pytest.mark.slow  # about 10 s: 216 decodes
 def test_mutated_files_cost_less_cpu_than_one_decode_may():
     rng = random.Random(43)
     pool = list(seeds().values())
