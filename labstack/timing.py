@@ -35,7 +35,7 @@ SOURCES = REPO_ROOT / "notebook_sources"
 PLAN = REPO_ROOT / "docs" / "timing_plan.md"
 GUIDE = REPO_ROOT / "docs" / "instructors.md"  # its table quotes each notebook's minutes
 BEGIN, END = "<!-- timing table: begin (make timing) -->", "<!-- timing table: end -->"
-CLASS_WINDOW_MS = "5000"  # the class's windows (servelab.perf_command.measurement_settings)
+CLASS_WINDOW_MS = "5000"  # the class's windows (servelab.perf.command.measurement_settings)
 
 # Adults read non-fiction silently at about 238 words a minute (Brysbaert, "How many words do we
 # read per minute?", J. Memory and Language 109, 2019); a lab text full of numbers, more slowly
@@ -47,7 +47,7 @@ WRITING = {  # minutes per thing the student writes (estimates for a median stud
     "curl_line": 2.0,
     "result": 3.0,
     "function": 5.0,
-    "decision": 2.0,  # a choice read off your own rows (servelab.judgement)
+    "decision": 2.0,  # a choice read off your own rows (servelab.exercises.judgement)
     "other exercise": 3.0,
     "prediction": 1.5,
     "answer": 3.0,  # a "What do you see, and why?" answer (before its verdict, if it has one)

@@ -24,8 +24,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from servelab import tools
 from servelab.paths import LAB_DIR, REPO_ROOT
+from servelab.perf import tool as tools
 
 BACKENDS_DIR = LAB_DIR / "triton" / "backends"
 PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"

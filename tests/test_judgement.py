@@ -1,14 +1,13 @@
-"""servelab.judgement: a verdict shows only after its answer, and decisions are judged on the
-student's own rows; every verdict cell of the notebooks waits for its answer."""
+"""servelab.exercises.judgement: a verdict shows only after its answer, and decisions are judged on
+the student's own rows; every verdict cell of the notebooks waits for its answer."""
 
 import re
 
 import pytest
 
 from labstack import editions
-from servelab import judgement
 from servelab.claims import Measured
-from servelab.exercises import NotYet
+from servelab.exercises import NotYet, judgement
 
 
 def test_a_verdict_prints_only_once_its_answer_is_written(capsys):

@@ -21,7 +21,7 @@ from launcher_cli import run_launcher
 from nbclient.exceptions import CellExecutionError
 
 from labstack import editions, lab, notebook_runner
-from servelab import config_text
+from servelab.triton import config_text
 
 SOURCES = editions.sources()
 NOTEBOOKS = sorted(editions.STUDENT.glob("[0-9][0-9]_*.ipynb"))
@@ -361,8 +361,8 @@ def left_for_the_student() -> dict[str, int]:
 
 
 def test_the_core_path_asks_for_decisions_judged_on_the_students_rows():
-    """Issue 33: at least 4 decisions in notebooks 4-6, each judged by servelab.judgement against
-    what the student measured (never a fixed answer)."""
+    """Issue 33: at least 4 decisions in notebooks 4-6, each judged by servelab.exercises.judgement
+    against what the student measured (never a fixed answer)."""
     decisions = 0
     for name in ("04_fastapi_benchmarks", "05_triton_setup", "06_triton_benchmarks"):
         for _, _, following in exercises_of(editions.source_of(name)):

@@ -1,5 +1,5 @@
-"""The notebooks' HTTP load generator: N requests, sequentially or from C concurrent senders (a
-closed loop; servelab/open_loop.py sends at a rate instead, notebook 9).
+"""HTTP load as a closed loop: N requests, sequentially or from C concurrent senders
+(servelab/loadgen/open_loop.py sends at a rate instead, notebook 9).
 
 Introduced in notebook 4.
 
@@ -9,8 +9,8 @@ waiting. `make bench` cross-checks its throughput against wrk on the same endpoi
 
 Notebook 4 has you write the core of it, the function that sends one request, times it and
 collects what came back (`send_one`); run(send=send_one) then sends every request with yours.
-Each summary row carries the two laws every measured row of the lab shows (servelab.queueing.laws):
-U = X·S, how many model locks were busy on average, and N = X·R, how many requests were in flight.
+A run's rows are read by servelab/loadgen/summary.py: its summary row carries the two laws every
+measured row of the lab shows (U = X·S and N = X·R), its median and throughput their intervals.
 """
 
 from __future__ import annotations
@@ -20,11 +20,8 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
 import pandas as pd
 import requests
-
-from servelab import claims, queueing
 
 try:
     from tqdm.auto import tqdm
@@ -137,76 +134,3 @@ def run(
     df["t_start"] -= wall_start
     df.attrs.update(label=label, concurrency=concurrency, wall_s=wall, url=url)
     return df
-
-
-def summarize(df: pd.DataFrame) -> dict:
-    """One table row: the numbers the notebooks compare (ms, requests/s), with the laws beside
-    them: lock_busy_U = X·S (throughput × mean `infer`: how many model locks were busy on average,
-    at most one per worker process) and in_flight_N = X·R (throughput × mean latency: how many
-    requests were in flight on average; Little's law)."""
-    ok = df[df["status"] == 200]
-    lat = ok["latency_ms"].to_numpy()
-    row = {
-        "run": df.attrs.get("label", ""),
-        "concurrency": df.attrs.get("concurrency", 1),
-        "requests": len(df),
-        "errors": int(len(df) - len(ok)),
-        "median_ms": float(np.median(lat)) if len(lat) else float("nan"),
-        "p95_ms": float(np.percentile(lat, 95)) if len(lat) else float("nan"),
-        "p99_ms": float(np.percentile(lat, 99)) if len(lat) else float("nan"),
-        "throughput_rps": len(ok) / df.attrs["wall_s"] if df.attrs.get("wall_s") else float("nan"),
-        "mean_ms": float(np.mean(lat)) if len(lat) else float("nan"),
-    }
-    for part in ("decode", "queue", "infer"):
-        column = f"server_{part}_ms"
-        row[f"{part}_median_ms"] = (
-            float(ok[column].median()) if column in ok and len(ok) else float("nan")
-        )
-    infer = "server_infer_ms"
-    row["infer_mean_ms"] = float(ok[infer].mean()) if infer in ok and len(ok) else float("nan")
-    laws = queueing.laws(row["throughput_rps"], row["mean_ms"], row["infer_mean_ms"])
-    row["lock_busy_U"], row["in_flight_N"] = laws["busy_U"], laws["in_flight_N"]
-    if "late_ms" in df:  # an open loop (servelab/open_loop.py): what it offered, what left late
-        row["request_rate"] = df.attrs.get("request_rate")
-        row["delayed_pct"] = float((df["late_ms"] > df.attrs.get("late_limit_ms", 10)).mean() * 100)
-    return row
-
-
-def median_ms(df: pd.DataFrame, column: str = "latency_ms"):
-    """The median of a column over the run's successful requests, with its 95% bootstrap interval
-    (claims.Measured): what the notebooks compare, so noise cannot decide a claim unnoticed."""
-    ok = df[df["status"] == 200]
-    return claims.Measured.from_samples(ok[column].dropna().to_numpy())
-
-
-def throughput(df: pd.DataFrame, windows: int = 5):
-    """Requests per second of a run (summarize's throughput_rps), with an interval: the run cut
-    into `windows` equal spans of time and the rate of answers in each, as perf_analyzer's
-    measurement windows (claims.Measured.from_windows)."""
-    ok = df[df["status"] == 200]
-    done = (ok["t_start"] + ok["latency_ms"] / 1000).to_numpy()
-    start, end = float(ok["t_start"].min()), float(done.max())
-    edges = np.linspace(start, end, windows + 1)
-    counts, _ = np.histogram(done, bins=edges)
-    rates = counts / np.diff(edges)
-    return claims.Measured.from_windows(rates, summarize(df)["throughput_rps"])
-
-
-def growth_is_queuing(sequential: pd.DataFrame, under_load: pd.DataFrame, runtime: str) -> None:
-    """Notebook 4's claims (4.6) on one runtime's two runs: from one sender to many, the median
-    latency grows at least 3x, and at least 3x more than the model's own time (Server-Timing's
-    `infer`): the growth is waiting, not the model."""
-    senders = under_load.attrs.get("concurrency", "many")
-    latency = median_ms(under_load) / median_ms(sequential)
-    model = median_ms(under_load, "server_infer_ms") / median_ms(sequential, "server_infer_ms")
-    claims.at_least(
-        f"{runtime}: latency grows with {senders} senders (median at least 3x sequential)",
-        latency,
-        3,
-    )
-    claims.at_least(
-        f"{runtime}: the growth is queuing, not the model (latency grew at least 3x more "
-        "than the model's own time)",
-        latency / model,
-        3,
-    )

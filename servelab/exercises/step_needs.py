@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from servelab import instances
+from servelab.triton import instances
 
 
 class Wrong(Exception):

@@ -2,7 +2,7 @@
 
 Introduced in notebook 6 (its 6.3 and 6.6 runs); notebook 8 watches its ensemble with it.
 
-    from servelab import live_metrics
+    from servelab.triton import live_metrics
     watch = live_metrics.Watch(METRICS, models=["food_classifier"])
     run = watch.during(lambda: perf.run_line(line, "6.3 2 inst c8", out=OUT))  # figure redrawn live
     watch.table()        # a row per interval: inferences/s, queue and compute ms, utilisation
@@ -18,7 +18,7 @@ interval, for each model:
     compute ms    = delta (compute_input + compute_infer + compute_output)_duration_us
                     / delta success / 1000
 
-The scrapes are taken and read by servelab/triton_stats.py (its Sampler and reading()), the
+The scrapes are taken and read by servelab/triton/triton_stats.py (its Sampler and reading()), the
 lab's one reader of Triton's metrics. Utilisation: nv_gpu_utilization per GPU where Triton reports
 GPUs (the Docker image on a GPU node); the pip-installed Triton of local mode has no GPU metrics,
 so there the figure shows nv_cpu_utilization (all cores together) and says so.
@@ -30,8 +30,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab import triton_stats
-from servelab.triton_stats import COUNTERS
+from servelab.triton import triton_stats
+from servelab.triton.triton_stats import COUNTERS
 
 
 def interval(before: dict, after: dict, seconds: float, models: list[str] | None = None) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import subprocess
 
-from servelab.config_text import parse_config
+from servelab.triton.config_text import parse_config
 
 
 def instance_group(count: int, n_gpus: int) -> str:

@@ -2,7 +2,7 @@
 
 Introduced in notebook 5.
 
-    python -m servelab.model_repository [--dest model_repository] [--mode local|docker]
+    python -m servelab.triton.model_repository [--dest model_repository] [--mode local|docker]
                                         [--kind auto|gpu|cpu]
 
 The repository Triton reads looks like this (one folder per model, one sub-folder per version):
@@ -21,8 +21,9 @@ food_classifier_onnx is the Python-backend stand-in from models_staging/food_cla
 kind: the staged configs ask for KIND_GPU; without a GPU ("auto" finds none, or "cpu") every
 instance group is rewritten to KIND_CPU.
 
-Each model folder is replaced as a whole, so changes made earlier (e.g. by servelab.triton_config)
-are reset to the staged version; other folders in the repository are left alone.
+Each model folder is replaced as a whole, so changes made earlier (e.g. by
+servelab.triton.triton_config) are reset to the staged version; other folders in the repository
+are left alone.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import subprocess
 from pathlib import Path
 
 from servelab import food11
-from servelab.config_text import parse_config, to_cpu
 from servelab.paths import (
     MODEL_ONNX,
     MODEL_PTH,
@@ -42,6 +42,7 @@ from servelab.paths import (
     STAGING,
     model_repository_dir,
 )
+from servelab.triton.config_text import parse_config, to_cpu
 
 # model name -> (staged folder per mode, files placed in version folder 1/)
 MODELS = {
@@ -113,7 +114,7 @@ def weights_parameter() -> str:
     except (FileNotFoundError, KeyError, ValueError):
         weights = "unknown"
     return (
-        "\n# Added by servelab.model_repository: "
+        "\n# Added by servelab.triton.model_repository: "
         '"untrained" unless a trained checkpoint was built\n'
         f'parameters {{ key: "weights" value {{ string_value: "{weights}" }} }}\n'
     )
@@ -181,7 +182,7 @@ def _config_placed(config: Path, kept: str | None, gpu: bool, where: str) -> str
         config.write_text(kept)
         return (
             f", your edited config.pbtxt KEPT (back to the staged one: "
-            f"python -m servelab.model_repository {where})"
+            f"python -m servelab.triton.model_repository {where})"
         )
     return note
 

@@ -1,6 +1,6 @@
 """HTTP load at a rate, whatever the answers (an open loop), and a run cut into windows of time.
 
-Introduced in notebook 9 (servelab/loadgen.py's closed loop keeps N requests in flight instead).
+Introduced in notebook 9 (servelab/loadgen/'s closed loop keeps N requests in flight instead).
 
     df = open_loop.run(url, body, rate=40, seconds=10)            # Poisson arrivals at 40/s
     df = open_loop.run(url, body, phases=[(10, 8), (30, 40), (20, 8)])   # a load step
@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 import requests
 
-from servelab.loadgen import post_once
+from servelab.loadgen.closed_loop import post_once
 
 LATE_MS = 10.0  # a request sent later than this after its moment is late
 SKIP_LATE_MS = 2000.0  # ... and one this late is not sent at all (the run keeps its length)

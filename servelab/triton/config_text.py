@@ -18,7 +18,7 @@ import re
 def parse_config(text: str):
     """config.pbtxt text -> Triton's ModelConfig protobuf; text_format.ParseError names any
     unknown field. (The schema comes from tritonclient, imported here: `make artifacts-only`'s
-    venv, which places the models with servelab.model_repository, has no tritonclient.)"""
+    venv, which places the models with servelab.triton.model_repository, has no tritonclient.)"""
     from google.protobuf import text_format
     from tritonclient.grpc import model_config_pb2
 

@@ -1,6 +1,6 @@
-"""Notebook 6's verdicts, each claim judged on your own runs (the `runs` of the notebook, by
-name): per GPU, each GPU on its own, so "every GPU" means each of them; one call per step's
-claims, in the order the verdict cells print them.
+"""Notebook 6's verdicts, each claim judged on your own runs, handed over as the notebook holds
+them (perf.Run objects): per GPU, each GPU on its own, so "every GPU" means each of them; one call
+per step's claims, in the order the verdict cells print them.
 
 Introduced in notebook 6.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 from servelab import claims
-from servelab.perf_output import DELAYED_LIMIT_PCT
+from servelab.perf.output import DELAYED_LIMIT_PCT
 
 
 def busiest_gpu_pct(row: dict) -> float | None:
@@ -56,11 +56,11 @@ def claim_each_gpu(check, claim: str, run, n_gpus: int, threshold: float) -> lis
 # ---------------------------------------------------------------- the steps' claims
 
 
-def queue_grows_with_load(runs: dict, n_gpus: int) -> None:
-    """6.1: the queue at 16 in flight against 8 (about linear: 1.4 to 3.2 times), your prediction
-    beside it; one instance leaves every GPU underused."""
-    q8 = runs["6.1 c8"].measured("server_queue_ms")
-    q16 = runs["6.1 c16"].measured("server_queue_ms")
+def queue_grows_with_load(c8, c16, n_gpus: int) -> None:
+    """6.1: the queue at 16 in flight (run c16) against 8 (c8): about linear, 1.4 to 3.2 times,
+    your prediction beside it; one instance leaves every GPU underused."""
+    q8 = c8.measured("server_queue_ms")
+    q16 = c16.measured("server_queue_ms")
     claims.compare_prediction("6.1 queue at c16 (ms)", q16)
     claims.between(
         "6.1: queue delay grows about linearly with what is in flight (queue c16 / c8)",
@@ -68,24 +68,23 @@ def queue_grows_with_load(runs: dict, n_gpus: int) -> None:
         1.4,
         3.2,
     )
-    claim_each_gpu(
-        claims.at_most, "6.1: one instance leaves every GPU underused", runs["6.1 c16"], n_gpus, 70
-    )
+    claim_each_gpu(claims.at_most, "6.1: one instance leaves every GPU underused", c16, n_gpus, 70)
 
 
-def a_batch_costs_less(runs: dict) -> None:
-    """6.2: one execution of 16 images against one of a single image, your prediction beside it."""
-    ratio = runs["6.2 b16"].measured("execution_ms") / runs["6.1 c1"].measured("execution_ms")
+def a_batch_costs_less(b16, c1) -> None:
+    """6.2: one execution of 16 images (run b16) against one of a single image (c1), your
+    prediction beside it."""
+    ratio = b16.measured("execution_ms") / c1.measured("execution_ms")
     claims.compare_prediction("6.2 compute of 16 images / compute of 1 (x)", ratio)
     claims.at_most(
         "6.2: a batch of 16 costs less than 16 images one by one (execution time, x)", ratio, 16
     )
 
 
-def more_instances(runs: dict, names: list[str], n_gpus: int) -> None:
-    """6.3: what 2 and 4 instances per device (`names`: the runs with 1, 2 and 4) serve against
-    one; on a GPU node, more than one, and every GPU at work; on a CPU, little more with 4."""
-    t1, t2, t4 = (runs[name].throughput for name in names)
+def more_instances(one, two, four, n_gpus: int) -> None:
+    """6.3: what 2 and 4 instances per device (the runs `two`, `four`) serve against `one`; on a
+    GPU node, more than one, and every GPU at work; on a CPU, little more with 4."""
+    t1, t2, t4 = (run.throughput for run in (one, two, four))
     claims.at_least(
         "6.3: two instances per device serve at least 80% of one's throughput", t2 / t1, 0.8
     )
@@ -99,27 +98,26 @@ def more_instances(runs: dict, names: list[str], n_gpus: int) -> None:
         return
     claims.at_least("6.3: on a GPU node, two instances per GPU serve more than one", t2 / t1, 1.0)
     every = "6.3: with 4 instances on it, every GPU works"
-    claim_each_gpu(claims.at_least, every, runs[names[2]], n_gpus, 10)
+    claim_each_gpu(claims.at_least, every, four, n_gpus, 10)
 
 
-def onnx_serves_faster(runs: dict, n_gpus: int, provider: str) -> None:
+def onnx_serves_faster(onnx_c1, python_c1, c8, c16, n_gpus: int, provider: str) -> None:
     """6.4: the ONNX model against the Python-backend one at 1 in flight; requests still queue
-    with two instances at 16 in flight; every GPU busy more than half the time where the server
-    ran the model on the GPU (`provider`, triton_stats.onnx_provider)."""
-    speedup = runs["6.4 onnx c1"].throughput / runs["6.1 c1"].throughput
+    with two instances at 16 in flight (c16 against c8); every GPU busy more than half the time
+    where the server ran the model on the GPU (`provider`, triton_stats.onnx_provider)."""
+    speedup = onnx_c1.throughput / python_c1.throughput
     claims.at_least(
         "6.4: the ONNX model serves faster than the Python-backend model at c1", speedup, 1.0
     )
     claims.at_least(
         "6.4: with 2 instances per device, requests still queue at 16 in flight (queue c16 / c8)",
-        runs["6.4 onnx 2 inst c16"].measured("server_queue_ms")
-        / runs["6.4 onnx 2 inst c8"].measured("server_queue_ms"),
+        c16.measured("server_queue_ms") / c8.measured("server_queue_ms"),
         1.0,
     )
     print(f"the server ran food_classifier_onnx with {provider}")
     busy = "6.4: every GPU is busy more than half the time"
     if provider == "CUDAExecutionProvider" or not n_gpus:
-        claim_each_gpu(claims.at_least, busy, runs["6.4 onnx 2 inst c16"], n_gpus, 50)
+        claim_each_gpu(claims.at_least, busy, c16, n_gpus, 50)
     else:
         claims.not_checkable(busy, f"the server ran the ONNX model with {provider}, not on a GPU")
 

@@ -24,7 +24,7 @@ import contextlib
 import io
 from collections.abc import Callable
 
-from servelab.answers import NotYet, blank
+from servelab.exercises.answers import NotYet, blank
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """What Triton itself says: its per-model statistics, and its Prometheus metrics read and sampled.
 
-Introduced in notebook 6; notebook 8's live view (servelab/live_metrics.py) samples with it too.
+Introduced in notebook 6; notebook 8's live view (servelab/triton/live_metrics.py) samples with
+it too.
 
 - model_stats(): GET /v2/models/<m>/versions/<v>/stats (cumulative counters since the model loaded).
 - stats_delta(before, after): what happened in between, above all how many times the model ran
@@ -25,7 +26,8 @@ import time
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from servelab import labenv, triton_config
+from servelab import labenv
+from servelab.triton import triton_config
 
 # ---------------------------------------------------------------- model statistics
 

@@ -1,84 +1,56 @@
-"""perf_analyzer runs for the Triton notebooks: the command you type, its own output, a parsed row.
+"""perf_analyzer runs for the Triton notebooks: the line you typed, its own output, a parsed row.
 
 Introduced in notebook 6.
 
     from servelab import perf
-    run = perf.run_line(f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 8", "a c8")
-    run.row          # one parsed row (times in ms), with Triton's batch counts and utilisation
-    run.throughput   # inferences/s with the interval of perf_analyzer's windows (claims.Measured)
+    c8 = perf.run_line(f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 8", "c8")
+    c8.row          # one parsed row (times in ms), with Triton's batch counts and utilisation
+    c8.throughput   # inferences/s with the interval of perf_analyzer's windows (claims.Measured)
+    c8.line         # your line, read once (perf.Line): c8.line.with_load("--concurrency-range 16")
 
 run_line() runs the line as typed, adding only what the lab reads back, and says what it added
-(servelab/perf_command.py); it reads perf_analyzer's output with servelab/perf_output.py, and
-Triton's statistics and utilisation around the run with servelab/triton_stats.py. Each row
-carries the two laws (servelab/queueing.py's laws()). Where perf_analyzer is found and the
-environment it starts with: servelab/tools.py.
+(servelab/perf/command.py); it reads perf_analyzer's output with servelab/perf/output.py, and
+Triton's statistics and utilisation around the run with servelab/triton/triton_stats.py. Each row
+carries the two laws (servelab/queueing.py's laws()). A run is an object: the notebook keeps it
+and hands it to the verdicts, which never look a run up by its name.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shlex
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab import (
-    instances,
-    perf_command,
-    perf_flags,
-    perf_output,
-    queueing,
-    tools,
-    triton_config,
-    triton_stats,
-)
+from servelab import queueing
 from servelab.paths import RESULTS
+from servelab.perf import command as commands
+from servelab.perf import output, tool
+from servelab.perf.line import Line
 from servelab.serving.triton_procs import hide_argument
+from servelab.triton import instances, triton_config, triton_stats
 
 
 class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed; the message carries the command and the end of its output."""
 
 
-# the flags that set what load a line offers (one of them replaces the others: with_load)
-_LOAD_FLAGS = ["--concurrency-range", "--request-rate-range", "--request-distribution"]
-
-
-def with_load(line: str, load: str) -> str:
-    """Your line with another load: each flag of `load` (e.g. "--concurrency-range 16") takes the
-    place of the same flag in `line`, written `--flag value`, `--flag=value` or `-b16`, and a load
-    that sets a range or a distribution replaces the line's (a rate instead of a concurrency);
-    every other word stays as you wrote it. The lab's own runs of a step reuse your checked line
-    this way."""
-    words, extra = shlex.split(line), shlex.split(load)
-    names = [w for w in extra if w.startswith("-")]
-    if set(names) & set(_LOAD_FLAGS):
-        names += _LOAD_FLAGS
-    kept, i = [], 0
-    while i < len(words):
-        word = words[i]
-        name = next((n for n in names if word == n or word.startswith((f"{n}=", n))), None)
-        if name is None:
-            kept.append(word)
-        elif word == name and i + 1 < len(words) and not words[i + 1].startswith("-"):
-            i += 1  # its value goes too
-        i += 1
-    return " ".join(shlex.quote(w) for w in kept + extra)
-
-
 @dataclass
-class PerfResult:
-    command: list[str]
-    shell: str
-    output: str
-    returncode: int
+class Run:
+    """One perf_analyzer run: its name, your line (read once), what ran and what came back."""
+
+    name: str
+    line: Line
+    command: list[str]  # what ran, the node's secret written as $TRITON_ADMIN_KEY
+    output: str  # perf_analyzer's own output
     seconds: float
     table: object = None  # pandas DataFrame, one row per load level
     extra: dict = field(default_factory=dict)  # columns run_line() adds to row
     stats: dict = field(default_factory=dict)  # triton_stats.stats_delta() of the run
     utilisation: list = field(default_factory=list)  # samples over time: {t_s, gpu0_util_pct, ..}
+    served_config: dict = field(default_factory=dict)  # the model's config as Triton served it
 
     @property
     def row(self) -> dict:
@@ -87,7 +59,7 @@ class PerfResult:
 
     @property
     def windows(self) -> list[dict]:
-        return perf_output.parse_windows(self.output)
+        return output.parse_windows(self.output)
 
     @property
     def throughput(self):
@@ -111,7 +83,7 @@ def _execute(cmd: list[str], limit: float, line: str) -> tuple[int, str]:
     key = os.environ.get("TRITON_ADMIN_KEY")
     with subprocess.Popen(
         cmd,
-        env=tools.perf_analyzer_env(),
+        env=tool.perf_analyzer_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -132,37 +104,29 @@ def _execute(cmd: list[str], limit: float, line: str) -> tuple[int, str]:
     return proc.returncode, (stdout or "") + (stderr or "")
 
 
-def _run(
-    cmd: list[str], timeout: float | None = None, verbose: bool = True, shown: str | None = None
-) -> PerfResult:
-    """Run perf_analyzer exactly as given (it must write -f CSV), print the line (`shown`, what
-    the student typed, in place of the full command) and the raw output, parse the CSV. A server
-    that is down or a model that is not READY fails within seconds; a run that never finishes is
-    stopped after `timeout` (default: from the measurement interval and trials)."""
-    csv_path = Path(perf_command.arg(cmd, "-f") or "")
-    if csv_path == Path(""):
-        raise ValueError("the command has no -f FILE.csv")
-    if "-v" not in perf_flags.parse(cmd[1:]).flags:
-        cmd = [*cmd, "-v"]  # its per-window lines are the intervals of claims
-    csv_path.parent.mkdir(parents=True, exist_ok=True)
-    csv_path.unlink(missing_ok=True)
-    line = perf_command.shell_line(cmd)
+def _run(name: str, cmd: commands.Command, timeout: float | None, verbose: bool) -> Run:
+    """Run perf_analyzer as `cmd` says (it writes the -f CSV), print the line the student typed
+    and the raw output, parse the CSV. A server that is down or a model that is not READY fails
+    within seconds; a run that never finishes is stopped after `timeout` (default: from the
+    measurement interval and trials)."""
+    cmd.csv_path.parent.mkdir(parents=True, exist_ok=True)
+    cmd.csv_path.unlink(missing_ok=True)
     if verbose:
-        print(f"$ {shown or line}", flush=True)
+        print(f"$ {cmd.line}", flush=True)
     start = time.perf_counter()
-    code, output = _execute(cmd, timeout or perf_command.timeout_s(cmd), line)
+    code, said = _execute(cmd.argv, timeout or cmd.timeout_s(), cmd.shell)
     if verbose:
-        print(output.rstrip(), flush=True)
-    kept = perf_command.without_secret(cmd)  # the result keeps no secret
-    result = PerfResult(kept, line, output, code, time.perf_counter() - start)
-    if code != 0 or not csv_path.is_file():
+        print(said.rstrip(), flush=True)
+    if code != 0 or not cmd.csv_path.is_file():
         raise PerfAnalyzerError(
-            f"perf_analyzer exited with code {code}: {line}\n"
-            f"{output.strip()[-3000:]}{perf_output.failure_hint(output)}"
+            f"perf_analyzer exited with code {code}: {cmd.shell}\n"
+            f"{said.strip()[-3000:]}{output.failure_hint(said)}"
         )
-    result.table = perf_output.parse_csv(csv_path.read_text())
-    result.extra["delayed_pct"] = perf_output.parse_delayed_pct(output)
-    return result
+    kept = commands.without_secret(cmd.argv)  # the run keeps no secret
+    run = Run(name, cmd.line, kept, said, time.perf_counter() - start)
+    run.table = output.parse_csv(cmd.csv_path.read_text())
+    run.extra["delayed_pct"] = output.parse_delayed_pct(said)
+    return run
 
 
 def _measured(once, again, verbose: bool):
@@ -170,7 +134,7 @@ def _measured(once, again, verbose: bool):
     try:
         return once(), "windows"
     except PerfAnalyzerError as exc:
-        if again is None or not perf_output.unsettled(str(exc)):
+        if again is None or not output.unsettled(str(exc)):
             raise
     if verbose:
         print(
@@ -194,26 +158,30 @@ def _with_triton_view(model: str, url: str, metrics_url: str, verbose: bool, onc
             f"model READY? ({exc})"
         ) from None
     with triton_stats.Sampler(metrics_url) as sampler:
-        result, mode = _measured(once, again, verbose)
+        run, mode = _measured(once, again, verbose)
     delta = triton_stats.stats_delta(before, triton_stats.model_stats(model, url))
-    result.extra.update(
-        mode="count" if perf_command.arg(result.command, "--request-count") else mode,
+    run.extra.update(
+        mode="count" if run.line.value("--request-count") else mode,
         avg_batch_size=round(delta["avg_batch_size"], 2),
         max_batch_size_seen=delta["max_batch_size_seen"],
         batch_executions=delta["batch_executions"],
-        execution_ms=round(_execution_ms(result, delta), 3),
+        execution_ms=round(_execution_ms(run, delta), 3),
         **sampler.summary(),
     )
-    result.extra.update(_laws(result, model, url))
-    result.stats, result.utilisation = delta, sampler.over_time()
+    run.stats, run.utilisation = delta, sampler.over_time()
+    try:
+        run.served_config = triton_config.served_config(model, url)
+    except Exception:  # noqa: BLE001 - the laws are extra; the run itself is measured
+        run.served_config = {}
+    run.extra.update(_laws(run))
     if verbose:
-        _say(result)
-    return result
+        say(run)
+    return run
 
 
-def _say(result: PerfResult) -> None:
+def say(run: Run) -> None:
     """What Triton saw of a run, printed after perf_analyzer's own output."""
-    row = result.row
+    row = run.row
     util = {k[:-9]: v for k, v in row.items() if k.endswith("_util_pct")}
     late = row["delayed_pct"]
     print(
@@ -224,37 +192,36 @@ def _say(result: PerfResult) -> None:
     )
     if "busy_U" in row:
         print(queueing.laws_line(row), flush=True)
-    if late > perf_output.DELAYED_LIMIT_PCT:
+    if late > output.DELAYED_LIMIT_PCT:
         print(
-            f"WARNING: more than {perf_output.DELAYED_LIMIT_PCT:g}% of the requests left late: "
+            f"WARNING: more than {output.DELAYED_LIMIT_PCT:g}% of the requests left late: "
             "this run is not the open-loop load it claims (give perf_analyzer more threads, or "
             "a lower rate)",
             flush=True,
         )
 
 
-def _execution_ms(result: PerfResult, delta: dict) -> float:
+def _execution_ms(run: Run, delta: dict) -> float:
     """The time of one execution during perf_analyzer's measurement windows: its compute time per
     request (the windows' own), scaled by what Triton's batch statistics of the whole run say one
     execution took against that per-request mean (1 without batches: per request, Triton counts a
     batch's whole time for each request in it). Measured over the same windows as the
     throughput, so U = X·S compares like with like."""
-    row = result.table.iloc[-1]
+    row = run.table.iloc[-1]
     per_request = sum(row[f"server_compute_{k}_ms"] for k in ("input", "infer", "output"))
     whole_run = sum(delta[f"compute_{k}_ms_avg"] for k in ("input", "infer", "output"))
     return per_request * (delta["execution_ms_avg"] / whole_run if whole_run else 1.0)
 
 
-def _laws(result: PerfResult, model: str, url: str) -> dict:
+def _laws(run: Run) -> dict:
     """The utilisation law and Little's law for the run's row (queueing.laws), with the instance
     count of the config Triton served (rounded, as the row shows them)."""
-    try:
-        served = triton_config.served_config(model, url)
-    except Exception:  # noqa: BLE001 - the laws are extra; the run itself is measured
+    served = run.served_config
+    if not served:
         return {}
     gpus = [g for group in served.get("instance_group", []) for g in group.get("gpus", [])]
     count = max(1, instances.instance_count(served, max(gpus, default=-1) + 1))
-    row = result.row
+    row = run.row
     laws = queueing.laws(
         row["throughput_infer_s"],
         row.get("avg_latency_ms", row["p50_ms"]),
@@ -262,7 +229,7 @@ def _laws(result: PerfResult, model: str, url: str) -> dict:
         row["server_queue_ms"],
         batch=row["avg_batch_size"] or 1.0,
         instances=count,
-        client_batch=max(1, int(float(perf_command.arg(result.command, "-b") or 1))),
+        client_batch=max(1, int(float(run.line.value("-b") or 1))),
     )
     return {k: round(v, 3) if isinstance(v, float) else v for k, v in laws.items()}
 
@@ -276,25 +243,35 @@ def run_line(
     metrics_url: str | None = None,
     timeout: float | None = None,
     verbose: bool = True,
-) -> PerfResult:
-    """Run a perf_analyzer command line as typed, e.g.
+) -> Run:
+    """Run a perf_analyzer line as typed, e.g.
         perf_analyzer -m food_classifier -u triton_server:8000 --concurrency-range 8
     and read Triton's statistics and utilisation around it (from the server the line names). The
-    results are named `name`: out/perf_<name>.csv (default results/perf/). Adds, and says so,
+    run is named `name`: out/perf_<name>.csv (default results/perf/). `line` is a perf.Line (the
+    checker's, or with_load's), or text, then read here, once. Adds, and says so,
     -f/--verbose-csv/-v and the measurement settings the line leaves out; a run whose windows
     never agree, or see no answer (a machine too busy for the window), is measured again with the
     windows it added four times as long, accepting their spread (the row's mode says "windows,
     unsettled")."""
-    argv = perf_command.split(line)
-    url, metrics_url = perf_command.triton_of(argv, url, metrics_url)
+    return _measure(commands.model_line(line), name, out, url, metrics_url, timeout, verbose)
+
+
+def _measure(line: Line, name: str, out, url, metrics_url, timeout, verbose: bool) -> Run:
+    """run_line's run on the node: the command, its retry, Triton's view around it."""
+    url, metrics_url = commands.triton_of(line, url, metrics_url)
     tag = re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-    cmd, settings, notes = perf_command.command(argv, (out or RESULTS / "perf") / f"perf_{tag}.csv")
-    for note in notes if verbose else ():
+    cmd = commands.command(line, (out or RESULTS / "perf") / f"perf_{tag}.csv")
+    for note in cmd.notes if verbose else ():
         print(note, flush=True)
-    relaxed = perf_command.relaxed(cmd, settings)
-    once = lambda: _run(cmd, timeout=timeout, verbose=verbose, shown=line)  # noqa: E731
-    again = relaxed and (lambda: _run(relaxed, timeout=timeout, verbose=verbose, shown=line))
-    model = perf_command.arg(argv, "-m")
-    result = _with_triton_view(model, url, metrics_url, verbose, once, again)
-    result.extra.update(command=line, run=name)
-    return result
+    relaxed = cmd.relaxed()
+    once = lambda: _run(name, cmd, timeout, verbose)  # noqa: E731
+    again = relaxed and (lambda: _run(name, relaxed, timeout, verbose))
+    run = _with_triton_view(line.value("-m"), url, metrics_url, verbose, once, again)
+    run.extra.update(command=str(line), run=name)
+    return run
+
+
+def with_load(line: str, load: str) -> Line:
+    """Your line with another load (perf.Line.with_load): e.g. with_load(line_c8,
+    "--concurrency-range 16"). A text line is read once here."""
+    return Line.read(line).with_load(load)

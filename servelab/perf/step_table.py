@@ -3,7 +3,7 @@ latency beside each, and where the model misses, which of its assumptions the ru
 
 Introduced in notebook 6.
 
-    table = step_table.table(runs, ["6.1 c1", "6.1 c8"])          # a row per run, with the laws
+    table = step_table.table([c1, c8])                             # a row per run, with the laws
     table = step_table.against_model(table, [model_c1, model_c8])  # + model_ms, measured/model
     step_table.model_readings(table, SERVICE_MS)                   # a sentence per row
 """
@@ -31,14 +31,14 @@ COLUMNS = [
 ]
 
 
-def table(runs: dict, names=None):
-    """The runs named (all by default) as one table, a row per run: the load (concurrency or
-    request_rate), throughput, mean, median and p99 latency, Triton's queue, the time of one
-    execution, the mean batch, the instances, the utilisation law (busy_U) and Little's law
-    (in_flight_N, waiting_N), and each device's mean utilisation."""
+def table(runs):
+    """The runs (perf.Run objects, in the order given) as one table, a row per run named by the
+    run: the load (concurrency or request_rate), throughput, mean, median and p99 latency,
+    Triton's queue, the time of one execution, the mean batch, the instances, the utilisation law
+    (busy_U) and Little's law (in_flight_N, waiting_N), and each device's mean utilisation."""
     import pandas as pd
 
-    rows = [{"run": name, **runs[name].row} for name in (names or list(runs))]
+    rows = [{**run.row, "run": run.name} for run in runs]
     frame = pd.DataFrame(rows).set_index("run")
     util = [c for c in frame if c.endswith("_util_pct")]
     shown = [c for c in COLUMNS if c in frame and frame[c].notna().any()] + util

@@ -2,7 +2,7 @@
 
 Introduced in notebook 6.
 
-    from servelab import triton_config
+    from servelab.triton import triton_config
     triton_config.edit("food_classifier", '''
     instance_group [ { count: 2, kind: KIND_GPU } ]
     ''')                                   # your text replaces that field; comments elsewhere stay
@@ -20,8 +20,8 @@ If Triton refuses the new config, its error message is reported, the previous co
 put back in the repository, and whether the previously loaded model still answers is checked.
 
 Defaults: the repository of servelab.paths.model_repository_dir(), the server of
-labenv.triton_url(). The text itself is edited by servelab/config_text.py; where Triton puts the
-instances a config asks for: servelab/instances.py.
+labenv.triton_url(). The text itself is edited by servelab/triton/config_text.py; where Triton
+puts the instances a config asks for: servelab/triton/instances.py.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import requests
 from google.protobuf import text_format
 
 from servelab import labenv
-from servelab.config_text import parse_config, replace_fields, to_cpu
 from servelab.paths import model_repository_dir
+from servelab.triton.config_text import parse_config, replace_fields, to_cpu
 
 
 def config_path(model: str, repo: Path | str | None = None) -> Path:

@@ -1,5 +1,6 @@
-"""Notebook 9's verdicts, each claim judged on your own runs (the notebook's `runs`, by name) and
-tables; one call per step, in the order the verdict cells print them.
+"""Notebook 9's verdicts, each claim judged on your own runs (the per-request tables of loadgen and
+open_loop, handed over as the notebook holds them); one call per step, in the order the verdict
+cells print them.
 
 Introduced in notebook 9.
 """
@@ -9,17 +10,13 @@ from __future__ import annotations
 import pandas as pd
 
 from servelab import claims, loadgen
-from servelab.ray_serving import REQUEST_TIMEOUT_S
+from servelab.ray_serving import REQUEST_TIMEOUT_S, row
 
 
-def _served(runs: dict, name: str) -> claims.Measured:
-    return loadgen.throughput(runs[name])
-
-
-def one_replica(runs: dict, table: pd.DataFrame) -> None:
+def one_replica(one_at_once: pd.DataFrame, two_at_once: pd.DataFrame) -> None:
     """9.1: taking one request at a time, the replica idles while requests wait at the router;
-    taking two serves more."""
-    one = table.loc["9.1 capacity, 1 at once"]
+    taking two serves more (the two capacity runs)."""
+    one = row(one_at_once, "9.1 capacity, 1 at once", 1)
     claims.at_most(
         "9.1: with one request at a time the replica was idle part of the time while requests "
         "waited at the router (busy_U)",
@@ -29,14 +26,15 @@ def one_replica(runs: dict, table: pd.DataFrame) -> None:
     )
     claims.at_least(
         "9.1: taking 2 at once serves more than 1 at once (x)",
-        _served(runs, "9.1 capacity, 2 at once") / _served(runs, "9.1 capacity, 1 at once"),
+        loadgen.throughput(two_at_once) / loadgen.throughput(one_at_once),
         1,
     )
 
 
-def replicas(runs: dict, table: pd.DataFrame) -> None:
-    """9.2: your predictions, then what 2 and 4 replicas on two nodes bought over 1."""
-    t1, t2, t4 = (_served(runs, f"9.2 {n} replicas") for n in (1, 2, 4))
+def replicas(one: pd.DataFrame, two: pd.DataFrame, four: pd.DataFrame) -> None:
+    """9.2: your predictions, then what 2 and 4 replicas on two nodes bought over 1 (their runs at
+    the same offered rate)."""
+    t1, t2, t4 = (loadgen.throughput(run) for run in (one, two, four))
     claims.compare_prediction("9.2 served by 2 replicas at 150% of one (requests/s)", t2)
     claims.compare_prediction("9.2 served by 4 replicas / by 2 (x)", t4 / t2)
     claims.at_least(
@@ -47,7 +45,7 @@ def replicas(runs: dict, table: pd.DataFrame) -> None:
     )
     claims.at_most(
         "9.2: the runs with 2 and 4 replicas were the open loop they claim (% sent late)",
-        max(table.loc[f"9.2 {n} replicas", "delayed_pct"] for n in (2, 4)),
+        max(loadgen.summarize(run)["delayed_pct"] for run in (two, four)),
         5,
     )
 
@@ -103,17 +101,18 @@ def crash(run: pd.DataFrame, replaced) -> None:
     )
 
 
-def against_triton(runs: dict, table: pd.DataFrame | None, rate: float) -> None:
-    """9.5: your prediction, then Ray's path against Triton's, one at a time and at `rate`
-    (`table`: None when no Triton runs)."""
-    if table is None:
+def against_triton(ray_one, triton_one, ray_at_rate, triton_at_rate, rate: float) -> None:
+    """9.5: your prediction, then Ray's path against Triton's, one at a time (`ray_one`,
+    `triton_one`) and at `rate` (9.2's two replicas, `ray_at_rate`, against Triton's two
+    instances); triton_one None: no Triton in this mode."""
+    if triton_one is None:
         claims.not_checkable(
             "9.5: Ray's path adds to Triton's at the same load",
             "no Triton server in this mode (local mode: `make up` starts one)",
         )
         return
-    ray_ms = loadgen.median_ms(runs["9.5 ray sequential"])
-    triton_ms = loadgen.median_ms(runs["9.5 triton sequential"])
+    ray_ms = loadgen.median_ms(ray_one)
+    triton_ms = loadgen.median_ms(triton_one)
     claims.compare_prediction(
         "9.5 Ray's median - Triton's, one at a time (ms)", ray_ms.value - triton_ms.value
     )
@@ -122,9 +121,9 @@ def against_triton(runs: dict, table: pd.DataFrame | None, rate: float) -> None:
         ray_ms / triton_ms,
         1,
     )
-    p95 = table["p95_ms"]
+    p95 = [loadgen.summarize(run)["p95_ms"] for run in (ray_at_rate, triton_at_rate)]
     claims.at_least(
         f"9.5: at {rate}/s, 2 Triton instances keep p95 lower than 2 Ray replicas (x)",
-        claims.Measured.exact(p95["9.2 2 replicas"] / p95[f"9.5 triton {rate}/s"]),
+        claims.Measured.exact(p95[0] / p95[1]),
         1,
     )

@@ -1,7 +1,7 @@
 """An exercise's answer as every check reads it: still blank (`...`) or written, a text where a
 text is asked, and NotYet, the one sentence that stops the notebook at an exercise.
 
-Introduced in notebook 3 (servelab/exercises.py's checks answer with it).
+Introduced in notebook 3 (servelab/exercises/'s checks answer with it).
 """
 
 from __future__ import annotations
