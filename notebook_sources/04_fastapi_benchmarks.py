@@ -40,19 +40,12 @@ import time
 import pandas as pd
 import requests
 
-from servelab import (
-    claims,
-    exercises,
-    food11,
-    judgement,
-    labenv,
-    loadgen,
-    plots,
-    queueing,
-    services,
-)
+from servelab import claims, exercises, food11, labenv, loadgen, plots, queueing, services
+from servelab.exercises import judgement
 from servelab.paths import RESULTS, TEST_IMAGES
+from servelab.verdicts import fastapi as verdicts
 
+# %%
 labenv.load()
 FASTAPI, FLASK = labenv.url("FASTAPI_SERVER_URL"), labenv.url("FLASK_SERVER_URL")
 N_SEQUENTIAL = labenv.param("N_SEQUENTIAL", 100)  # requests per run (make lab QUICK=1: fewer)
@@ -188,7 +181,7 @@ with requests.Session() as session:
 record
 
 # %% [markdown]
-# `loadgen.run` (`servelab/loadgen.py`) calls your `send_one` from one sender or several at once
+# `loadgen.run` (`servelab/loadgen/`) calls your `send_one` from one sender or several at once
 # and keeps one row per request. Each summary row also carries two laws that hold for any run:
 # **U = X·S** (`lock_busy_U`: throughput × mean `infer`) and **N = X·R** (`in_flight_N`:
 # throughput × mean latency, Little's law). 4.6 uses them.
@@ -243,15 +236,7 @@ answer_45 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_45, "4.5"):
-    speedup = loadgen.median_ms(runs["pytorch_sequential"]) / loadgen.median_ms(
-        runs["onnx_sequential"]
-    )
-    claims.compare_prediction("4.5 ONNX speed-up, sequential (x)", speedup)
-    claims.at_least(
-        "ONNX Runtime serves a sequential request faster than PyTorch eager (median speed-up)",
-        speedup,
-        1.0,
-    )
+    verdicts.onnx_is_faster(runs["pytorch_sequential"], runs["onnx_sequential"])
 
 # %% [markdown]
 # ## 4.6 Sixteen concurrent senders
@@ -331,7 +316,7 @@ with judgement.verdict_after(answer_46, "4.6"):
     )
     for runtime in ("onnx", "pytorch"):
         under_load = runs[f"{runtime}_concurrent_{CONCURRENCY}"]
-        loadgen.growth_is_queuing(runs[f"{runtime}_sequential"], under_load, runtime)
+        verdicts.growth_is_queuing(runs[f"{runtime}_sequential"], under_load, runtime)
 
 # %% [markdown]
 # ## 4.7 Two worker processes
@@ -382,13 +367,8 @@ answer_47 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_47, "4.7"):
-    one = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}"])["throughput_rps"]
-    two = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"])["throughput_rps"]
-    claims.at_least(
-        "two workers keep at least 80% of one worker's throughput (they share the cores, "
-        "they do not fight over them)",
-        claims.Measured.exact(two / one),
-        0.8,
+    verdicts.workers_share_the_cores(
+        runs[f"onnx_concurrent_{CONCURRENCY}"], runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"]
     )
 
 # %%

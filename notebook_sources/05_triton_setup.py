@@ -47,7 +47,7 @@
 #
 # ```bash
 # cd ~/serve-system-lab
-# .venv/bin/python -m servelab.model_repository --mode docker      # models_staging + artifacts -> model_repository
+# .venv/bin/python -m servelab.triton.model_repository --mode docker      # models_staging + artifacts -> model_repository
 # cd docker
 # docker compose -f docker-compose-fastapi.yaml down                 # same container names and ports
 # docker compose -f docker-compose-triton.yaml up -d --build --wait
