@@ -94,8 +94,9 @@ WAITS = {
 
 
 def cells(source: str) -> list[tuple[str, str]]:
-    """(kind, text) of a jupytext percent-format source: kind 'markdown' or 'code'."""
-    parts = re.split(r"^# %%(.*)$", source, flags=re.M)
+    """(kind, text) of a jupytext percent-format source: kind 'markdown' or 'code'. A cell's
+    `# %%runs_in ...` line (servelab/passes/cells.py) is its first line, not a cell."""
+    parts = re.split(r"^# %%((?: .*)?)$", source, flags=re.M)
     out = []
     for header, body in zip(parts[1::2], parts[2::2]):
         out.append(("markdown" if "[markdown]" in header else "code", body))

@@ -3,7 +3,8 @@
 Each entry says which notebook introduces it; a package (name/) lists its own files in its
 __init__.py. README.md's table of the notebooks names the same entries (tests keep them so).
 
-    notebook 3   labenv           service URLs from the environment, Triton's written out once
+    notebook 3   passes/          prepare, measure, review: which cells run, the results bundle
+                 labenv           service URLs from the environment, Triton's written out once
                  exercises/       checks of what you write: lines, configs, calls; your judgement
     notebook 4   food11           the model's classes, pre- and post-processing (every service)
                  image_decode     an upload opened within the decode budget (food11 uses it)

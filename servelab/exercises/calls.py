@@ -2,6 +2,10 @@
 whose body you wrote (notebook 4's send_one, notebook 5's classify).
 
 Introduced in notebook 4; the notebooks call these as exercises.result and exercises.function.
+
+Both need the node to run what you wrote. Where it is not (the prepare and review passes), a
+call comes as written (passes.OfflineCall) and a function's body is checked to be written; each
+says that the measure pass sends it, and what the measure pass found is read back in review.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ import ast
 import inspect
 import textwrap
 
+from servelab import passes
 from servelab.exercises.answers import NotYet, blank, not_written
 from servelab.exercises.step_needs import Wrong
 
@@ -37,6 +42,9 @@ def result(
     check(value) is false (or raises); returns the value."""
     if blank(value):
         raise not_written(step, noun, what, where)
+    if isinstance(value, passes.OfflineCall):  # no node in this pass: the call as written
+        print(f"{step}: your call `{value}` is written; the measure pass sends it ({what}).")
+        return value
     ok, hint = _judge(check, value, hint)
     if not ok:
         shown = textwrap.shorten(repr(value), 120, placeholder=" …")
@@ -80,10 +88,20 @@ def function(
     where: str = "its docstring says what it returns",
 ):
     """A function whose body you wrote: stops while the body is `...`, when calling it with
-    `args` raises, or while check(what it returned) is false; returns what it returned."""
+    `args` raises, or while check(what it returned) is false; returns what it returned (None in
+    the prepare pass, which checks the body only: calling it needs the node)."""
     name = getattr(fn, "__name__", "the function")
     if blank(fn) or _body_is_blank(fn):
         raise not_written(step, f"the body of {name}()", what, where)
+    if passes.current() == passes.PREPARE:
+        print(f"{step}: {name}() is written; the measure pass calls it and checks what it returns.")
+        return None
+    checked = lambda: _called(fn, name, step, what, args, check, hint, where)  # noqa: E731
+    return passes.on_node(f"{step} {name}()", "value", checked)
+
+
+def _called(fn, name: str, step: str, what: str, args: tuple, check, hint: str, where: str):
+    """fn(*args), checked: what it returned, or NotYet saying what is wrong."""
     try:
         returned = fn(*args)
     except Exception as exc:

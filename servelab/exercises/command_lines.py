@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 
 from servelab.exercises.answers import NotYet, written_text
+from servelab.passes import record
 from servelab.perf import flags
 from servelab.perf.line import Line
 
@@ -44,6 +45,7 @@ def perf_line(
             raise NotYet(
                 f"{step}: {what}: your line says `{line.shown(flag)}`, the step needs `{shown}`."
             )
+    record.line(step, what, line)
     return line
 
 
@@ -116,6 +118,7 @@ def curl_line(
                 f"{step}: pipe curl's answer through `| python -m json.tool`, which prints "
                 "the JSON one field per line."
             )
+    record.line(step, what, line)
     return line
 
 

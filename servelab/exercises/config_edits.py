@@ -16,9 +16,11 @@ from pathlib import Path
 
 from google.protobuf import text_format
 
+from servelab import passes
 from servelab.exercises import step_needs
 from servelab.exercises.answers import NotYet, written_text
 from servelab.exercises.step_needs import Instances, Wrong
+from servelab.passes import record
 from servelab.triton import config_text
 
 
@@ -72,6 +74,7 @@ def config_fragment(
     text = written_text(text, step, "your config.pbtxt fragment, in quotes", what, where)
     config = _schema(text, step, "your fragment", "the config.pbtxt shown above")
     _config_needs(config, needs or {}, step, what, "your fragment")
+    record.line(step, what, text)
     return text
 
 
@@ -83,8 +86,17 @@ def file_edit(
     needs: dict[str, object] | None = None,
 ) -> str:
     """A config.pbtxt you edited in an editor: stops while it is unchanged, unparsable for Triton
-    or without the fields of `needs`; returns the unified diff of your edit."""
-    path = Path(path)
+    or without the fields of `needs`; returns the unified diff of your edit. The file is the
+    node's: the measure pass keeps the diff, the review pass reads it back."""
+    edited = lambda: _edited(Path(path), before, step, what, needs)  # noqa: E731
+    diff = passes.on_node(
+        f"{step} edit of {Path(path).parent.name}/{Path(path).name}", "value", edited
+    )
+    record.line(step, what, diff)
+    return diff
+
+
+def _edited(path: Path, before: str, step: str, what: str, needs) -> str:
     after = path.read_text()
     if after == before:
         raise NotYet(

@@ -23,6 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pandas as pd
 import requests
 
+from servelab import passes
+from servelab.loadgen import saved
+
 try:
     from tqdm.auto import tqdm
 except ImportError:  # progress bars are a nicety
@@ -113,7 +116,19 @@ def run(
 
     send(session, url, payload): sends one request and returns its record (notebook 4 has you
     write it); default: the lab's own, which encodes the body once for all requests. A payload of
-    bytes is sent as it is (application/octet-stream), with `headers` if given (notebook 9)."""
+    bytes is sent as it is (application/octet-stream), with `headers` if given (notebook 9).
+    The measure pass keeps the run in the notebook's bundle under its label
+    (servelab/loadgen/saved.py); the review pass reads it from there."""
+
+    def measure() -> pd.DataFrame:
+        return _run(url, payload, n, concurrency, label, timeout, progress, send, headers)
+
+    key = f"http {label or f'{n} requests, {concurrency} at once'}"
+    return passes.on_node(key, "http", measure, save=saved.write, load=saved.read)
+
+
+def _run(url, payload, n, concurrency, label, timeout, progress, send, headers) -> pd.DataFrame:
+    """run()'s requests, sent."""
     raw = isinstance(payload, bytes)
     body = payload if raw else json.dumps(payload).encode()
     kind = {"Content-Type": "application/octet-stream" if raw else "application/json"}

@@ -21,61 +21,20 @@ import os
 import re
 import subprocess
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from servelab import queueing
+from servelab import passes, queueing
 from servelab.paths import RESULTS
 from servelab.perf import command as commands
-from servelab.perf import output, tool
+from servelab.perf import output, saved, tool
 from servelab.perf.line import Line
+from servelab.perf.result import Run
 from servelab.serving.triton_procs import hide_argument
 from servelab.triton import instances, triton_config, triton_stats
 
 
 class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed; the message carries the command and the end of its output."""
-
-
-@dataclass
-class Run:
-    """One perf_analyzer run: its name, your line (read once), what ran and what came back."""
-
-    name: str
-    line: Line
-    command: list[str]  # what ran, the node's secret written as $TRITON_ADMIN_KEY
-    output: str  # perf_analyzer's own output
-    seconds: float
-    table: object = None  # pandas DataFrame, one row per load level
-    extra: dict = field(default_factory=dict)  # columns run_line() adds to row
-    stats: dict = field(default_factory=dict)  # triton_stats.stats_delta() of the run
-    utilisation: list = field(default_factory=list)  # samples over time: {t_s, gpu0_util_pct, ..}
-    served_config: dict = field(default_factory=dict)  # the model's config as Triton served it
-
-    @property
-    def row(self) -> dict:
-        """The (last) load level as a dict, with what run_line() added."""
-        return {**self.table.iloc[-1].to_dict(), **self.extra}
-
-    @property
-    def windows(self) -> list[dict]:
-        return output.parse_windows(self.output)
-
-    @property
-    def throughput(self):
-        """Inferences per second, with the lowest and highest of the windows perf_analyzer judged
-        (its last three: the first ones of a run may still be warming up) as its interval."""
-        from servelab.claims import Measured
-
-        values = [w["throughput_infer_s"] for w in self.windows][-3:]
-        reported = self.row["throughput_infer_s"]
-        return Measured.from_windows(values, reported) if values else Measured.exact(reported)
-
-    def measured(self, column: str):
-        """Any other column of the row, with the relative spread of the throughput windows."""
-        from servelab.claims import Measured
-
-        return Measured.exact(self.row[column]).with_spread_of(self.throughput)
 
 
 def _execute(cmd: list[str], limit: float, line: str) -> tuple[int, str]:
@@ -252,8 +211,15 @@ def run_line(
     -f/--verbose-csv/-v and the measurement settings the line leaves out; a run whose windows
     never agree, or see no answer (a machine too busy for the window), is measured again with the
     windows it added four times as long, accepting their spread (the row's mode says "windows,
-    unsettled")."""
-    return _measure(commands.model_line(line), name, out, url, metrics_url, timeout, verbose)
+    unsettled"). The measure pass keeps the run in the notebook's bundle (servelab/perf/saved.py);
+    the review pass reads it from there, and nothing runs."""
+    line = commands.model_line(line)
+
+    def measure() -> Run:
+        return _measure(line, name, out, url, metrics_url, timeout, verbose)
+
+    run = passes.on_node(f"perf {name}", "perf", measure, save=saved.write, load=saved.read)
+    return saved.same_run(run, line) if passes.replays() else run
 
 
 def _measure(line: Line, name: str, out, url, metrics_url, timeout, verbose: bool) -> Run:

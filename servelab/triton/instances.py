@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 
+from servelab import passes
 from servelab.triton.config_text import parse_config
 
 
@@ -88,7 +89,12 @@ def python_stubs(model: str, repository: str | None = None) -> list[dict] | None
     process list shows them: [{pid, instance, cpu_pct}], or None where Triton's processes are not
     visible from here (Docker: the Triton container's processes are its own; read `nvidia-smi` or
     `ps` on the node instead). `repository` keeps only the stubs of that model repository (several
-    servers may run on one machine)."""
+    servers may run on one machine). The measure pass keeps the list; the review pass reads it."""
+    stubs = lambda: _python_stubs(model, repository)  # noqa: E731
+    return passes.on_node(f"Python-backend stubs of {model}", "value", stubs)
+
+
+def _python_stubs(model: str, repository: str | None) -> list[dict] | None:
     try:
         listing = subprocess.run(
             ["ps", "-eo", "pid=,pcpu=,args="], capture_output=True, text=True, check=True

@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from servelab import passes
 from servelab.triton import triton_stats
 from servelab.triton.triton_stats import COUNTERS
 
@@ -64,11 +65,14 @@ class Watch:
     interval_s: float = 0.5
 
     def __post_init__(self):
+        self.kept_rows = None
         self.sampler = triton_stats.Sampler(self.metrics_url, self.interval_s)
         self.metrics_url = self.sampler.metrics_url
 
     @property
     def rows(self) -> list[dict]:
+        if self.kept_rows is not None:  # the review pass: the measure pass's rows
+            return self.kept_rows
         seen = list(self.sampler.readings)
         return [
             {"t_s": b["t_s"], **interval(a, b, b["t_s"] - a["t_s"], self.models)}
@@ -131,7 +135,25 @@ class Watch:
         """Run work() (e.g. lambda: perf.run_line(line, name)) in a thread while sampling; in a
         notebook the figure is redrawn every refresh_s in one output (display=None: only when
         IPython runs). save="results/triton/live_6.3": the last figure as .png, the table as .csv.
-        Returns work()'s result; its exception is raised here after the sampling stopped."""
+        Returns work()'s result; its exception is raised here after the sampling stopped.
+
+        The measure pass keeps the rows in the notebook's bundle; the review pass runs work()
+        (which reads its run from the bundle) and draws the kept rows once."""
+        key = f"live metrics, {Path(save).name if save else 'a run'}"
+        if passes.replays():
+            value = work()
+            import matplotlib.pyplot as plt
+
+            self.kept_rows = passes.on_node(key, "table", list, load=_read_rows)
+            fig = self.figure()
+            self._finish(fig, bool(_in_ipython() if display is None else display), save)
+            plt.close(fig)
+            return value
+        value = self._watched(work, refresh_s, display, save)
+        passes.on_node(key, "table", lambda: self.rows, save=_write_rows)
+        return value
+
+    def _watched(self, work, refresh_s: float, display: bool | None, save):
         import matplotlib.pyplot as plt
 
         display = _in_ipython() if display is None else display
@@ -150,15 +172,36 @@ class Watch:
             if display:
                 _show(fig, handle)
             plt.close(fig)
+        self._finish(fig, False, save)
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome.get("value")
+
+    def _finish(self, fig, display: bool, save) -> None:
+        """The last figure kept (shown once where asked), and saved with the table."""
         self.last_figure = fig
+        if display:
+            _show(fig, None)
         if save is not None:
             save = Path(save)  # a stem: "live_6.3" keeps its dot (no with_suffix)
             save.parent.mkdir(parents=True, exist_ok=True)
             fig.savefig(save.parent / f"{save.name}.png", dpi=100)
             self.table().to_csv(save.parent / f"{save.name}.csv", index=False)
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome.get("value")
+
+
+def _write_rows(rows: list[dict], folder: Path) -> None:
+    import pandas as pd
+
+    pd.DataFrame(rows).to_csv(folder / "metrics.csv", index=False)
+
+
+def _read_rows(folder: Path) -> list[dict]:
+    import pandas as pd
+
+    try:
+        return pd.read_csv(folder / "metrics.csv", float_precision="round_trip").to_dict("records")
+    except pd.errors.EmptyDataError:
+        return []
 
 
 def _draw_models(throughput_ax, times_ax, table) -> None:

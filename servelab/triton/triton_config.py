@@ -34,13 +34,20 @@ from pathlib import Path
 import requests
 from google.protobuf import text_format
 
-from servelab import labenv
+from servelab import labenv, passes
 from servelab.paths import model_repository_dir
 from servelab.triton.config_text import parse_config, replace_fields, to_cpu
 
 
 def config_path(model: str, repo: Path | str | None = None) -> Path:
     return Path(repo or model_repository_dir()) / model / "config.pbtxt"
+
+
+def file_text(model: str, repo: Path | str | None = None) -> str:
+    """The model's config.pbtxt as the repository holds it now (the node's file: the measure
+    pass keeps it, the review pass reads it back)."""
+    path = config_path(model, repo)
+    return passes.on_node(f"config.pbtxt of {model}", "value", path.read_text)
 
 
 # ---------------------------------------------------------------- talking to Triton
@@ -56,9 +63,13 @@ def model_ready(model: str, url: str | None = None, timeout: float = 5.0) -> boo
 
 def served_config(model: str, url: str | None = None, timeout: float = 10.0) -> dict:
     """The config Triton is using now (GET /v2/models/<model>/config), as JSON."""
-    resp = requests.get(f"{labenv.triton_url(url)}/v2/models/{model}/config", timeout=timeout)
-    resp.raise_for_status()
-    return resp.json()
+
+    def read() -> dict:
+        resp = requests.get(f"{labenv.triton_url(url)}/v2/models/{model}/config", timeout=timeout)
+        resp.raise_for_status()
+        return resp.json()
+
+    return passes.on_node(f"served config {model}", "value", read)
 
 
 def _refusal(resp) -> str:
@@ -85,7 +96,12 @@ def load_model(
     model: str, url: str | None = None, timeout: float = 300.0
 ) -> tuple[bool, float, str]:
     """POST /v2/repository/models/<model>/load and wait for READY: (ok, seconds, Triton's error or
-    '')."""
+    ''). The measure pass keeps the answer; the review pass reads it back."""
+    load = lambda: _load(model, url, timeout)  # noqa: E731
+    return tuple(passes.on_node(f"load {model}", "value", load))
+
+
+def _load(model: str, url: str | None, timeout: float) -> tuple[bool, float, str]:
     base = labenv.triton_url(url)
     start = time.perf_counter()
     try:
@@ -111,6 +127,10 @@ def load_model(
 def unload_model(model: str, url: str | None = None, timeout: float = 120.0) -> str:
     """POST /v2/repository/models/<model>/unload and wait until it is no longer READY: 'unloaded'
     or the error."""
+    return passes.on_node(f"unload {model}", "value", lambda: _unload(model, url, timeout))
+
+
+def _unload(model: str, url: str | None, timeout: float) -> str:
     base = labenv.triton_url(url)
     resp = requests.post(
         f"{base}/v2/repository/models/{model}/unload",
@@ -186,7 +206,14 @@ def edit(
     the file written as text (your comments and the file's stay), a reload through the repository
     API; if Triton refuses the config, the old file is put back. On a server whose model runs on
     the CPU (no GPU), KIND_GPU in the fragment is written as KIND_CPU, and said so.
+    The measure pass keeps what the edit printed; the review pass prints it again, changing
+    nothing (and returns None).
     """
+    key = f"edit {model}: {' '.join(fragment.split())} {' '.join(remove)}".rstrip()
+    return passes.change(key, lambda: _edit(model, fragment, remove, repo, url, timeout, verbose))
+
+
+def _edit(model, fragment, remove, repo, url, timeout, verbose) -> ReloadResult:
     say = print if verbose else (lambda *a, **k: None)
     path = config_path(model, repo)
     old_text = path.read_text()

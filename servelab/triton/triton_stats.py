@@ -24,9 +24,8 @@ import threading
 import time
 
 import requests
-from prometheus_client.parser import text_string_to_metric_families
 
-from servelab import labenv
+from servelab import labenv, passes
 from servelab.triton import triton_config
 
 # ---------------------------------------------------------------- model statistics
@@ -138,6 +137,8 @@ def parse_metrics(text: str) -> list[tuple[str, dict, float]]:
     """Prometheus text -> [(metric name, labels, value)], by prometheus_client's parser. The
     parser names a counter's samples <name>_total (Prometheus' convention) and its family by
     Triton's own name: a counter keeps that name and only its value sample."""
+    from prometheus_client.parser import text_string_to_metric_families  # where Triton runs
+
     out = []
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -260,7 +261,12 @@ def gpu_count(
 ) -> int:
     """How many GPUs the server's model instances can use: the GPUs in Triton's metrics, else (a
     server built without GPU metrics, e.g. local mode's) the driver's list when `model` runs
-    KIND_GPU."""
+    KIND_GPU. The measure pass keeps the answer; the review pass reads it back."""
+    count = lambda: _gpu_count(url, metrics_url, model)  # noqa: E731
+    return passes.on_node(f"GPUs of the server ({model})", "value", count)
+
+
+def _gpu_count(url: str | None, metrics_url: str | None, model: str) -> int:
     metrics = _metrics(metrics_url)
     gpus = {labels.get("gpu_uuid") for name, labels, _ in metrics if name == "nv_gpu_utilization"}
     if gpus:
@@ -278,7 +284,13 @@ def onnx_provider(
     """Where the server runs an ONNX model, as the server says: "CUDAExecutionProvider" or
     "CPUExecutionProvider". Local mode's stand-in publishes its session's provider in Triton's
     metrics (lab_onnx_execution_provider); Triton's own onnxruntime backend runs KIND_GPU
-    instances with CUDA and KIND_CPU ones on the CPU, so its served config says it."""
+    instances with CUDA and KIND_CPU ones on the CPU, so its served config says it. The measure
+    pass keeps the answer; the review pass reads it back."""
+    found = lambda: _onnx_provider(model, url, metrics_url)  # noqa: E731
+    return passes.on_node(f"ONNX provider of {model}", "value", found)
+
+
+def _onnx_provider(model: str, url: str | None, metrics_url: str | None) -> str:
     used = {
         labels.get("provider")
         for name, labels, value in _metrics(metrics_url)
