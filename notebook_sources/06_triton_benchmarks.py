@@ -31,6 +31,17 @@
 # The class's node has 2 GPUs and the instance steps use both; without a GPU, claims only a GPU
 # can show are *not checked here*. The core path's 18 runs take about 7 minutes on a GPU node.
 #
+# **Three passes** (notebook 0). *Prepare*, before the lease: read, predict, write every line and
+# check it. *Measure*, on the node: the cells marked `%%runs_in measure` (the server) and
+# `%%runs_in measure review` (your runs) run too. *Review*, after the lease: those marked
+# `measure review` read your runs from the results bundle. The first cell says which pass this is.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("06_triton_benchmarks")  # LAB_PASS: prepare, measure (default) or review
+
+# %% [markdown]
 # ## Setup
 
 # %%
@@ -38,7 +49,6 @@ import os
 
 import numpy as np
 import pandas as pd
-import tritonclient.http as httpclient
 
 from servelab import claims, exercises, labenv, perf, plots, queueing, services
 from servelab.exercises import judgement
@@ -53,16 +63,19 @@ TRITON, GRPC, METRICS = labenv.triton_urls()
 HOST = TRITON.split("://")[-1]  # perf_analyzer and tritonclient take host:port
 PERF_INPUT = os.path.relpath(PERF_INPUT_JSON)  # a real JPEG, for the model that decodes it
 REPOSITORY = model_repository_dir()
+# tritonclient.http on the node; in prepare and review a stand-in that writes your calls down
+httpclient = passes.node_import("tritonclient.http", "httpclient")
 client = httpclient.InferenceServerClient(HOST)
-
-# %%
-N_GPUS = triton_stats.gpu_count(TRITON, METRICS)
-GPUS = "[ " + ", ".join(str(i) for i in range(N_GPUS)) + " ]"  # "[ 0, 1 ]" on the class's node
 GOING_FURTHER = labenv.param("GOING_FURTHER", 0)  # 1: also run the optional runs
 ONE_INSTANCE = "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"  # notebook 5's
 OUT = RESULTS / "triton"
 runs = []  # every perf_analyzer run of the notebook, for the summary at the end
-print(f"Triton {client.get_server_metadata()['version']} at {HOST}; GPUs seen: {N_GPUS} {GPUS}")
+
+# %%
+# %%runs_in measure review
+N_GPUS = triton_stats.gpu_count(TRITON, METRICS)
+GPUS = "[ " + ", ".join(str(i) for i in range(N_GPUS)) + " ]"  # "[ 0, 1 ]" on the class's node
+print(f"Triton at {HOST}; GPUs seen: {N_GPUS} {GPUS}")
 
 # %% [markdown]
 # The lab keeps every run in `runs` for the summary at the end, and draws 6.3's and 6.6's runs
@@ -84,6 +97,8 @@ def watched(line, name, model):
 
 
 # %%
+# %%runs_in measure
+print(f"Triton {client.get_server_metadata()['version']}")
 for model in ("food_classifier", "food_classifier_onnx"):
     config = client.get_model_config(model)
     print(f"{model:22s} backend={config['backend']:12s} instances={config['instance_group']}")
@@ -98,6 +113,7 @@ for model in ("food_classifier", "food_classifier_onnx"):
 # in 5 s windows until three in a row agree.
 
 # %%
+# %%runs_in measure review
 line = f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 1 --input-data {PERF_INPUT}"
 c1 = measure(line, "6.1 c1")
 
@@ -107,6 +123,7 @@ c1 = measure(line, "6.1 c1")
 # by hand (every later row carries them):
 
 # %%
+# %%runs_in measure review
 X = c1.row["throughput_infer_s"]  # requests per second (one image each)
 S = c1.row["execution_ms"]  # ms per execution of the model (Triton's statistics)
 R = c1.row["avg_latency_ms"]  # ms from sending a request to its answer (perf_analyzer)
@@ -140,6 +157,9 @@ line_c8 = exercises.perf_line(
     "the step measures 8 requests in flight",
     needs={**NEEDS_61, "--concurrency-range": "8"},
 )
+
+# %%
+# %%runs_in measure review
 c8 = measure(line_c8, "6.1 c8")
 c16 = measure(perf.with_load(line_c8, "--concurrency-range 16"), "6.1 c16")
 
@@ -164,6 +184,9 @@ exercises.curl_line(
     "ask for version 1 of food_classifier's statistics",
     f"{TRITON}/v2/models/food_classifier/versions/1/stats",
 )
+
+# %%
+# %%runs_in measure
 # !{stats_line}
 
 # %% [markdown]
@@ -172,6 +195,7 @@ exercises.curl_line(
 # run's utilisation over time:
 
 # %%
+# %%runs_in measure review
 SERVICE_MS = c1.row["execution_ms"]
 OVERHEAD_MS = c1.row["avg_latency_ms"] - SERVICE_MS  # all a request spends outside the instance
 table_61 = step_table.against_model(
@@ -212,6 +236,9 @@ line = exercises.perf_line(
     "the step sends batches of 16 images, one at a time",
     needs={**NEEDS_61, "-b": "16", "--concurrency-range": "1"},
 )
+
+# %%
+# %%runs_in measure review
 b16 = measure(line, "6.2 b16")
 step_table.table([c1, b16])
 
@@ -231,6 +258,7 @@ answer_61 = """
 """
 
 # %% jupyter={"source_hidden": true}
+# %%runs_in measure review
 with judgement.verdict_after(answer_61, "6.1 and 6.2"):
     step_table.model_readings(table_61, SERVICE_MS)
     verdicts.queue_grows_with_load(c8, c16, N_GPUS)
@@ -253,14 +281,17 @@ with judgement.verdict_after(answer_61, "6.1 and 6.2"):
 # every GPU, save, and run the cell after it: it shows your diff and checks it.
 
 # %%
-path = REPOSITORY / "food_classifier" / "config.pbtxt"
-before = path.read_text()
+# %%runs_in measure review
+path = triton_config.config_path("food_classifier")
+before = triton_config.file_text("food_classifier")  # the file now (review: as it was then)
 print(f"open {path}\nset count: 2" + (f" and gpus: {GPUS}" if N_GPUS else " (no GPU here)"))
 ### BEGIN HIDDEN TESTS
-path.write_text(config_text.replace_fields(before, instances.instance_group(2, N_GPUS)))
+if passes.measures():  # the solved edition's edit, in place of yours in the editor
+    path.write_text(config_text.replace_fields(before, instances.instance_group(2, N_GPUS)))
 ### END HIDDEN TESTS
 
 # %%
+# %%runs_in measure review
 print(
     exercises.file_edit(
         path,
@@ -292,7 +323,10 @@ exercises.result(
     check=lambda _: client.is_model_ready("food_classifier"),
     hint="after load_model the model must be READY (client.is_model_ready)",
 )
-served = client.get_model_config("food_classifier")
+
+# %%
+# %%runs_in measure review
+served = triton_config.served_config("food_classifier", TRITON)
 placed = instances.placement(served, N_GPUS)
 print("instances per device:", placed)
 stubs = instances.python_stubs("food_classifier", REPOSITORY)
@@ -304,6 +338,7 @@ pd.DataFrame(stubs) if stubs is not None else "in Docker: count the stubs in nvi
 # count the stubs of the table above.) The check compares your count with Triton's placement.
 
 # %%
+# %%runs_in measure review
 stubs_seen = (
     ### BEGIN SOLUTION
     placed.get("GPU 0", placed.get("CPU", 0))
@@ -311,6 +346,7 @@ stubs_seen = (
 )
 
 # %%
+# %%runs_in measure review
 on_gpu0 = placed.get("GPU 0", placed.get("CPU", 0))
 stubs_seen = judgement.number_in(
     stubs_seen,
@@ -326,6 +362,7 @@ stubs_seen = judgement.number_in(
 # `count: 4`), each drawn live:
 
 # %%
+# %%runs_in measure review
 two = watched(line_c8, "6.3 2 inst c8", "food_classifier")
 triton_config.edit("food_classifier", instances.instance_group(4, N_GPUS))
 four = watched(line_c8, "6.3 4 inst c8", "food_classifier")
@@ -342,6 +379,7 @@ step_table.table(per_device.values())
 # nothing. Write the number; the check judges it on your rows.
 
 # %%
+# %%runs_in measure review
 deploy = (
     ### BEGIN SOLUTION
     next(
@@ -353,6 +391,7 @@ deploy = (
 )
 
 # %%
+# %%runs_in measure review
 deploy = judgement.fewest_near_best(
     deploy,
     "6.3",
@@ -361,6 +400,7 @@ deploy = judgement.fewest_near_best(
 )
 
 # %%
+# %%runs_in measure
 reloaded = triton_config.edit("food_classifier", ONE_INSTANCE, verbose=False)
 
 # %% [markdown]
@@ -393,15 +433,16 @@ line_onnx = exercises.perf_line(
     "the step measures the ONNX model, 1 in flight",
     needs={**NEEDS_64, "--concurrency-range": "1"},
 )
-onnx_c1 = measure(line_onnx, "6.4 onnx c1")
 
 
-# %%
 def onnx_run(load: str, name: str, verbose=False):
     """The lab's runs of the ONNX model: your 6.4 line with the load given (perf.with_load)."""
     return measure(perf.with_load(line_onnx, load), name, verbose=verbose)
 
 
+# %%
+# %%runs_in measure review
+onnx_c1 = measure(line_onnx, "6.4 onnx c1")
 reloaded = triton_config.edit("food_classifier_onnx", instances.instance_group(2, N_GPUS))
 warm_up = perf.with_load(line_onnx, "--concurrency-range 8 --request-count 100")
 perf.run_line(warm_up, "6.4 warm-up", out=OUT, verbose=False)  # not kept for the summary
@@ -409,6 +450,7 @@ onnx_c8 = onnx_run("--concurrency-range 8", "6.4 onnx 2 inst c8")
 onnx_c16 = onnx_run("--concurrency-range 16", "6.4 onnx 2 inst c16", verbose=True)
 
 # %%
+# %%runs_in measure review
 ONNX_MS = onnx_c1.row["execution_ms"]
 ONNX_OUTSIDE_MS = onnx_c1.row["avg_latency_ms"] - ONNX_MS
 table_64 = step_table.table([onnx_c1, onnx_c8, onnx_c16])
@@ -427,6 +469,7 @@ table_64
 # there is none, at least 90 % busy: the utilisation columns) or `"neither"`.
 
 # %%
+# %%runs_in measure review
 limit = (
     ### BEGIN SOLUTION
     "instances"
@@ -438,6 +481,7 @@ limit = (
 )
 
 # %%
+# %%runs_in measure review
 gpu = verdicts.busiest_gpu_pct(onnx_c16.row)
 limit = judgement.bottleneck(
     limit,
@@ -462,6 +506,7 @@ answer_64 = """
 """
 
 # %% jupyter={"source_hidden": true}
+# %%runs_in measure review
 with judgement.verdict_after(answer_64, "6.3 and 6.4"):
     verdicts.more_instances(c8, two, four, N_GPUS)
     step_table.model_readings(table_64, ONNX_MS)
@@ -476,6 +521,7 @@ with judgement.verdict_after(answer_64, "6.3 and 6.4"):
 # host. The Python-backend model, asked directly, should name the same class.
 
 # %%
+# %%runs_in measure
 import re
 
 import requests
@@ -493,6 +539,7 @@ flask_label = (re.search(r'class="label">([^<]+)<', page.text) or [None, None])[
 print(f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, {page.status_code}")
 
 # %%
+# %%runs_in measure
 image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
 image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
 direct = client.infer("food_classifier", [image]).as_numpy("FOOD_LABEL")[0][0].decode()
@@ -517,6 +564,11 @@ claims.fact(
 # its **capacity**, what it serves when it never waits for work (4 requests in flight).
 
 # %%
+# %%runs_in prepare
+RATE = 100  # in this pass, a stand-in for the rate the measure pass sets from your capacity
+
+# %%
+# %%runs_in measure review
 reloaded = triton_config.edit("food_classifier_onnx", ONE_INSTANCE, verbose=False)
 CAPACITY = onnx_run("--concurrency-range 4", "6.6 capacity c4").throughput.value
 BUSY_MS = 1000 / CAPACITY  # time per request of an instance that never waits for work
@@ -549,9 +601,13 @@ line = exercises.perf_line(
         "--request-distribution": "constant",
     },
 )
+
+# %%
+# %%runs_in measure review
 constant = measure(line, f"6.6 constant {RATE}/s")
 
 # %%
+# %%runs_in measure review
 line_poisson = perf.with_load(line, f"--request-rate-range {RATE} --request-distribution poisson")
 poisson = measure(line_poisson, f"6.6 poisson {RATE}/s")
 table_66 = step_table.against_model(
@@ -587,15 +643,18 @@ table_66
 # the model again (if Triton refuses it, the file goes back as it was).
 
 # %%
-path = REPOSITORY / "food_classifier_onnx" / "config.pbtxt"
-before = path.read_text()
+# %%runs_in measure review
+path = triton_config.config_path("food_classifier_onnx")
+before = triton_config.file_text("food_classifier_onnx")  # the file now (review: as it was)
 print(f"open {path}")
 ### BEGIN HIDDEN TESTS
 block = "dynamic_batching { preferred_batch_size: [ 4, 6, 8 ] max_queue_delay_microseconds: 100 }"
-path.write_text(f"{before}\n{block}\n")
+if passes.measures():  # the solved edition's edit, in place of yours in the editor
+    path.write_text(f"{before}\n{block}\n")
 ### END HIDDEN TESTS
 
 # %%
+# %%runs_in measure review
 print(
     exercises.file_edit(
         path,
@@ -610,6 +669,7 @@ print(
 )
 
 # %%
+# %%runs_in measure
 ok, seconds, error = triton_config.load_model("food_classifier_onnx", TRITON)
 if not ok:
     path.write_text(before)
@@ -623,6 +683,7 @@ print(f"food_classifier_onnx loaded again in {seconds:.1f} s with:\n{batching}")
 # batch's cost: `fixed + per image × b`, a line through one image and eight.
 
 # %%
+# %%runs_in measure review
 batched = {RATE: watched(line_poisson, f"6.6 batching poisson {RATE}/s", "food_classifier_onnx")}
 print(triton_stats.batch_table(batched[RATE].stats))  # what Triton ran during the run
 B8_MS = onnx_run("--concurrency-range 1 -b 8", "6.6 b8").row["execution_ms"]
@@ -646,6 +707,7 @@ claims.predict("6.6 mean latency at 140% of capacity, with batching (ms)", None,
 # with batching, an instance that runs what arrived during its last batch):
 
 # %%
+# %%runs_in measure review
 POISSON = "--async --request-distribution poisson --request-rate-range"  # then the rate
 top = f"6.6 batching poisson {RATES[-1]}/s"
 batched[RATES[-1]] = watched(
@@ -658,6 +720,7 @@ for rate in RATES[1:]:
     alone[rate] = onnx_run(f"{POISSON} {rate}", f"6.6 no batching poisson {rate}/s")
 
 # %%
+# %%runs_in measure review
 with_b = step_table.table(batched[r] for r in RATES).assign(config="dynamic batching")
 without = step_table.table(alone.values()).assign(config="no batching")
 sweep = pd.concat([with_b, without]).assign(rate=lambda rows: rows["request_rate"])
@@ -672,6 +735,7 @@ sweep = step_table.against_model(sweep, batched_ms + alone_ms)
 sweep
 
 # %%
+# %%runs_in measure review
 plots.measured_vs_model(
     sweep,
     "rate",
@@ -690,6 +754,7 @@ plots.measured_vs_model(
 # (requests/s) would you run one instance without batching? Read the "no batching" rows.
 
 # %%
+# %%runs_in measure review
 BUDGET_MS = 10 * BUSY_MS
 print(f"budget: {BUDGET_MS:.1f} ms mean latency")
 top_rate = (
@@ -699,6 +764,7 @@ top_rate = (
 )
 
 # %%
+# %%runs_in measure review
 within = {r: run.row["avg_latency_ms"] < BUDGET_MS for r, run in alone.items()}
 low = max([r for r, ok in within.items() if ok], default=0)
 high = min([r for r, ok in within.items() if not ok], default=float("inf"))
@@ -730,6 +796,7 @@ answer_66 = """
 """
 
 # %% jupyter={"source_hidden": true}
+# %%runs_in measure review
 with judgement.verdict_after(answer_66, "6.6"):
     step_table.model_readings(table_66, BUSY_MS, open_loop=True)
     verdicts.poisson_queues_more(poisson, constant)
@@ -753,6 +820,7 @@ with judgement.verdict_after(answer_66, "6.6"):
 # prediction (mean-value analysis) beside it.
 
 # %%
+# %%runs_in measure
 if GOING_FURTHER:
     light = int(0.4 * CAPACITY)
     light_runs = [onnx_run(f"{POISSON} {light}", f"6.6 no batching poisson {light}/s")]
@@ -761,6 +829,7 @@ if GOING_FURTHER:
     print(step_table.table(light_runs))
 
 # %%
+# %%runs_in measure
 closed = []
 for on in (True, False) if GOING_FURTHER else ():
     config = f"{'' if on else 'no '}batching"
@@ -775,6 +844,7 @@ for on in (True, False) if GOING_FURTHER else ():
         closed.append({**row, "throughput_infer_s": run.row["throughput_infer_s"]})
 
 # %%
+# %%runs_in measure
 if closed:
     plots.measured_vs_model(
         pd.DataFrame(closed),
@@ -796,6 +866,7 @@ if closed:
 # difference (who does the work of sending, and with how many threads?).
 
 # %%
+# %%runs_in measure
 import asyncio
 import time
 
@@ -819,6 +890,7 @@ async def keep_in_flight(n: int, seconds: float) -> float:
 
 
 # %%
+# %%runs_in measure
 N = 1
 mine = await keep_in_flight(N, 3.0)  # noqa: F704 - a notebook cell may await
 theirs = onnx_c1.row["throughput_infer_s"]
@@ -829,6 +901,7 @@ print(f"my client, {N} in flight: {mine:.0f}/s; perf_analyzer, 1 in flight: {the
 # Every run with its laws, and the plots: latency split, 6.6's batch sizes, utilisation.
 
 # %%
+# %%runs_in measure review
 rows = pd.DataFrame([{**run.row, "run": run.name, "step": run.name.split()[0]} for run in runs])
 rows.drop(columns="step").to_csv(OUT / "summary.csv", index=False)
 plots.latency_split_stacked(rows, "Average latency: queue / compute / network").savefig(
@@ -859,6 +932,7 @@ step_table.table(runs)
 # the Flask UI back on the first model:
 
 # %%
+# %%runs_in measure
 reloaded = triton_config.edit(
     "food_classifier_onnx", ONE_INSTANCE, remove=("dynamic_batching",), verbose=False
 )
@@ -866,4 +940,8 @@ services.use_flask_triton_model("food_classifier")
 
 # %% [markdown]
 # Then, on the host: `docker compose -f docker-compose-triton.yaml down` (Docker, with your CPU
-# override file if you use one) or `make down` (local mode).
+# override file if you use one) or `make down` (local mode). First, the last cell: where your
+# results bundle is, and how to download it.
+
+# %%
+passes.finish()

@@ -51,6 +51,16 @@
 #
 # ## Setup
 
+
+# %% [markdown]
+# This notebook needs the node throughout: it has the measure pass only (notebook 0 explains the
+# passes); its first cell says so in another.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("07_how_close_to_the_hardware", passes=("measure",))
+
 # %%
 import itertools
 import warnings
@@ -1008,3 +1018,9 @@ claims.save(OUT)
 # %%
 client.unload_model(MODEL, headers=labenv.admin_headers())
 print(f"{MODEL} ready: {client.is_model_ready(MODEL)}")
+
+# %% [markdown]
+# ## Where your results are
+
+# %%
+passes.finish()

@@ -35,6 +35,16 @@
 #
 # ## Setup
 
+
+# %% [markdown]
+# This notebook needs the node throughout: it has the measure pass only (notebook 0 explains the
+# passes); its first cell says so in another.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("08_going_further", passes=("measure",))
+
 # %%
 import os
 import shlex
@@ -560,3 +570,9 @@ ax.figure.savefig(OUT / "stages.png", dpi=110)
 for model in (ensemble.ENSEMBLE, "preprocess"):
     client.unload_model(model, headers=labenv.admin_headers())
 print({m: client.is_model_ready(m) for m in (ensemble.ENSEMBLE, *ensemble.STEPS)})
+
+# %% [markdown]
+# ## Where your results are
+
+# %%
+passes.finish()

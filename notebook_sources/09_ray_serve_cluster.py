@@ -36,6 +36,16 @@
 # same as `make up RAY=1`; `make down` stops it); on Chameleon, notebook 2's optional section 5
 # starts one over two nodes, and this notebook uses it when `LAB_RAY_HEAD` is set (last section).
 
+
+# %% [markdown]
+# This notebook needs the node throughout: it has the measure pass only (notebook 0 explains the
+# passes); its first cell says so in another.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("09_ray_serve_cluster", passes=("measure",))
+
 # %%
 import numpy as np
 import pandas as pd
@@ -562,3 +572,9 @@ serve.delete(ray_serving.APP)
 if triton_up:
     one = "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"  # notebook 6's at its end
     triton_config.edit("food_classifier_onnx", one, verbose=False)
+
+# %% [markdown]
+# ## Where your results are
+
+# %%
+passes.finish()
