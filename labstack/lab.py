@@ -155,6 +155,13 @@ def write_summary(executed: list[dict], params: dict) -> Path:
         f"| [{e['name']}](notebooks/{e['name']}) | {e['status']} | {e['seconds'] / 60:.1f} |"
         for e in executed
     ]
+    bundles = sorted((RESULTS / "bundles").glob("*/manifest.json"))
+    if bundles:  # the measure pass's bundles (servelab/passes): what a review pass reads
+        lines += [
+            "",
+            "Results bundles (plain CSV/JSON; `LAB_PASS=review` reads them, no service needed): "
+            + ", ".join(f"[{b.parent.name}](bundles/{b.parent.name}/)" for b in bundles),
+        ]
     for folder in BENCHMARK_NOTEBOOKS.values():
         part = RESULTS / folder
         if not part.exists():

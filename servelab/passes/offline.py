@@ -4,7 +4,7 @@ Introduced in notebook 5.
 
     httpclient = passes.node_import("tritonclient.http")
     client = httpclient.InferenceServerClient(HOST)
-    config = client.get_model_config("food_classifier")
+    ready = client.is_server_ready()
 
 In the measure pass node_import() is `import tritonclient.http`: the real client, the real
 server. In prepare and review (no node, and no tritonclient in requirements/review.txt) it is a
