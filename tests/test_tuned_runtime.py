@@ -93,6 +93,59 @@ def test_graph_buckets_pad_at_most_twice():
     assert tuned_runtime.buckets(1) == [1]
 
 
+def test_graph_buckets_with_a_step_pad_less_than_the_step():
+    """graph_step k: powers of two below k, then every multiple of k; step 1: every size."""
+    assert tuned_runtime.buckets(64, 8) == [1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64]
+    assert tuned_runtime.buckets(64, 1) == list(range(1, 65))
+    assert tuned_runtime.buckets(20, 8) == [1, 2, 4, 8, 16, 20]
+    for step in (1, 3, 8):
+        sizes = tuned_runtime.buckets(64, step)
+        padded = [min(s for s in sizes if s >= n) - n for n in range(1, 65)]
+        assert max(padded) < step, (step, max(padded))
+    # the powers of two pad a batch of 46 to 64: the waste the step removes
+    assert min(s for s in tuned_runtime.buckets(64) if s >= 46) == 64
+    with pytest.raises(ValueError, match="step"):
+        tuned_runtime.buckets(64, -1)
+
+
+def test_the_stub_clock_splits_an_execution_into_its_phases(tmp_path):
+    """stub_profile: the phases of each execution add up, and two readings' difference is what
+    ran between them (per execution and per instance)."""
+    import time as clock_time
+
+    from servelab.serving import stub_profile
+
+    runtime = tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=8)
+    x = np.random.default_rng(3).integers(0, 255, (5, 3, 224, 224)).astype(np.float32) / 255
+    clocks = [stub_profile.StubClock(tmp_path, f"inst_{i}") for i in range(2)]
+    before = stub_profile.read(tmp_path)
+    for clock in clocks:
+        for _ in range(3):
+            clock.start()
+            clock_time.sleep(0.002)
+            clock.mark("inputs")
+            runtime.run([x[:2], x[2:]], clock)
+            clock.mark("responses")
+            clock.end(requests=2, images=5)
+        clock.write()
+    got = stub_profile.between(before, stub_profile.read(tmp_path))
+    assert got["executions"] == 6 and got["requests"] == 12 and got["images"] == 30
+    assert got["instances"] == 2 and got["mean_batch"] == 2 and got["mean_padded_batch"] == 5
+    ms = got["ms_per_execution"]
+    assert ms["inputs"] >= 2.0 and ms["device"] > 0 and ms["stage"] > 0
+    assert got["execute_ms_per_execution"] == pytest.approx(
+        sum(v for k, v in ms.items() if k != "between")
+    )
+    # only the executions after a reading count in the next difference
+    mid = stub_profile.read(tmp_path)
+    clocks[0].start()
+    runtime.run([x[:1]], clocks[0])
+    clocks[0].mark("responses")
+    clocks[0].end(requests=1, images=1)
+    clocks[0].write()
+    assert stub_profile.between(mid, stub_profile.read(tmp_path))["executions"] == 1
+
+
 def test_the_limit_over_several_gpus_sums_each_path_and_batch():
     """raw_limit --device all: the GPUs measured at the same time, each (path, batch) summed."""
     from servelab.serving import raw_limit

@@ -22,6 +22,7 @@ from torch.utils.dlpack import from_dlpack
 
 try:
     from servelab.serving.runtimes import triton_instance_device, triton_thread_budget
+    from servelab.serving.stub_profile import StubClock
     from servelab.serving.tuned_runtime import TunedClassifier
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
@@ -68,21 +69,39 @@ class TritonPythonModel:
             max_batch=max(1, int(config.get("max_batch_size", 0))),
             threads=triton_thread_budget(args)[0],
             compiled=_parameter(config, "compile", "off") in ("on", "true", "yes", "1"),
+            graph_step=int(_parameter(config, "graph_step", "0") or 0),
         )
+        # maintainers' profile of where an execution's time goes (servelab.serving.stub_profile)
+        folder = config.get("parameters", {}).get("profile_dir", {}).get("string_value", "")
+        self.clock = None
+        if folder.strip():
+            import torch
+
+            cuda = torch.cuda if self.runtime.device.type == "cuda" else None
+            self.clock = StubClock(folder.strip(), args["model_instance_name"], cuda)
         pb_utils.Logger.log_info(
             f"{name}: instance {args.get('model_instance_name')}: {self.runtime.describe()}"
         )
 
     def execute(self, requests):
+        clock = self.clock
+        if clock is not None:
+            clock.start()
         # Triton has checked name, type and shape of every input against config.pbtxt already.
         tensors = [pb_utils.get_input_tensor_by_name(r, "input") for r in requests]
         try:
             if any(t.is_cpu() for t in tensors):
                 parts = [_host_array(t) for t in tensors]
-                logits = self.runtime.run(parts)
+                if clock is not None:
+                    clock.mark("inputs")
+                logits = self.runtime.run(parts, clock)
             else:  # on the GPU already: no copy through the host
                 parts = [from_dlpack(t.to_dlpack()) for t in tensors]
+                if clock is not None:
+                    clock.mark("inputs")
                 logits = self.runtime.run_on_device(parts)
+                if clock is not None:
+                    clock.mark("device")
         except Exception as exc:
             message = f"inference failed: {type(exc).__name__}: {exc}"
             pb_utils.Logger.log_error(message)
@@ -96,6 +115,9 @@ class TritonPythonModel:
             responses.append(
                 pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("output", out)])
             )
+        if clock is not None:
+            clock.mark("responses")
+            clock.end(len(requests), start)
         return responses
 
     def finalize(self):
