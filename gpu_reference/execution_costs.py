@@ -134,22 +134,33 @@ def processes() -> dict[str, list]:
     return found
 
 
-def cpu_seconds(procs: dict[str, list]) -> dict[str, float]:
+def cpu_seconds(procs: dict[str, list]) -> dict:
+    """CPU seconds so far: each process's (by kind and pid), and the machine's busy total."""
     import psutil
 
-    out = {}
+    out: dict = {}
     for kind, ps in procs.items():
-        total = 0.0
+        out[kind] = {}
         for p in ps:
             try:
                 t = p.cpu_times()
-                total += t.user + t.system
-            except psutil.Error:
+                out[kind][p.pid] = t.user + t.system
+            except psutil.Error:  # gone (a stub of the previous load, still exiting)
                 pass
-        out[kind] = total
     t = psutil.cpu_times()
     out["machine_busy"] = sum(t) - t.idle - t.iowait
     return out
+
+
+def cores_used(before: dict, after: dict, wall: float) -> dict:
+    """Cores busy on average between two cpu_seconds(): only processes alive at both count."""
+    used = {"machine_busy": round((after["machine_busy"] - before["machine_busy"]) / wall, 2)}
+    for kind in ("tritonserver", "stubs"):
+        pids = before[kind].keys() & after[kind].keys()
+        used[kind] = round(sum(after[kind][p] - before[kind][p] for p in pids) / wall, 2)
+        used[f"{kind}_processes"] = len(pids)
+    used["other"] = round(used["machine_busy"] - used["tritonserver"] - used["stubs"], 2)
+    return used
 
 
 def py_spy(pid: int, seconds: int, path: Path, delay: float) -> threading.Thread:
@@ -211,13 +222,7 @@ def measure(server: Server, name: str, out: Path, profile_dir: Path, spy: bool) 
     row["run"] = {k: v for k, v in run.row.items() if isinstance(v, (int, float, str))}
     row["triton_stats"] = {k: v for k, v in run.stats.items() if not callable(v)}
     row["stub_profile"] = stub_profile.between(before, after)
-    row["cores_used"] = {k: round((cpu1[k] - cpu0[k]) / wall, 2) for k in cpu1}
-    row["cores_used"]["other"] = round(
-        row["cores_used"]["machine_busy"]
-        - row["cores_used"]["tritonserver"]
-        - row["cores_used"]["stubs"],
-        2,
-    )
+    row["cores_used"] = cores_used(cpu0, cpu1, wall)
     row["infer_s"] = run.row["throughput_infer_s"]
     return row
 
