@@ -49,8 +49,13 @@ VARIANTS = {
     "exact-12": (12, 64, 500, 1, 1536),
     "exact-8x128": (8, 128, 500, 1, 2048),
     "step8-8x128": (8, 128, 500, 8, 2048),
+    "base-8x128": (8, 128, 500, 0, 2048),
+    # base, the inputs copied to the GPU straight from the stubs' shared memory (pinned_shm)
+    "direct": (8, 64, 500, 0, CLIENTS),
+    "direct-step8": (8, 64, 500, 8, CLIENTS),
     "smoke": (1, 8, 2000, 1, 8),  # a CPU check of this script (no fp16, no CUDA)
 }
+EXTRA = {"direct": {"direct_inputs": "on"}, "direct-step8": {"direct_inputs": "on"}}
 
 
 def config_text(name: str, profile_dir: Path | None) -> str:
@@ -69,6 +74,7 @@ def config_text(name: str, profile_dir: Path | None) -> str:
     params = {"cpu_threads": "auto", "weights": "untrained"}
     if gpu:
         params.update(precision="fp16", cuda_graphs="on", compile="on", graph_step=str(step))
+    params.update(EXTRA.get(name, {}))
     if profile_dir is not None:
         params["profile_dir"] = str(profile_dir)
     lines += [
@@ -312,7 +318,8 @@ def summary_line(row: dict) -> str:
         f"{run.get('gpu0_util_pct')} %; stub ms/exec "
         + ", ".join(f"{k} {v:.2f}" for k, v in ms.items())
         + f"; gpu copy {prof['gpu_ms_per_execution']['copy']:.2f} graph "
-        f"{prof['gpu_ms_per_execution']['graph']:.2f}; cores {row['cores_used']}"
+        f"{prof['gpu_ms_per_execution']['graph']:.2f}; direct copies "
+        f"{prof.get('direct_batches', 0)} of {prof['executions']}; cores {row['cores_used']}"
     )
 
 

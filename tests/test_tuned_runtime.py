@@ -168,3 +168,42 @@ def test_the_limit_over_several_gpus_sums_each_path_and_batch():
     assert {(r["batch"], r["images_per_s"]) for r in both["rows"]} == {(1, 22.0), (8, 190.0)}
     assert raw_limit.best(both["rows"])["images_per_s"] == 190.0
     assert [g["images_per_s"] for g in both["per_gpu_limit"]] == [100.0, 90.0]
+
+
+def test_direct_inputs_register_shared_memory_once_and_refuse_the_rest():
+    """pinned_shm.ShmRegions: a request's array in /dev/shm is page-locked once (its whole
+    mapping), later arrays in the same mapping need no new registration, and memory that is not
+    shared memory, or that the driver refused, takes the stacking path."""
+    from servelab.serving import pinned_shm
+
+    maps = (
+        "7f0000000000-7f0000100000 rw-s 00000000 00:1a 12 /dev/shm/triton_python_backend_shm_0\n"
+        "7f0000200000-7f0000300000 rw-p 00000000 00:00 0 \n"
+        "7f0000400000-7f0000500000 rw-s 00000000 00:1a 13 /dev/shm/refused\n"
+        "7f0000600000-7f0000700000 r-xp 00000000 08:01 99 /usr/lib/libcudart.so.13\n"
+    )
+    calls = []
+
+    def register(address, size):
+        calls.append((address, size))
+        return address != 0x7F0000400000  # the driver refuses this one
+
+    regions = pinned_shm.ShmRegions(register, read_maps=lambda: maps)
+    shm = 0x7F0000000000
+    assert regions.covers(shm + 4096, 150_528) and regions.covers(shm + 200_000, 150_528)
+    assert calls == [(shm, 0x100000)]  # registered once, whole mapping
+    assert not regions.covers(0x7F0000200000, 10)  # anonymous memory: not shared
+    assert not regions.covers(shm + 0x100000 - 10, 100)  # runs past the mapping's end
+    assert not regions.covers(0x7F0000400010, 10) and not regions.covers(0x7F0000400010, 10)
+    assert calls == [(shm, 0x100000), (0x7F0000400000, 0x100000)]  # a refusal is not retried
+    assert not regions.covers(0x1000, 10)  # not mapped at all
+    assert pinned_shm.mappings(maps)[3] == (
+        0x7F0000600000,
+        0x7F0000700000,
+        "/usr/lib/libcudart.so.13",
+    )
+
+
+def test_direct_inputs_need_a_gpu_and_graphs():
+    with pytest.raises(ValueError, match="GPU instance|cuda_graphs"):
+        tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=2, direct_inputs=True)

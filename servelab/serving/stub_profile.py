@@ -35,6 +35,7 @@ class StubClock:
         self.ns = dict.fromkeys(PHASES, 0)
         self.gpu_ms = {"copy": 0.0, "graph": 0.0}
         self.executions = self.requests = self.images = self.padded = 0
+        self.extra: dict = {}  # counters of the runtime's own, written with the sums
         self._t = self._end = 0
         self._written = 0.0
         self._events = [cuda.Event(enable_timing=True) for _ in range(3)] if cuda else None
@@ -74,6 +75,7 @@ class StubClock:
             "padded_images": self.padded,
             "ms": {k: v / 1e6 for k, v in self.ns.items()},
             "gpu_ms": dict(self.gpu_ms),
+            **self.extra,
         }
 
     def write(self) -> None:
@@ -96,14 +98,14 @@ def read(folder: Path | str) -> dict[str, dict]:
 
 def between(before: dict[str, dict], after: dict[str, dict]) -> dict:
     """What ran between two read()s, summed over the instances: totals, and per execution."""
-    keys = ("executions", "requests", "images", "padded_images")
+    keys = ("executions", "requests", "images", "padded_images", "direct_batches")
     total = dict.fromkeys(keys, 0)
     ms = dict.fromkeys(PHASES, 0.0)
     gpu = {"copy": 0.0, "graph": 0.0}
     for name, now in after.items():
         was = before.get(name, {})
         for k in keys:
-            total[k] += now[k] - was.get(k, 0)
+            total[k] += now.get(k, 0) - was.get(k, 0)
         for k in PHASES:
             ms[k] += now["ms"][k] - was.get("ms", {}).get(k, 0.0)
         for k in gpu:

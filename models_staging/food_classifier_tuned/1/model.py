@@ -70,6 +70,7 @@ class TritonPythonModel:
             threads=triton_thread_budget(args)[0],
             compiled=_parameter(config, "compile", "off") in ("on", "true", "yes", "1"),
             graph_step=int(_parameter(config, "graph_step", "0") or 0),
+            direct_inputs=_parameter(config, "direct_inputs", "off") in ("on", "true", "yes", "1"),
         )
         # maintainers' profile of where an execution's time goes (servelab.serving.stub_profile)
         folder = config.get("parameters", {}).get("profile_dir", {}).get("string_value", "")
@@ -117,6 +118,7 @@ class TritonPythonModel:
             )
         if clock is not None:
             clock.mark("responses")
+            clock.extra["direct_batches"] = self.runtime.direct_batches
             clock.end(len(requests), start)
         return responses
 
