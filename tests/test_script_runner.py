@@ -40,3 +40,55 @@ def test_a_failing_cell_stops_the_run_and_keeps_the_times_so_far(tmp_path):
     with pytest.raises(RuntimeError, match="cell two"):
         script_runner.run(source, times)
     assert [c["cell"] for c in json.loads(times.read_text())] == [1]
+
+
+RESUMABLE = """# %%
+import json
+from pathlib import Path
+OUT = Path({out!r})
+def double(x):
+    return 2 * x
+class Meter:
+    def __init__(self, base):
+        self.base = base
+meter = Meter(10)          # of a class the notebook defines: does not pickle, made again
+rows = [double(1)]
+ran = Path({ran!r})
+ran.write_text(ran.read_text() + "a" if ran.exists() else "a")
+# %%
+rows.append(double(meter.base))
+ran.write_text(ran.read_text() + "b")
+# %%
+rows.append(len(rows))
+ran.write_text(ran.read_text() + "c")
+OUT.write_text(json.dumps(rows))
+"""
+
+
+def test_a_run_stopped_between_cells_is_taken_up_where_it_stopped(tmp_path, capsys):
+    """--stop-after/--state: the second process gets the first's values (pickled, or made again
+    by their assignment), its functions and classes, and runs each cell once in all."""
+    ran, out = tmp_path / "ran.txt", tmp_path / "rows.json"
+    source, state, times = tmp_path / "nb.py", tmp_path / "nb.state", tmp_path / "times.json"
+    source.write_text(RESUMABLE.format(out=str(out), ran=str(ran)))
+    assert script_runner.run(source, times, stop_after_s=0, state=state) is False
+    assert state.exists() and ran.read_text() == "a" and not out.exists()
+    assert "1 to make again" in capsys.readouterr().out  # meter
+    assert script_runner.run(source, times, stop_after_s=0, state=state) is False
+    assert script_runner.run(source, times, stop_after_s=0, state=state) is True
+    assert ran.read_text() == "abc"  # no cell ran twice
+    assert json.loads(out.read_text()) == [2, 20, 2]
+    assert [c["cell"] for c in json.loads(times.read_text())] == [1, 2, 3]
+    assert not state.exists()  # finished: the next run starts from the top
+    printed = capsys.readouterr().out
+    assert "resumed at cell 2" in printed and "resumed at cell 3" in printed
+    assert "meter = Meter(10)" in printed  # said what it ran again
+
+
+def test_a_state_of_another_version_of_the_notebook_is_refused(tmp_path):
+    source, state = tmp_path / "nb.py", tmp_path / "nb.state"
+    source.write_text("# %%\nx = 1\n# %%\ny = 2\n")
+    assert script_runner.run(source, None, stop_after_s=0, state=state) is False
+    source.write_text("# %%\nx = 5\n# %%\ny = 2\n")
+    with pytest.raises(RuntimeError, match="another version"):
+        script_runner.run(source, None, stop_after_s=0, state=state)
