@@ -127,17 +127,24 @@ class Server:
         (out / f"triton_{tag}.log").write_text(log[-100_000:])
 
 
-def processes() -> dict[str, list]:
+def processes(server_pid: int) -> dict[str, list]:
+    """This server's tritonserver process and its model's stubs (another tritonserver on the
+    machine, a developer's for instance, is not counted)."""
     import psutil
 
-    found = {"tritonserver": [], "stubs": []}
-    for p in psutil.process_iter(["name", "cmdline"]):
-        cmd = " ".join(p.info["cmdline"] or [])
-        if "triton_python_backend_stub" in cmd and MODEL in cmd:
-            found["stubs"].append(p)
-        elif (p.info["name"] or "") == "tritonserver":
-            found["tritonserver"].append(p)
-    return found
+    def command(p) -> str:
+        try:
+            return " ".join(p.cmdline())
+        except psutil.Error:  # gone meanwhile
+            return ""
+
+    server = psutil.Process(server_pid)
+    stubs = [
+        p
+        for p in server.children(recursive=True)
+        if MODEL in command(p) and "triton_python_backend_stub" in command(p)
+    ]
+    return {"tritonserver": [server], "stubs": stubs}
 
 
 def cpu_seconds(procs: dict[str, list]) -> dict:
@@ -206,7 +213,7 @@ def measure(server: Server, name: str, out: Path, profile_dir: Path, spy: bool) 
         f"--concurrency-range {clients} --async --shape input:224,224,3"
     )
     row: dict = {"variant": name, "command": line}
-    procs = processes()
+    procs = processes(server.record["pid"])
     row["stub_processes"] = len(procs["stubs"])
     spy_thread = None
     if spy and procs["stubs"]:
