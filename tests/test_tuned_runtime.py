@@ -186,7 +186,7 @@ def test_direct_inputs_register_shared_memory_once_and_refuse_the_rest():
 
     def register(address, size):
         calls.append((address, size))
-        return address != 0x7F0000400000  # the driver refuses this one
+        return 1 if address == 0x7F0000400000 else 0  # the driver refuses this one (error 1)
 
     regions = pinned_shm.ShmRegions(register, read_maps=lambda: maps)
     shm = 0x7F0000000000
@@ -197,6 +197,9 @@ def test_direct_inputs_register_shared_memory_once_and_refuse_the_rest():
     assert not regions.covers(0x7F0000400010, 10) and not regions.covers(0x7F0000400010, 10)
     assert calls == [(shm, 0x100000), (0x7F0000400000, 0x100000)]  # a refusal is not retried
     assert not regions.covers(0x1000, 10)  # not mapped at all
+    assert regions.reasons[-1] == "0x1000 is in no mapping of this process"
+    assert any("returned 1" in r for r in regions.reasons)
+    assert any("not shared memory" in r for r in regions.reasons)
     assert pinned_shm.mappings(maps)[3] == (
         0x7F0000600000,
         0x7F0000700000,

@@ -38,10 +38,11 @@ class ShmRegions:
     """Which address ranges are page-locked shared memory, registering a region on first sight."""
 
     def __init__(self, register, read_maps=lambda: Path("/proc/self/maps").read_text()):
-        self._register = register  # (address, size) -> True when the region is now page-locked
+        self._register = register  # (address, size) -> 0 when the region is now page-locked
         self._read_maps = read_maps
         self.locked: list[tuple[int, int]] = []
         self.refused: list[tuple[int, int]] = []
+        self.reasons: list[str] = []  # why the first refused addresses were refused
 
     def covers(self, address: int, size: int) -> bool:
         """True when [address, address + size) lies in a page-locked shared-memory region (it is
@@ -53,16 +54,25 @@ class ShmRegions:
             return False
         for start, stop, path in mappings(self._read_maps()):
             if start <= address < stop:
-                if (
-                    end <= stop
-                    and path.startswith("/dev/shm/")
-                    and self._register(start, stop - start)
-                ):
-                    self.locked.append((start, stop))
-                    return True
+                if end > stop:
+                    why = f"{size} bytes at {address:#x} run past the end of {path or 'a mapping'}"
+                elif not path.startswith("/dev/shm/"):
+                    why = f"{address:#x} is in {path or 'anonymous memory'}, not shared memory"
+                else:
+                    code = self._register(start, stop - start)
+                    if code == 0:
+                        self.locked.append((start, stop))
+                        return True
+                    why = f"cudaHostRegister({path}, {stop - start} bytes) returned {code}"
                 self.refused.append((start, stop))
+                self._say(why)
                 return False
+        self._say(f"{address:#x} is in no mapping of this process")
         return False
+
+    def _say(self, why: str) -> None:
+        if len(self.reasons) < 5:
+            self.reasons.append(why)
 
 
 def _cudart() -> ctypes.CDLL:
@@ -88,17 +98,19 @@ class DirectCopier:
     def __init__(self):
         self._lib = _cudart()
         self.regions = ShmRegions(
-            lambda address, size: self._lib.cudaHostRegister(address, size, REGISTER_DEFAULT) == 0
+            lambda address, size: self._lib.cudaHostRegister(address, size, REGISTER_DEFAULT)
         )
 
     def copy(self, parts, destination: int, stream: int) -> bool:
         """Copy the C-contiguous arrays `parts`, one after the other, to device address
         `destination` on `stream`; False (and nothing copied) when one of them is not in
         page-locked shared memory."""
-        if not all(
-            p.flags.c_contiguous and self.regions.covers(p.ctypes.data, p.nbytes) for p in parts
-        ):
-            return False
+        for p in parts:
+            if not p.flags.c_contiguous:
+                self.regions._say(f"an input of shape {p.shape} is not C-contiguous")
+                return False
+            if not self.regions.covers(p.ctypes.data, p.nbytes):
+                return False
         offset = 0
         for p in parts:
             error = self._lib.cudaMemcpyAsync(

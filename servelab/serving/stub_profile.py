@@ -111,7 +111,9 @@ def between(before: dict[str, dict], after: dict[str, dict]) -> dict:
         for k in gpu:
             gpu[k] += now["gpu_ms"][k] - was.get("gpu_ms", {}).get(k, 0.0)
     n = max(total["executions"], 1)
+    refused = sorted({why for now in after.values() for why in now.get("direct_refused", [])})
     return {
+        "direct_refused": refused[:10],
         **total,
         "instances": len(after),
         "mean_batch": total["requests"] / n,

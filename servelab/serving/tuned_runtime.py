@@ -236,6 +236,10 @@ class TunedClassifier:
                 clock.mark("device", padded=n)
             return logits
 
+    def direct_refusals(self) -> list[str]:
+        """Why inputs were not copied straight from shared memory (the first few reasons)."""
+        return list(self._direct.regions.reasons) if self._direct else []
+
     def _stage(self, parts: list[np.ndarray], n: int) -> None:
         staged = self._host_np[:n]
         np.concatenate(parts, out=staged) if len(parts) > 1 else np.copyto(staged, parts[0])

@@ -119,6 +119,7 @@ class TritonPythonModel:
         if clock is not None:
             clock.mark("responses")
             clock.extra["direct_batches"] = self.runtime.direct_batches
+            clock.extra["direct_refused"] = self.runtime.direct_refusals()
             clock.end(len(requests), start)
         return responses
 
