@@ -179,13 +179,13 @@ def cores_used(before: dict, after: dict, wall: float) -> dict:
 def py_spy(pid: int, seconds: int, path: Path, delay: float) -> threading.Thread:
     def sample():
         time.sleep(delay)
+        # --native (the stub's C++ frames too) cannot be combined with --nonblocking
         cmd = [
             "py-spy",
             "record",
             "--pid",
             str(pid),
             "--native",
-            "--nonblocking",
             "--rate",
             "250",
             "--duration",

@@ -39,9 +39,19 @@ def _parameter(config: dict, key: str, default: str) -> str:
     return config.get("parameters", {}).get(key, {}).get("string_value", default).strip().lower()
 
 
-def _host_array(tensor):
-    """A request's input as a numpy array (one on the GPU, in a mixed batch, comes back first)."""
-    return tensor.as_numpy() if tensor.is_cpu() else from_dlpack(tensor.to_dlpack()).cpu().numpy()
+def _host_array(tensor, in_place: bool = False):
+    """A request's input as a numpy array (one on the GPU, in a mixed batch, comes back first).
+    in_place: a view of the backend's shared memory through DLPack, where the stub keeps the
+    request (as_numpy() gives a copy of it in the stub's heap, seen on the H100: 2026-11-27), so
+    direct_inputs can copy it to the GPU from there."""
+    if not tensor.is_cpu():
+        return from_dlpack(tensor.to_dlpack()).cpu().numpy()
+    if in_place:
+        try:
+            return from_dlpack(tensor.to_dlpack()).numpy()
+        except Exception:  # noqa: BLE001 - a backend without CPU DLPack: the copy will do
+            pass
+    return tensor.as_numpy()
 
 
 class TritonPythonModel:
@@ -72,6 +82,7 @@ class TritonPythonModel:
             graph_step=int(_parameter(config, "graph_step", "0") or 0),
             direct_inputs=_parameter(config, "direct_inputs", "off") in ("on", "true", "yes", "1"),
         )
+        self.direct = _parameter(config, "direct_inputs", "off") in ("on", "true", "yes", "1")
         # maintainers' profile of where an execution's time goes (servelab.serving.stub_profile)
         folder = config.get("parameters", {}).get("profile_dir", {}).get("string_value", "")
         self.clock = None
@@ -92,7 +103,7 @@ class TritonPythonModel:
         tensors = [pb_utils.get_input_tensor_by_name(r, "input") for r in requests]
         try:
             if any(t.is_cpu() for t in tensors):
-                parts = [_host_array(t) for t in tensors]
+                parts = [_host_array(t, self.direct) for t in tensors]
                 if clock is not None:
                     clock.mark("inputs")
                 logits = self.runtime.run(parts, clock)
