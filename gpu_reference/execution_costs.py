@@ -216,8 +216,9 @@ def measure(server: Server, name: str, out: Path, profile_dir: Path, spy: bool) 
     procs = processes(server.record["pid"])
     row["stub_processes"] = len(procs["stubs"])
     spy_thread = None
-    if spy and procs["stubs"]:
-        spy_thread = py_spy(procs["stubs"][0].pid, 6, out / f"pyspy_{name}.txt", delay=3)
+    if spy and procs["stubs"]:  # the newest: a stub of an earlier load may be exiting
+        newest = max(procs["stubs"], key=lambda p: p.create_time())
+        spy_thread = py_spy(newest.pid, 6, out / f"pyspy_{name}.txt", delay=3)
     try:
         warm = perf.run_line(f"{line} {WARM_UP}", f"{name}_warm-up", out=out, url=server.url)
         row["warm_up_infer_s"] = warm.row["throughput_infer_s"]

@@ -27,12 +27,17 @@ def _tool():
 
 @pytest.fixture(scope="module")
 def page():
-    rows = {r["variant"]: r for r in json.loads((PAGE / "costs.json").read_text())}
+    def rows(folder: str = "") -> dict:
+        return {r["variant"]: r for r in json.loads((PAGE / folder / "costs.json").read_text())}
+
     record = json.loads((PAGE / "fresh_start" / "starts.json").read_text())
     return {
-        "A": rows["base"],
+        "A": rows()["base"],
         "B": record["starts"][0]["detail"],
-        "step8": rows["step8"],
+        "step8": rows()["step8"],
+        "call3": rows("call3"),
+        "call4": rows("call4"),
+        "C": rows("call5")["direct"],
         "record": record,
         "text": (PAGE / "README.md").read_text(),
     }
@@ -60,6 +65,23 @@ def test_served_over_limit_over_the_starts(page):
         _in(page["text"], f"{page[server]['infer_s']:,.0f} | {ratio:.3f} |")
     _in(page["text"], f"| {page['A']['load_s']} | 30,941 |")
     _in(page["text"], f"| {page['record']['starts'][0]['load_s']:.1f} | 28,751 |")
+    # the other machines' first loads, each with its load time and ratio
+    firsts = [page["call3"]["direct"], page["call4"]["direct"], page["C"]]
+    for row in firsts:
+        _in(
+            page["text"],
+            f"| {row['load_s']} | {row['infer_s']:,.0f} | {row['infer_s'] / limit:.3f} |",
+        )
+    stacking = ratios + [r["infer_s"] / limit for r in firsts[:2]]
+    _in(page["text"], f"the four servers give a median of {statistics.median(stacking):.3f}")
+    # call 3's and call 4's first loads never copied direct: they ran the stacking path
+    for row in firsts[:2]:
+        assert row["stub_profile"]["direct_batches"] == 0 < row["stub_profile"]["executions"]
+    # a reload served less than the first load of the same path, by this much
+    less = [
+        1 - page[c]["base"]["infer_s"] / page[c]["direct"]["infer_s"] for c in ("call3", "call4")
+    ]
+    _in(page["text"], f"served {100 * min(less):.0f}-{100 * max(less):.0f} % less")
 
 
 @pytest.mark.parametrize("column", ["A", "B", "step8"])
@@ -114,8 +136,8 @@ def test_the_readings_of_server_a(page):
     for phase in ("stage", "device", "responses"):
         _in(text, f"{ms[phase]:.2f} ms ({100 * ms[phase] / cycle:.0f} %")
     gpu_busy = a["run"]["gpu0_util_pct"] / 100
-    _in(text, f"30,941 / {gpu_busy:.3f} = {a['infer_s'] / gpu_busy:,.0f} images/s")
-    _in(text, f"{a['infer_s'] / gpu_busy / 45372:.2f} of\n  the limit")
+    _in(text, f"30,941 / {gpu_busy:.3f} = {a['infer_s'] / gpu_busy:,.0f}\n  images/s")
+    _in(text, f"images/s, {a['infer_s'] / gpu_busy / 45372:.2f} of the limit")
 
 
 def test_the_graph_step_change_and_its_ratio(page):
@@ -129,6 +151,62 @@ def test_the_graph_step_change_and_its_ratio(page):
     _in(text, f"inside the {100 * spread:.0f} % between servers A and B")
     # the configurations are the ones named: graph_step 0 and 8, 8 instances x 64
     assert base["config"] == [8, 64, 500, 0, 1024] and step8["config"] == [8, 64, 500, 8, 1024]
+
+
+def test_the_direct_copies_and_their_ratio(page):
+    """direct_inputs on machine 3: call 4 refused every input (heap, not shared memory), call 5
+    copied every one direct; the table's figures and the ratio of the two first loads."""
+    refused, direct, text = page["call4"]["direct"], page["C"], page["text"]
+    assert all("[heap], not shared memory" in r for r in refused["stub_profile"]["direct_refused"])
+    assert direct["stub_profile"]["direct_batches"] == direct["stub_profile"]["executions"] > 0
+    assert direct["stub_profile"]["direct_refused"] == []
+    _in(text, f"| {direct['infer_s'] / refused['infer_s']:.3f} |")
+    _in(text, f"it is {direct['infer_s'] / page['call4']['base']['infer_s']:.3f}x")
+    _in(text, f"0 of {refused['stub_profile']['executions']:,}")
+    n = direct["stub_profile"]["executions"]
+    _in(text, f"{n:,} of {n:,}")
+    for row in (refused, direct):
+        prof, triton = row["stub_profile"], row["per_execution_ms"]
+        ms, gpu = prof["ms_per_execution"], prof["gpu_ms_per_execution"]
+        for figure in (
+            f"{ms['stage']:.2f}",
+            f"{gpu['copy']:.2f}",
+            f"{ms['between']:.2f}",
+            f"{prof['execute_ms_per_execution'] + ms['between']:.2f}",
+            " / ".join(f"{triton[f'compute_{k}_ms']:.2f}" for k in ("input", "infer", "output")),
+            f"{row['run']['gpu0_util_pct']:.1f} %",
+            f"{row['infer_s'] / 45372:.3f}",
+        ):
+            _in(text, figure)
+    busy = direct["run"]["gpu0_util_pct"] / 100
+    _in(text, f"30,187 / {busy:.3f} = {direct['infer_s'] / busy:,.0f} images/s")
+    _in(text, f"{direct['infer_s'] / busy / 45372:.2f} of the limit")
+
+
+def test_the_ranges_across_machines(page):
+    """The 'machines differ' and 'out of reach' ranges, over every run of the page."""
+    rows = [page["A"], page["B"], page["step8"], page["C"]]
+    rows += [*page["call3"].values(), *page["call4"].values()]
+    between = [r["stub_profile"]["ms_per_execution"]["between"] for r in rows]
+    cycle = [
+        r["stub_profile"]["execute_ms_per_execution"]
+        + r["stub_profile"]["ms_per_execution"]["between"]
+        for r in rows
+    ]
+    _in(
+        page["text"],
+        f"({min(between):.1f}-{max(between):.1f} ms of a "
+        f"{min(cycle):.1f}-{max(cycle):.1f} ms cycle)",
+    )
+    stacking = [*page["call3"].values(), *page["call4"].values()]
+    copies = [r["stub_profile"]["gpu_ms_per_execution"]["copy"] for r in stacking]
+    stages = [r["stub_profile"]["ms_per_execution"]["stage"] for r in stacking]
+    served = [r["infer_s"] / 45372 for r in stacking]
+    _in(page["text"], f"took {min(copies):.2f}-{max(copies):.2f} ms")
+    _in(page["text"], f"the stacking {min(stages):.2f}-{max(stages):.2f} ms")
+    _in(page["text"], f"served {min(served):.2f}-{max(served):.2f} of")
+    machine1 = [r["infer_s"] / 45372 for r in (page["A"], page["B"], page["step8"])]
+    _in(page["text"], f"machine 1 {min(machine1):.2f}-{max(machine1):.2f}")
 
 
 def test_per_execution_reads_triton_batch_statistics():
