@@ -210,3 +210,40 @@ def test_direct_inputs_register_shared_memory_once_and_refuse_the_rest():
 def test_direct_inputs_need_a_gpu_and_graphs():
     with pytest.raises(ValueError, match="GPU instance|cuda_graphs"):
         tuned_runtime.TunedClassifier(MODEL_PTH, device="cpu", max_batch=2, direct_inputs=True)
+
+
+def test_direct_copies_go_one_after_the_other_into_the_graph_input():
+    """DirectCopier.copy: one host-to-device copy a request, each at the end of the one before,
+    of that request's own bytes, on the stream given; nothing at all when one request is not in
+    page-locked shared memory (the caller then stacks the batch)."""
+    from servelab.serving import pinned_shm
+
+    class Lib:
+        def __init__(self):
+            self.calls = []
+
+        def cudaMemcpyAsync(self, dst, src, size, kind, stream):  # noqa: N802 - CUDA's name
+            self.calls.append((dst, src, size, kind, stream))
+            return 0
+
+    parts = [np.zeros((n, 224, 224, 3), np.uint8) for n in (1, 3, 2)]
+    copier = pinned_shm.DirectCopier.__new__(pinned_shm.DirectCopier)
+    copier._lib = Lib()
+    inside = {p.ctypes.data for p in parts}
+    copier.regions = pinned_shm.ShmRegions(lambda a, s: 0, read_maps=lambda: "")
+    copier.regions.covers = lambda address, size: address in inside
+    assert copier.copy(parts, destination=1000, stream=7)
+    item = 224 * 224 * 3
+    assert copier._lib.calls == [
+        (1000, parts[0].ctypes.data, item, pinned_shm.HOST_TO_DEVICE, 7),
+        (1000 + item, parts[1].ctypes.data, 3 * item, pinned_shm.HOST_TO_DEVICE, 7),
+        (1000 + 4 * item, parts[2].ctypes.data, 2 * item, pinned_shm.HOST_TO_DEVICE, 7),
+    ]
+    copier._lib.calls.clear()
+    outside = np.zeros((1, 224, 224, 3), np.uint8)
+    assert not copier.copy([parts[0], outside], destination=1000, stream=7)
+    assert copier._lib.calls == []  # checked before any copy is issued
+    strided = np.zeros((2, 224, 224, 6), np.uint8)[..., ::2]
+    inside.add(strided.ctypes.data)
+    assert not copier.copy([strided], destination=1000, stream=7)
+    assert "not C-contiguous" in copier.regions.reasons[-1]
