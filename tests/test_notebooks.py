@@ -228,16 +228,18 @@ def up_with_triton(env: dict, *args: str) -> dict:
     return urls
 
 
-def kept_in_the_bundle(results: Path, name: str, runs: int, predictions: int) -> dict:
+def kept_in_the_bundle(results: Path, name: str, runs: int) -> dict:
     """The measure pass's bundle of notebook `name` (its default pass): whole, with its runs, the
     predictions it made (each with its time) and the lines the student wrote."""
+    predictions = editions.source_of(name).read_text().count("claims.predict(")
     bundle = results / "bundles" / name
     manifest = json.loads((bundle / "manifest.json").read_text())
     assert manifest["finished"] and manifest["notebook"] == name, manifest
     kinds = [e["kind"] for e in manifest["entries"].values()]
     assert kinds.count("perf") + kinds.count("http") == runs, manifest["entries"]
     made = json.loads((bundle / "predictions.json").read_text()) if predictions else {}
-    assert len(made) == predictions and all(p["made"] for p in made.values()), made
+    assert len(made) == predictions, made
+    assert all(p["made"] and p["value"] is not None for p in made.values()), made
     assert (bundle.parent / f"{name}.zip").is_file()
     return manifest
 
@@ -289,7 +291,7 @@ def test_fastapi_benchmark_notebook_runs_top_to_bottom(tmp_path, built_artifacts
         run_solved("04_fastapi_benchmarks", tmp_path, env)
     finally:
         run_launcher(state, "down")
-    kept_in_the_bundle(results, "04_fastapi_benchmarks", runs=8, predictions=3)  # 4.8: 3
+    kept_in_the_bundle(results, "04_fastapi_benchmarks", runs=8)  # 5 and 4.8's 3
     reviewed_as_measured(
         review_venv, tmp_path, {"03_fastapi_setup": None, "04_fastapi_benchmarks": "fastapi"}
     )
@@ -328,7 +330,7 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts, review_ve
         assert_stops_at_first_exercise("07_how_close_to_the_hardware", tmp_path, env)
     finally:
         run_launcher(state, "down", extra_env=env)
-    kept_in_the_bundle(results, "06_triton_benchmarks", runs=19, predictions=4)
+    kept_in_the_bundle(results, "06_triton_benchmarks", runs=19)  # 18 and the warm-up
     reviewed_as_measured(
         review_venv, tmp_path, {"05_triton_setup": None, "06_triton_benchmarks": "triton"}
     )
@@ -349,7 +351,8 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts, review_ve
     # GPU-only lessons, said so on a CPU with the reason; batching past capacity is decided when the
     # run shows its premise (the instance overloaded without batching), else said so too
     not_checked = claims[claims["verdict"] == "not checked here"]
-    assert 3 <= len(not_checked) <= 4 and (not_checked["note"].str.len() > 20).all(), not_checked
+    # (6.3's second GPU needs two: not checked here, with its reason)
+    assert 4 <= len(not_checked) <= 5 and (not_checked["note"].str.len() > 20).all(), not_checked
     for png in ("latency_vs_rate.png", "latency_split.png", "batch_sizes.png", "utilisation.png"):
         assert (results / "triton" / png).stat().st_size > 10_000
     hardware = pd.read_csv(results / "hardware" / "summary.csv")

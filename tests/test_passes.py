@@ -297,3 +297,24 @@ def test_a_tool_on_the_node_writes_your_calls_down_elsewhere(monkeypatch):
         r"httpclient\.InferenceServerClient\('h:8000'\)\.get_model_config\('food_classifier'\)",
         str(call),
     )
+
+
+def test_the_kept_config_schema_is_tritonclients():
+    """Without tritonclient (prepare, review) a config.pbtxt is judged by the schema the lab keeps:
+    byte for byte the installed tritonclient's (`python -m servelab.triton.schema` writes it
+    again), reading every staged config as tritonclient does."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    from servelab.paths import STAGING
+    from servelab.triton import schema
+
+    assert schema.KEPT.read_bytes() == schema.installed()
+    kept = schema._kept_class()
+    for path in sorted(STAGING.glob("*/config.pbtxt")):
+        text = path.read_text()
+        ours = text_format.Parse(text, kept())
+        theirs = text_format.Parse(text, model_config_pb2.ModelConfig())
+        assert text_format.MessageToString(ours) == text_format.MessageToString(theirs), path
+    with pytest.raises(text_format.ParseError, match='no field named "cont"'):
+        text_format.Parse("instance_group [ { cont: 2 } ]", kept())

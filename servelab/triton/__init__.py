@@ -9,8 +9,12 @@ Its files:
     model_repository.py  the staged models copied into Triton's model repository (notebook 5;
                          `python -m servelab.triton.model_repository`)
     config_text.py       config.pbtxt as text: parsed by Triton's schema, fields read and replaced
+    schema.py            that schema: tritonclient's, or the same kept for passes without it
     triton_config.py     a served model's config edited and reloaded while Triton runs
     instances.py         where Triton puts a model's instances, the fragment that puts them there
     triton_stats.py      Triton's view of itself: statistics, metrics read, utilisation sampled
     live_metrics.py      those metrics drawn live while a load runs
+    gpu_names.py         each GPU by one number: `gpus: [ i ]`, nvidia-smi and nvtop agree
+    gpus.py              where each instance runs on the GPUs, checked against its config
+    gpu_scaling.py       the utilisation law per GPU, and what a second GPU buys
 """

@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import re
 
+from servelab.triton import schema
+
 
 def parse_config(text: str):
     """config.pbtxt text -> Triton's ModelConfig protobuf; text_format.ParseError names any
-    unknown field. (The schema comes from tritonclient, imported here: `make artifacts-only`'s
-    venv, which places the models with servelab.triton.model_repository, has no tritonclient.)"""
+    unknown field. (The schema: servelab/triton/schema.py, tritonclient's where it is installed.)"""
     from google.protobuf import text_format
-    from tritonclient.grpc import model_config_pb2
 
-    return text_format.Parse(text, model_config_pb2.ModelConfig())
+    return text_format.Parse(text, schema.model_config())
 
 
 _GPUS_LINE = re.compile(r"^[ \t]*gpus[ \t]*:[^\n]*\n?", re.MULTILINE)

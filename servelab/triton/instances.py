@@ -37,13 +37,15 @@ def _groups(config) -> list[dict]:
             }
             for g in config.get("instance_group", [])
         ]
-    from tritonclient.grpc import model_config_pb2
-
-    kinds = model_config_pb2.ModelInstanceGroup.Kind
     return [
-        {"kind": kinds.Name(g.kind), "count": g.count or 1, "gpus": list(g.gpus)}
+        {"kind": _kind_name(g), "count": g.count or 1, "gpus": list(g.gpus)}
         for g in config.instance_group
     ]
+
+
+def _kind_name(group) -> str:
+    """An instance group's kind by its name (KIND_GPU), as its schema names the number."""
+    return group.DESCRIPTOR.fields_by_name["kind"].enum_type.values_by_number[group.kind].name
 
 
 def placement(config, n_gpus: int) -> dict[str, int]:

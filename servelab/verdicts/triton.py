@@ -11,6 +11,7 @@ import os
 
 from servelab import claims
 from servelab.perf.output import DELAYED_LIMIT_PCT
+from servelab.triton import gpu_scaling
 
 
 def busiest_gpu_pct(row: dict) -> float | None:
@@ -183,4 +184,33 @@ def batching_keeps_latency_down(with_b, without, rate: float, busy_ms: float, li
         "6.6: at 140% of capacity, batching keeps mean latency far below none",
         without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms"),
         2,
+    )
+
+
+def second_gpu_buys(step: str, on_one, on_two, n_gpus: int) -> str:
+    """The claim of what a second GPU buys this model: the same instances all on GPU 0 (run
+    `on_one`, None where it was not run) against spread over two GPUs (run `on_two`), at the same
+    load. Where one GPU's
+    share of an execution is small, the instances' own work (the Python backend's stubs, on the
+    CPU's cores) is the limit, and the second GPU adds little; the claim says so with the
+    numbers why: GPU 0's utilisation with all of them, and its share of an execution."""
+    claim = (
+        f"{step}: a second GPU buys this model little: the same instances serve at most 1.15x "
+        "as much over two GPUs as on one (throughput, two / one)"
+    )
+    if n_gpus < 2 or on_one is None or on_two is None:
+        return claims.not_checkable(claim, f"this server has {n_gpus} GPU(s): it needs two")
+    one = on_one
+    placed = {"GPU 0": int(one.row.get("instances") or 1)}
+    laws = gpu_scaling.laws_per_gpu(one.row, placed, n_gpus)
+    return claims.at_most(
+        claim,
+        on_two.throughput / one.throughput,
+        1.15,
+        numbers={
+            "GPU 0 busy with them all (%)": float(laws.loc["GPU 0", "util_pct"]),
+            "GPU 0's share of an execution": float(laws.loc["GPU 0", "gpu_share_of_execution"]),
+            "instances busy (busy_U)": float(one.row.get("busy_U", float("nan"))),
+        },
+        note="the stubs' CPU work, not the GPU, limits the Python-backend model",
     )
