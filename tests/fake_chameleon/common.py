@@ -2,8 +2,8 @@
 
 Two clocks. Dates (a lease's start and end, what Blazar and Nova show) are real UTC time. How
 long things take (a lease STARTING, a boot, sshd coming up, a delete) is simulated time:
-time.monotonic() sped up SCALE times (FAKE_CHAMELEON_SCALE; 120: a minute of the site passes in
-half a second), so the site's real durations play out in a test; the harness speeds up the
+time.monotonic() sped up SCALE times (FAKE_CHAMELEON_SCALE; 180: a minute of the site passes in
+a third of a second), so the site's real durations play out in a test; the harness speeds up the
 notebooks' own waits (chi_waits) by the same factor, on the same clock, so every limit the
 notebooks use is met or run out for real.
 """
@@ -23,7 +23,7 @@ SITE = "CHI@TACC"
 BRANCH = "class-2026"  # a branch of the published lab repository other than its default
 
 
-SCALE = float(os.environ.get("FAKE_CHAMELEON_SCALE", "120"))  # simulated s per real s
+SCALE = float(os.environ.get("FAKE_CHAMELEON_SCALE", "180"))  # simulated s per real s
 MINUTE = 60.0
 
 

@@ -155,13 +155,13 @@ def server_on_earlier_lease(world):
     with world.session("02_provision") as s:
         s.run(s.upto("lease_note"), label="no record")
     server["metadata"] = record
+    world.fake.server_delete_s = 10**6  # still under way when notebook 2 runs again ...
     with world.session("02_provision", DELETE_SERVER) as s:
         s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="move: delete server")
     with world.session("02_provision") as s:
-        # the delete is still under way when notebook 2 runs again (6 more minutes: within the
-        # cell's 10-minute wait)
         first = s.run(s.upto(LEASE_CELL), label="move: on B")
-        with world.fake.lock:
+        with world.fake.lock:  # ... and done 6 minutes later: within the cell's 10-minute wait
+            world.fake.server_delete_s = 90.0
             world.fake.deleting[server["id"]] = sim_now() + 6 * MINUTE
         s.extend(first, range(s.index_of(LEASE_CELL) + 1, len(s.code)))
     f, left = world.fake, my_server(world)["id"]
@@ -173,14 +173,18 @@ def server_on_earlier_lease(world):
 
 
 def starting_lease(world):
-    """The student's lease was made a moment ago and Blazar takes 22 minutes to start it (a
-    classmate's lease stays STARTING all along): notebook 1 uses it; notebook 2 waits its 15
-    minutes and says to run the cell again; run again, it waits the rest and makes the server."""
-    student_lease(world, 0, starting=22 * MINUTE)
+    """The student's lease was made a moment ago and Blazar is still starting it (a classmate's
+    lease stays STARTING all along): notebook 1 uses it; Blazar takes 25 more minutes from
+    notebook 2's lease cell on: notebook 2 waits its 15 minutes and says to run the cell again;
+    run again, it waits the rest and makes the server."""
+    lease = student_lease(world, 0, starting=10**6)
     with world.session("01_reserve") as s:
         s.run(label="starting")
     with world.session("02_provision") as s:
-        s.run(label="starting")
+        record = s.run(range(s.index_of(LEASE_CELL)), label="starting")
+        with world.fake.lock:
+            lease["_until"] = sim_now() + 25 * MINUTE
+        s.extend(record, range(s.index_of(LEASE_CELL), len(s.code)))
     with world.session("02_provision") as s:
         s.run(label="started")
 
@@ -469,14 +473,24 @@ def oldest_python_chi(world):
 def two_nodes(world):
     """Notebook 9 on two machines: NODE_COUNT = 2 in notebook 1 (a lease of the class's last two
     free gpu_p100 hosts and two reserved IPs), notebook 2 top to bottom with its optional section
-    (the second server, its IP, both nodes set up, Ray's head and the join), then notebook 2
-    again (nothing made twice); notebook 1 asking for 3 nodes beside the lease of 2; then the
-    clean-up cell of notebook 2 (both servers)."""
+    (the second server, its IP, both nodes set up, Ray's head and the join, notebook 3 as
+    prepared here carried to the node); then the instructor fixes v1 and moves the tag (git tag
+    -f v1, pushed), and notebook 2 runs again (nothing made twice; both clones at the new v1,
+    the student's notebook kept with the fix merged in); notebook 1 asking for 3 nodes beside
+    the lease of 2; then the clean-up cell of notebook 2 (both servers)."""
+    world.prepare("03_fastapi_setup", "My prediction: the ONNX service answers first.")
     with world.session("01_reserve", nodes(2)) as s:
         s.run(label="two nodes")
-    for label in ("two nodes", "again"):
-        with world.session("02_provision") as s:
-            s.run(label=label)
+    with world.session("02_provision") as s:
+        s.run(label="two nodes")
+    world.notes["v1 moved"] = world.retag()
+    with world.session("02_provision") as s:
+        s.run(label="again")
+    on_node = (world.node.home / "serve-system-lab/notebooks/03_fastapi_setup.ipynb").read_text()
+    world.notes["on the node"] = {
+        "the fix": "FastAPI (fixed)" in on_node,
+        "the student's lines": "My prediction: the ONNX service answers first." in on_node,
+    }
     with world.session("01_reserve", nodes(3)) as s:
         s.run(s.upto(LEASES), label="three asked")
     with world.session("02_provision", DELETE_SERVER) as s:
@@ -521,11 +535,11 @@ def holdings(world) -> dict:
 
 def slow_site(world):
     """A slow day: every long wait of notebook 2 runs out once, then is met when the cell runs
-    again. Blazar keeps the new lease STARTING 20 minutes from the lease cell on (notebook 2
-    waits 15); the server boots in 38 minutes (it waits 30); sshd answers 20 minutes after the
+    again. Blazar keeps the new lease STARTING 25 minutes from the lease cell on (notebook 2
+    waits 15); the server boots in 40 minutes (it waits 30); sshd answers 25 minutes after the
     SSH cell starts (it waits 15). What the student holds is noted at each stop."""
     f = world.fake
-    f.boots = [38 * MINUTE]
+    f.boots = [40 * MINUTE]
     with world.session("01_reserve") as s:
         s.run(label="reserve")
     (lease,) = [x for x in f.leases.values() if x["user_id"] == f.user_id]
@@ -533,7 +547,7 @@ def slow_site(world):
         lease_cell, boot, ssh = s.index_of(LEASE_CELL), s.index_of(BOOT), s.index_of(SSH)
         record = s.run(range(lease_cell), label="lease starting")
         with f.lock:
-            lease.update(status="STARTING", _until=sim_now() + 20 * MINUTE)
+            lease.update(status="STARTING", _until=sim_now() + 25 * MINUTE)
         s.extend(record, [lease_cell])
         world.notes["lease starting"] = holdings(world)
         s.run([lease_cell], label="lease started")
@@ -543,7 +557,7 @@ def slow_site(world):
         record = s.run(range(boot + 1, ssh), label="no ssh")
         with f.lock:
             server = next(x for x in f.servers.values() if x["user_id"] == f.user_id)
-            server["active_at"] = sim_now() + 20 * MINUTE - f.sshd_s
+            server["active_at"] = sim_now() + 25 * MINUTE - f.sshd_s
         s.extend(record, [ssh])
         world.notes["no ssh"] = holdings(world)
         s.run([ssh], label="ssh")
@@ -584,7 +598,8 @@ def lease_states(world):
     world.notes["ending"] = ending["id"]
     with f.lock:
         for x in f.leases.values():  # the deleted ones are gone now
-            x["_until"] = sim_now() if x["status"] == "DELETING" else x["_until"]
+            if x["status"] == "DELETING":
+                x["_until"] = sim_now()
         f.lease_end_s = 30 * MINUTE
         f.end_lease(ending["id"])
     with world.session("02_provision") as s:
@@ -602,13 +617,13 @@ def lease_error(world):
     lease = student_lease(world, -0.2, fip=False)
     world.node.extra_env["LAB_BUNDLE"] = "/home/cc/measured/bundles"
     with world.session("02_provision") as s:
-        s.run(label="first")
+        s.run(s.upto(SSH), label="first")
     world.on_node("measured/bundles/04_fastapi_benchmarks/rows.csv", "rate,p50_ms\n50,12.0\n")
     with world.session("02_provision") as s:
         record = s.run(range(s.index_of(LEASE_CELL)), label="updating")
         with f.lock:
             f.update_lease(lease["id"], 4 * MINUTE)
-        s.extend(record, range(s.index_of(LEASE_CELL), len(s.code)))
+        s.extend(record, range(s.index_of(LEASE_CELL), s.index_of(SSH) + 1))
     with f.lock:
         f.error_lease(lease["id"])
     with world.session("02_provision") as s:
@@ -652,26 +667,6 @@ def two_nodes_without_ips(world):
     world.notes["next day"] = holdings(world)
 
 
-def moved_tag(world):
-    """Two nodes set up at v1, with notebook 3 prepared and carried; then the instructor fixes
-    v1 and moves the tag (git tag -f v1, pushed): notebook 2 run again brings both clones to
-    the new v1, with the student's notebook kept on the node (the fix and the student's lines
-    merged)."""
-    world.prepare("03_fastapi_setup", "My prediction: the ONNX service answers first.")
-    with world.session("01_reserve", nodes(2)) as s:
-        s.run(label="two nodes")
-    with world.session("02_provision") as s:
-        s.run(label="at v1")
-    world.notes["v1 moved"] = world.retag()
-    with world.session("02_provision") as s:
-        s.run(label="v1 moved")
-    on_node = (world.node.home / "serve-system-lab/notebooks/03_fastapi_setup.ipynb").read_text()
-    world.notes["on the node"] = {
-        "the fix": "FastAPI (fixed)" in on_node,
-        "the student's lines": "My prediction: the ONNX service answers first." in on_node,
-    }
-
-
 def two_live_pool_ips(world):
     """Two live leases of the student's without reserved IPs. Lease B (notebook 1 with
     RESERVE_FLOATING_IP = False, ends in 1.5 h): notebook 2 makes the server and takes a pool
@@ -682,14 +677,14 @@ def two_live_pool_ips(world):
     b = student_lease(world, -0.5, hours=2, fip=False, name_suffix="b")
     world.notes["B"] = b["id"]
     with world.session("02_provision") as s:
-        s.run(label="on B")
+        s.run(s.upto(SSH), label="on B")
     with f.lock:
         f._delete_server(next(x["id"] for x in f.servers.values() if x["user_id"] == f.user_id))
         f.finish_deletes()
     world.notes["server deleted in Horizon"] = holdings(world)
     world.notes["A"] = student_lease(world, -0.1, hours=4.1, fip=False)["id"]
     with world.session("02_provision") as s:
-        s.run(label="on A")
+        s.run(s.upto(SSH), label="on A")
     world.notes["on A"] = holdings(world)
     with world.session("01_reserve", DELETE_LEASE) as s:
         s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete leases")
@@ -700,7 +695,7 @@ def node_count_pending(world):
     """NODE_COUNT = 2 beside a PENDING lease of one node: the advice names both settings the
     delete needs (DELETE_LEASE alone keeps a PENDING lease); followed to the letter, the lease
     goes and the next run makes a lease of two."""
-    student_lease(world, 4)
+    world.notes["pending"] = student_lease(world, 4)
     with world.session("01_reserve", nodes(2)) as s:
         s.run(label="two asked")
     with world.session("01_reserve", {**nodes(2), **DELETE_LATER}) as s:
@@ -757,7 +752,6 @@ SCENARIOS = {
     "lease_states": (dict, lease_states),
     "lease_error": (dict, lease_error),
     "two_nodes_without_ips": (dict, two_nodes_without_ips),
-    "moved_tag": (dict, moved_tag),
     "two_live_pool_ips": (dict, two_live_pool_ips),
     "node_count_pending": (dict, node_count_pending),
     "refusal_words": (lambda: {"parser_matches": True}, refusal_words),
