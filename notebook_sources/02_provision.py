@@ -142,9 +142,10 @@ chi_servers.wait_for_boot(node, my_lease.id)
 # A public IP, attached only if the server has none yet: the one reserved with your lease. It
 # is never taken from anyone else: if a classmate's server holds it, the cell stops and names
 # that server. A lease made without one (e.g. in Horizon, with the Networks tab left empty) gets
-# a fresh IP from the site's pool, never an unattached IP of the project, which may be a
-# classmate's reserved IP whose server is still booting; its description names your server and
-# lease, so that it is given back when the lease is over.
+# the pool IP this notebook took for your server before, if its server went and left it
+# unattached, else a fresh IP from the site's pool; never any other unattached IP of the
+# project, which may be a classmate's reserved IP whose server is still booting. Its description
+# names your server and lease, so that it is given back when the lease is over.
 
 # %%
 FLOATING_IP = node.get_floating_ip()

@@ -98,6 +98,12 @@ def bring_back_bundles(node, clone: str, dest: Path) -> list[Path]:
     replaced by the node's. Stops with one sentence when the node does not answer."""
     from paramiko.ssh_exception import SSHException
 
+    if node.get_floating_ip() is None:
+        raise RuntimeError(
+            f"{node.name} has no public IP, so its result bundles cannot be brought back, and "
+            "nothing was deleted: attach its IP (notebook 2, section 2) and run this cell again, "
+            "or, to delete it without them, set BRING_BACK_BUNDLES = False."
+        )
     try:
         with node.ssh_connection(connect_timeout=10) as conn:
             named = conn.run('printf "%s" "${LAB_BUNDLE-}"', hide=True).stdout.strip()

@@ -237,7 +237,9 @@ def test_the_clean_ups_leave_nothing_of_the_lease_in_error(lease_error):
     ]
     gone = run(lease_error, "01_reserve", "delete lease")
     assert " (ERROR) deleted, with its servers and reserved IPs" in text(gone)
-    assert lease_error["notes"]["after"] == {"leases": [], "servers": [], "ips": [], "pool_ips": []}
+    after = lease_error["notes"]["after"]
+    assert after["leases"] in ([], ["DELETING"])  # Blazar takes a minute
+    assert after == {"leases": after["leases"], "servers": [], "ips": [], "pool_ips": []}
     assert unrouted(lease_error) == []
 
 

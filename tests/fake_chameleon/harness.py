@@ -443,6 +443,13 @@ class Session:
     def __exit__(self, *exc):
         self._ctx.__exit__(*exc)
 
+    def edit(self, edits: dict) -> "Session":
+        """The student edits cells (old text -> new) in the open notebook, same kernel."""
+        for cell in self.nb.cells:
+            for old, new in edits.items():
+                cell.source = cell.source.replace(old, new)
+        return self
+
     def index_of(self, text: str) -> int:
         """Position (among code cells) of the first code cell containing text."""
         return next(n for n, i in enumerate(self.code) if text in self.nb.cells[i].source)

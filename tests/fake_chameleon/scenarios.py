@@ -77,10 +77,11 @@ def class_day(world):
             world.prepare("03_fastapi_setup", "And a second thought, written here.")
             world.notes["prepared again"] = world.notebook_ids()
             world.on_node(f"serve-system-lab/{BUNDLE}", "rate,p95_ms\n100,41.5\n")
+    world.fake.server_delete_s = 10**6  # Nova still deleting at "again" ...
     with world.session("02_provision", DELETE_SERVER) as s:
         s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete server")
         s.run([s.index_of("DELETE_SERVER")], label="delete server again")  # still being deleted
-        with world.fake.lock:
+        with world.fake.lock:  # ... and done before "none left"
             world.fake.finish_deletes()
         s.run([s.index_of("DELETE_SERVER")], label="delete server, none left")
     with world.session("01_reserve", DELETE_LEASE) as s:
@@ -97,19 +98,17 @@ def pending_lease(world):
     p100 = [h["id"] for h in f.hosts if h["node_type"] == "gpu_p100"]
     for host in p100:
         f.book(host, 19, 26)
-    with world.session("01_reserve", LATER) as s:
-        s.run(label="tomorrow taken")
     freed = f.allocations[p100[-1]][-1]
 
     def gives_back():
         f.allocations[p100[-1]].remove(freed)
         f.after_refusal = lambda: None
 
-    f.after_refusal = gives_back
     with world.session("01_reserve", LATER) as s:
+        s.run(label="tomorrow taken")
+        f.after_refusal = gives_back
         s.run(label="tomorrow freed just after")
-    world.notes["freed host"] = p100[-1]
-    with world.session("01_reserve", LATER) as s:
+        world.notes["freed host"] = p100[-1]
         s.run(label="future start")
     with world.session("01_reserve") as s:
         s.run(label="again")
@@ -505,6 +504,14 @@ def nodes(count: int) -> dict:
 # ------------------------------------------------------------------ the site as unkind as it is
 
 
+def edited(session, edits: dict, cells, label: str) -> dict:
+    """The student sets values in a cell (DELETE_LEASE = True ...), runs cells, and sets them
+    back, in the same kernel."""
+    record = session.edit(edits).run(cells, label=label)
+    session.edit({new: old for old, new in edits.items()})
+    return record
+
+
 def holdings(world) -> dict:
     """What the student holds now: leases by status, servers by name, public IPs by server."""
     f = world.fake
@@ -565,45 +572,42 @@ def slow_site(world):
 
 
 def lease_states(world):
-    """Blazar's lease states beyond PENDING and ACTIVE, one after the other: python-chi loses
-    Blazar's answer after the lease was made (notebook 1 finds the lease and goes on; then it is
-    deleted); Blazar stores a lease, leaves it in ERROR and answers 500 (notebook 1 finds it in
-    ERROR and says to delete it; deleted, it stays DELETING for 30 minutes, and notebook 2 says
-    so); a lease that fails its start (notebook 2 waits, then sees ERROR); a lease ending
-    (TERMINATING)."""
+    """Blazar's lease states beyond PENDING and ACTIVE, one after the other, in one notebook 1 and
+    one notebook 2 (a student's two open notebooks): python-chi loses Blazar's answer after the
+    lease was made (notebook 1 finds the lease and goes on; then it is deleted); Blazar stores a
+    lease, leaves it in ERROR and answers 500 (notebook 1 finds it in ERROR and says to delete
+    it; deleted, it stays DELETING, and notebook 2 says so); a lease that fails its start 5
+    minutes into notebook 2's wait (it waits, then sees ERROR); a lease ending (TERMINATING)."""
     f = world.fake
     f.lost_answers = 1
-    with world.session("01_reserve") as s:
-        s.run(label="answer lost")
-    with world.session("01_reserve", DELETE_LEASE) as s:
-        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete it")
-    with f.lock:
-        f.lease_delete_s, f.errors_after_create = 30 * MINUTE, 1
-    with world.session("01_reserve") as s:
-        s.run(label="error after create")
-    with world.session("01_reserve", DELETE_LEASE) as s:
-        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete the failed one")
-    with world.session("02_provision") as s:
-        s.run(s.upto(LEASE_CELL), label="deleting")
-    world.notes["deleting"] = holdings(world)
-    f.fail_starts = 1
-    with world.session("01_reserve") as s:
-        s.run(label="start fails")
-    with world.session("02_provision") as s:
-        s.run(s.upto(LEASE_CELL), label="failed start")
-    world.notes["failed start"] = holdings(world)
-    with world.session("01_reserve", DELETE_LEASE) as s:
-        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete the failed start")
-    ending = student_lease(world, -2.9)
-    world.notes["ending"] = ending["id"]
-    with f.lock:
-        for x in f.leases.values():  # the deleted ones are gone now
-            if x["status"] == "DELETING":
-                x["_until"] = sim_now()
-        f.lease_end_s = 30 * MINUTE
-        f.end_lease(ending["id"])
-    with world.session("02_provision") as s:
-        s.run(s.upto(LEASE_CELL), label="terminating")
+    with world.session("01_reserve") as one, world.session("02_provision") as two:
+        one.run(label="answer lost")
+        edited(one, DELETE_LEASE, one.upto(LEASES) + [one.index_of("DELETE_LEASE")], "delete it")
+        with f.lock:
+            f.lease_delete_s, f.errors_after_create = 10**6, 1
+        one.run(label="error after create")
+        cells = one.upto(LEASES) + [one.index_of("DELETE_LEASE")]
+        edited(one, DELETE_LEASE, cells, "delete the failed one")
+        two.run(two.upto(LEASE_CELL), label="deleting")
+        world.notes["deleting"] = holdings(world)
+        f.fail_starts, f.lease_start_s = 1, 10**6
+        one.run(label="start fails")
+        (failing,) = [x for x in f.leases.values() if x["user_id"] == f.user_id and x.get("_fails")]
+        record = two.run(range(two.index_of(LEASE_CELL)), label="failed start")
+        with f.lock:
+            failing["_until"] = sim_now() + 5 * MINUTE
+        two.extend(record, [two.index_of(LEASE_CELL)])
+        world.notes["failed start"] = holdings(world)
+        edited(one, DELETE_LEASE, cells, "delete the failed start")
+        ending = student_lease(world, -2.9)
+        world.notes["ending"] = ending["id"]
+        with f.lock:
+            for x in f.leases.values():  # the deleted ones are gone now
+                if x["status"] == "DELETING":
+                    x["_until"] = sim_now()
+            f.lease_end_s = 10**6
+            f.end_lease(ending["id"])
+        two.run(two.upto(LEASE_CELL), label="terminating")
 
 
 def lease_error(world):
@@ -612,30 +616,27 @@ def lease_error(world):
     extended in Horizon (UPDATING for 4 minutes from the lease cell on): notebook 2 waits and
     goes on. Then the lease goes to ERROR (a failed update) with the server running and the IP
     attached: notebook 2 says what to do, notebook 1 keeps the IP; the clean-up of notebook 2
-    brings the bundle back and gives the IP back, notebook 1's deletes the lease."""
+    brings the bundle back and gives the IP back, notebook 1's deletes the lease. One kernel for
+    each notebook, as a student keeps them open."""
     f = world.fake
     lease = student_lease(world, -0.2, fip=False)
     world.node.extra_env["LAB_BUNDLE"] = "/home/cc/measured/bundles"
-    with world.session("02_provision") as s:
-        s.run(s.upto(SSH), label="first")
-    world.on_node("measured/bundles/04_fastapi_benchmarks/rows.csv", "rate,p50_ms\n50,12.0\n")
-    with world.session("02_provision") as s:
-        record = s.run(range(s.index_of(LEASE_CELL)), label="updating")
+    with world.session("02_provision") as two, world.session("01_reserve") as one:
+        two.run(two.upto(SSH), label="first")
+        world.on_node("measured/bundles/04_fastapi_benchmarks/rows.csv", "rate,p50_ms\n50,12.0\n")
+        record = two.run(range(two.index_of(LEASE_CELL)), label="updating")
         with f.lock:
             f.update_lease(lease["id"], 4 * MINUTE)
-        s.extend(record, range(s.index_of(LEASE_CELL), s.index_of(SSH) + 1))
-    with f.lock:
-        f.error_lease(lease["id"])
-    with world.session("02_provision") as s:
-        s.run(label="lease in ERROR")
-    world.notes["lease in ERROR"] = holdings(world)
-    with world.session("01_reserve") as s:
-        s.run(s.upto(LEASES), label="notebook 1 beside it")
-    world.notes["beside it"] = holdings(world)
-    with world.session("02_provision", DELETE_SERVER) as s:
-        s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete server")
-    with world.session("01_reserve", DELETE_LEASE) as s:
-        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete lease")
+        two.extend(record, range(two.index_of(LEASE_CELL), two.index_of(SSH) + 1))
+        with f.lock:
+            f.error_lease(lease["id"])
+        two.run(label="lease in ERROR")
+        world.notes["lease in ERROR"] = holdings(world)
+        one.run(one.upto(LEASES), label="notebook 1 beside it")
+        world.notes["beside it"] = holdings(world)
+        cells = two.upto(SETUP) + [two.index_of("DELETE_SERVER")]
+        edited(two, DELETE_SERVER, cells, "delete server")
+        edited(one, DELETE_LEASE, [one.index_of("DELETE_LEASE")], "delete lease")
     world.notes["after"] = holdings(world)
 
 
@@ -647,24 +648,22 @@ def two_nodes_without_ips(world):
     cluster starts. Then notebook 1's DELETE_LEASE (the bundle comes back first), and notebook 2
     the next day: both pool IPs back in the pool, the classmate's left alone."""
     f = world.fake
-    with world.session("01_reserve", {**nodes(2), **NO_FIP}) as s:
-        s.run(label="two nodes, no IPs")
-    with world.session("02_provision") as s:
-        second_boot = s.index_of("chi_servers.wait_for_boot(node2")
-        record = s.run(range(second_boot), label="two nodes")
-        f.servers_fail = 1
-        failed = stopped_at(s.extend(record, range(second_boot, len(s.code))))
-        s.run(range(failed - 1, len(s.code)), label="second node again")
-    world.notes["running"] = holdings(world)
-    world.on_node(f"serve-system-lab/{BUNDLE}", "rate,p95_ms\n100,41.5\n")
-    with world.session("01_reserve", DELETE_LEASE) as s:
-        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete lease")
-    world.notes["deleted"] = holdings(world)
-    with f.lock:
-        f.finish_deletes()
-    with world.session("02_provision") as s:
-        s.run(s.upto(LEASE_CELL), label="next day")
-    world.notes["next day"] = holdings(world)
+    with world.session("01_reserve", {**nodes(2), **NO_FIP}) as one:
+        one.run(label="two nodes, no IPs")
+        with world.session("02_provision") as two:
+            second_boot = two.index_of("chi_servers.wait_for_boot(node2")
+            record = two.run(range(second_boot), label="two nodes")
+            f.servers_fail = 1
+            failed = stopped_at(two.extend(record, range(second_boot, len(two.code))))
+            two.run(range(failed - 1, len(two.code)), label="second node again")
+            world.notes["running"] = holdings(world)
+            world.on_node(f"serve-system-lab/{BUNDLE}", "rate,p95_ms\n100,41.5\n")
+            edited(one, DELETE_LEASE, [one.index_of("DELETE_LEASE")], "delete lease")
+            world.notes["deleted"] = holdings(world)
+            with f.lock:
+                f.finish_deletes()
+            two.run(two.upto(LEASE_CELL), label="next day")
+            world.notes["next day"] = holdings(world)
 
 
 def two_live_pool_ips(world):
@@ -676,16 +675,16 @@ def two_live_pool_ips(world):
     f = world.fake
     b = student_lease(world, -0.5, hours=2, fip=False, name_suffix="b")
     world.notes["B"] = b["id"]
-    with world.session("02_provision") as s:
-        s.run(s.upto(SSH), label="on B")
-    with f.lock:
-        f._delete_server(next(x["id"] for x in f.servers.values() if x["user_id"] == f.user_id))
-        f.finish_deletes()
-    world.notes["server deleted in Horizon"] = holdings(world)
-    world.notes["A"] = student_lease(world, -0.1, hours=4.1, fip=False)["id"]
-    with world.session("02_provision") as s:
-        s.run(s.upto(SSH), label="on A")
-    world.notes["on A"] = holdings(world)
+    with world.session("02_provision") as two:
+        two.run(two.upto(SSH), label="on B")
+        with f.lock:
+            mine = next(x["id"] for x in f.servers.values() if x["user_id"] == f.user_id)
+            f._delete_server(mine)
+            f.finish_deletes()
+        world.notes["server deleted in Horizon"] = holdings(world)
+        world.notes["A"] = student_lease(world, -0.1, hours=4.1, fip=False)["id"]
+        two.run(two.upto(SSH), label="on A")
+        world.notes["on A"] = holdings(world)
     with world.session("01_reserve", DELETE_LEASE) as s:
         s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete leases")
     world.notes["after"] = holdings(world)
@@ -693,15 +692,12 @@ def two_live_pool_ips(world):
 
 def node_count_pending(world):
     """NODE_COUNT = 2 beside a PENDING lease of one node: the advice names both settings the
-    delete needs (DELETE_LEASE alone keeps a PENDING lease); followed to the letter, the lease
-    goes and the next run makes a lease of two."""
+    delete needs (DELETE_LEASE alone keeps a PENDING lease); followed to the letter (both set in
+    the last cell, which is run), the lease goes and the next run makes a lease of two."""
     world.notes["pending"] = student_lease(world, 4)
     with world.session("01_reserve", nodes(2)) as s:
         s.run(label="two asked")
-    with world.session("01_reserve", {**nodes(2), **DELETE_LATER}) as s:
-        stopped_at(s.run(s.upto(LEASES), label="two asked again"))
-        s.run([s.index_of("DELETE_LEASE")], label="as advised")
-    with world.session("01_reserve", nodes(2)) as s:
+        edited(s, DELETE_LATER, [s.index_of("DELETE_LEASE")], "as advised")
         s.run(label="again")
 
 
@@ -713,14 +709,13 @@ def refusal_words(world):
     f.book_all("gpu_p100", -1, 2)
     with world.session("01_reserve") as s:
         s.run(label="no node free")
-    for booked in f.allocations.values():  # the other project's bookings end
-        booked[:] = [a for a in booked if a["lease_id"] in f.leases]
+        for booked in f.allocations.values():  # the other project's bookings end
+            booked[:] = [a for a in booked if a["lease_id"] in f.leases]
     for address in f.reservable_fips:
         f.fip_bookings.append(
             {"address": address, "reservation_id": "other", "start": now(),
              "end": now() + dt.timedelta(hours=48)}
         )  # fmt: skip
-    with world.session("01_reserve") as s:
         s.run(label="no floating IP")
 
 
