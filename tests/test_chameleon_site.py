@@ -184,12 +184,9 @@ def test_a_lease_that_fails_its_start_is_waited_for_then_named(lease_states):
         " is in ERROR (Blazar accepted it but could not start or change it"
         in failed["error"]["evalue"]
     )
-    assert lease_states["notes"]["failed start"] == {
-        "leases": ["ERROR"],
-        "servers": [],
-        "ips": [],
-        "pool_ips": [],
-    }
+    held = lease_states["notes"]["failed start"]  # (and the one deleted before, DELETING)
+    assert held["leases"] == ["DELETING", "ERROR"]
+    assert held == {"leases": held["leases"], "servers": [], "ips": [], "pool_ips": []}
     assert all(no_traceback(r) for r in lease_states["runs"])
 
 
@@ -238,8 +235,9 @@ def test_the_clean_ups_leave_nothing_of_the_lease_in_error(lease_error):
     gone = run(lease_error, "01_reserve", "delete lease")
     assert " (ERROR) deleted, with its servers and reserved IPs" in text(gone)
     after = lease_error["notes"]["after"]
-    assert after["leases"] in ([], ["DELETING"])  # Blazar takes a minute
-    assert after == {"leases": after["leases"], "servers": [], "ips": [], "pool_ips": []}
+    assert after["leases"] in ([], ["DELETING"])  # Blazar and Nova take a minute or two
+    assert after["servers"] in ([], [[STUDENT, "ACTIVE deleting"]])
+    assert after["ips"] == after["pool_ips"] == []
     assert unrouted(lease_error) == []
 
 

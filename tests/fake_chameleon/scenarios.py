@@ -711,11 +711,11 @@ def refusal_words(world):
         s.run(label="no node free")
         for booked in f.allocations.values():  # the other project's bookings end
             booked[:] = [a for a in booked if a["lease_id"] in f.leases]
-    for address in f.reservable_fips:
-        f.fip_bookings.append(
-            {"address": address, "reservation_id": "other", "start": now(),
-             "end": now() + dt.timedelta(hours=48)}
-        )  # fmt: skip
+        for address in f.reservable_fips:  # and other projects take every reservable IP
+            f.fip_bookings.append(
+                {"address": address, "reservation_id": "other", "start": now(),
+                 "end": now() + dt.timedelta(hours=48)}
+            )  # fmt: skip
         s.run(label="no floating IP")
 
 
