@@ -144,6 +144,9 @@ def server_env(base: dict | None = None, stub_root: Path = BACKENDS_DIR.parent) 
     if folders:
         env["PATH"] = tools.join_paths(stub_python(folders, stub_root), existing=env["PATH"])
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # `gpus: [ i ]` is CUDA's device i; CUDA's default order leaves equal GPUs in an unspecified
+    # order, PCI bus order is nvidia-smi's and nvtop's (servelab/gpus.py)
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     return env
 
 

@@ -44,6 +44,8 @@ from servelab import (
     claims,
     config_text,
     exercises,
+    gpu_scaling,
+    gpus,
     instances,
     judgement,
     labenv,
@@ -76,6 +78,15 @@ runs = {}  # name -> perf_analyzer run, for the summary at the end
 print(f"Triton {client.get_server_metadata()['version']} at {HOST}; GPUs seen: {N_GPUS} {GPUS}")
 
 # %% [markdown]
+# **Which GPU is which.** GPU 1 is `gpus: [ 1 ]` in a config, in `nvidia-smi` and in `nvtop`,
+# and in every per-GPU figure here. Triton's metrics name GPUs by uuid; `nvidia-smi -L` prints
+# both.
+
+# %%
+gpus.names_agree("setup", METRICS)
+gpu_list = gpus.table(METRICS)
+
+# %% [markdown]
 # The lab also draws 6.3's and 6.6's runs live from Triton's metrics (`servelab/live_metrics.py`).
 
 
@@ -97,6 +108,13 @@ for model in ("food_classifier", "food_classifier_onnx"):
 # (without a GPU: `top`, then `1`). Note which device is busy during each run.
 #
 # ## 6.1 One instance of the Python-backend model: 1, 8, 16 requests in flight
+
+# %%
+# where notebook 5's one instance runs, checked against its config (the lab shows it after each
+# change of instances: each instance's process, as it reports itself and as nvidia-smi sees it)
+where = gpus.where_instances_run("6.1", "food_classifier", N_GPUS, TRITON, METRICS, REPOSITORY)
+
+# %% [markdown]
 # The first line, written for you: `-m` the model, `-u` Triton's address, `--concurrency-range 1`
 # keeps 1 request in flight (a *closed loop*), `--input-data` a real photo. perf_analyzer measures
 # in 5 s windows until three in a row agree.
@@ -244,19 +262,22 @@ with judgement.verdict_after(answer_61, "6.1 and 6.2"):
 
 # %% [markdown]
 # ## 6.3 More instances of the Python-backend model
-# An `instance_group` says how many copies of the model Triton runs, and where:
+# An `instance_group` says how many copies of the model Triton runs, and where. A group puts
+# `count` copies **on each GPU** in its `gpus` (without `gpus`: on every GPU), so both of these
+# put two on each of GPUs 0 and 1 (the second, a group per GPU, is the original lab's):
 #
 # ```
 # instance_group [ { count: 2, kind: KIND_GPU, gpus: [ 0, 1 ] } ]
+# instance_group [ { count: 2, kind: KIND_GPU, gpus: [ 0 ] },
+#                  { count: 2, kind: KIND_GPU, gpus: [ 1 ] } ]
 # ```
 #
-# puts `count` copies **on each GPU** in `gpus` (without `gpus`: on every GPU). Each copy of a
-# Python-backend model is its own process, a *stub*. Without a GPU: `kind: KIND_CPU`, no
-# `gpus`.
+# Each copy of a Python-backend model is its own process, a *stub*. Without a GPU:
+# `kind: KIND_CPU`, no `gpus`.
 #
 # **Exercise 6.3a: the edit, in an editor.** Open the model's `config.pbtxt` (*File → Open from
 # Path* in JupyterLab, the path the next cell prints, or `nano` on the node), set `count: 2` on
-# every GPU, save, and run the cell after it: it shows your diff and checks it.
+# every GPU (either form), save, and run the cell after it: it shows your diff and checks it.
 
 # %%
 path = REPOSITORY / "food_classifier" / "config.pbtxt"
@@ -299,40 +320,90 @@ exercises.result(
     hint="after load_model the model must be READY (client.is_model_ready)",
 )
 served = client.get_model_config("food_classifier")
-placed = instances.placement(served, N_GPUS)
-print("instances per device:", placed)
-stubs = instances.python_stubs("food_classifier", REPOSITORY)
-pd.DataFrame(stubs) if stubs is not None else "in Docker: count the stubs in nvidia-smi on the node"
+placed = placed_now = instances.placement(served, N_GPUS)
+gpus.both_forms(2, N_GPUS)
+where = gpus.where_instances_run("6.3", "food_classifier", N_GPUS, TRITON, METRICS, REPOSITORY)
 
 # %% [markdown]
-# **Your observation.** On the node, run `nvidia-smi`: its *Processes* table lists one
-# `triton_python_backend_stub` per instance, on its GPU. How many are on GPU 0? (Without a GPU,
-# count the stubs of the table above.) The check compares your count with Triton's placement.
+# Your 6.1a line, run on 2 instances per GPU, drawn live:
+
+# %%
+runs["6.3 2 inst c8"] = watched(line_c8, "6.3 2 inst c8", "food_classifier")
+
+# %% [markdown]
+# **Uneven on purpose.** Now the same instances **all on GPU 0**. **Predict:** at 8 in flight,
+# what will they serve, as a share of what they served spread over the GPUs?
+
+# %%
+claims.predict("6.3 all on GPU 0 / spread over the GPUs (throughput, x)", None, why="")
+
+# %% [markdown]
+# **Exercise 6.3c: all on GPU 0.** Write the `instance_group` that puts all of 6.3a's instances
+# (four on the class's node) on GPU 0.
+
+# %%
+uneven = """
+### BEGIN SOLUTION
+instance_group [ { count: 4, kind: KIND_GPU, gpus: [ 0 ] } ]
+### END SOLUTION
+"""
+
+# %%
+# judged for the class's node, two GPUs (or all of a larger node's)
+NEEDS_63C = exercises.on_first_gpu(2 * max(N_GPUS, 2), max(N_GPUS, 2))
+uneven = exercises.config_fragment(
+    uneven, "6.3", "all of 6.3a's instances on GPU 0, none on the other GPUs", needs=NEEDS_63C
+)
+if N_GPUS >= 2:
+    placed_now = instances.placement(triton_config.edit("food_classifier", uneven).served, N_GPUS)
+    where = gpus.where_instances_run("6.3c", "food_classifier", N_GPUS, TRITON, METRICS, REPOSITORY)
+else:
+    print(f"not loaded here ({N_GPUS} GPUs): it needs two; 6.3a's instances stay")
+
+# %% [markdown]
+# **Your observation.** `nvidia-smi` on the node lists one `triton_python_backend_stub` per
+# instance, on its GPU. How many are on GPU 0 now?
 
 # %%
 stubs_seen = (
     ### BEGIN SOLUTION
-    placed.get("GPU 0", placed.get("CPU", 0))
+    placed_now.get("GPU 0", placed_now.get("CPU", 0))
     ### END SOLUTION
 )
 
 # %%
-on_gpu0 = placed.get("GPU 0", placed.get("CPU", 0))
+on_gpu0 = placed_now.get("GPU 0", placed_now.get("CPU", 0))
 stubs_seen = judgement.number_in(
     stubs_seen,
     "6.3",
     "the stubs on GPU 0",
     on_gpu0,
     on_gpu0 + 1,
-    why=f"Triton placed {placed}: count the stub lines again.",
+    why=f"Triton placed {placed_now}: count the stub lines again.",
 )
 
 # %% [markdown]
-# Your 6.1a line, run on 2 instances per GPU, then on 4 (the lab applies the same block with
-# `count: 4`), each drawn live:
+# Your 6.1a line on them (watch nvtop), beside the same instances spread out:
 
 # %%
-runs["6.3 2 inst c8"] = watched(line_c8, "6.3 2 inst c8", "food_classifier")
+# the utilisation law per GPU: gpu_ms_per_execution = utilisation / executions per second, the
+# GPU's busy time in one execution; gpu_share_of_execution, that time over the whole execution
+SPREAD, ON_GPU0 = "6.3 2 inst c8", "6.3 all on GPU 0 c8"
+if N_GPUS >= 2:
+    runs[ON_GPU0] = watched(line_c8, ON_GPU0, "food_classifier")
+    claims.compare_prediction(
+        "6.3 all on GPU 0 / spread over the GPUs (throughput, x)",
+        runs[ON_GPU0].throughput / runs[SPREAD].throughput,
+    )
+    print(step_table.table(runs, [SPREAD, ON_GPU0]).to_string())
+    print(gpu_scaling.side_by_side(runs, {SPREAD: placed, ON_GPU0: placed_now}, N_GPUS))
+else:
+    print(f"not run here ({N_GPUS} GPUs): it needs two")
+
+# %% [markdown]
+# Then 4 per GPU (your 6.3a block with `count: 4`):
+
+# %%
 triton_config.edit("food_classifier", instances.instance_group(4, N_GPUS))
 runs["6.3 4 inst c8"] = watched(line_c8, "6.3 4 inst c8", "food_classifier")
 names_63 = ["6.1 c8", "6.3 2 inst c8", "6.3 4 inst c8"]
@@ -410,6 +481,7 @@ def onnx_run(load: str, name: str, verbose=False):
 
 
 reloaded = triton_config.edit("food_classifier_onnx", instances.instance_group(2, N_GPUS))
+where = gpus.where_instances_run("6.4", "food_classifier_onnx", N_GPUS, TRITON, METRICS, REPOSITORY)
 warm_up = perf.with_load(line_onnx, "--concurrency-range 8 --request-count 100")
 perf.run_line(warm_up, "6.4 warm-up", out=OUT, verbose=False)
 onnx_run("--concurrency-range 8", "6.4 onnx 2 inst c8")
@@ -458,7 +530,8 @@ limit = judgement.bottleneck(
 
 # %% [markdown]
 # **What do you see, and why?** 6.3: what did each added copy of the Python-backend model bring,
-# and which device did your terminal show busy? 6.4: why does the ONNX model serve more at 1 in
+# and which device did your terminal show busy? All on GPU 0 against spread out: what does a
+# second GPU buy this model, and why? 6.4: why does the ONNX model serve more at 1 in
 # flight? With two instances per GPU, how many requests waited at 16 (`waiting_N`), and did the
 # execution time stay what it was at 1 in flight? Where the model's line misses, which assumption
 # broke?
@@ -473,6 +546,7 @@ answer_64 = """
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_64, "6.3 and 6.4"):
     triton_checks.more_instances(runs, names_63, N_GPUS)
+    gpu_scaling.second_gpu_buys("6.3", runs, ON_GPU0, SPREAD, N_GPUS)
     step_table.model_readings(table_64, ONNX_MS)
     provider = triton_stats.onnx_provider("food_classifier_onnx", TRITON, METRICS)
     triton_checks.onnx_serves_faster(runs, N_GPUS, provider)
@@ -527,6 +601,7 @@ claims.fact(
 
 # %%
 reloaded = triton_config.edit("food_classifier_onnx", ONE_INSTANCE, verbose=False)
+where = gpus.where_instances_run("6.6", "food_classifier_onnx", N_GPUS, TRITON, METRICS, REPOSITORY)
 CAPACITY = onnx_run("--concurrency-range 4", "6.6 capacity c4").throughput.value
 BUSY_MS = 1000 / CAPACITY  # time per request of an instance that never waits for work
 RATES = [int(f * CAPACITY) for f in (0.6, 1.0, 1.4)]  # offered loads: 60 %, 100 %, 140 %
@@ -858,7 +933,7 @@ plots.batch_size_histogram(
     {n: r.row["batch_executions"] for n, r in runs.items() if "6.6 batching" in n},
     "Step 6.6: batch sizes the model ran with",
 ).savefig(OUT / "batch_sizes.png", dpi=110)
-watched_runs = ["6.1 c16", *names_63[1:], names_64[2]]
+watched_runs = ["6.1 c16", *names_63[1:], *[n for n in [ON_GPU0] if n in runs], names_64[2]]
 plots.utilisation_over_time(
     {n: runs[n].utilisation for n in watched_runs}, "Utilisation over time"
 ).savefig(OUT / "utilisation.png", dpi=110)

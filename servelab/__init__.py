@@ -24,6 +24,9 @@ lines (tests/test_size_budget.py keeps it so) and says which notebook introduces
                  config_text       config.pbtxt as text: fields found, read and replaced
                  instances         where Triton puts a model's instances, the fragment to change it
                  triton_stats      Triton's view of itself: statistics, metrics parser, one sampler
+                 gpu_names         each GPU by one number: gpus: [ i ], nvidia-smi and nvtop agree
+                 gpus              where each instance runs on the GPUs, checked against its config
+                 gpu_scaling       the laws per GPU, and what a second GPU buys
                  live_metrics      the sampler's metrics plotted while a load runs
                  triton_checks     notebook 6's verdicts on your runs
     notebook 7   hardware          the limit per runtime, served/limit per run

@@ -8,9 +8,9 @@ Introduced in notebook 6; notebook 8's live view (servelab/live_metrics.py) samp
 - parse_metrics(): the metrics endpoint's Prometheus text, read with prometheus_client's own
   parser; reading(): one scrape as per-model counters, per-GPU and CPU utilisation.
 - Sampler: scrapes the metrics endpoint every interval_s in a background thread during a run;
-  its utilisation is nv_gpu_utilization of each GPU when Triton sees GPUs (GPUs in the order of
-  their uuid), else nv_cpu_utilization, in columns named after what they measured
-  (gpu0_util_pct, ... or cpu_util_pct).
+  its utilisation is nv_gpu_utilization of each GPU when Triton sees GPUs (each GPU by the index
+  `gpus: [ i ]` and nvidia-smi give it: servelab/gpu_names.py), else nv_cpu_utilization, in columns
+  named after what they measured (gpu0_util_pct, ... or cpu_util_pct).
 - gpu_count(), onnx_provider(): the devices the server's models use, as the server says.
 
 The parsing functions take plain dicts/strings, so they are tested without a server.
@@ -25,7 +25,7 @@ import time
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from servelab import labenv, triton_config
+from servelab import gpu_names, labenv, triton_config
 
 # ---------------------------------------------------------------- model statistics
 
@@ -148,8 +148,12 @@ def parse_metrics(text: str) -> list[tuple[str, dict, float]]:
 
 def reading(text: str) -> dict:
     """One scrape -> {"models": {model: {counter or gauge short name: value}}, "gpus": {uuid: 0..1},
-    "gpu_memory_bytes": {uuid: bytes}, "cpu": 0..1 or None}. Versions of a model are added up."""
+    "gpu_memory_bytes": {uuid: bytes}, "cpu": 0..1 or None}. Versions of a model are added up.
+    Where a Python-backend instance on a GPU reports itself (servelab/serving/gpu_report.py), also
+    "cuda_devices": {uuid: index as gpus: [ i ] means it} and "instances": [{model, instance,
+    device_id, gpu_uuid, pid}] (servelab/gpu_names.py names the GPUs with them)."""
     out: dict = {"models": {}, "gpus": {}, "gpu_memory_bytes": {}, "cpu": None}
+    out.update(cuda_devices={}, instances=[])
     per_gpu = {"nv_gpu_utilization": "gpus", "nv_gpu_memory_used_bytes": "gpu_memory_bytes"}
     for name, labels, value in parse_metrics(text):
         key = COUNTERS.get(name) or GAUGES.get(name)
@@ -157,20 +161,24 @@ def reading(text: str) -> dict:
             model = out["models"].setdefault(labels["model"], {})
             model[key] = model.get(key, 0.0) + value
         elif name in per_gpu:
-            gpus = out[per_gpu[name]]
-            gpus[labels.get("gpu_uuid", str(len(gpus)))] = value
+            per_uuid = out[per_gpu[name]]
+            per_uuid[labels.get("gpu_uuid", str(len(per_uuid)))] = value
         elif name == "nv_cpu_utilization":
             out["cpu"] = value
+        elif name == gpu_names.DEVICE_METRIC and value > 0:
+            out["cuda_devices"][labels["gpu_uuid"]] = int(labels["gpu_index"])
+        elif name == gpu_names.INSTANCE_METRIC:
+            out["instances"].append({**labels, "pid": int(value)})
     return out
 
 
 def utilisation(scrape: dict) -> dict:
     """A reading's utilisation in percent, named after what it measured: {gpu0_util_pct: ..,
-    gpu1_util_pct: ..} (GPUs by uuid) where Triton reports GPUs, else {cpu_util_pct: ..} (all
-    cores together), else {}."""
-    gpus = scrape["gpus"]
-    row = {f"gpu{i}_util_pct": round(100 * gpus[uuid], 1) for i, uuid in enumerate(sorted(gpus))}
-    if not gpus and scrape["cpu"] is not None:
+    gpu1_util_pct: ..} where Triton reports GPUs, each by the index `gpus: [ i ]` and nvidia-smi
+    give it (gpu_names.names: Triton names GPUs by uuid alone), else {cpu_util_pct: ..} (all cores
+    together), else {}."""
+    row = gpu_names.util_row(scrape["gpus"], gpu_names.names(scrape)) if scrape["gpus"] else {}
+    if not scrape["gpus"] and scrape["cpu"] is not None:
         row["cpu_util_pct"] = round(100 * scrape["cpu"], 1)
     return row
 
@@ -260,9 +268,9 @@ def gpu_count(
     server built without GPU metrics, e.g. local mode's) the driver's list when `model` runs
     KIND_GPU."""
     metrics = _metrics(metrics_url)
-    gpus = {labels.get("gpu_uuid") for name, labels, _ in metrics if name == "nv_gpu_utilization"}
-    if gpus:
-        return len(gpus)
+    uuids = {labels.get("gpu_uuid") for name, labels, _ in metrics if name == "nv_gpu_utilization"}
+    if uuids:
+        return len(uuids)
     groups = triton_config.served_config(model, url).get("instance_group", [{}])
     if groups[0].get("kind") != "KIND_GPU":
         return 0

@@ -293,7 +293,8 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts):
     # GPU-only lessons, said so on a CPU with the reason; batching past capacity is decided when the
     # run shows its premise (the instance overloaded without batching), else said so too
     not_checked = claims[claims["verdict"] == "not checked here"]
-    assert 3 <= len(not_checked) <= 4 and (not_checked["note"].str.len() > 20).all(), not_checked
+    # (6.3's second GPU needs two: not checked here, with its reason)
+    assert 4 <= len(not_checked) <= 5 and (not_checked["note"].str.len() > 20).all(), not_checked
     for png in ("latency_vs_rate.png", "latency_split.png", "batch_sizes.png", "utilisation.png"):
         assert (results / "triton" / png).stat().st_size > 10_000
     hardware = pd.read_csv(results / "hardware" / "summary.csv")

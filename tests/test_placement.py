@@ -179,8 +179,11 @@ def test_a_steps_table_shows_the_laws_and_the_models_line(capsys):
 
 def test_utilisation_over_time_keeps_each_gpu_apart():
     sampler = triton_stats.Sampler("http://unused")
-    sampler.readings = [{"t_s": 0.0, "gpus": {"GPU-a": 1.0, "GPU-b": 0.25}, "cpu": 0.3}]
-    assert sampler.over_time() == [{"t_s": 0.0, "gpu0_util_pct": 100.0, "gpu1_util_pct": 25.0}]
+    # each GPU by the index the server's instances report for its uuid (servelab/gpu_names.py)
+    named = {"GPU-a": 1, "GPU-b": 0}
+    reading = {"t_s": 0.0, "gpus": {"GPU-a": 1.0, "GPU-b": 0.25}, "cpu": 0.3, "cuda_devices": named}
+    sampler.readings = [reading]
+    assert sampler.over_time() == [{"t_s": 0.0, "gpu0_util_pct": 25.0, "gpu1_util_pct": 100.0}]
     sampler.readings = [{"t_s": 0.5, "gpus": {}, "cpu": 0.3}]
     assert sampler.over_time() == [{"t_s": 0.5, "cpu_util_pct": 30.0}]
 
