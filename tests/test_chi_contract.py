@@ -192,3 +192,38 @@ def test_checker_against_a_fake_package():
     assert [p.message.split(" (")[0] for p in bad.problems] == [
         "chi.tools.reserve() has no keyword 'count'"
     ]
+
+
+# ------------------------------------------------------------------ the long waits, as told
+
+
+def test_each_wait_that_can_run_out_says_its_limit_and_what_to_do_then():
+    """Every cell of notebook 2 that waits on Chameleon (chi_waits.py holds the limits) follows
+    prose that gives the limit and, in one sentence, what to do when it runs out; the limits in
+    the prose are chi_waits' own (a changed limit fails here until the prose says it)."""
+    import sys
+
+    sys.path.insert(0, str(NB))
+    import chi_waits
+
+    limits = {
+        "chi_helpers.wait_for_start(": chi_waits.LEASE_START_MINUTES,
+        "chi_servers.wait_until_gone(": chi_waits.DELETE_MINUTES,
+        "chi_servers.wait_for_boot(": chi_waits.BOOT_MINUTES,
+        "chi_servers.wait_for_ssh(": chi_waits.SSH_MINUTES,
+    }
+    nb = nbformat.read(NB / "02_provision.ipynb", as_version=4)
+    seen = []
+    prose = ""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            prose = cell.source
+            continue
+        for call, minutes in limits.items():
+            if call in cell.source:
+                seen.append(call)
+                told = " ".join(prose.split())
+                assert f"up to {minutes} minutes" in told, (call, told)
+                sentence = told.split(f"up to {minutes} minutes", 1)[1].split(". ")[0]
+                assert "runs out, run" in sentence, (call, sentence)
+    assert sorted(set(seen)) == sorted(limits) and len(seen) == 7, seen
