@@ -98,8 +98,7 @@ import chi
 import chi_files
 import chi_helpers
 import chi_ips
-import chi_servers
-from chi import context, lease, server
+from chi import context, lease
 
 context.version = "1.0"  # without it, python-chi 1.1 answers with plain dicts (no .show(), .status)
 chi_helpers.check_site(SITE)
@@ -228,16 +227,8 @@ DELETE_LEASE = False
 DELETE_LATER_LEASES = False  # True: a PENDING lease too, though it is for a later session
 BRING_BACK_BUNDLES = True  # False: delete without bringing the bundles back
 if DELETE_LEASE:
-    running = [  # the student's first node, up and not being deleted already
-        s
-        for s in chi.nova().servers.list()
-        if s.name == SERVER_NAME
-        and s.user_id == me
-        and s.status == "ACTIVE"
-        and not chi_servers.being_deleted(s)
-    ]
-    if BRING_BACK_BUNDLES and running:
-        chi_files.bring_back_bundles(server.get_server(SERVER_NAME), lab.REPO_DIR, Path("bundles"))
+    if BRING_BACK_BUNDLES:  # from your first node, before its lease deletes it
+        chi_files.bring_back_before_delete(SERVER_NAME, lab.REPO_DIR, Path("bundles"))
     for old in my_lab_leases():
         status = old.status
         if status == "PENDING" and not DELETE_LATER_LEASES:

@@ -377,15 +377,9 @@ if TWO_NODES:
 DELETE_SERVER = False
 BRING_BACK_BUNDLES = True  # False: delete without bringing the bundles back
 if DELETE_SERVER:
-    me = chi.session().get_user_id()
-    doomed = [  # one look at the list
-        s
-        for s in chi.nova().servers.list()
-        if s.name in (SERVER_NAME, SECOND_NAME) and s.user_id == me
-    ]
-    first = [s for s in doomed if s.name == SERVER_NAME and s.status == "ACTIVE"]
-    if BRING_BACK_BUNDLES and [s for s in first if not chi_servers.being_deleted(s)]:
-        chi_files.bring_back_bundles(server.get_server(SERVER_NAME), REPO_DIR, Path("bundles"))
+    doomed = chi_servers.lab_servers((SERVER_NAME, SECOND_NAME))  # one look at the list
+    if BRING_BACK_BUNDLES:
+        chi_files.bring_back_before_delete(SERVER_NAME, REPO_DIR, Path("bundles"), doomed)
     for s in doomed:
         server.delete_server(s.id)  # by id; it leaves floating IPs alone
         print(f"server {s.name} deleted (Nova finishes in a few minutes)")

@@ -92,6 +92,19 @@ def _read_json(conn, path: str) -> dict:
 
 
 # ---------------------------------------------------------------------- result bundles
+def bring_back_before_delete(name: str, clone: str, dest: Path, servers=None) -> None:
+    """Before servers are deleted (notebook 2's clean-up, notebook 1's DELETE_LEASE): the result
+    bundles of the student's server `name` (the first node, where the notebooks run), if it is up
+    and not being deleted already; `servers`: the list already read (chi_servers.lab_servers)."""
+    from chi import server
+    from chi_servers import being_deleted, lab_servers
+
+    servers = lab_servers((name,)) if servers is None else servers
+    up = [s for s in servers if s.name == name and s.status == "ACTIVE" and not being_deleted(s)]
+    if up:
+        bring_back_bundles(server.get_server(name), clone, dest)
+
+
 def bring_back_bundles(node, clone: str, dest: Path) -> list[Path]:
     """The node's result bundles (<clone>/results/bundles/, or the folder LAB_BUNDLE names in the
     node's environment), every file, to `dest` here, folder by folder; a file already here is
