@@ -101,8 +101,18 @@ def bring_back_before_delete(name: str, clone: str, dest: Path, servers=None) ->
 
     servers = lab_servers((name,)) if servers is None else servers
     up = [s for s in servers if s.name == name and s.status == "ACTIVE" and not being_deleted(s)]
-    if up:
-        bring_back_bundles(server.get_server(name), clone, dest)
+    if not up:
+        return
+    public = [
+        a for net in up[0].addresses.values() for a in net if a.get("OS-EXT-IPS:type") == "floating"
+    ]
+    if not public:
+        raise RuntimeError(
+            f"{name} has no public IP, so its result bundles cannot be brought back, and nothing "
+            "was deleted: attach its IP (notebook 2, section 2) and run this cell again, or, to "
+            "delete it without them, set BRING_BACK_BUNDLES = False."
+        )
+    bring_back_bundles(server.get_server(name), clone, dest)
 
 
 def bring_back_bundles(node, clone: str, dest: Path) -> list[Path]:
@@ -111,12 +121,6 @@ def bring_back_bundles(node, clone: str, dest: Path) -> list[Path]:
     replaced by the node's. Stops with one sentence when the node does not answer."""
     from paramiko.ssh_exception import SSHException
 
-    if node.get_floating_ip() is None:
-        raise RuntimeError(
-            f"{node.name} has no public IP, so its result bundles cannot be brought back, and "
-            "nothing was deleted: attach its IP (notebook 2, section 2) and run this cell again, "
-            "or, to delete it without them, set BRING_BACK_BUNDLES = False."
-        )
     try:
         with node.ssh_connection(connect_timeout=10) as conn:
             named = conn.run('printf "%s" "${LAB_BUNDLE-}"', hide=True).stdout.strip()

@@ -493,6 +493,9 @@ class Session:
                     entry["text"] += out.get("data", {}).get("text/plain", "") + "\n"
                 elif out.output_type == "error":
                     entry["error"] = {"ename": out.ename, "evalue": out.evalue, "n": n}
+                    entry["traceback"] = [
+                        re.sub(r"\x1b\[[0-9;]*m", "", line) for line in out.traceback[-6:]
+                    ]  # the last frames, colours off: what a failing test shows
             if "error" in entry:
                 record["error"] = entry["error"]
                 break
