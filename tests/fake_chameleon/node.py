@@ -21,6 +21,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import paramiko
@@ -224,6 +225,13 @@ class FakeNode:
         err.join()
         record["rc"] = proc.wait()
         channel.send_exit_status(record["rc"])
+        # EOF, then the client closes the channel, as sshd leaves it to: closing it here could
+        # reach the client before paramiko's reply to the exec request (a quick command, a busy
+        # machine), and the client would take it for a refused request ("Channel closed.")
+        channel.shutdown_write()
+        deadline = time.monotonic() + 30
+        while not channel.closed and time.monotonic() < deadline:
+            time.sleep(0.02)
         channel.close()
 
     def stop(self):
