@@ -25,11 +25,7 @@ MODULE_LINES, FUNCTION_LINES, CELL_LINES = 300, 40, 15
 MODULES = sorted((REPO_ROOT / "servelab").glob("*.py"))
 # what may exceed the budget, and why: "servelab/<module>.py" for a module's lines,
 # "servelab/<module>.py:<function>" for a function's, "<notebook>[<cell>]" for a cell's
-EXCEPTIONS = {
-    "02_provision[9]": "16 lines: the delete-and-wait cell; the Chameleon tests find it by its "
-    "first line and shorten its time.sleep(5) in place (tests/fake_chameleon/scenarios.py), so "
-    "its loop stays in the cell as the student reads it",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def _function_lengths(path):
