@@ -525,15 +525,29 @@ summary.round(2)
 # server on the same lease, sets it up as the first (the repository cloned in the same folder,
 # the model files built: every replica reads `artifacts/model.onnx` on its own node), gives both
 # nodes Ray Serve at the lab's pinned version (`make ray-node`), starts Ray's head on the first
-# node and joins the second to it, both on their **private** IPs: Ray has no authentication by
-# default, so its ports stay on the site's private network, never open to the internet. It
-# prints the head's address.
+# node and joins the second to it over their **private** IPs, and prints the head's address.
+#
+# **Why the cluster asks for a token.** The nodes' private IPs are on `sharednet1`, the site's
+# network, which every project at the site shares: "private" means "not on the internet", not
+# "only your nodes". A Ray cluster that anyone on that network can reach lets them submit a job,
+# that is, run their code on your node as you. Ray's own token authentication closes it: notebook
+# 2 makes a random token once on the first node (`.lab/ray_token` in the clone, mode 0600,
+# git-ignored), copies it to the second node over its own SSH connection (never printed, never
+# on a command line), and starts both nodes with `RAY_AUTH_MODE=token` and
+# `RAY_AUTH_TOKEN_PATH` naming that file; every Ray port then refuses a connection without the
+# token (local mode's cluster uses the same, tested in the lab's tests). The dashboard listens on
+# the head's loopback only (`--dashboard-host=127.0.0.1`: nothing but the node itself needs it);
+# Ray's client port (10001) and the nodes' own ports listen on the private IPs, each asking for
+# the token. Any `ray` command you type on a node needs the same two variables, e.g.
+# `RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$HOME/serve-system-lab/.lab/ray_token
+# serve-system-lab/.venv-ray/bin/ray status`.
 #
 # The lab's Jupyter container has no Ray: run this notebook in local mode on the first node (an
 # SSH session there: `make up`, as README's third way; the Docker stacks can stay down), with
 # the head's address notebook 2 printed: `LAB_RAY_HEAD=<first node's private IP>:6379 make up`,
 # or `os.environ["LAB_RAY_HEAD"] = "..."` in a cell before the setup cell. The setup cell then
-# uses that cluster instead of starting the lab's; `ray status` on either node lists both nodes.
+# uses that cluster instead of starting the lab's, with the clone's token; `ray status` on either
+# node lists both nodes.
 # Each node offers what Ray finds there (its cores and GPUs; `ray start --num-cpus N --num-gpus N`
 # would set less). `make ray-node` installs ONNX Runtime's CPU build, so the replicas run on the
 # nodes' cores, as in local mode. For replicas on the GPUs (not run by this lab's tests), put
@@ -545,8 +559,8 @@ summary.round(2)
 #                        ray_actor_options={"num_cpus": 1, "num_gpus": 0.5})
 # ```
 #
-# `ray stop` on each node ends it; in local mode `make down` stops the lab's two nodes, and only
-# those.
+# `ray stop` on each node ends it (with the two variables above); in local mode `make down`
+# stops the lab's two nodes, and only those.
 #
 # ## What Kubernetes would add (not run here)
 # The lab's machines cannot run Kubernetes, so this is a pointer, not a measurement. The same

@@ -34,11 +34,7 @@ MODULES = sorted(
 PACKAGES = sorted(p.parent for p in SERVELAB.glob("*/__init__.py") if p.parent.name != "serving")
 # what may exceed the budget, and why: "servelab/<path>.py:<function>" for a function's lines,
 # "<notebook>[<cell>]" for a cell's
-EXCEPTIONS = {
-    "02_provision[9]": "16 lines: the delete-and-wait cell; the Chameleon tests find it by its "
-    "first line and shorten its time.sleep(5) in place (tests/fake_chameleon/scenarios.py), so "
-    "its loop stays in the cell as the student reads it",
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def test_the_top_level_is_short():
