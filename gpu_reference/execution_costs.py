@@ -88,7 +88,7 @@ class Server:
 
     def __init__(self, workdir: Path):
         from labstack import launcher, triton_local
-        from servelab import model_repository
+        from servelab.triton import model_repository
 
         self.repo = workdir / "model_repository"
         self.repo.mkdir(parents=True, exist_ok=True)
@@ -114,7 +114,7 @@ class Server:
         )
 
     def load(self, name: str, profile_dir: Path | None, timeout: float) -> tuple[bool, float, str]:
-        from servelab import triton_config
+        from servelab.triton import triton_config
 
         (self.model_dir / "config.pbtxt").write_text(config_text(name, profile_dir))
         return triton_config.load_model(MODEL, self.url, max(timeout, 60))
@@ -204,8 +204,9 @@ def py_spy(pid: int, seconds: int, path: Path, delay: float) -> threading.Thread
 
 
 def measure(server: Server, name: str, out: Path, profile_dir: Path, spy: bool) -> dict:
-    from servelab import perf, triton_stats
+    from servelab import perf
     from servelab.serving import stub_profile
+    from servelab.triton import triton_stats
 
     clients = VARIANTS[name][4]
     line = (

@@ -100,7 +100,7 @@ def versions() -> dict:
             text=True,
         ).stdout.strip()
     if found["gpus"] > 1:  # which GPU is which: nvidia-smi's index, uuid and PCI bus
-        from servelab import gpu_names
+        from servelab.triton import gpu_names
 
         found["gpu_list"] = "; ".join(
             f"GPU {g.index} {g.uuid} bus {g.bus_id}" for g in gpu_names.listing()
@@ -388,7 +388,7 @@ def placement_lines(folder: Path) -> list[str]:
         "## Each GPU by one number, each instance where its config put it (`placement`)",
         "",
         "CUDA's order in a fresh process, per environment (uuids' first characters), and what "
-        "`servelab/gpu_names.py` predicts for it:",
+        "`servelab/triton/gpu_names.py` predicts for it:",
         "",
         "| environment | CUDA's order | predicted |",
         "|---|---|---|",

@@ -29,33 +29,36 @@
 #
 # The load is an **open loop**, as perf_analyzer's `--request-rate-range` in 6.6: requests leave
 # at their moments (Poisson arrivals) whether or not earlier ones came back
-# (`open_loop.run`, `servelab/open_loop.py`); a run where more than 5 % left late says so.
+# (`open_loop.run`, `servelab/loadgen/open_loop.py`); a run where more than 5 % left late says so.
 #
 # ## Setup
 # In local mode the next cell starts the lab's Ray cluster (`python -m labstack.launcher ray`, the
 # same as `make up RAY=1`; `make down` stops it); on Chameleon, notebook 2's optional section 5
 # starts one over two nodes, and this notebook uses it when `LAB_RAY_HEAD` is set (last section).
 
+
+# %% [markdown]
+# This notebook needs the node throughout: it has the measure pass only (notebook 0 explains the
+# passes); its first cell says so in another.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("09_ray_serve_cluster", passes=("measure",))
+
 # %%
 import numpy as np
 import pandas as pd
 import requests
 
-from servelab import (
-    claims,
-    exercises,
-    judgement,
-    labenv,
-    loadgen,
-    open_loop,
-    plots,
-    ray_checks,
-    ray_serving,
-    services,
-)
+from servelab import claims, exercises, labenv, loadgen, plots, ray_serving, services
+from servelab.exercises import judgement
+from servelab.loadgen import open_loop
 from servelab.paths import RESULTS
 from servelab.ray_serving import FoodClassifier
+from servelab.verdicts import ray_serve as verdicts
 
+# %%
 labenv.load()
 print(services.use_ray_cluster())
 URL = ray_serving.connect()  # ray.init(address=RAY_ADDRESS), then serve.start(...)
@@ -171,7 +174,7 @@ answer_91 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_91, "9.1"):
-    ray_checks.one_replica(runs, table_91)
+    verdicts.one_replica(runs["9.1 capacity, 1 at once"], runs["9.1 capacity, 2 at once"])
 
 # %% [markdown]
 # ## 9.2 Replicas over two nodes
@@ -260,7 +263,7 @@ answer_92 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_92, "9.2"):
-    ray_checks.replicas(runs, table_92)
+    verdicts.replicas(*(runs[f"9.2 {n} replicas"] for n in (1, 2, 4)))
 
 # %% [markdown]
 # ## 9.3 Autoscaling through a load step
@@ -359,7 +362,7 @@ answer_93 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_93, "9.3"):
-    ray_checks.autoscaling(replicas_seen, STEP, recovery, BUDGET_MS)
+    verdicts.autoscaling(replicas_seen, STEP, recovery, BUDGET_MS)
 
 # %% [markdown]
 # ## 9.4 A replica crashes mid-run
@@ -401,7 +404,7 @@ answer_94 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_94, "9.4"):
-    ray_checks.crash(crash, replaced)
+    verdicts.crash(crash, replaced)
 
 # %% [markdown]
 # ## 9.5 Triton's instances at the same load: what the router costs
@@ -419,7 +422,7 @@ claims.predict("9.5 Ray's median - Triton's, one at a time (ms)", None, why="")
 # %%
 import tritonclient.http as httpclient
 
-from servelab import instances, triton_config, triton_stats
+from servelab.triton import instances, triton_config, triton_stats
 
 try:
     TRITON = labenv.url("TRITON_SERVER_URL")
@@ -490,7 +493,13 @@ answer_95 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_95, "9.5"):
-    ray_checks.against_triton(runs, table_95, RATE)
+    verdicts.against_triton(
+        runs["9.5 ray sequential"] if triton_up else None,
+        runs["9.5 triton sequential"] if triton_up else None,
+        runs["9.2 2 replicas"],
+        runs[f"9.5 triton {RATE}/s"] if triton_up else None,
+        RATE,
+    )
 
 # %% [markdown]
 # ## What you measured
@@ -577,3 +586,9 @@ serve.delete(ray_serving.APP)
 if triton_up:
     one = "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"  # notebook 6's at its end
     triton_config.edit("food_classifier_onnx", one, verbose=False)
+
+# %% [markdown]
+# ## Where your results are
+
+# %%
+passes.finish()
