@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How a machine numbers its GPUs, read on the machine itself (no Triton, no pack needed):
-nvidia-smi's listing as servelab/gpu_names.py parses it, CUDA's order in fresh processes under
-each environment that changes it (gpu_reference/placement.py's ENVIRONMENTS) beside the order
+nvidia-smi's listing as servelab/triton/gpu_names.py parses it, CUDA's order in fresh processes
+under each environment that changes it (gpu_reference/placement.py's ENVIRONMENTS) beside the order
 gpu_names predicts, and one process holding a context on the last GPU as nvidia-smi's process
 list shows it (pid -> uuid -> index: how the lab finds the GPU an instance's process runs on).
 
@@ -28,7 +28,7 @@ HOLD = (
 
 def main() -> int:
     from gpu_reference import placement
-    from servelab import gpu_names
+    from servelab.triton import gpu_names
 
     listed = gpu_names.listing()
     facts: dict = {

@@ -3,7 +3,7 @@ instance seen where its config put it, on this machine's GPUs, with no notebook 
 
 1. nvidia-smi's GPUs (index, uuid, PCI bus), and CUDA's order in a fresh process under each
    environment that changes it (CUDA_DEVICE_ORDER, CUDA_VISIBLE_DEVICES), against what
-   servelab/gpu_names.py predicts for a server started so;
+   servelab/triton/gpu_names.py predicts for a server started so;
 2. the local stack up (Triton with CUDA_DEVICE_ORDER=PCI_BUS_ID, as the lab starts it), the GPUs
    as Triton's instances report them, and the fact that their numbers are nvidia-smi's;
 3. food_classifier with one instance on GPU 0, two per GPU written as one group and as a group
@@ -39,7 +39,7 @@ ENVIRONMENTS = [  # what changes CUDA's order in a process, as a server could be
 def cuda_orders(listed) -> list[dict]:
     """CUDA's order of the GPUs (their uuids) in a fresh process per environment, beside
     gpu_names.cuda_order's prediction for it."""
-    from servelab import gpu_names
+    from servelab.triton import gpu_names
 
     found = []
     for extra in ENVIRONMENTS:
@@ -57,7 +57,7 @@ def cuda_orders(listed) -> list[dict]:
 
 def forms(n_gpus: int) -> dict[str, str]:
     """The placements loaded one after another (the class's two-GPU forms where there are two)."""
-    from servelab import instances
+    from servelab.triton import instances
 
     groups = ", ".join(f"{{ count: 2, kind: KIND_GPU, gpus: [ {i} ] }}" for i in range(n_gpus))
     every = 2 * n_gpus
@@ -72,8 +72,9 @@ def forms(n_gpus: int) -> dict[str, str]:
 def run(out: Path) -> int:
     """Run the part into out/results/placement; 0 when every fact and claim holds."""
     from labstack import artifacts, launcher
-    from servelab import claims, gpu_names, gpus, triton_config, triton_stats
+    from servelab import claims
     from servelab.paths import model_repository_dir
+    from servelab.triton import gpu_names, gpus, triton_config, triton_stats
 
     artifacts.build()
 

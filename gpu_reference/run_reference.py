@@ -100,7 +100,7 @@ def versions() -> dict:
             text=True,
         ).stdout.strip()
     if found["gpus"] > 1:  # which GPU is which: nvidia-smi's index, uuid and PCI bus
-        from servelab import gpu_names
+        from servelab.triton import gpu_names
 
         found["gpu_list"] = "; ".join(
             f"GPU {g.index} {g.uuid} bus {g.bus_id}" for g in gpu_names.listing()
@@ -110,6 +110,7 @@ def versions() -> dict:
 
 def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
     from labstack import artifacts, lab, launcher
+    from labstack.script_runner import STOPPED
 
     meta = artifacts.build()
     runs_file = out / "runs.json"
@@ -129,6 +130,9 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
             stdout=smi_log,
             stderr=subprocess.STDOUT,
         )
+    # LAB_RESUMABLE_S: a notebook stops between cells once that many seconds have passed and the
+    # same command, in the next device call on the warm machine, takes it up (script_runner)
+    resumable, keep_stack = os.environ.get("LAB_RESUMABLE_S", ""), False
     try:
         launcher.up(jupyter=False, triton=any(p != "fastapi" for p in parts))
         env = {
@@ -149,7 +153,10 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
             print(f"\n>>> {name}", flush=True)
             log = out / f"{name}.log"
             started, start = time.strftime("%F %T %Z"), time.time()
-            with open(log, "w") as f:
+            state = out / f"{name}.state"  # a notebook stopped between cells (LAB_RESUMABLE_S)
+            resuming = state.exists() and bool(resumable)
+            earlier = runs.get(part, {}) if resuming else {}
+            with open(log, "a" if resuming else "w") as f:
                 script = [
                     sys.executable,
                     "-m",
@@ -157,28 +164,37 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
                     str(REPO / "notebook_sources" / f"{name}.py"),  # the solved edition
                     "--times",
                     str(out / f"{name}_cell_times.json"),
+                    *(["--stop-after", resumable, "--state", str(state)] if resumable else []),
                 ]
                 rc = subprocess.run(
                     script, cwd=REPO / "notebooks", env=env, stdout=f, stderr=subprocess.STDOUT
                 ).returncode
             runs[part] = {
                 "notebook": name,
-                "rc": rc,
-                "started": started,
-                "seconds": round(time.time() - start),
+                "rc": None if rc == STOPPED else rc,
+                "started": earlier.get("started", started),
+                "seconds": earlier.get("seconds", 0) + round(time.time() - start),
+                "calls": earlier.get("calls", 0) + 1,  # device calls it took (resumable parts)
                 "quick": quick,
                 "settings": settings,
                 "weights": meta["weights"],
                 "versions": versions(),
             }
+            if rc == STOPPED:  # the stack stays up for the next call, which takes the run up
+                runs[part]["stopped_after_s"] = float(resumable)
+                keep_stack = True
             runs_file.write_text(json.dumps(runs, indent=2) + "\n")
             print(
                 f"    rc={rc} in {runs[part]['seconds']} s; tail:\n"
                 + "\n".join(log.read_text().splitlines()[-12:]),
                 flush=True,
             )
+            if keep_stack:
+                print(f"    stopped between cells: run the same command again ({state})")
+                break
     finally:
-        launcher.down()
+        if not keep_stack:
+            launcher.down()
         if smi:
             smi.terminate()
             smi_log.close()
@@ -372,7 +388,7 @@ def placement_lines(folder: Path) -> list[str]:
         "## Each GPU by one number, each instance where its config put it (`placement`)",
         "",
         "CUDA's order in a fresh process, per environment (uuids' first characters), and what "
-        "`servelab/gpu_names.py` predicts for it:",
+        "`servelab/triton/gpu_names.py` predicts for it:",
         "",
         "| environment | CUDA's order | predicted |",
         "|---|---|---|",
@@ -456,6 +472,9 @@ def main() -> int:
         # servelab reads these at import: set them first
         # (the stack's state and model repository stay out of DIR: DIR is what gets committed)
         scratch = Path(tempfile.mkdtemp(prefix="gpu_reference_"))
+        if os.environ.get("LAB_RESUMABLE_S"):  # the next call must find the same stack
+            scratch = Path(tempfile.gettempdir()) / "gpu_reference_resumable"
+            scratch.mkdir(exist_ok=True)
         os.environ.update(
             LAB_RESULTS_DIR=str(out / "results"),
             LAB_STATE_DIR=str(scratch / "lab"),
@@ -507,6 +526,8 @@ def main() -> int:
             }
             runs_file.write_text(json.dumps(runs, indent=2) + "\n")
         rc = 0 if all(runs[p]["rc"] == 0 for p in parts) else 1
+        if any(runs[p].get("stopped_after_s") and runs[p]["rc"] is None for p in parts):
+            rc = 75  # stopped between cells: the same command again takes the notebook up
     readme = write_report(out)
     ratio = out / "results" / "hardware" / "served_over_limit.json"
     if ratio.exists():

@@ -30,8 +30,8 @@ import sys
 from pathlib import Path
 
 from labstack import editions
-from servelab import config_text
 from servelab.paths import REPO_ROOT
+from servelab.triton import config_text
 
 DEFAULT_OUT = REPO_ROOT / "dist" / "class_edition"
 # top-level entries students get (inside them, LEFT_OUT still applies)

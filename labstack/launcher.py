@@ -250,7 +250,7 @@ def _start_ready(name: str, state: dict) -> dict:
         print(f"starting fastapi ({runtime}) ...", flush=True)
         return _launch(state, name, service_for("fastapi", state, {"FASTAPI_BACKEND": runtime}))
     if name == "triton":
-        from servelab import model_repository
+        from servelab.triton import model_repository
 
         model_repository.populate(model_repository_dir(), mode="local", keep_configs=True)
         print(

@@ -16,8 +16,8 @@ from labstack.ports import BIND, port_for, service_url
 from labstack.processes import Service
 from labstack.records import client_urls
 from servelab.paths import NOTEBOOKS
+from servelab.perf.tool import perf_analyzer_env
 from servelab.serving.runtimes import fastapi_backend
-from servelab.tools import perf_analyzer_env
 
 RAY_SERVICES = ("ray_head", "ray_node")  # labstack/ray_cluster.py, in the order they start
 # One more Jupyter config folder for JupyterLab: its labconfig/page_config.json turns off

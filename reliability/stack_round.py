@@ -392,7 +392,7 @@ def key_residual(state: Path, runs: int = 5) -> list[dict]:
     key = dict(ln.split("=", 1) for ln in (state / "secrets.env").read_text().splitlines())[
         "TRITON_ADMIN_KEY"
     ]
-    from servelab.tools import perf_analyzer_env, perf_analyzer_path
+    from servelab.perf.tool import perf_analyzer_env, perf_analyzer_path
 
     host = urls["TRITON_SERVER_URL"].split("://")[-1]
     windows, seen = [], []

@@ -16,8 +16,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from servelab import claims, gpu_names, gpu_scaling, gpus, triton_checks, triton_stats
+from servelab import claims
 from servelab.serving import gpu_report
+from servelab.triton import gpu_names, gpu_scaling, gpus, triton_stats
+from servelab.verdicts import triton as triton_checks
 
 # index 0 sorts last by uuid, index 1 first
 UUID0, UUID1 = (
@@ -278,15 +280,13 @@ class FakeRun:
 
 def test_what_a_second_gpu_buys_is_claimed_on_the_same_instances(node):
     row = dict(avg_batch_size=1.0, execution_ms=10.0, gpu0_util_pct=30.0, gpu1_util_pct=0.0)
-    runs = {
-        "one": FakeRun(400.0, instances=4, busy_U=0.99, **row),
-        "two": FakeRun(410.0, instances=4),
-        "faster": FakeRun(700.0, instances=4),
-    }
-    assert gpu_scaling.second_gpu_buys("6.3", runs, "one", "two", 2) == claims.HOLDS
+    one = FakeRun(400.0, instances=4, busy_U=0.99, **row)
+    two, faster = FakeRun(410.0, instances=4), FakeRun(700.0, instances=4)
+    assert triton_checks.second_gpu_buys("6.3", one, two, 2) == claims.HOLDS
     assert "GPU 0's share of an execution = 0.075" in claims.RESULTS[-1]["numbers"]
-    assert gpu_scaling.second_gpu_buys("6.3", runs, "one", "faster", 2) == claims.FAILS
-    assert gpu_scaling.second_gpu_buys("6.3", runs, "one", "two", 1) == claims.NOT_CHECKED
+    assert triton_checks.second_gpu_buys("6.3", one, faster, 2) == claims.FAILS
+    assert triton_checks.second_gpu_buys("6.3", one, two, 1) == claims.NOT_CHECKED
+    assert triton_checks.second_gpu_buys("6.3", None, two, 2) == claims.NOT_CHECKED  # not run
 
 
 class FakePbUtils:
@@ -361,8 +361,9 @@ UNEVEN = {  # 6.3c on the class's 2-GPU node, all of 6.3a's four instances on GP
 
 @pytest.mark.parametrize("text, passes", UNEVEN.items())
 def test_the_uneven_placement_is_judged_by_where_triton_puts_it(text, passes):
-    from servelab import exercises, instances
+    from servelab import exercises
     from servelab.exercises import NotYet
+    from servelab.triton import instances
 
     def check():
         needs = exercises.on_first_gpu(4, 2)
@@ -382,7 +383,7 @@ def test_the_reference_runs_placement_part_loads_both_forms_and_reports_them(tmp
     """gpu_reference/placement.py's configs: one instance on GPU 0, two per GPU as one group and
     as a group per GPU (the same placement), all on GPU 0; its page section from a record."""
     from gpu_reference import placement, run_reference
-    from servelab import instances
+    from servelab.triton import instances
 
     forms = placement.forms(2)
     placed = {name: instances.placement(text, 2) for name, text in forms.items()}

@@ -14,16 +14,11 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from servelab import (
-    config_text,
-    model_repository,
-    perf,
-    perf_output,
-    triton_checks,
-    triton_config,
-    triton_stats,
-)
+from servelab import perf
 from servelab.paths import MODEL_ONNX, STAGING
+from servelab.perf import output as perf_output
+from servelab.triton import config_text, model_repository, triton_config, triton_stats
+from servelab.verdicts import triton as verdicts
 
 CONFIGS = sorted(STAGING.glob("*/config.pbtxt"))
 # the ensemble's two models follow other rules (tests/test_ensemble_config.py checks them)
@@ -200,7 +195,7 @@ def test_model_repository_cli(tmp_path, built_artifacts):
         [
             sys.executable,
             "-m",
-            "servelab.model_repository",
+            "servelab.triton.model_repository",
             "--dest",
             str(tmp_path / "r"),
             "--kind",
@@ -363,10 +358,10 @@ def test_a_utilisation_summary_says_what_it_measured():
         {"gpus": {**two, "GPU-a": 0.8}, "cpu": 0.5, **named},
     ]
     assert sampler.summary() == {"util_samples": 2, "gpu0_util_pct": 90.0, "gpu1_util_pct": 0.0}
-    assert triton_checks.busiest_gpu_pct(sampler.summary()) == 90.0
+    assert verdicts.busiest_gpu_pct(sampler.summary()) == 90.0
     sampler.readings = [{"gpus": {}, "cpu": 0.3}, {"gpus": {}, "cpu": 0.5}]
     assert sampler.summary() == {"util_samples": 2, "cpu_util_pct": 40.0}
-    assert triton_checks.busiest_gpu_pct(sampler.summary()) is None
+    assert verdicts.busiest_gpu_pct(sampler.summary()) is None
 
 
 def test_edit_replaces_fields_as_written_and_keeps_comments():

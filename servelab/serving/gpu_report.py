@@ -2,7 +2,7 @@
 
 Triton's metrics name a GPU by its uuid alone (nv_gpu_utilization{gpu_uuid="GPU-..."}), while
 `gpus: [ i ]` in config.pbtxt means CUDA's device i in the server's process. An instance on a GPU
-publishes both sides, so a reader of the metrics endpoint (servelab/gpus.py, also from the
+publishes both sides, so a reader of the metrics endpoint (servelab/triton/gpus.py, also from the
 Jupyter container, which sees no GPU) can name every GPU as the config does:
 
 - lab_cuda_device{instance, gpu_index, gpu_uuid} 1: each GPU the instance's process sees, by

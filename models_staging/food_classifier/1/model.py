@@ -56,7 +56,7 @@ class TritonPythonModel:
         if not weights.is_file():
             raise FileNotFoundError(
                 f"{weights} is missing: copy {WEIGHTS} into the version folder "
-                "(python -m servelab.model_repository does it)"
+                "(python -m servelab.triton.model_repository does it)"
             )
         # each instance runs in its own process: its share of the cores, not a thread per core
         threads, why = triton_thread_budget(args)

@@ -52,7 +52,7 @@ class TritonPythonModel:
         if not weights.is_file():
             raise FileNotFoundError(
                 f"{weights} is missing: copy {WEIGHTS} into the version folder "
-                "(python -m servelab.model_repository does it)"
+                "(python -m servelab.triton.model_repository does it)"
             )
         threads, why = triton_thread_budget(args)
         config = json.loads(args["model_config"])
