@@ -182,7 +182,8 @@ def up(jupyter: bool = False, triton: bool = True, ray: bool = False) -> dict:
 
     state.json says what runs at every moment: what is kept stays recorded, what starts is
     recorded as soon as its process exists, what stops is forgotten once it has stopped. A
-    service that fails to start is stopped; what runs besides stays, recorded (`make status`)."""
+    service that fails to start is stopped, and so is every other this `up` started; what it
+    kept stays running, recorded (`make status`). A Ctrl-C stops only the one starting."""
     with locked():
         lab_secrets()  # made once; the same token and key after every restart
         state = read_state()
@@ -204,17 +205,25 @@ def up(jupyter: bool = False, triton: bool = True, ray: bool = False) -> dict:
             state["started"] = time.strftime("%F %T")
             for name in [n for n in reversed(list(state["services"])) if n not in wanted]:
                 _stop(state, name, "stopped")  # `up` says what the stack is
-            for name in wanted:
-                rec = state["services"].get(name)
-                why = _keep(name, rec, state)
-                if why:
-                    print(f"{name}: {why} (pid {rec['pid']}), kept", flush=True)
-                    continue
-                if rec:  # its record stays (its place in the order) until the new one replaces it
-                    _stop_service(name, rec, "stopped leftover")
-                starting[:] = [name]
-                _start_fresh(name, state)
-                starting.clear()
+            started: list[str] = []
+            try:
+                for name in wanted:
+                    rec = state["services"].get(name)
+                    why = _keep(name, rec, state)
+                    if why:
+                        print(f"{name}: {why} (pid {rec['pid']}), kept", flush=True)
+                        continue
+                    if rec:  # its record stays (its place in the order) until replaced
+                        _stop_service(name, rec, "stopped leftover")
+                    starting[:] = [name]
+                    _start_fresh(name, state)
+                    starting.clear()
+                    started.append(name)
+            except (RuntimeError, SystemExit):  # undo this `up`'s starts; what it kept stays
+                for name in reversed(started):
+                    if name in state["services"]:
+                        _stop(state, name, "`up` failed, stopped")
+                raise
         _moved(before, state)
         print_status(state)
         return state
