@@ -20,7 +20,7 @@ question or a run added to a notebook is counted when it lands (rerun `make timi
 """
 
 from labstack.timing.pages import render, stale, write
-from labstack.timing.plan import GOALS, NOTEBOOKS, plan, totals
+from labstack.timing.plan import GOALS, NOTEBOOKS, totals
 from labstack.timing.steps import Step, find, questions
 from labstack.timing.walkthrough import estimate
 
@@ -30,7 +30,6 @@ __all__ = [
     "Step",
     "estimate",
     "find",
-    "plan",
     "questions",
     "render",
     "stale",

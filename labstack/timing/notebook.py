@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import jupytext
 
@@ -73,7 +73,13 @@ class Cell:
 def cells(notebook: str) -> list[Cell]:
     """The cells of notebook_sources/<notebook>.py, in order; a markdown cell with `## ` headings
     inside is cut at each, so every part has its own section."""
-    nb = jupytext.read(SOURCES / f"{notebook}.py")
+    source = SOURCES / f"{notebook}.py"
+    return list(_cells(notebook, source.read_text()))
+
+
+@lru_cache(maxsize=64)
+def _cells(notebook: str, text: str) -> tuple[Cell, ...]:
+    nb = jupytext.reads(text, fmt="py:percent")
     with_passes = any("passes.start(" in c.source for c in nb.cells if c.cell_type == "code")
     out, section = [], ""
     for i, c in enumerate(nb.cells):
@@ -88,4 +94,4 @@ def cells(notebook: str) -> list[Cell]:
             section = heading.group(1).strip() if heading else section
             passes = named if with_passes else (MEASURE,)
             out.append(Cell(notebook, i, c.cell_type, part, section, passes, hidden))
-    return out
+    return tuple(out)

@@ -61,9 +61,13 @@ def questions(text: str) -> int:
     """The questions a prompt asks: each interrogative clause of its sentences that end in '?'
     ("How busy was it, and how many waited?" is two), the "What do you see, and why?" heading
     left out."""
-    text = re.sub(r"\*\*What do you see, and why\?\*\*", "", text)
-    text = re.sub(r"`[^`]*`", "x", text)  # code inside a question is not a question
-    sentences = re.split(r"(?<=[.?!])\s+", " ".join(text.split()))
+    text = re.sub(r"\*\*What do you see, and why\?\*\*", "\n\n", text)
+    text = re.sub(r"```.*?```|`[^`\n]*`", "x", text, flags=re.S)  # code is not a question
+    sentences = [
+        sentence
+        for paragraph in re.split(r"\n\s*\n", text)
+        for sentence in re.split(r"(?<=[.?!])\s+", " ".join(paragraph.split()))
+    ]
     return sum(len(CLAUSE.findall(s)) or 1 for s in sentences if s.endswith("?"))
 
 
@@ -90,7 +94,7 @@ def _written(cell: Cell, check, prompt: dict) -> Step:
     if module == "judgement" and name == "verdict_after":
         kind, amount = "answer", max(1, prompt.pop("questions", 1))
     elif module == "judgement" and name in DECISIONS:
-        kind, amount = ("observation" if prompt.get("observation") else "decision"), 1
+        kind, amount = ("observation" if prompt.pop("observation", False) else "decision"), 1
     elif name == "function":
         kind, amount = "function", max(0, len(cell.solutions[0].strip().splitlines()) - 1)
     else:
