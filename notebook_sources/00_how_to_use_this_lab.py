@@ -90,11 +90,14 @@
 # | pass | when | how long |
 # |---|---|---|
 # | prepare | before the lease, as homework | <!-- timing:prepare -->145 min<!-- /timing --> |
-# | measure | in the lease (180 minutes) | <!-- timing:measure -->126 min<!-- /timing --> on a freshly installed node, <!-- timing:measure_image -->105 min<!-- /timing --> on a node image your instructor prepared |
+# | measure | in the lease (180 minutes) | <!-- timing:measure -->126 min<!-- /timing --> |
 # | review | after the lease, as homework | <!-- timing:review -->121 min<!-- /timing --> |
 #
-# Prepare and review are long because that is where the thinking is: every line you write, every
-# prediction, every answer. The lease keeps only what needs the node.
+# The measure pass counts a freshly installed node, where the images download and build in the
+# lease; on a node image your instructor prepared, it takes
+# <!-- timing:measure_image -->105 min<!-- /timing -->. Prepare and review are long because that is
+# where the thinking is: every line you write, every prediction, every answer. The lease keeps
+# only what needs the node.
 #
 # The **results bundle** is one folder per notebook, `results/bundles/<notebook>/` (plain CSV
 # and JSON files you can open without the lab; `LAB_BUNDLE` names another place). The last cell of
