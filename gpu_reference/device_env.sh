@@ -20,7 +20,22 @@ if [ ! -d "$dev/site/pytriton" ] && [ -f "$parts/device.sha256" ] && [ "$have" =
   fi
 fi
 [ -d "$dev/site/pytriton" ] || echo "device_env: $have of $want parts here: not unpacked yet"
-export PYTHONPATH="$dev/ort:$dev/site:$PWD" PATH="$dev/site/bin:$PATH"
+# Ray Serve's own parts (gpu_reference/pack_ray.sh, carried in .whl/ray/), kept and unpacked alike
+ray=/tmp/lab_ray
+cp -n .whl/ray/ray.* "$parts"/ 2>/dev/null || true
+have_ray=$(find "$parts" -name 'ray.tar.xz.part*' | wc -l)
+want_ray=$(cat "$parts/ray.parts" 2>/dev/null || echo "?")
+if [ ! -d "$ray/site/ray" ] && [ -f "$parts/ray.sha256" ] && [ "$have_ray" = "$want_ray" ]; then
+  if [ "$(cat "$parts"/ray.tar.xz.part* | sha256sum | cut -d' ' -f1)" = "$(cat "$parts/ray.sha256")" ]; then
+    mkdir -p "$ray" && cat "$parts"/ray.tar.xz.part* | tar xJf - -C "$ray" && rm -f "$parts"/ray.tar.xz.part*
+  else
+    echo "device_env: the $have_ray Ray parts do not match ray.sha256: carry them all again"
+  fi
+fi
+if [ "$have_ray" != 0 ] || [ -f "$parts/ray.parts" ]; then
+  [ -d "$ray/site/ray" ] || echo "device_env: $have_ray of $want_ray Ray parts here: not unpacked yet"
+fi
+export PYTHONPATH="$dev/ort:$dev/site:$ray/site:$PWD" PATH="$dev/site/bin:$PATH"
 export LD_LIBRARY_PATH="$dev/site/bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export LAB_TRITON_PYTHONPATH="$dev/stub_numpy:$dev/ort"   # the stubs ignore PYTHONPATH (labstack/triton_local.py)
 export LAB_ARTIFACTS_DIR=/tmp/lab_artifacts PYTHONUNBUFFERED=1   # the model files outlive the call

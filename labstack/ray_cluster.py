@@ -116,15 +116,18 @@ def node_env() -> dict:
     return {**without_secrets(dict(os.environ)), **ray_auth_env(), **RAY_ENV}
 
 
-def head_service(folder: str) -> Service:
-    """The head node as a launcher Service."""
+def head_service(folder: str, cpus: int = RAY_NODE_CPUS, gpus: int | None = None) -> Service:
+    """The head node as a launcher Service: RAY_NODE_CPUS logical CPUs (local mode's node); a
+    one-node cluster sized for its machine takes `cpus` and `gpus` (gpu_reference/three_way.py;
+    None: the GPUs Ray finds)."""
     gcs, dashboard, client = port_for("ray_gcs"), port_for("ray_dashboard"), port_for("ray_client")
     agent = port_for("ray_head_agent")  # the same port _node_ports asks for (ports.json)
     argv = [
         *_ray_start(),
         "--head",
         "--block",
-        f"--num-cpus={RAY_NODE_CPUS}",
+        f"--num-cpus={cpus}",
+        *([f"--num-gpus={gpus}"] if gpus is not None else []),
         "--node-ip-address=127.0.0.1",
         f"--port={gcs}",
         f"--ray-client-server-port={client}",

@@ -87,13 +87,17 @@ def run(
     label: str = "",
     timeout: float = 60.0,
     max_in_flight: int = 256,
+    seed: int = 0,
+    t0: float | None = None,
 ) -> pd.DataFrame:
     """POST `body` at `rate` requests/s for `seconds` (or through `phases`), each at its moment;
-    one row per request: t_scheduled and t_start (s), late_ms, latency_ms, status, server_*_ms."""
+    one row per request: t_scheduled and t_start (s), late_ms, latency_ms, status, server_*_ms.
+    seed: the arrivals' random moments; t0: when the run starts (time.perf_counter(), the same
+    clock in every process of the machine: servelab/loadgen/spread.py starts several at once)."""
     phases = phases or [(seconds, rate)]
-    moments = schedule(phases, poisson)
+    moments = schedule(phases, poisson, seed)
     headers = {"Content-Type": "application/octet-stream", **(headers or {})}
-    t0 = time.perf_counter() + 0.05
+    t0 = time.perf_counter() + 0.05 if t0 is None else t0
     records = _send_at(
         moments, t0, lambda s: post_once(s, url, body, timeout, headers), max_in_flight
     )

@@ -1,0 +1,383 @@
+"""The same model, the same load, three ways to serve it, measured alike: Triton (notebook 7's
+best configuration), Ray Serve (notebook 9's deployment) and FastAPI (notebook 4's ONNX service).
+
+Introduced in notebook 9's optional section; gpu_reference/three_way.py runs it on the GPU
+machine and on a CPU, starting the three servers itself.
+
+    ways = three_way.ways(photo, triton=URL, ray=URL, fastapi=URL)   # what each is sent
+    three_way.same_answer(ways)                 # the same photo: the same class from each
+    seq = three_way.sequential(ways["ray"], n)  # one at a time: the path's cost without a queue
+    steps = three_way.ladder(ways["ray"], setting, senders)   # rates up to the latency objective
+    three_way.at_objective(steps, setting)      # the highest rate that held it, and the next
+    rounds = three_way.fixed_rate(ways, setting, senders)     # one rate, rounds interleaved
+
+**What each receives.** One photo per request (the same test photo for all three) and the class
+back, as each path's own client sends it in the lab:
+- FastAPI: the JPEG file, base64 in JSON (notebook 4's API): the service decodes, resizes and
+  normalises it on its CPU, then runs ONNX Runtime on one image;
+- Ray Serve: the photo already decoded, resized and normalised by the client, 3x224x224 float32
+  as raw bytes (notebook 9's deployment, the bytes Triton's food_classifier_onnx takes);
+- Triton: the same decoded and resized photo as 224x224x3 uint8 pixels in Triton's binary tensor
+  format (notebook 7's step 7.3: the model normalises them on its device), answer as JSON.
+Why that is fair: the model's input is the same values for all three (the same resize; uint8
+pixels normalised on the server give Ray's floats), each path does what its clients send it to
+do, and the part that differs is measured, not hidden: FastAPI's decode is in its Server-Timing
+(`decode`), the bytes on the wire are in each row (JPEG+base64, 602,112 float32 bytes, 150,528
+uint8 bytes), and same_answer() checks that the three give the same class for the photo.
+
+**The load** is the lab's open loop (servelab/loadgen/open_loop.py: Poisson arrivals, whatever
+the answers), from several processes where one cannot send the rate (servelab/loadgen/spread.py);
+perf_analyzer measures Triton too, where it fits (it speaks only Triton's protocol). A step where
+the generator itself left more than 5 % of its requests late is no measurement of the server:
+the ladder stops there and says so.
+
+**Throughput at a latency objective**: a ladder of rates (each `factor` times the last) until the
+first that does not hold the objective; a rate holds when the 95 % bootstrap interval of its p95
+is under the objective, it served at least 90 % of what it was offered and nothing failed. The
+figure is the highest rate that held, with the next one tried (the bracket the truth lies in).
+**Latency at a fixed rate**: `rounds` runs of each way at one rate, interleaved (A B C, B C A,
+...) so drift of a shared machine falls on all three; the median and p95 over all rounds' requests
+with 95 % bootstrap intervals, and each round's own.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import requests
+from PIL import Image
+
+from servelab import claims, food11, loadgen
+from servelab.triton import triton_stats
+
+TRITON_MODEL = "food_classifier_tuned"  # notebook 7's model
+ORDER = ("triton", "ray", "fastapi")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """How big a comparison is: the objective, the ladder, the fixed rate and the senders."""
+
+    name: str
+    objective_ms: float  # the p95 a rate must stay under
+    start_rps: float  # the ladder's first rate
+    factor: float  # each next rate is this times the last
+    max_rps: float  # the ladder stops here at the latest
+    step_s: float  # seconds of each ladder rate
+    fixed_rps: float  # the fixed open-loop rate, the same for all three
+    fixed_s: float  # seconds of each fixed-rate round
+    rounds: int  # fixed-rate rounds of each way
+    sequential_n: int  # requests one at a time
+    warm_up_n: int  # requests before anything counts
+    senders: int  # load-generator processes
+
+
+SETTINGS = {
+    # the 2-core development machine: everything shares two cores with the load generator
+    "cpu": Setting("cpu", 300.0, 2.0, 1.5, 200.0, 6.0, 4.0, 8.0, 3, 40, 10, 1),
+    # the GPU machine (16 cores): a generator process sends a few hundred requests/s at most
+    "gpu": Setting("gpu", 50.0, 100.0, 1.5, 40_000.0, 4.0, 200.0, 5.0, 3, 200, 200, 8),
+}
+
+
+@dataclass
+class Way:
+    """One way to serve the model: where to POST, what, and how to read its answer."""
+
+    name: str
+    url: str
+    body: bytes
+    headers: dict
+    receives: str
+    answer_key: str  # where its JSON answer has the class (or "outputs" for Triton's)
+    triton_url: str | None = None  # Triton's base URL: its statistics around a run
+    extra: dict = field(default_factory=dict)
+
+    def label(self, answer: dict) -> str:
+        if self.answer_key == "outputs":
+            return food11.top_class(np.asarray(answer["outputs"][0]["data"], np.float32))[0]
+        return answer[self.answer_key]
+
+
+def inputs(photo: Path) -> dict:
+    """The photo as each way takes it: its file, its 224x224 uint8 pixels, its float32 tensor
+    (the same resize as the services': servelab.food11.preprocess)."""
+    jpeg = Path(photo).read_bytes()
+    image = food11.load_image(jpeg).convert("RGB")
+    size = (food11.INPUT_SIZE, food11.INPUT_SIZE)
+    pixels = np.asarray(image.resize(size, Image.BILINEAR), dtype=np.uint8)
+    tensor = food11.preprocess(image)[None]
+    return {"jpeg": jpeg, "pixels": pixels, "tensor": tensor}
+
+
+def triton_body(pixels: np.ndarray) -> tuple[bytes, dict]:
+    """One image's uint8 pixels as Triton's HTTP binary tensor body, the logits asked as JSON."""
+    import tritonclient.http as httpclient
+
+    tensor = httpclient.InferInput("input", [1, *pixels.shape], "UINT8")
+    tensor.set_data_from_numpy(pixels[None], binary_data=True)
+    output = httpclient.InferRequestedOutput("output", binary_data=False)
+    body, json_size = httpclient.InferenceServerClient.generate_request_body([tensor], [output])
+    headers = {
+        "Content-Type": "application/octet-stream",
+        "Inference-Header-Content-Length": str(json_size),
+    }
+    return body, headers
+
+
+def ways(photo: Path, triton: str, ray: str, fastapi: str) -> dict[str, Way]:
+    """The three ways at their base URLs (Triton's, Ray's app route, FastAPI's), each with the
+    same photo as it takes it."""
+    made = inputs(photo)
+    t_body, t_headers = triton_body(made["pixels"])
+    fastapi_body = json.dumps({"image": base64.b64encode(made["jpeg"]).decode()}).encode()
+    return {
+        "triton": Way(
+            "triton",
+            f"{triton}/v2/models/{TRITON_MODEL}/infer",
+            t_body,
+            t_headers,
+            f"uint8 pixels 224x224x3, Triton's binary tensor format ({len(t_body):,} bytes)",
+            "outputs",
+            triton_url=triton,
+        ),
+        "ray": Way(
+            "ray",
+            ray,
+            made["tensor"].tobytes(),
+            {"Content-Type": "application/octet-stream"},
+            f"float32 tensor 3x224x224, raw bytes ({made['tensor'].nbytes:,} bytes)",
+            "label",
+        ),
+        "fastapi": Way(
+            "fastapi",
+            f"{fastapi}/predict",
+            fastapi_body,
+            {"Content-Type": "application/json"},
+            f"the JPEG file ({len(made['jpeg']):,} bytes), base64 in JSON "
+            f"({len(fastapi_body):,} bytes)",
+            "prediction",
+        ),
+    }
+
+
+def ask(way: Way, timeout: float = 60.0) -> str:
+    """One request; the class it answered (raises with the service's words on an error)."""
+    resp = requests.post(way.url, data=way.body, headers=way.headers, timeout=timeout)
+    if resp.status_code != 200:
+        raise RuntimeError(f"{way.name}: HTTP {resp.status_code}: {resp.text[:300]}")
+    return way.label(resp.json())
+
+
+def same_answer(all_ways: dict[str, Way]) -> dict:
+    """Each way's class for the photo, and whether they agree (fp16 on a GPU may flip a near-tie
+    of the untrained model's logits: then it says so, it is no failure of the path)."""
+    labels = {name: ask(way) for name, way in all_ways.items()}
+    return {"labels": labels, "agree": len(set(labels.values())) == 1}
+
+
+def _triton_before(way: Way):
+    return triton_stats.model_stats(TRITON_MODEL, way.triton_url) if way.triton_url else None
+
+
+def _triton_after(way: Way, before, df: pd.DataFrame) -> None:
+    if before is not None:
+        after = triton_stats.model_stats(TRITON_MODEL, way.triton_url)
+        df.attrs["triton"] = triton_stats.stats_delta(before, after)
+
+
+def warm_up(way: Way, n: int, concurrency: int = 4) -> None:
+    """Requests that do not count: the first ones pay for loading, compiling, CUDA graphs."""
+    loadgen.run(
+        way.url,
+        way.body,
+        n,
+        concurrency,
+        f"{way.name} warm-up",
+        progress=False,
+        headers=way.headers,
+    )
+
+
+def sequential(way: Way, n: int) -> pd.DataFrame:
+    """n requests one at a time: the path's own cost, nothing queued (Triton's statistics of the
+    run in attrs["triton"])."""
+    before = _triton_before(way)
+    df = loadgen.run(
+        way.url, way.body, n, 1, f"{way.name} sequential", progress=False, headers=way.headers
+    )
+    _triton_after(way, before, df)
+    return df
+
+
+def at_rate(way: Way, rate: float, seconds: float, senders, label: str, seed: int = 0):
+    """The open loop at `rate` for `seconds` from `senders` (a spread.Senders)."""
+    before = _triton_before(way)
+    df = senders.run(way.url, way.body, rate, seconds, way.headers, label, seed)
+    _triton_after(way, before, df)
+    return df
+
+
+def p95(samples) -> claims.Measured:
+    return claims.Measured.from_samples(samples, stat=lambda x: np.percentile(x, 95))
+
+
+def step_row(df: pd.DataFrame, objective_ms: float) -> dict:
+    """One open-loop run as a ladder step: offered, served, p95 with its interval, and whether it
+    held the objective (holds / fails / inconclusive / generator late)."""
+    row = loadgen.summarize(df)
+    ok = df[df["status"] == 200]["latency_ms"].dropna().to_numpy()
+    tail = p95(ok) if len(ok) >= 20 else None
+    served_share = row["throughput_rps"] / row["request_rate"] if row["request_rate"] else 0.0
+    if row["delayed_pct"] > 5:
+        verdict = "generator late"  # the load generator did not offer this rate
+    elif len(ok) < 20 or row["errors"] or served_share < 0.9:
+        verdict = "fails"
+    elif tail.hi <= objective_ms:
+        verdict = "holds"
+    elif tail.lo > objective_ms:
+        verdict = "fails"
+    else:
+        verdict = "inconclusive"
+    return {
+        "way": df.attrs.get("way", ""),
+        "offered_rps": row["request_rate"],
+        "served_rps": row["throughput_rps"],
+        "served_share": served_share,
+        "requests": row["requests"],
+        "errors": row["errors"],
+        "delayed_pct": row["delayed_pct"],
+        "median_ms": row["median_ms"],
+        "p95_ms": tail.value if tail else float("nan"),
+        "p95_lo_ms": tail.lo if tail else float("nan"),
+        "p95_hi_ms": tail.hi if tail else float("nan"),
+        "in_flight_N": row["in_flight_N"],
+        "verdict": verdict,
+    }
+
+
+def ladder(way: Way, setting: Setting, senders, runs: dict | None = None) -> list[dict]:
+    """Rates from setting.start_rps, each setting.factor times the last, setting.step_s each,
+    until the first that does not hold the objective (or setting.max_rps); a row per rate.
+    `runs`, if given, keeps each run's rows by label."""
+    rows, rate = [], setting.start_rps
+    while rate <= setting.max_rps:
+        label = f"{way.name} ladder {rate:g}/s"
+        df = at_rate(way, rate, setting.step_s, senders, label, seed=len(rows))
+        df.attrs["way"] = way.name
+        if runs is not None:
+            runs[label] = df
+        rows.append({**step_row(df, setting.objective_ms), "rate_rps": rate})
+        print(f"  {label}: {_step_text(rows[-1])}", flush=True)
+        if rows[-1]["verdict"] != "holds":
+            break
+        rate = round(rate * setting.factor, 1)
+    return rows
+
+
+def _step_text(row: dict) -> str:
+    return (
+        f"served {row['served_rps']:.1f}/s of {row['offered_rps']:.1f}, p95 {row['p95_ms']:.1f} "
+        f"[{row['p95_lo_ms']:.1f}, {row['p95_hi_ms']:.1f}] ms, late {row['delayed_pct']:.0f} %, "
+        f"errors {row['errors']}: {row['verdict']}"
+    )
+
+
+def at_objective(steps: list[dict], setting: Setting) -> dict:
+    """The highest rate that held the objective, the next rate tried and why it did not hold."""
+    held = [s for s in steps if s["verdict"] == "holds"]
+    after = next((s for s in steps if s["verdict"] != "holds"), None)
+    out = {
+        "objective_ms": setting.objective_ms,
+        "held_rps": held[-1]["rate_rps"] if held else 0.0,
+        "served_rps": held[-1]["served_rps"] if held else 0.0,
+        "next_rps": after["rate_rps"] if after else None,
+        "next_verdict": after["verdict"] if after else f"not tried (max {setting.max_rps:g}/s)",
+    }
+    out["limited_by"] = (
+        "the load generator" if out["next_verdict"] == "generator late" else "the server"
+    )
+    return out
+
+
+def fixed_rate(
+    all_ways: dict[str, Way], setting: Setting, senders, runs: dict | None = None
+) -> pd.DataFrame:
+    """setting.rounds runs of every way at setting.fixed_rps, interleaved with the order turned
+    each round; one row per run."""
+    names, rows = list(all_ways), []
+    for r in range(setting.rounds):
+        turn = names[r % len(names) :] + names[: r % len(names)]
+        for name in turn:
+            label = f"{name} fixed {setting.fixed_rps:g}/s round {r + 1}"
+            df = at_rate(all_ways[name], setting.fixed_rps, setting.fixed_s, senders, label, r)
+            df.attrs["way"] = name
+            if runs is not None:
+                runs[label] = df
+            rows.append({**step_row(df, setting.objective_ms), "round": r + 1})
+            print(f"  {label}: {_step_text(rows[-1])}", flush=True)
+    return pd.DataFrame(rows)
+
+
+def latency_at_fixed_rate(runs: dict, name: str) -> dict:
+    """One way's fixed-rate rounds pooled: median and p95 with their 95 % bootstrap intervals."""
+    dfs = [df for label, df in runs.items() if label.startswith(f"{name} fixed ")]
+    ok = pd.concat([df[df["status"] == 200] for df in dfs])["latency_ms"].dropna().to_numpy()
+    median, tail = claims.Measured.from_samples(ok), p95(ok)
+    return {
+        "way": name,
+        "requests": int(sum(len(df) for df in dfs)),
+        "answered": int(len(ok)),
+        "median_ms": median.value,
+        "median_lo_ms": median.lo,
+        "median_hi_ms": median.hi,
+        "p95_ms": tail.value,
+        "p95_lo_ms": tail.lo,
+        "p95_hi_ms": tail.hi,
+    }
+
+
+def compare(a: dict, b: dict, column: str) -> str:
+    """'lower', 'higher' or 'inconclusive': a's figure against b's, by their intervals."""
+    if a[f"{column}_hi_ms"] < b[f"{column}_lo_ms"]:
+        return "lower"
+    if a[f"{column}_lo_ms"] > b[f"{column}_hi_ms"]:
+        return "higher"
+    return "inconclusive"
+
+
+def where_time_goes(way: Way, seq: pd.DataFrame) -> dict:
+    """One request alone, split: the client's median latency, what the server says it spent
+    (FastAPI: decode, queue, infer by Server-Timing; Ray: infer; Triton: its statistics per
+    request: queue, compute input, infer, output) and the rest (HTTP, serialisation, the
+    framework's hops between processes, the client's own work), all medians or means in ms."""
+    ok = seq[seq["status"] == 200]
+    latency = claims.Measured.from_samples(ok["latency_ms"].to_numpy())
+    out = {
+        "way": way.name,
+        "bytes_sent": len(way.body),
+        "latency_median_ms": latency.value,
+        "latency_lo_ms": latency.lo,
+        "latency_hi_ms": latency.hi,
+    }
+    if "triton" in seq.attrs:
+        stats = seq.attrs["triton"]
+        for part in ("queue", "compute_input", "compute_infer", "compute_output"):
+            out[f"server_{part}_ms"] = stats[f"{part}_ms_avg"]
+        out["model_ms"] = stats["compute_infer_ms_avg"]
+        server = sum(out[f"server_{p}_ms"] for p in ("queue", "compute_input", "compute_output"))
+    else:
+        for part in ("decode", "queue", "infer"):
+            column = f"server_{part}_ms"
+            if column in ok:
+                out[column] = float(ok[column].median())
+        out["model_ms"] = out.get("server_infer_ms", float("nan"))
+        server = out.get("server_decode_ms", 0.0) + out.get("server_queue_ms", 0.0)
+    out["server_other_ms"] = server
+    out["outside_ms"] = latency.value - out["model_ms"] - server
+    return out
