@@ -93,14 +93,28 @@ def triton_config_text(gpu: bool) -> str:
 
 
 def start_triton(work: Path, gpu: bool) -> dict:
+    """tritonserver with notebook 7's model in its best configuration and, beside it, the ONNX
+    Runtime model of notebook 6 with 2 instances (notebook 9.5's): the same runtime as Ray's and
+    FastAPI's, so the serving path is compared apart from the runtime."""
+    import shutil
+
     from labstack import processes, triton_local
     from labstack.ports import free_port
-    from servelab.triton import model_repository, triton_config
+    from servelab.triton import instances, model_repository, triton_config
 
     repo = work / "model_repository"
-    folder = model_repository.add_model(
-        "food_classifier_tuned", repo, mode="local", kind="gpu" if gpu else "cpu", verbose=False
+    kind = "gpu" if gpu else "cpu"
+    model_repository.populate(repo, mode="local", kind=kind, verbose=False)
+    shutil.rmtree(repo / "food_classifier")  # notebook 6's PyTorch model: not compared here
+    onnx_config = repo / "food_classifier_onnx" / "config.pbtxt"
+    group = instances.instance_group(2, 1 if gpu else 0)
+    onnx_config.write_text(
+        re.sub(r"instance_group \[.*?\n\]", group, onnx_config.read_text(), flags=re.S)
     )
+    folder = model_repository.add_model(
+        "food_classifier_tuned", repo, mode="local", kind=kind, verbose=False
+    )
+    (folder / "config.pbtxt").write_text(triton_config_text(gpu))
     http, grpc, metrics = (free_port() for _ in range(3))
     argv, env = triton_local.server_command(repo, http, grpc, metrics, backends=work / "b")
     service = processes.Service(
@@ -113,16 +127,19 @@ def start_triton(work: Path, gpu: bool) -> dict:
     )
     record = processes.start(service)
     url = f"http://127.0.0.1:{http}"
-    (folder / "config.pbtxt").write_text(triton_config_text(gpu))
-    ok, load_s, error = triton_config.load_model("food_classifier_tuned", url, 900)
-    if not ok:
-        raise RuntimeError(f"Triton did not load the configuration: {error}")
+    loaded = {}
+    for model in ("food_classifier_onnx", "food_classifier_tuned"):  # --load-model=* began them
+        ok, load_s, error = triton_config.load_model(model, url, 900)
+        if not ok:
+            raise RuntimeError(f"Triton did not load {model}: {error}")
+        loaded[model] = round(load_s, 1)
     return {
         **record,
         "url": url,
         "grpc": f"127.0.0.1:{grpc}",
-        "load_s": round(load_s, 1),
+        "load_s": loaded,
         "config": (folder / "config.pbtxt").read_text(),
+        "onnx_config": onnx_config.read_text(),
     }
 
 
@@ -208,7 +225,7 @@ def setup(servers: dict, run) -> dict:
             "started": time.strftime("%F %T %Z"),
         },
         "setting": dict(run.setting.__dict__),
-        "triton": {k: servers["triton"][k] for k in ("load_s", "config")},
+        "triton": {k: servers["triton"][k] for k in ("load_s", "config", "onnx_config")},
         "ray": {k: servers["ray"][k] for k in ("replicas", "max_ongoing_requests", "cpus", "gpus")},
         "fastapi": {
             "workers": servers["fastapi"]["workers"],
@@ -245,8 +262,13 @@ def groups(servers: dict, senders) -> dict[str, list[int]]:
     fastapi = psutil.Process(servers["fastapi"]["pid"])
     out["fastapi: uvicorn"] = [fastapi.pid] + [p.pid for p in fastapi.children(recursive=True)]
     triton = psutil.Process(servers["triton"]["pid"])
-    out["triton: tritonserver"] = [triton.pid]
-    out["triton: stubs"] = [p.pid for p in triton.children(recursive=True)]
+    stubs = [p.pid for p in triton.children(recursive=True)]
+    for way, model in (
+        ("triton", "food_classifier_tuned"),
+        ("triton_onnx", "food_classifier_onnx"),
+    ):
+        out[f"{way}: tritonserver"] = [triton.pid]  # shared: counted in each way's own runs
+        out[f"{way}: stubs"] = [p for p in stubs if f"/{model}/" in command(p)]
     roles = {
         "ServeReplica": "ray: replicas",
         "ProxyActor": "ray: proxy",
@@ -329,9 +351,9 @@ class Run:
         from servelab.paths import test_photo
 
         s = self.servers
-        return three_way.ways(
-            test_photo(), s["triton"]["url"], s["ray"]["url"], s["fastapi"]["url"]
-        )
+        urls = {"triton": s["triton"]["url"], "triton_onnx": s["triton"]["url"]}
+        urls.update(ray=s["ray"]["url"], fastapi=s["fastapi"]["url"])
+        return three_way.ways(test_photo(), urls)
 
     def ensure_up(self) -> None:
         if not alive(self.servers):
@@ -455,15 +477,17 @@ class Run:
         host = t["url"].split("://")[-1]
         s = self.setting
         base = f"perf_analyzer -m food_classifier_tuned -u {host} --shape input:224,224,3"
+        rate = f"--request-rate-range {s.fixed_rps:g} --request-distribution poisson"
+        windows = "" if self.gpu else " --measurement-interval 5000 --max-trials 4"
         lines = {
-            "fixed_http": f"{base} --request-rate-range {s.fixed_rps:g} "
-            "--request-distribution poisson",
+            "fixed_http": f"{base} {rate}{windows}",
+            "onnx_fixed_http": f"perf_analyzer -m food_classifier_onnx -u {host} {rate}{windows}",
         }
         if self.gpu:  # notebook 7's best line: Triton's capacity with its own client
             best = json.loads(Path(os.environ.get("LAB_THREEWAY_BEST") or BEST_RECORD).read_text())
             lines["best_line"] = re.sub(r"-u \S+", f"-u {t['grpc']}", best["command"])
         else:
-            lines["best_line"] = f"{base} --concurrency-range 16 --async"
+            lines["best_line"] = f"{base} --concurrency-range 16 --async{windows}"
         summary = {}
         for name, line in lines.items():
             try:

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from servelab import three_way  # noqa: E402
 
-NAMES = {"triton": "Triton", "ray": "Ray Serve", "fastapi": "FastAPI"}
+NAMES = three_way.NAMES
 
 
 def figures(out: Path) -> dict:
@@ -98,7 +98,8 @@ def markdown(f: dict) -> str:
         "|---|---|---|",
     ]
     a = f["answers"]
-    for way in three_way.ORDER:
+    order = [w for w in three_way.ORDER if w in a["labels"]]
+    for way in order:
         lines.append(f"| {NAMES[way]} | {a['receives'][way]} | {a['labels'][way]} |")
     lines += [
         "",
@@ -110,7 +111,7 @@ def markdown(f: dict) -> str:
         "| way | highest rate that held | served there | next rate tried | its verdict |",
         "|---|---|---|---|---|",
     ]
-    for way in three_way.ORDER:
+    for way in order:
         o = f["at_objective"][way]
         nxt = "-" if o["next_rps"] is None else f"{o['next_rps']:g}/s"
         lines.append(
@@ -141,18 +142,20 @@ def markdown(f: dict) -> str:
         "",
         "## Where a request's time goes, one request at a time",
         "",
-        "| way | bytes sent | latency median ms [interval] | the model | the server's other "
-        "work | outside the server's clock |",
-        "|---|---|---|---|---|---|",
+        "| way | bytes sent | latency median ms [interval] | mean | of which the model | the "
+        "server's other work | outside the server's clock |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in f["sequential"]:
         lines.append(
             f"| {NAMES[row['way']]} | {row['bytes_sent']:,} | {row['latency_median_ms']:.1f} "
-            f"[{row['latency_lo_ms']:.1f}, {row['latency_hi_ms']:.1f}] | {row['model_ms']:.1f} | "
+            f"[{row['latency_lo_ms']:.1f}, {row['latency_hi_ms']:.1f}] | "
+            f"{row['latency_mean_ms']:.1f} | {row['model_ms']:.1f} | "
             f"{row['server_other_ms']:.1f} | {row['outside_ms']:.1f} |"
         )
     lines += [
         "",
+        "Means of one request at a time (means add up, medians do not).",
         "The model: FastAPI's and Ray's `infer` (Server-Timing: ONNX Runtime's run), Triton's",
         "compute_infer per request (its statistics: the Python backend's execute, the model and",
         "the stub's work around it). The server's other work: FastAPI's decode and queue, Triton's",
@@ -166,13 +169,21 @@ def markdown(f: dict) -> str:
         "generator | machine, cores busy |",
         "|---|---|---|---|",
     ]
-    for way in three_way.ORDER:
+    for way in order:
         groups = f["cpu_ms_per_request"].get(way, {})
         text = "; ".join(f"{g.split(': ', 1)[1]} {v:.2f}" for g, v in groups.items())
         lines.append(
             f"| {NAMES[way]} | {text} | {f['generator_cpu_ms_per_request'].get(way, 0):.2f} | "
             f"{f['machine_cores_busy'].get(way, 0):.2f} |"
         )
+    lines += [
+        "",
+        "CPU time of each process group during that way's own fixed-rate rounds (psutil), divided",
+        "by the requests it answered (`cpu.csv` has each round, and the cores each group kept",
+        "busy). A daemon's CPU (Ray's controller and the rest: its GCS, raylet, dashboard and",
+        "agents) runs whatever the load, so per request it is large at a low rate. Machine: every",
+        "process of the machine, other users' too.",
+    ]
     if f["perf"]:
         lines += [
             "",

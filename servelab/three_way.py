@@ -56,7 +56,14 @@ from servelab import claims, food11, loadgen
 from servelab.triton import triton_stats
 
 TRITON_MODEL = "food_classifier_tuned"  # notebook 7's model
-ORDER = ("triton", "ray", "fastapi")
+ONNX_MODEL = "food_classifier_onnx"  # notebook 6's and 9.5's: ONNX Runtime, as Ray's and FastAPI's
+ORDER = ("triton", "triton_onnx", "ray", "fastapi")
+NAMES = {
+    "triton": "Triton (notebook 7's best)",
+    "triton_onnx": "Triton, ONNX Runtime (9.5's)",
+    "ray": "Ray Serve",
+    "fastapi": "FastAPI",
+}
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,7 @@ class Setting:
 
 SETTINGS = {
     # the 2-core development machine: everything shares two cores with the load generator
-    "cpu": Setting("cpu", 300.0, 2.0, 1.5, 200.0, 6.0, 4.0, 8.0, 3, 40, 10, 1),
+    "cpu": Setting("cpu", 300.0, 1.0, 1.5, 200.0, 10.0, 4.0, 10.0, 3, 40, 10, 1),
     # the GPU machine (16 cores): a generator process sends a few hundred requests/s at most
     "gpu": Setting("gpu", 50.0, 100.0, 1.5, 40_000.0, 4.0, 200.0, 5.0, 3, 200, 200, 8),
 }
@@ -96,6 +103,7 @@ class Way:
     receives: str
     answer_key: str  # where its JSON answer has the class (or "outputs" for Triton's)
     triton_url: str | None = None  # Triton's base URL: its statistics around a run
+    triton_model: str | None = None
     extra: dict = field(default_factory=dict)
 
     def label(self, answer: dict) -> str:
@@ -115,12 +123,14 @@ def inputs(photo: Path) -> dict:
     return {"jpeg": jpeg, "pixels": pixels, "tensor": tensor}
 
 
-def triton_body(pixels: np.ndarray) -> tuple[bytes, dict]:
-    """One image's uint8 pixels as Triton's HTTP binary tensor body, the logits asked as JSON."""
+def triton_body(array: np.ndarray, datatype: str) -> tuple[bytes, dict]:
+    """One image (uint8 pixels or float32 tensor) as Triton's HTTP binary tensor body, the logits
+    asked as JSON."""
     import tritonclient.http as httpclient
 
-    tensor = httpclient.InferInput("input", [1, *pixels.shape], "UINT8")
-    tensor.set_data_from_numpy(pixels[None], binary_data=True)
+    batch = array if array.shape[0] == 1 and array.ndim == 4 else array[None]
+    tensor = httpclient.InferInput("input", list(batch.shape), datatype)
+    tensor.set_data_from_numpy(batch, binary_data=True)
     output = httpclient.InferRequestedOutput("output", binary_data=False)
     body, json_size = httpclient.InferenceServerClient.generate_request_body([tensor], [output])
     headers = {
@@ -130,40 +140,56 @@ def triton_body(pixels: np.ndarray) -> tuple[bytes, dict]:
     return body, headers
 
 
-def ways(photo: Path, triton: str, ray: str, fastapi: str) -> dict[str, Way]:
-    """The three ways at their base URLs (Triton's, Ray's app route, FastAPI's), each with the
-    same photo as it takes it."""
+def ways(photo: Path, urls: dict[str, str]) -> dict[str, Way]:
+    """The ways named in `urls` (ORDER's names: Triton's base URL for "triton" and "triton_onnx",
+    Ray's app route, FastAPI's base URL), each with the same photo as it takes it."""
     made = inputs(photo)
-    t_body, t_headers = triton_body(made["pixels"])
     fastapi_body = json.dumps({"image": base64.b64encode(made["jpeg"]).decode()}).encode()
-    return {
-        "triton": Way(
+    out = {}
+    if "triton" in urls:
+        body, headers = triton_body(made["pixels"], "UINT8")
+        out["triton"] = Way(
             "triton",
-            f"{triton}/v2/models/{TRITON_MODEL}/infer",
-            t_body,
-            t_headers,
-            f"uint8 pixels 224x224x3, Triton's binary tensor format ({len(t_body):,} bytes)",
+            f"{urls['triton']}/v2/models/{TRITON_MODEL}/infer",
+            body,
+            headers,
+            f"uint8 pixels 224x224x3, Triton's binary tensor format ({len(body):,} bytes)",
             "outputs",
-            triton_url=triton,
-        ),
-        "ray": Way(
+            urls["triton"],
+            TRITON_MODEL,
+        )
+    if "triton_onnx" in urls:
+        body, headers = triton_body(made["tensor"], "FP32")
+        out["triton_onnx"] = Way(
+            "triton_onnx",
+            f"{urls['triton_onnx']}/v2/models/{ONNX_MODEL}/infer",
+            body,
+            headers,
+            f"float32 tensor 3x224x224, Triton's binary tensor format ({len(body):,} bytes)",
+            "outputs",
+            urls["triton_onnx"],
+            ONNX_MODEL,
+        )
+    if "ray" in urls:
+        out["ray"] = Way(
             "ray",
-            ray,
+            urls["ray"],
             made["tensor"].tobytes(),
             {"Content-Type": "application/octet-stream"},
             f"float32 tensor 3x224x224, raw bytes ({made['tensor'].nbytes:,} bytes)",
             "label",
-        ),
-        "fastapi": Way(
+        )
+    if "fastapi" in urls:
+        out["fastapi"] = Way(
             "fastapi",
-            f"{fastapi}/predict",
+            f"{urls['fastapi']}/predict",
             fastapi_body,
             {"Content-Type": "application/json"},
             f"the JPEG file ({len(made['jpeg']):,} bytes), base64 in JSON "
             f"({len(fastapi_body):,} bytes)",
             "prediction",
-        ),
-    }
+        )
+    return out
 
 
 def ask(way: Way, timeout: float = 60.0) -> str:
@@ -182,12 +208,12 @@ def same_answer(all_ways: dict[str, Way]) -> dict:
 
 
 def _triton_before(way: Way):
-    return triton_stats.model_stats(TRITON_MODEL, way.triton_url) if way.triton_url else None
+    return triton_stats.model_stats(way.triton_model, way.triton_url) if way.triton_url else None
 
 
 def _triton_after(way: Way, before, df: pd.DataFrame) -> None:
     if before is not None:
-        after = triton_stats.model_stats(TRITON_MODEL, way.triton_url)
+        after = triton_stats.model_stats(way.triton_model, way.triton_url)
         df.attrs["triton"] = triton_stats.stats_delta(before, after)
 
 
@@ -223,6 +249,10 @@ def at_rate(way: Way, rate: float, seconds: float, senders, label: str, seed: in
     return df
 
 
+MIN_ANSWERS = 10  # fewer answers give no p95 worth an interval
+STEP_REQUESTS = 20  # a ladder step lasts long enough to send this many
+
+
 def p95(samples) -> claims.Measured:
     return claims.Measured.from_samples(samples, stat=lambda x: np.percentile(x, 95))
 
@@ -232,12 +262,14 @@ def step_row(df: pd.DataFrame, objective_ms: float) -> dict:
     held the objective (holds / fails / inconclusive / generator late)."""
     row = loadgen.summarize(df)
     ok = df[df["status"] == 200]["latency_ms"].dropna().to_numpy()
-    tail = p95(ok) if len(ok) >= 20 else None
+    tail = p95(ok) if len(ok) >= MIN_ANSWERS else None
     served_share = row["throughput_rps"] / row["request_rate"] if row["request_rate"] else 0.0
     if row["delayed_pct"] > 5:
         verdict = "generator late"  # the load generator did not offer this rate
-    elif len(ok) < 20 or row["errors"] or served_share < 0.9:
+    elif row["errors"] or served_share < 0.9:
         verdict = "fails"
+    elif tail is None:
+        verdict = "too few requests"
     elif tail.hi <= objective_ms:
         verdict = "holds"
     elif tail.lo > objective_ms:
@@ -262,13 +294,15 @@ def step_row(df: pd.DataFrame, objective_ms: float) -> dict:
 
 
 def ladder(way: Way, setting: Setting, senders, runs: dict | None = None) -> list[dict]:
-    """Rates from setting.start_rps, each setting.factor times the last, setting.step_s each,
+    """Rates from setting.start_rps, each setting.factor times the last, setting.step_s each (or
+    long enough for STEP_REQUESTS requests),
     until the first that does not hold the objective (or setting.max_rps); a row per rate.
     `runs`, if given, keeps each run's rows by label."""
     rows, rate = [], setting.start_rps
     while rate <= setting.max_rps:
         label = f"{way.name} ladder {rate:g}/s"
-        df = at_rate(way, rate, setting.step_s, senders, label, seed=len(rows))
+        seconds = max(setting.step_s, STEP_REQUESTS / rate)  # enough requests for a p95
+        df = at_rate(way, rate, seconds, senders, label, seed=len(rows))
         df.attrs["way"] = way.name
         if runs is not None:
             runs[label] = df
@@ -352,10 +386,11 @@ def compare(a: dict, b: dict, column: str) -> str:
 
 
 def where_time_goes(way: Way, seq: pd.DataFrame) -> dict:
-    """One request alone, split: the client's median latency, what the server says it spent
-    (FastAPI: decode, queue, infer by Server-Timing; Ray: infer; Triton: its statistics per
-    request: queue, compute input, infer, output) and the rest (HTTP, serialisation, the
-    framework's hops between processes, the client's own work), all medians or means in ms."""
+    """One request alone, split, in means (they add up, medians do not): the client's latency,
+    what the server says it spent (FastAPI: decode, queue, infer by Server-Timing; Ray: infer;
+    Triton: its statistics per request: queue, compute input, infer, output) and the rest (HTTP,
+    serialisation, the framework's hops between processes, the client's own work), in ms; the
+    median latency with its 95 % bootstrap interval beside them."""
     ok = seq[seq["status"] == 200]
     latency = claims.Measured.from_samples(ok["latency_ms"].to_numpy())
     out = {
@@ -364,6 +399,7 @@ def where_time_goes(way: Way, seq: pd.DataFrame) -> dict:
         "latency_median_ms": latency.value,
         "latency_lo_ms": latency.lo,
         "latency_hi_ms": latency.hi,
+        "latency_mean_ms": float(ok["latency_ms"].mean()),
     }
     if "triton" in seq.attrs:
         stats = seq.attrs["triton"]
@@ -375,9 +411,63 @@ def where_time_goes(way: Way, seq: pd.DataFrame) -> dict:
         for part in ("decode", "queue", "infer"):
             column = f"server_{part}_ms"
             if column in ok:
-                out[column] = float(ok[column].median())
+                out[column] = float(ok[column].mean())
         out["model_ms"] = out.get("server_infer_ms", float("nan"))
         server = out.get("server_decode_ms", 0.0) + out.get("server_queue_ms", 0.0)
     out["server_other_ms"] = server
-    out["outside_ms"] = latency.value - out["model_ms"] - server
+    out["outside_ms"] = out["latency_mean_ms"] - out["model_ms"] - server
     return out
+
+
+def run_all(all_ways: dict[str, Way], setting: Setting, senders) -> dict[str, pd.DataFrame]:
+    """The whole comparison on running servers, as notebook 9's optional section runs it: the
+    answers, each way warmed up and one at a time, its ladder, then the fixed-rate rounds. Tables:
+    answers, sequential, ladder, at_objective, fixed (each round), pooled (the rounds pooled)."""
+    for way in all_ways.values():
+        warm_up(way, setting.warm_up_n)
+    answers = same_answer(all_ways)
+    sequential_rows = [
+        where_time_goes(w, sequential(w, setting.sequential_n)) for w in all_ways.values()
+    ]
+    steps = [row for way in all_ways.values() for row in ladder(way, setting, senders)]
+    runs: dict = {}
+    fixed = fixed_rate(all_ways, setting, senders, runs)
+    steps_df = pd.DataFrame(steps)
+    return {
+        "answers": pd.DataFrame([answers["labels"]]),
+        "sequential": pd.DataFrame(sequential_rows).set_index("way"),
+        "ladder": steps_df,
+        "at_objective": pd.DataFrame(
+            {
+                way: at_objective(rows.to_dict("records"), setting)
+                for way, rows in steps_df.groupby("way", sort=False)
+            }
+        ).T,
+        "fixed": fixed,
+        "pooled": pd.DataFrame([latency_at_fixed_rate(runs, n) for n in all_ways]).set_index("way"),
+    }
+
+
+CPU_PAGE = Path(__file__).resolve().parent.parent / "docs" / "results" / "cpu" / "three_way"
+
+
+def cpu_page(folder: Path = CPU_PAGE) -> str:
+    """What the committed CPU page measured, in a few lines (notebook 9 without a GPU)."""
+    path = folder / "three_way.json"
+    if not path.exists():
+        return f"(the CPU page's figures are in {folder}/README.md of the lab's repository)"
+    f = json.loads(path.read_text())
+    s = f["setup"]["setting"]
+    lines = [
+        f"On {f['setup']['machine']['cores']} CPU cores, no GPU "
+        f"(docs/results/cpu/three_way/, objective p95 <= {s['objective_ms']:g} ms):"
+    ]
+    pooled = {row["way"]: row for row in f["fixed_pooled"]}
+    for way in [w for w in ORDER if w in pooled]:
+        o, p = f["at_objective"][way], pooled[way]
+        lines.append(
+            f"  {NAMES[way]}: held the objective up to {o['held_rps']:g}/s (next tried: "
+            f"{o['next_rps']}/s, {o['next_verdict']}); at {s['fixed_rps']:g}/s median "
+            f"{p['median_ms']:.1f} ms, p95 {p['p95_ms']:.1f} ms"
+        )
+    return "\n".join(lines)
