@@ -50,8 +50,6 @@ sys.path.insert(0, str(REPO))
 
 PARTS = ("up", "sequential", "ladder", "fixed", "perf", "down", "report")
 RESUME_EXIT = 75  # as labstack/resume_state.py: stopped between parts, go on next call
-BEST_RECORD = REPO / "docs/results/h100_2026-11-24/results/hardware/served_over_limit.json"
-CPU_TRITON = {"instances": 1, "max_batch": 8, "delay_us": 2000}  # notebook 7's CPU sweep
 # per setting: Ray replicas, Ray's max_ongoing_requests, FastAPI workers
 SERVERS = {"cpu": (2, 2, 1), "gpu": (4, 2, 4)}
 
@@ -70,26 +68,10 @@ def on_gpu() -> bool:
 
 def triton_config_text(gpu: bool) -> str:
     """Notebook 7's best configuration (a GPU's), or its CPU form."""
-    record = Path(os.environ.get("LAB_THREEWAY_BEST") or BEST_RECORD)
-    text = json.loads(record.read_text())["best_config"]
-    if gpu:
-        return text
-    c = CPU_TRITON
-    text = re.sub(r"max_batch_size: \d+", f"max_batch_size: {c['max_batch']}", text)
-    text = re.sub(
-        r"instance_group \[.*?\]\s*\]|instance_group \[[^\n]*\]",
-        f"instance_group [ {{ count: {c['instances']}, kind: KIND_CPU }} ]",
-        text,
-        count=1,
-    )
-    text = re.sub(
-        r"max_queue_delay_microseconds: \d+", f"max_queue_delay_microseconds: {c['delay_us']}", text
-    )
-    for key, value in (("precision", "fp32"), ("cuda_graphs", "off"), ("compile", "off")):
-        text = re.sub(
-            rf'(key: "{key}" value {{ string_value: ")[^"]*(")', rf"\g<1>{value}\g<2>", text
-        )
-    return text
+    from servelab import three_way
+
+    own = os.environ.get("LAB_THREEWAY_BEST")
+    return three_way.best_config(Path(own) if own else None, gpu)[0]
 
 
 def start_triton(work: Path, gpu: bool) -> dict:
@@ -419,8 +401,11 @@ class Run:
         from servelab import three_way
 
         rows = []
-        for _name, way in self.ways().items():
-            rows += three_way.ladder(way, self.setting, self.senders)
+        for name, way in self.ways().items():
+            runs: dict = {}
+            rows += three_way.ladder(way, self.setting, self.senders, runs)
+            requests = [df.assign(step=label) for label, df in runs.items()]
+            pd.concat(requests).to_csv(self.out / f"ladder_requests_{name}.csv", index=False)
         pd.DataFrame(rows).to_csv(self.out / "ladder.csv", index=False)
 
     # -- fixed
@@ -484,7 +469,11 @@ class Run:
             "onnx_fixed_http": f"perf_analyzer -m food_classifier_onnx -u {host} {rate}{windows}",
         }
         if self.gpu:  # notebook 7's best line: Triton's capacity with its own client
-            best = json.loads(Path(os.environ.get("LAB_THREEWAY_BEST") or BEST_RECORD).read_text())
+            from servelab import three_way
+
+            own = os.environ.get("LAB_THREEWAY_BEST")
+            record = three_way.best_config(Path(own) if own else None)[1]
+            best = json.loads(record.read_text())
             lines["best_line"] = re.sub(r"-u \S+", f"-u {t['grpc']}", best["command"])
         else:
             lines["best_line"] = f"{base} --concurrency-range 16 --async{windows}"

@@ -58,6 +58,7 @@ def figures(out: Path) -> dict:
         "setup": setup,
         "answers": answers,
         "at_objective": at_objective,
+        "ladder": ladder.to_dict("records"),
         "fixed_pooled": pooled.reset_index().to_dict("records"),
         "fixed_rounds_p95_ms": rounds,
         "comparisons": comparisons,
@@ -77,6 +78,7 @@ def _interval(row: dict, column: str) -> str:
 
 def markdown(f: dict) -> str:
     s, m = f["setup"]["setting"], f["setup"]["machine"]
+    slack = three_way.generator_slack_ms(s["objective_ms"])
     on = "CPU only" if m["gpu"] == "none" else m["gpu"]
     lines = [
         f"# Triton, Ray Serve and FastAPI: the same model, the same load ({on}, "
@@ -122,7 +124,20 @@ def markdown(f: dict) -> str:
         "",
         "A rate holds when the 95 % bootstrap interval of its p95 is under the objective, at",
         "least 90 % of what was offered was served and no request failed; the true figure lies",
-        "between the rate that held and the next one tried (`ladder.csv` has every step).",
+        "between the rate that held and the next one tried. A step where the load generator sent",
+        f"late (the 95th percentile of its delay over {slack:g} ms)",
+        "measured the generator, not the server. Every step:",
+        "",
+        "| way | rate | served | p95 ms [95 % interval] | sent late, p95 ms | verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in f["ladder"]:
+        lines.append(
+            f"| {NAMES[row['way']]} | {row['rate_rps']:g}/s | {row['served_rps']:.1f}/s | "
+            f"{row['p95_ms']:.1f} [{row['p95_lo_ms']:.1f}, {row['p95_hi_ms']:.1f}] | "
+            f"{row['late_p95_ms']:.1f} | {row['verdict']} |"
+        )
+    lines += [
         "",
         f"## Latency at a fixed open-loop rate ({s['fixed_rps']:g}/s)",
         "",

@@ -504,6 +504,77 @@ with judgement.verdict_after(answer_95, "9.5"):
     )
 
 # %% [markdown]
+# ## 9.6 Three ways to serve it on a GPU (optional; runs where Triton has a GPU)
+# A user who must serve this model on a GPU chooses between the lab's three paths. Here they
+# meet on the same GPU, with the same load and the same photo: **Triton** with notebook 7's best
+# configuration (`food_classifier_tuned`: compiled fp16 with CUDA graphs, 8 instances, dynamic
+# batching; your notebook 7's, where you ran it on this node, else the H100 reference's),
+# Triton's ONNX Runtime model of 9.5 beside it (the runtime the two others run), **Ray Serve**
+# with four replicas of your deployment sharing the GPU (`ray_actor_options={"num_gpus": 0.25}`:
+# Ray shows each replica the GPU, and its ONNX Runtime session opens there) and the **FastAPI**
+# service with ONNX Runtime (4 worker processes). Each is sent the photo as its own clients send
+# it: the JPEG file to FastAPI (it decodes), the decoded pixels to Triton, the normalised tensor
+# to Ray (`servelab/three_way.py` says why that is fair, and its tables show what differs).
+#
+# For each: **the highest rate whose p95 stays under 50 ms** (open-loop rates, each 1.5 times
+# the last, until one does not hold; the figure lies between the last that held and the next)
+# and **the latency at one fixed rate** (rounds interleaved, so a drifting machine falls on all),
+# each with its interval; and where one request's time goes: the model, the server's own work
+# around it, and what is outside the server's clock (HTTP, serialisation, the hops between
+# processes). About 5 minutes, most of it Triton compiling its model. Without a GPU the cell
+# prints what the lab's own run on 2 CPU cores measured (`docs/results/cpu/three_way/`: there
+# the four share two cores with the load generator, so it shows each path's cost, not a GPU's
+# choice). `LAB_RAY_THREE_WAY=on` runs it on a CPU anyway (small rates), `off` skips it.
+#
+# **Think first** (not checked): which of the three will hold the objective at the highest rate
+# on a GPU, and what does each of the others spend its time on instead?
+
+# %%
+from IPython.display import display
+
+from servelab import three_way
+from servelab.loadgen import spread
+from servelab.paths import test_photo
+from servelab.triton import model_repository
+
+WAY = labenv.param("RAY_THREE_WAY", "auto")  # auto: where Triton has a GPU
+run_96 = triton_up and (WAY == "on" or (WAY == "auto" and N_GPUS > 0))
+compared = None
+if run_96:
+    SETTING = three_way.SETTINGS["gpu" if N_GPUS else "cpu"]
+    own = RESULTS / "hardware" / "served_over_limit.json"  # your notebook 7's, if on this node
+    best, where = three_way.best_config(own, gpu=N_GPUS > 0)
+    print(f"Triton: notebook 7's best configuration from {where}")
+    model_repository.add_model(three_way.TRITON_MODEL, kind="gpu" if N_GPUS else "cpu")
+    triton_config.edit(three_way.TRITON_MODEL, best, timeout=900, verbose=False)
+    services.use_fastapi_backend("onnx", workers=4 if N_GPUS else 1)
+    on_gpu = {"num_cpus": 0.5, "num_gpus": 0.25} if N_GPUS else {"num_cpus": 0.5}
+    ray_serving.deploy(
+        deployment.options(num_replicas=4 if N_GPUS else 2, ray_actor_options=on_gpu)
+    )
+    urls = {"triton": TRITON, "triton_onnx": TRITON, "ray": URL}
+    urls["fastapi"] = labenv.url("FASTAPI_SERVER_URL")
+    ways_96 = three_way.ways(test_photo(), urls)
+    for way in ways_96.values():
+        print(f"{three_way.NAMES[way.name]} receives {way.receives}")
+    with spread.Senders(SETTING.senders) as senders:
+        compared = three_way.run_all(ways_96, SETTING, senders)
+else:
+    print(three_way.cpu_page())
+
+# %%
+if compared is not None:
+    display(compared["at_objective"])
+    display(compared["pooled"].round(1))
+    display(compared["sequential"].round(2))
+
+# %% [markdown]
+# **What do you see, and why?** Which path held the objective at the highest rate, and what
+# stopped each of the others: the model, the work around it, or a queue? One request at a time,
+# how much of each path's latency is outside the model? Would batching in Ray's deployment
+# (`@serve.batch`) change its row, and what would it cost?
+
+# %% [markdown]
 # ## What you measured
 
 # %%
@@ -579,7 +650,7 @@ summary.round(2)
 # %% [markdown]
 # ## Tear down
 # Triton's model back to one instance; the Ray app deleted (the cluster itself stays until
-# `make down`).
+# `make down`); after 9.6, notebook 7's model unloaded and FastAPI back to PyTorch.
 
 # %%
 from ray import serve
@@ -588,6 +659,10 @@ serve.delete(ray_serving.APP)
 if triton_up:
     one = "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"  # notebook 6's at its end
     triton_config.edit("food_classifier_onnx", one, verbose=False)
+if run_96:  # 9.6's: notebook 7's model unloaded, FastAPI back to the stack's default
+    unload = f"{TRITON}/v2/repository/models/{three_way.TRITON_MODEL}/unload"
+    requests.post(unload, headers=labenv.admin_headers(), timeout=120)
+    services.use_fastapi_backend("pt", workers=1)
 
 # %% [markdown]
 # ## Where your results are

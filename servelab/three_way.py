@@ -28,8 +28,8 @@ uint8 bytes), and same_answer() checks that the three give the same class for th
 **The load** is the lab's open loop (servelab/loadgen/open_loop.py: Poisson arrivals, whatever
 the answers), from several processes where one cannot send the rate (servelab/loadgen/spread.py);
 perf_analyzer measures Triton too, where it fits (it speaks only Triton's protocol). A step where
-the generator itself left more than 5 % of its requests late is no measurement of the server:
-the ladder stops there and says so.
+the generator itself sent late (the 95th percentile of its delay over a tenth of the objective:
+generator_slack_ms) is no measurement of the server: the ladder stops there and says so.
 
 **Throughput at a latency objective**: a ladder of rates (each `factor` times the last) until the
 first that does not hold the objective; a rate holds when the 95 % bootstrap interval of its p95
@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,11 +54,15 @@ import requests
 from PIL import Image
 
 from servelab import claims, food11, loadgen
+from servelab.loadgen import open_loop
+from servelab.paths import REPO_ROOT
 from servelab.triton import triton_stats
 
 TRITON_MODEL = "food_classifier_tuned"  # notebook 7's model
 ONNX_MODEL = "food_classifier_onnx"  # notebook 6's and 9.5's: ONNX Runtime, as Ray's and FastAPI's
 ORDER = ("triton", "triton_onnx", "ray", "fastapi")
+# notebook 7's best configuration on the H100 reference of 2026-11-24 (its served_over_limit.json)
+REFERENCE_BEST = REPO_ROOT / "docs/results/h100_2026-11-24/results/hardware/served_over_limit.json"
 NAMES = {
     "triton": "Triton (notebook 7's best)",
     "triton_onnx": "Triton, ONNX Runtime (9.5's)",
@@ -90,6 +95,34 @@ SETTINGS = {
     # the GPU machine (16 cores): a generator process sends a few hundred requests/s at most
     "gpu": Setting("gpu", 50.0, 100.0, 1.5, 40_000.0, 4.0, 200.0, 5.0, 3, 200, 200, 8),
 }
+
+
+# notebook 7's CPU sweep: one instance, max batch 8, 2000 us (notebook 7's CPU defaults)
+CPU_FORM = {"instances": 1, "max_batch": 8, "delay_us": 2000}
+
+
+def best_config(own: Path | None = None, gpu: bool = True) -> tuple[str, Path]:
+    """Notebook 7's best configuration (its config.pbtxt) and the record it came from: `own`
+    (your notebook 7's results/hardware/served_over_limit.json) where it exists, else the H100
+    reference's. gpu=False: its CPU form (fp32, no CUDA graphs or compile, CPU_FORM's sizes)."""
+    record = own if own is not None and Path(own).exists() else REFERENCE_BEST
+    text = json.loads(Path(record).read_text())["best_config"]
+    return (text if gpu else cpu_form(text)), Path(record)
+
+
+def cpu_form(text: str) -> str:
+    """A GPU configuration of food_classifier_tuned as a CPU can run it."""
+    c = CPU_FORM
+    text = re.sub(r"max_batch_size: \d+", f"max_batch_size: {c['max_batch']}", text)
+    group = f"instance_group [ {{ count: {c['instances']}, kind: KIND_CPU }} ]"
+    text = re.sub(r"instance_group \[[^\n]*\]", group, text, count=1)
+    delay = f"max_queue_delay_microseconds: {c['delay_us']}"
+    text = re.sub(r"max_queue_delay_microseconds: \d+", delay, text)
+    for key, value in (("precision", "fp32"), ("cuda_graphs", "off"), ("compile", "off")):
+        text = re.sub(
+            rf'(key: "{key}" value {{ string_value: ")[^"]*(")', rf"\g<1>{value}\g<2>", text
+        )
+    return text
 
 
 @dataclass
@@ -253,6 +286,14 @@ MIN_ANSWERS = 10  # fewer answers give no p95 worth an interval
 STEP_REQUESTS = 20  # a ladder step lasts long enough to send this many
 
 
+def generator_slack_ms(objective_ms: float) -> float:
+    """How late the generator may send its requests (their 95th percentile) and still offer the
+    rate it claims: a tenth of the latency objective, at least open_loop's LATE_MS. (open_loop's
+    own rule, at most 5 % later than 10 ms, is stricter than a 300 ms objective needs; on a busy
+    2-core machine a sender thread often wakes 10-20 ms late while the arrivals stay Poisson.)"""
+    return max(open_loop.LATE_MS, objective_ms / 10)
+
+
 def p95(samples) -> claims.Measured:
     return claims.Measured.from_samples(samples, stat=lambda x: np.percentile(x, 95))
 
@@ -264,7 +305,8 @@ def step_row(df: pd.DataFrame, objective_ms: float) -> dict:
     ok = df[df["status"] == 200]["latency_ms"].dropna().to_numpy()
     tail = p95(ok) if len(ok) >= MIN_ANSWERS else None
     served_share = row["throughput_rps"] / row["request_rate"] if row["request_rate"] else 0.0
-    if row["delayed_pct"] > 5:
+    late_p95 = float(np.percentile(df["late_ms"], 95)) if len(df) else 0.0
+    if late_p95 > generator_slack_ms(objective_ms):
         verdict = "generator late"  # the load generator did not offer this rate
     elif row["errors"] or served_share < 0.9:
         verdict = "fails"
@@ -284,6 +326,7 @@ def step_row(df: pd.DataFrame, objective_ms: float) -> dict:
         "requests": row["requests"],
         "errors": row["errors"],
         "delayed_pct": row["delayed_pct"],
+        "late_p95_ms": late_p95,
         "median_ms": row["median_ms"],
         "p95_ms": tail.value if tail else float("nan"),
         "p95_lo_ms": tail.lo if tail else float("nan"),
@@ -317,7 +360,8 @@ def ladder(way: Way, setting: Setting, senders, runs: dict | None = None) -> lis
 def _step_text(row: dict) -> str:
     return (
         f"served {row['served_rps']:.1f}/s of {row['offered_rps']:.1f}, p95 {row['p95_ms']:.1f} "
-        f"[{row['p95_lo_ms']:.1f}, {row['p95_hi_ms']:.1f}] ms, late {row['delayed_pct']:.0f} %, "
+        f"[{row['p95_lo_ms']:.1f}, {row['p95_hi_ms']:.1f}] ms, sent late: p95 "
+        f"{row['late_p95_ms']:.1f} ms, "
         f"errors {row['errors']}: {row['verdict']}"
     )
 
@@ -448,7 +492,7 @@ def run_all(all_ways: dict[str, Way], setting: Setting, senders) -> dict[str, pd
     }
 
 
-CPU_PAGE = Path(__file__).resolve().parent.parent / "docs" / "results" / "cpu" / "three_way"
+CPU_PAGE = REPO_ROOT / "docs" / "results" / "cpu" / "three_way"
 
 
 def cpu_page(folder: Path = CPU_PAGE) -> str:

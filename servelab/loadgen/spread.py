@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import multiprocessing
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import pandas as pd
 
@@ -42,21 +41,24 @@ def _part(url, body, rate, seconds, headers, seed, t0, max_in_flight) -> tuple[l
     return df.to_dict("records"), dict(df.attrs)
 
 
-def _ready() -> int:
-    return 1
+def _ready(_: int) -> bool:
+    return True
 
 
 class Senders:
-    """P sender processes (spawned once: a process started per run would cost seconds)."""
+    """P sender processes, all started at once and kept for many runs (a process started per run
+    would cost seconds; multiprocessing's Pool starts all its workers at once, where a process
+    pool may start one only when no other is free)."""
 
     def __init__(self, processes: int = 1, max_in_flight: int = 256):
         self.processes, self.max_in_flight = max(1, int(processes)), max_in_flight
         self.pool = None
         if self.processes > 1:
             context = multiprocessing.get_context("spawn")  # no fork of a process with threads
-            self.pool = ProcessPoolExecutor(self.processes, mp_context=context)
-            # each process up and importing before the first run's t0
-            list(self.pool.map(_ready, range(self.processes)))
+            self.pool = context.Pool(self.processes)
+            self._workers = list(multiprocessing.active_children())
+            # every process has imported what a run needs before the first run's t0
+            self.pool.map(_ready, range(self.processes))
 
     def __enter__(self) -> Senders:
         return self
@@ -66,12 +68,13 @@ class Senders:
 
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True)
+            self.pool.close()
+            self.pool.join()
             self.pool = None
 
     def pids(self) -> list[int]:
         """The sender processes (their CPU is the load generator's)."""
-        return list(getattr(self.pool, "_processes", {}) or {})
+        return [p.pid for p in self._workers] if self.pool is not None else []
 
     def run(
         self,
@@ -98,21 +101,12 @@ class Senders:
             )
         t0 = time.perf_counter() + START_AHEAD_S
         share = rate / self.processes
-        futures = [
-            self.pool.submit(
-                _part,
-                url,
-                body,
-                share,
-                seconds,
-                headers,
-                seed * 1000 + i,
-                t0,
-                self.max_in_flight,
-            )
+        args = [
+            (url, body, share, seconds, headers, seed * 1000 + i, t0, self.max_in_flight)
             for i in range(self.processes)
         ]
-        parts = [f.result() for f in futures]
+        # P tasks for P idle workers: each takes one, so all send at once
+        parts = self.pool.starmap(_part, args, chunksize=1)
         df = pd.DataFrame([row for rows, _ in parts for row in rows])
         df = df.sort_values("t_scheduled").reset_index(drop=True)
         first = parts[0][1]

@@ -1,0 +1,144 @@
+"""servelab/three_way.py's parts without servers: what each way is sent (the same photo, the same
+input values), a ladder step's verdict, the figure at the objective, the comparison by intervals,
+notebook 7's configuration in its CPU form; and the open loop spread over processes against a
+small local server (slow: it starts processes)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from servelab import food11, three_way
+from servelab.loadgen import spread
+from servelab.paths import test_photo
+
+SETTING = three_way.SETTINGS["cpu"]
+
+
+def _run(latencies, rate=10.0, seconds=10.0, late=0.0, errors=0) -> pd.DataFrame:
+    """An open-loop run's rows as open_loop.run makes them."""
+    n = len(latencies)
+    df = pd.DataFrame(
+        {
+            "t_start": np.linspace(0, seconds, n, endpoint=False),
+            "t_scheduled": np.linspace(0, seconds, n, endpoint=False),
+            "latency_ms": latencies,
+            "status": [200] * (n - errors) + [500] * errors,
+            "late_ms": [late] * n,
+        }
+    )
+    df.attrs.update(label="x", wall_s=seconds, request_rate=rate, late_limit_ms=10)
+    return df
+
+
+def test_each_way_gets_the_same_photo_as_it_takes_it():
+    ways = three_way.ways(test_photo(), {n: f"http://h/{n}" for n in three_way.ORDER})
+    assert list(ways) == list(three_way.ORDER)
+    made = three_way.inputs(test_photo())
+    # FastAPI: the JPEG file itself, base64 in JSON
+    sent = json.loads(ways["fastapi"].body)["image"]
+    assert base64.b64decode(sent) == test_photo().read_bytes()
+    # Ray: the tensor the services make from that file (their one decoding path)
+    tensor = food11.tensor_from_bytes(test_photo().read_bytes())
+    assert np.array_equal(np.frombuffer(ways["ray"].body, np.float32).reshape(3, 224, 224), tensor)
+    # Triton: its uint8 pixels, normalised as the model does, are Ray's values
+    pixels = made["pixels"].astype(np.float32) / 255.0
+    normalised = ((pixels - food11.MEAN) / food11.STD).transpose(2, 0, 1)
+    assert np.allclose(normalised, tensor, atol=1e-5)
+    json_size = int(ways["triton"].headers["Inference-Header-Content-Length"])
+    assert ways["triton"].body[json_size:] == made["pixels"].tobytes()
+    assert ways["triton_onnx"].body[-tensor.nbytes :] == tensor.tobytes()
+    header = json.loads(ways["triton"].body[:json_size])
+    assert header["inputs"][0]["shape"] == [1, 224, 224, 3]
+    assert header["outputs"] == [{"name": "output", "parameters": {"binary_data": False}}]
+    assert ways["triton"].label({"outputs": [{"data": [0.0] * 10 + [5.0]}]}) == food11.CLASSES[10]
+
+
+@pytest.mark.parametrize(
+    ("run", "verdict"),
+    [
+        (_run([50.0] * 100), "holds"),
+        (_run([500.0] * 100), "fails"),
+        (_run(list(np.r_[[50.0] * 94, [400.0] * 6])), "inconclusive"),
+        (_run([50.0] * 100, late=50.0), "generator late"),
+        (_run([50.0] * 100, errors=1), "fails"),
+        (_run([50.0] * 50, rate=10.0), "fails"),  # served 5/s of 10: a queue that grows
+        (_run([50.0] * 5, rate=0.5), "too few requests"),
+    ],
+)
+def test_a_ladder_step_holds_only_when_its_p95_interval_is_under(run, verdict):
+    row = three_way.step_row(run, 300.0)
+    assert row["verdict"] == verdict, row
+
+
+def test_the_figure_at_the_objective_is_the_last_rate_that_held_and_the_next():
+    steps = [
+        {"rate_rps": 1.0, "served_rps": 1.0, "verdict": "holds"},
+        {"rate_rps": 1.5, "served_rps": 1.5, "verdict": "holds"},
+        {"rate_rps": 2.2, "served_rps": 1.9, "verdict": "fails"},
+    ]
+    at = three_way.at_objective(steps, SETTING)
+    assert (at["held_rps"], at["next_rps"], at["next_verdict"]) == (1.5, 2.2, "fails")
+    assert at["limited_by"] == "the server"
+    late = three_way.at_objective(steps[:2] + [{**steps[2], "verdict": "generator late"}], SETTING)
+    assert late["limited_by"] == "the load generator"
+    none = three_way.at_objective(steps[2:], SETTING)
+    assert none["held_rps"] == 0.0
+
+
+def test_a_comparison_is_decided_only_by_intervals_apart():
+    a = {"p95_ms": 10, "p95_lo_ms": 9, "p95_hi_ms": 11}
+    b = {"p95_ms": 20, "p95_lo_ms": 12, "p95_hi_ms": 25}
+    assert three_way.compare(a, b, "p95") == "lower"
+    assert three_way.compare(b, a, "p95") == "higher"
+    assert three_way.compare(a, {**b, "p95_lo_ms": 10.5}, "p95") == "inconclusive"
+
+
+def test_notebook_7s_best_configuration_and_its_cpu_form():
+    gpu, record = three_way.best_config()
+    assert record == three_way.REFERENCE_BEST
+    assert "count: 8, kind: KIND_GPU" in gpu and 'string_value: "fp16"' in gpu
+    cpu = three_way.cpu_form(gpu)
+    assert "instance_group [ { count: 1, kind: KIND_CPU } ]" in cpu
+    assert "max_batch_size: 8\n" in cpu and "max_queue_delay_microseconds: 2000" in cpu
+    for key, value in (("precision", "fp32"), ("cuda_graphs", "off"), ("compile", "off")):
+        assert f'key: "{key}" value {{ string_value: "{value}" }}' in cpu
+    assert "KIND_GPU" not in cpu and "fp16" not in cpu.split("#")[-1]
+
+
+class _Answer(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = b'{"label": "Soup"}'
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.mark.slow
+def test_an_open_loop_spread_over_processes_sends_the_sum_of_their_rates():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    try:
+        with spread.Senders(2) as senders:
+            assert len(senders.pids()) == 2
+            df = senders.run(url, b"x" * 100, rate=40, seconds=3, label="spread")
+    finally:
+        server.shutdown()
+    # two Poisson streams of 20/s from their own seeds: about 120 requests, none twice
+    assert 80 <= len(df) <= 160, len(df)
+    assert (df["status"] == 200).all()
+    assert df["t_scheduled"].is_monotonic_increasing and df["t_scheduled"].nunique() == len(df)
+    assert df.attrs["senders"] == 2 and df.attrs["request_rate"] == pytest.approx(len(df) / 3)
+    assert df["t_start"].min() >= 0 and df["t_start"].max() <= 3.5
