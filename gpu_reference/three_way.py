@@ -207,6 +207,7 @@ def setup(servers: dict, run) -> dict:
             "started": time.strftime("%F %T %Z"),
         },
         "setting": dict(run.setting.__dict__),
+        "gpu_processes": _gpu_processes(servers),
         "triton": {k: servers["triton"][k] for k in ("load_s", "config", "onnx_config")},
         "ray": {k: servers["ray"][k] for k in ("replicas", "max_ongoing_requests", "cpus", "gpus")},
         "fastapi": {
@@ -214,6 +215,36 @@ def setup(servers: dict, run) -> dict:
             "health": {k: v for k, v in servers["fastapi"]["health"].items() if k != "pid"},
         },
     }
+
+
+def _gpu_processes(servers: dict) -> list[dict]:
+    """The processes using the GPU (nvidia-smi), each named by the server it belongs to: are the
+    Ray replicas and FastAPI's workers on the GPU, as Triton's stubs are?"""
+    import shutil
+    import subprocess
+
+    if not shutil.which("nvidia-smi"):
+        return []
+    out = subprocess.run(
+        ["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    owner = {}
+    for name, record in servers.items():
+        for pid in _session(record["pid"]):
+            owner[pid] = name
+    rows = []
+    for line in out.splitlines():
+        pid, memory = (x.strip() for x in line.split(","))
+        rows.append({"server": owner.get(int(pid), "other"), "memory_mib": int(memory)})
+    return rows
+
+
+def _session(sid: int) -> list[int]:
+    from labstack import ray_cluster
+
+    return ray_cluster.session_members(sid)
 
 
 def _gpu_name() -> str:

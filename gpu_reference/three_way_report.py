@@ -67,7 +67,7 @@ def figures(out: Path) -> dict:
         "generator_cpu_ms_per_request": {w: round(v, 2) for w, v in generator.items()},
         "machine_cores_busy": {w: round(v, 2) for w, v in machine.items()},
         "perf": perf,
-        "parts_s": {p: d["seconds"] for p, d in progress.get("done", {}).items()},
+        "parts_s": {p: d["seconds"] for p, d in progress.get("done", {}).items() if p != "report"},
         "restarts": progress.get("restarts", 0),
     }
 
