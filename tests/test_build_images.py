@@ -195,4 +195,3 @@ def test_docker_that_does_not_answer_stops_the_start_with_what_to_do(tmp_path):
     assert refused.returncode == 1 and "run docker/setup_host.sh first" in refused.stderr
     assert host.builds() == []
     assert host.run("wait", "bogus").returncode == 2
-
