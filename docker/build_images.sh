@@ -29,7 +29,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")"
-SELF="$PWD/$(basename "$0")"
+SELF="$PWD/${0##*/}"
 REPO="$(cd .. && pwd)"
 STATE_DIR="${BUILD_IMAGES_DIR:-$REPO/.lab}"
 LOG="$STATE_DIR/build_images.log"
@@ -49,9 +49,13 @@ describe() {
 }
 
 # The GPU test of the Docker tests (tests/docker/compose_stack.py): a GPU containers can use.
+# (Each output is read whole: `... | grep -q` under pipefail fails when grep stops reading early.)
 containers_see_gpu() {
-  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU ' &&
-    docker info --format '{{json .Runtimes}}' 2>/dev/null | grep -q '"nvidia"'
+  local gpus runtimes
+  command -v nvidia-smi >/dev/null 2>&1 || return 1
+  gpus="$(nvidia-smi -L 2>/dev/null)" && [[ "$gpus" == *"GPU "* ]] || return 1
+  runtimes="$(docker info --format '{{json .Runtimes}}' 2>/dev/null)" &&
+    [[ "$runtimes" == *'"nvidia"'* ]]
 }
 
 # files PART: the -f options of the compose files the stack's `up` uses on this host
@@ -68,9 +72,14 @@ build_part() {
   local -a f
   read -ra f <<<"$(files "$1")"
   case "$1" in
-    fastapi) docker compose "${f[@]}" build ;;
-    onnx) FASTAPI_BACKEND=onnx docker compose "${f[@]}" build fastapi_server ;;
-    triton) docker compose "${f[@]}" build ;;
+    onnx)
+      echo "+ FASTAPI_BACKEND=onnx docker compose ${f[*]} build fastapi_server"
+      FASTAPI_BACKEND=onnx docker compose "${f[@]}" build fastapi_server
+      ;;
+    *)
+      echo "+ docker compose ${f[*]} build"
+      docker compose "${f[@]}" build
+      ;;
   esac
 }
 
@@ -88,10 +97,10 @@ building_now() {  # does a build hold the lock? (a probe's shared lock, let go a
 # not stop the next (the stacks build apart). Runs with the lock held by the caller.
 build_all() {
   local part began failed=0
-  echo "building the lab's images, $(date_line); compose files per part below"
+  echo "building the lab's images, $(date_line), for the $(hw_words)"
   for part in "${PARTS[@]}"; do
     began=$EPOCHSECONDS
-    echo "==> $part: $(describe "$part"): docker compose $(files "$part") build"
+    echo "==> $part: $(describe "$part")"
     if build_part "$part" 9>&-; then
       record "$part ok $began $EPOCHSECONDS"
       echo "==> $part: built in $((EPOCHSECONDS - began)) s"

@@ -44,6 +44,7 @@ PASS = passes.start("03_fastapi_setup")  # LAB_PASS: prepare, measure (the defau
 # make artifacts               # builds the model files the services load (artifacts/)
 # bash docker/init_env.sh      # docker/.env: a random Jupyter token, your user id
 # cd docker
+# bash build_images.sh wait fastapi   # the images notebook 2 started building (if it did)
 # docker compose -f docker-compose-fastapi.yaml up -d --build --wait
 # docker compose -f docker-compose-fastapi.yaml ps
 # ```

@@ -60,6 +60,7 @@ PASS = passes.start("05_triton_setup")  # LAB_PASS: prepare, measure (the defaul
 # .venv/bin/python -m servelab.triton.model_repository --mode docker      # models_staging + artifacts -> model_repository
 # cd docker
 # docker compose -f docker-compose-fastapi.yaml down                 # same container names and ports
+# bash build_images.sh wait triton                                  # the images notebook 2 started building
 # docker compose -f docker-compose-triton.yaml up -d --build --wait
 # docker logs triton_server 2>&1 | grep -E "READY|UNAVAILABLE|Started"
 # ```

@@ -29,7 +29,12 @@ if [ -n "${STUB_GATE-}" ]; then while [ ! -e "$STUB_GATE" ]; do sleep 0.05; done
 echo "#7 [$part] RUN pip install ... done"
 [ "$part" != "${STUB_FAIL-}" ] || { echo "ERROR: failed to solve: $part: no space" >&2; exit 1; }
 """
-NVIDIA_SMI_STUB = '#!/bin/bash\necho "GPU 0: Tesla P100-PCIE-16GB (UUID: GPU-0)"\n'
+# two GPUs, the second listed a moment later: a reader that stops at the first line (grep -q)
+# makes the second write fail, as on a busy node
+NVIDIA_SMI_STUB = """#!/bin/bash
+echo "GPU 0: Tesla P100-PCIE-16GB (UUID: GPU-0)"; sleep 0.2
+echo "GPU 1: Tesla P100-PCIE-16GB (UUID: GPU-1)"
+"""
 NVIDIA_RUNTIME = '{"nvidia":{"path":"nvidia-container-runtime"},"runc":{}}'
 
 
