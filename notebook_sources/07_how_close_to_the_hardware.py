@@ -112,6 +112,11 @@ ROUNDS = labenv.param("HW_ROUNDS", 3 if ON_GPU else 2)  # runs of each transport
 REPEATS = labenv.param("HW_REPEATS", 2)  # runs of the best configuration, 7.8
 runs, served_config = {}, {}  # name -> perf run; name -> the config.pbtxt it measured
 
+# %%
+# the values your lines and your shape() are checked with
+exercises.given(MODEL=MODEL, HOST=HOST, GRPC_HOST=GRPC_HOST, CLIENTS=CLIENTS)
+exercises.given(N_GPUS=N_GPUS, SWEEP=SWEEP)
+
 # %% [markdown]
 # The model is not loaded at Triton's start: copy it into the model repository and ask Triton to
 # load it (the repository API, with the node's secret). The header of its `config.pbtxt` lists
@@ -248,18 +253,9 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(
-    line,
-    "7.2",
-    f"the start, {CLIENTS} one-image requests in flight",
-    needs={
-        "-m": MODEL,
-        "-u": HOST,
-        "--concurrency-range": CLIENTS,
-        "--async": None,
-        "--shape": "input:3,224,224",
-    },
-)
+line = exercises.perf_line(line, "7.2")
+
+# %%
 measure(line, "7.2 start").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -309,12 +305,9 @@ text = (
 )
 
 # %%
-text = exercises.config_fragment(
-    text,
-    "7.3",
-    "raw pixels, 224 x 224 x 3 bytes per image",
-    needs={"input.name": "input", "input.data_type": "TYPE_UINT8", "input.dims": [224, 224, 3]},
-)
+text = exercises.config_fragment(text, "7.3a")
+
+# %%
 assert triton_config.edit(MODEL, text).ok, "Triton refused the config (see above)"
 
 # %% [markdown]
@@ -351,16 +344,9 @@ line = (
 )
 
 # %%
-NEEDS_73 = {
-    "-m": MODEL,
-    "-u": HOST,
-    "--concurrency-range": CLIENTS,
-    "--async": None,
-    "--shape": "input:224,224,3",
-}
-line = exercises.perf_line(
-    line, "7.3", "the same load, with uint8 pixels of 224 x 224 x 3", needs=NEEDS_73
-)
+line = exercises.perf_line(line, "7.3b")
+
+# %%
 measure(line, "7.3 uint8 HTTP").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -414,16 +400,9 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(
-    line,
-    "7.4",
-    "the same load over gRPC",
-    needs={**NEEDS_73, "-u": GRPC_HOST, "-i": "grpc"},
-    leave_out={
-        "--shared-memory": "this run measures gRPC alone; shared "
-        "memory is the next part of the step"
-    },
-)
+line = exercises.perf_line(line, "7.4a")
+
+# %%
 measure(line, "7.4 uint8 gRPC").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -443,13 +422,13 @@ with warnings.catch_warnings():  # tritonclient 2.51 finds its C library via pkg
     import tritonclient.utils.shared_memory as shm
 
 grpc_client, ADMIN = grpcclient.InferenceServerClient(GRPC_HOST), labenv.admin_headers()
-nbytes = pixels.nbytes  # 224 x 224 x 3 uint8 = 150,528 bytes
+nbytes, REGION = pixels.nbytes, "lab_photo"  # 224 x 224 x 3 uint8 = 150,528 bytes
 status = grpc_client.get_system_shared_memory_status(headers=ADMIN, as_json=True)
-if "lab_photo" in {r["name"] for r in status.get("regions", {}).values()}:
-    grpc_client.unregister_system_shared_memory("lab_photo", headers=ADMIN)  # an earlier run's
-region = shm.create_shared_memory_region("lab_photo", "/lab_photo", nbytes)
+if REGION in {r["name"] for r in status.get("regions", {}).values()}:
+    grpc_client.unregister_system_shared_memory(REGION, headers=ADMIN)  # an earlier run's
+region = shm.create_shared_memory_region(REGION, f"/{REGION}", nbytes)
 shm.set_shared_memory_region(region, [pixels[None]])  # the pixels, written once
-grpc_client.register_system_shared_memory("lab_photo", "/lab_photo", nbytes, headers=ADMIN)
+grpc_client.register_system_shared_memory(REGION, f"/{REGION}", nbytes, headers=ADMIN)
 
 # %% [markdown]
 # **Exercise 7.4: a request that names the region.** Write the body of `by_reference`. It builds
@@ -473,14 +452,9 @@ def by_reference(region: str, nbytes: int) -> str:
 
 
 # %%
-by_region = exercises.function(
-    by_reference,
-    "7.4",
-    "the class of the photo in the region",
-    args=("lab_photo", nbytes),
-    check=lambda answer: answer in food11.CLASSES,
-    hint="it returns the class name, e.g. 'Soup', of the one image in the region",
-)
+by_region = exercises.function(by_reference, "7.4b", REGION, nbytes)
+
+# %%
 claims.fact(
     "7.4: a request naming a shared-memory region gets the class of one carrying the pixels",
     by_region == tuned,
@@ -491,7 +465,7 @@ claims.fact(
 # Shared memory outlives a process that forgets it: unregister the region and free it.
 
 # %%
-grpc_client.unregister_system_shared_memory("lab_photo", headers=ADMIN)
+grpc_client.unregister_system_shared_memory(REGION, headers=ADMIN)
 shm.destroy_shared_memory_region(region)
 
 # %% [markdown]
@@ -508,12 +482,9 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(
-    line,
-    "7.4",
-    "gRPC with the pixels in system shared memory",
-    needs={**NEEDS_73, "-u": GRPC_HOST, "-i": "grpc", "--shared-memory": "system"},
-)
+line = exercises.perf_line(line, "7.4c")
+
+# %%
 measure(line, "7.4 uint8 gRPC + shm").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -623,9 +594,7 @@ text = (
 # and compares the two sets of logits.
 
 # %%
-fp16_text = exercises.config_fragment(
-    text, "7.5", "half precision", needs={"parameters.precision.string_value": "fp16"}
-)
+fp16_text = exercises.config_fragment(text, "7.5a")
 
 # %%
 if ON_GPU:
@@ -674,9 +643,9 @@ text = (
 )
 
 # %%
-graphs_text = exercises.config_fragment(
-    text, "7.5", "CUDA graphs", needs={"parameters.cuda_graphs.string_value": "on"}
-)
+graphs_text = exercises.config_fragment(text, "7.5b")
+
+# %%
 if ON_GPU:
     assert triton_config.edit(MODEL, graphs_text).ok, "Triton refused the config (see above)"
     measure(runs["7.5 + fp16"].row["command"], "7.5 + CUDA graphs")
@@ -741,21 +710,10 @@ def shape(instances: int, max_batch: int, delay_us: int) -> str:
 
 
 # %%
-for instances, max_batch, delay in SWEEP:  # every configuration the sweep will load
-    args = (instances, max_batch, delay)
-    text = exercises.function(
-        shape,
-        "7.6",
-        "the three fields of one configuration",
-        args=args,
-        check=lambda answer: isinstance(answer, str),
-        hint="it returns the fragment as one text",
-    )
-    what = f"shape{args}: {instances} instances on the first device, max batch {max_batch}"
-    needs = {**exercises.on_first_gpu(instances, N_GPUS), "max_batch_size": max_batch}
-    needs["dynamic_batching.max_queue_delay_microseconds"] = delay
-    exercises.config_fragment(text, "7.6", f"{what}, {delay} µs", needs=needs)
-print(text)
+shapes = exercises.function(shape, "7.6")  # called at every setting of the sweep
+
+# %%
+print("\n\n".join(shapes.values()))
 
 # %% [markdown]
 # Your `shape` now writes every configuration of the sweep, and the loop measures each with the
@@ -830,9 +788,9 @@ text = (
 )
 
 # %%
-compile_text = exercises.config_fragment(
-    text, "7.7", "the compiled model", needs={"parameters.compile.string_value": "on"}
-)
+compile_text = exercises.config_fragment(text, "7.7")
+
+# %%
 why_not = raw.get("skipped", {}).get(COMPILED, "") if ON_GPU else "no GPU"
 if why_not:
     print(f"7.7 skipped: {why_not}")

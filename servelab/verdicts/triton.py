@@ -8,8 +8,13 @@ Introduced in notebook 6.
 from __future__ import annotations
 
 import os
+import re
+
+import requests
 
 from servelab import claims
+from servelab.exercises import step_needs
+from servelab.paths import TEST_IMAGES
 from servelab.perf.output import DELAYED_LIMIT_PCT
 from servelab.triton import gpu_scaling
 
@@ -213,4 +218,23 @@ def second_gpu_buys(step: str, on_one, on_two, n_gpus: int) -> str:
             "instances busy (busy_U)": float(one.row.get("busy_U", float("nan"))),
         },
         note="the stubs' CPU work, not the GPU, limits the Python-backend model",
+    )
+
+
+def flask_names_the_same_class(flask_url: str, triton_url: str) -> str:
+    """6.5: a photo uploaded to the Flask page (pre-processing in Flask, the ONNX model on
+    Triton) gets the class the Python-backend model gives the same photo."""
+    photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
+    with open(photo, "rb") as f:
+        page = requests.post(f"{flask_url}/predict", files={"file": (photo.name, f)}, timeout=60)
+    shown = re.search(r'class="label">([^<]+)<', page.text)
+    flask_label = shown[1] if shown else None
+    direct, _ = step_needs.infer_one(triton_url, "food_classifier", photo)
+    print(
+        f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, {page.status_code}"
+    )
+    return claims.fact(
+        "6.5: Flask with the ONNX model shows the same class as the Python-backend model",
+        page.status_code == 200 and flask_label == direct,
+        {"flask_onnx": flask_label, "python_backend": direct},
     )
