@@ -20,7 +20,7 @@
 # | step | what changes | why it could help |
 # |---|---|---|
 # | 7.1 | nothing: the raw model, every runtime the lab has | the ceiling to compare with |
-# | 7.2 | the start: notebook 6's best setup, a PyTorch model | the gap to close |
+# | 7.2 | the start: where notebook 6 ended, a PyTorch model | the gap to close |
 # | 7.3 | raw uint8 pixels instead of normalised floats | 4x fewer bytes per request |
 # | 7.4 | the transport: gRPC, shared memory, decided on repeats | less work per request |
 # | 7.5 | fp16 and CUDA graphs in the model (GPU only) | less model time per batch |
@@ -226,9 +226,10 @@ with judgement.verdict_after(answer_71, "7.1"):
         )
 
 # %% [markdown]
-# ## 7.2 The start: notebook 6's best setup
-# One instance, dynamic batching (preferred batch sizes 4/6/8, at most 100 µs of waiting),
-# `max_batch_size: 16`, normalised FP32 tensors over HTTP.
+# ## 7.2 The start: where notebook 6 ended
+# Notebook 6's last setup, not its best (6.3's decision may have deployed more instances): one
+# instance, dynamic batching (preferred batch sizes 4/6/8, at most 100 µs of waiting),
+# `max_batch_size: 16`, normalised FP32 tensors over HTTP; the model here is PyTorch.
 #
 # **Exercise 7.2: the first line.** Write the perf_analyzer line that measures `MODEL` at the
 # address in `HOST` with `CLIENTS` requests in flight (`--concurrency-range`). Two flags are new:
@@ -933,7 +934,7 @@ claims.at_most(
     float(table["served_over_limit"].max()),
     1.0,
 )
-goal = f"goal (issue 27): the best configuration serves at least {hardware.GOAL:.0%} of the limit"
+goal = f"goal: the best configuration serves at least {hardware.GOAL:.0%} of the limit"
 if ON_GPU:
     claims.at_least(goal, ratio, hardware.GOAL)
 else:

@@ -69,7 +69,9 @@ def _reason(reason, step: str) -> str:
             f"{step}: write your reason beside your choice, in the quotes under it: a sentence "
             "that names the numbers of your rows you decided on."
         )
-    return str(reason).strip()
+    # the solved edition's reason keeps nbgrader's markers around it: not part of the reason
+    lines = [ln for ln in str(reason).splitlines() if not ln.strip().startswith("### ")]
+    return "\n".join(lines).strip()
 
 
 def _picked(answer, options, step: str, what: str):

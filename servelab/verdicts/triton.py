@@ -16,7 +16,7 @@ from servelab import claims
 from servelab.exercises import step_needs
 from servelab.paths import TEST_IMAGES
 from servelab.perf.output import DELAYED_LIMIT_PCT
-from servelab.triton import gpu_scaling
+from servelab.triton import gpu_scaling, triton_config
 
 
 def busiest_gpu_pct(row: dict) -> float | None:
@@ -120,7 +120,13 @@ def onnx_serves_faster(onnx_c1, python_c1, c8, c16, n_gpus: int, provider: str) 
         c16.measured("server_queue_ms") / c8.measured("server_queue_ms"),
         1.0,
     )
-    print(f"the server ran food_classifier_onnx with {provider}")
+    served = triton_config.served_config("food_classifier_onnx", when="6.4 backend")
+    ran = (
+        "Triton's onnxruntime backend"
+        if served.get("backend") == "onnxruntime"
+        else "local mode's stand-in (a Python-backend model running ONNX Runtime)"
+    )
+    print(f"the server ran food_classifier_onnx on {ran}, with {provider}")
     busy = "6.4: every GPU is busy more than half the time"
     if provider == "CUDAExecutionProvider" or not n_gpus:
         claim_each_gpu(claims.at_least, busy, c16, n_gpus, 50)
