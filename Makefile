@@ -17,7 +17,7 @@ help::
 	@echo "make artifacts  set up the venv and build the model files (artifacts/)"
 	@echo "make ray-node   a class node's Ray for notebook 9 on two nodes (notebook 2, section 5)"
 	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
-	@echo "make reliability  fuzzing, short soak, faults, safe defaults -> docs/reliability.md"
+	@echo "make reliability  fuzzing, soak, faults, safe defaults, make up RAY=1's stack -> docs/reliability.md"
 	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300)"
 
 # --- environment: system packages + one venv with every pin from requirements/constraints.txt
