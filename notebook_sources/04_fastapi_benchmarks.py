@@ -270,8 +270,10 @@ with judgement.verdict_after(answer_45, "4.5"):
 # N = 16 and X cannot pass 1/*t*, so R cannot fall below 16 *t*: every request added to the loop
 # adds one *t* of waiting. The **utilisation law**, U = X·S, says how busy the model is: the
 # rate times the time each request holds it. At U = 1 it never rests, and sending more only
-# lengthens the line. The laws are bookkeeping, true whatever the cause; where the measured
-# latency exceeds 16 *t*, something other than the model's lock is making requests wait.
+# lengthens the line. The laws are bookkeeping, true whatever the cause: where the measured
+# latency exceeds 16 *t*, the lock was idle at times while 16 requests were in flight, so they
+# were somewhere else (decoding, in HTTP, waiting for the interpreter), and `Server-Timing`
+# says where.
 #
 # **Predict.** One request's model time is *t* (the `infer` median of 4.5). With 16 in flight and
 # one served at a time, about how long does each take (ms)?
