@@ -101,7 +101,7 @@ clean: down
 
 # ==== instructors and maintainers: not in the class edition (labstack/class_edition.py cuts here)
 # The solved edition, the tests, the GPU reference's lease plan and the class edition itself.
-.PHONY: lab test test-docker docker-images notebooks solutions timing class-edition
+.PHONY: lab test test-docker docker-images notebooks solutions timing figures class-edition
 
 help::
 	@echo ""
@@ -113,6 +113,7 @@ help::
 	@echo "make notebooks  the student edition notebooks/*.ipynb from notebook_sources/"
 	@echo "make solutions  the solved edition solutions/*.ipynb (make lab and make test run it)"
 	@echo "make timing     docs/timing_plan.md's table from the reference run's durations"
+	@echo "make figures    every figure the texts quote, from its page in docs/results/"
 	@echo "make class-edition  what students receive, no answers -> dist/class_edition/ (git)"
 
 # --- the main job
@@ -149,6 +150,10 @@ solutions: setup
 # the lease plan's table, from the reference run's measured durations (labstack/timing.py)
 timing: setup
 	$(PY) -m labstack.timing
+
+# the figures README.md, docs/ and the notebooks' prose quote from docs/results/ (labstack/figures/)
+figures: setup
+	$(PY) -m labstack.figures
 
 # What Trovi publishes and the class's nodes clone (docs/instructors.md): the student edition and
 # what it runs, without notebook_sources/, solutions/, the answer key or the tests.

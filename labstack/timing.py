@@ -1,11 +1,12 @@
 """The lease plan: how many minutes notebooks 2-6 take a median student, from measured durations.
 
-    python -m labstack.timing [--reference DIR]   # make timing: rewrites the table (DIR: a run)
+    python -m labstack.timing [--reference DIR]   # make timing: rewrites the table (DIR: a setup)
     python -m labstack.timing --check                           # exit 1 if the table is stale
 
 Each notebook's minutes are the sum of
-- machine time: the reference run's measured cell durations at the class's settings
-  (<notebook>_cell_times.json of gpu_reference/run_reference.py), else its runs.json total;
+- machine time: the reference page's measured cell durations at the class's settings
+  (docs/results/<setup>/<notebook>/<notebook>_cell_times.json of gpu_reference/run_reference.py),
+  else its runs.json total;
 - reading: the words of the notebook's prose at READING_WPM;
 - writing: what the student writes, counted in the notebook's source (solution regions by the
   check that follows them: exercises, decisions and the answers before each verdict; the edits
@@ -153,8 +154,10 @@ def host_commands(source: str) -> int:
 
 
 def machine_minutes(reference: Path, part: str | None, notebook: str) -> tuple[float, str]:
+    """A notebook's machine minutes from its page in `reference`, a setup's folder of pages."""
     if part is None:
         return 0.0, "no measurement cells"
+    reference = reference / notebook
     times = reference / f"{notebook}_cell_times.json"
     runs = json.loads((reference / "runs.json").read_text())
     settings = runs.get(part, {}).get("settings", {})
@@ -256,7 +259,7 @@ def render(reference: Path) -> tuple[str, str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    reference = REPO_ROOT / "docs" / "results" / "h100_2026-11-26"  # the class's 5 s windows
+    reference = REPO_ROOT / "docs" / "results" / "h100"  # its pages ran at the class's 5 s windows
     parser.add_argument("--reference", type=Path, default=reference)
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
     args = parser.parse_args(argv)

@@ -586,10 +586,12 @@ table_66
 #
 # A batch size is also a tensor *shape*, and a GPU runtime may prepare its kernels per shape.
 # ONNX Runtime's CUDA provider rebuilds its convolution plans whenever the batch size changes: on
-# the lab's H100, one session fed mixed sizes took 1.2 s a batch, the same sizes grouped 2.8 ms.
+# the lab's H100, one session fed mixed sizes took
+# <!--fig h100_6_switch_seconds-->0.9 s a batch, the same sizes grouped 2.1 ms<!--/fig-->.
 # So on a GPU this model keeps one session per batch size (1, 2, 4, 8, 16 and each preferred
-# size), padding a batch up to the nearest: mixed sizes then cost 1.04x grouped. Few sizes,
-# prepared in advance: that is also what `preferred_batch_size` and TensorRT's profiles are for.
+# size), padding a batch up to the nearest: mixed sizes then cost
+# <!--fig h100_6_switch_labs-->1.06x<!--/fig--> grouped. Few sizes, prepared in advance: that is
+# also what `preferred_batch_size` and TensorRT's profiles are for.
 #
 # **Exercise 6.6b: turn it on, in the file.** Open `food_classifier_onnx`'s `config.pbtxt` in the
 # editor (the path the next cell prints), add the block with preferred sizes 4, 6 and 8 and a delay
