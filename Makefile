@@ -1,5 +1,6 @@
 # The lab's entry points (`make help`). The instructors' part at the end (the solved edition, the
-# tests) is left out of the class edition, what students receive (labstack/class_edition.py).
+# tests, the maintainers' benchmark and reliability suite) is left out of the class edition, what
+# students receive (labstack/class_edition.py).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -7,7 +8,7 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup artifacts artifacts-only ray-node up down restart status bench reliability soak clean
+.PHONY: help setup artifacts artifacts-only ray-node up down restart status clean
 
 help::
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
@@ -16,9 +17,6 @@ help::
 	@echo "make restart SERVICE=triton   bring one service back (same port, token, model configs)"
 	@echo "make artifacts  set up the venv and build the model files (artifacts/)"
 	@echo "make ray-node   a class node's Ray for notebook 9 on two nodes (notebook 2, section 5)"
-	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
-	@echo "make reliability  fuzzing, short soak, faults, safe defaults -> docs/reliability.md"
-	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300)"
 
 # --- environment: system packages + one venv with every pin from requirements/constraints.txt
 $(STAMP): requirements/constraints.txt requirements/lab.txt scripts/install_system_packages.sh
@@ -84,24 +82,14 @@ SERVICE ?= triton
 restart: setup
 	$(PY) -m labstack.launcher restart $(SERVICE)
 
-bench: artifacts
-	$(PY) scripts/bench_fastapi.py
-
-# --- reliability (reliability/): the report's command, and the long form of its soak
-SOAK_SECONDS ?= 300
-
-reliability: artifacts
-	$(PY) -m reliability
-
-soak: artifacts
-	$(PY) -m reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
-
 clean: down
 	rm -rf .lab results model_repository solutions
 
 # ==== instructors and maintainers: not in the class edition (labstack/class_edition.py cuts here)
-# The solved edition, the tests, the GPU reference's lease plan and the class edition itself.
+# The solved edition, the tests, the maintainers' benchmark and reliability suite, the GPU
+# reference's lease plan and figures, and the class edition itself.
 .PHONY: lab test test-docker docker-images notebooks solutions timing figures class-edition
+.PHONY: bench reliability soak
 
 help::
 	@echo ""
@@ -110,6 +98,9 @@ help::
 	@echo "make lab QUICK=1  the same with small counts (a few minutes)"
 	@echo "make test       run the test suite (real servers, real Triton, real perf_analyzer)"
 	@echo "make test-docker  every Docker Compose stack built, started and used (~25 min)"
+	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
+	@echo "make reliability  fuzzing, short soak, faults, safe defaults -> docs/reliability.md"
+	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300)"
 	@echo "make notebooks  the student edition notebooks/*.ipynb from notebook_sources/"
 	@echo "make solutions  the solved edition solutions/*.ipynb (make lab and make test run it)"
 	@echo "make timing     docs/timing_plan.md's table from the reference run's durations"
@@ -138,6 +129,19 @@ docker-images: artifacts solutions
 	bash scripts/install_docker_engine.sh $(PY)
 	$(PY) docker/standins/ensure_base_images.py
 	$(PY) tests/docker/compose_stack.py
+
+# --- the maintainers' checks of the lab's own tools and services (not for a class)
+bench: artifacts
+	$(PY) scripts/bench_fastapi.py
+
+# reliability (reliability/): the report's command, and the long form of its soak
+SOAK_SECONDS ?= 300
+
+reliability: artifacts
+	$(PY) -m reliability
+
+soak: artifacts
+	$(PY) -m reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
 
 # One source per notebook (notebook_sources/, with nbgrader's solution regions), two editions:
 # the student edition (notebooks/, committed) and the solved one (solutions/, git-ignored)

@@ -298,7 +298,7 @@ exercises.result(
     check=lambda _: client.is_model_ready("food_classifier"),
     hint="after load_model the model must be READY (client.is_model_ready)",
 )
-served = client.get_model_config("food_classifier")
+served = triton_config.served_config("food_classifier")  # the config Triton serves now
 placed = instances.placement(served, N_GPUS)
 print("instances per device:", placed)
 stubs = instances.python_stubs("food_classifier", REPOSITORY)
@@ -502,9 +502,11 @@ flask_label = (re.search(r'class="label">([^<]+)<', page.text) or [None, None])[
 print(f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, {page.status_code}")
 
 # %%
-image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
-image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
-direct = client.infer("food_classifier", [image]).as_numpy("FOOD_LABEL")[0][0].decode()
+# the photo through food_classifier, as in 5.2, here as the JSON body Triton's HTTP API takes
+image = {"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "BYTES"}
+body = {"inputs": [{**image, "data": [food11.encode_file(photo)]}]}
+answer = requests.post(f"{TRITON}/v2/models/food_classifier/infer", json=body, timeout=60)
+direct = next(o["data"][0] for o in answer.json()["outputs"] if o["name"] == "FOOD_LABEL")
 claims.fact(
     "6.5: Flask with the ONNX model shows the same class as the Python-backend model",
     page.status_code == 200 and flask_label == direct,
