@@ -88,7 +88,8 @@ clean: down
 # ==== instructors and maintainers: not in the class edition (labstack/class_edition.py cuts here)
 # The solved edition, the tests, the maintainers' benchmark and reliability suite, the GPU
 # reference's lease plan and figures, and the class edition itself.
-.PHONY: lab test test-docker docker-images notebooks solutions timing figures class-edition
+.PHONY: lab test test-fast test-chameleon test-extended test-docker docker-images
+.PHONY: notebooks solutions timing figures class-edition
 .PHONY: bench reliability soak
 
 help::
@@ -96,7 +97,10 @@ help::
 	@echo "instructors and maintainers (not in the class edition):"
 	@echo "make lab        the solved benchmark notebooks run headless on the local stack -> results/"
 	@echo "make lab QUICK=1  the same with small counts (a few minutes)"
-	@echo "make test       run the test suite (real servers, real Triton, real perf_analyzer)"
+	@echo "make test-fast  the fast tier, pytest -m 'not slow' (no server; under a minute)"
+	@echo "make test       the fast tier, the core slow tests, notebooks 3-7 run (under 15 min)"
+	@echo "make test-chameleon  the fake Chameleon's class scenarios (notebooks 1-2)"
+	@echo "make test-extended   notebooks 8 and 9, the reliability suite's faults and fuzzing"
 	@echo "make test-docker  every Docker Compose stack built, started and used (~25 min)"
 	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
 	@echo "make reliability  fuzzing, short soak, faults, safe defaults -> docs/reliability.md"
@@ -112,16 +116,28 @@ help::
 lab: artifacts solutions
 	$(PY) -m labstack.lab $(if $(QUICK),--quick,)
 
+# The tests in tiers, each with its time budget on a 2-core machine (README, "Tests"): a slow
+# test belongs to one of test, test-chameleon, test-extended or test-docker, by its file's name
+# (tests/conftest.py, TIERS). --tier=NAME, never `--tier NAME`: pytest would read NAME as a path.
+test-fast: artifacts
+	$(PY) -m pytest -m "not slow"
+
 # lint-imports first: a broken layers contract (pyproject.toml) fails in seconds
 test: artifacts solutions
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest
+	$(PY) -m pytest --tier=core
+
+test-chameleon: setup
+	$(PY) -m pytest --tier=chameleon
+
+test-extended: artifacts solutions
+	$(PY) -m pytest --tier=extended
 
 # The classroom path: a Docker engine (installed and started if missing), the registry base images
 # (pulled, or local stand-ins where no registry answers: docker/standins/), then every compose
 # stack built, started and used for real (tests/docker/). LAB_DOCKER_KEEP_IMAGES=1 keeps the images.
 test-docker: docker-images
-	LAB_DOCKER_TESTS=1 $(PY) -m pytest tests/docker -v -s
+	LAB_DOCKER_TESTS=1 $(PY) -m pytest --tier=docker -v -s
 
 # What test-docker needs before its tests: the engine, the base images, every stack's images
 # built (CI's .ci/run builds them while `make test` runs; a second build is all cache)

@@ -58,7 +58,8 @@ LEFT_OUT = {
     "reliability/": "the maintainers' reliability suite (make reliability, make soak): fuzzing, "
     "faults and hostile clients against the services; docs/reliability.md is its report",
     "scripts/bench_fastapi.py": "make bench, the maintainers' check of the lab's own tools",
-    ".ci/": "CI's script: make test and make test-docker, which need the solved edition",
+    ".ci/": "CI's script: the test tiers, which need the solved edition",
+    "CONTRIBUTING.md": "the maintainers' notes: commits, the test tiers, the reference pages",
     "labstack/editions.py": "makes both editions from notebook_sources/",
     "labstack/lab.py": "make lab: runs the solved edition",
     "labstack/notebook_runner.py": "runs the solved edition for make lab and the tests",

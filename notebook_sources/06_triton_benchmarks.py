@@ -502,9 +502,8 @@ flask_label = (re.search(r'class="label">([^<]+)<', page.text) or [None, None])[
 print(f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, {page.status_code}")
 
 # %%
-# the photo through food_classifier, as in 5.2, here as the JSON body Triton's HTTP API takes
-image = {"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "BYTES"}
-body = {"inputs": [{**image, "data": [food11.encode_file(photo)]}]}
+jpeg = food11.encode_file(photo)  # as in 5.2, here as the JSON body of Triton's HTTP API
+body = {"inputs": [{"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "BYTES", "data": [jpeg]}]}
 answer = requests.post(f"{TRITON}/v2/models/food_classifier/infer", json=body, timeout=60)
 direct = next(o["data"][0] for o in answer.json()["outputs"] if o["name"] == "FOOD_LABEL")
 claims.fact(

@@ -334,9 +334,10 @@ pixels = np.asarray(
 tensor = httpclient.InferInput("input", [1, 224, 224, 3], "UINT8")
 tensor.set_data_from_numpy(pixels[None])
 tuned = food11.top_class(client.infer(MODEL, [tensor]).as_numpy("output")[0])[0]
-# food_classifier's answer, as in 5.2, here as the JSON body Triton's HTTP API takes
-image = {"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "BYTES"}
-body = {"inputs": [{**image, "data": [food11.encode_file(photo)]}]}
+
+# %%
+jpeg = food11.encode_file(photo)  # as in 5.2, here as the JSON body of Triton's HTTP API
+body = {"inputs": [{"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "BYTES", "data": [jpeg]}]}
 answer = requests.post(f"{TRITON}/v2/models/food_classifier/infer", json=body, timeout=60)
 reference = next(o["data"][0] for o in answer.json()["outputs"] if o["name"] == "FOOD_LABEL")
 claims.fact(
