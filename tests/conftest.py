@@ -23,11 +23,15 @@ SERVER_FIXTURES = {"start_service", "fastapi_servers", "services", "triton", "fl
 TIERS = {
     # the fake Chameleon's class scenarios (notebooks 1 and 2) and python-chi's contract
     "chameleon": ("test_chameleon_*.py", "test_chi_contract.py"),
-    # the optional notebooks 8 and 9, and the reliability suite's faults, fuzzing, hostile
-    # clients and soak (make reliability's code): outside make test's 15 minutes, run by CI
+    # the optional notebooks 8 and 9 and what only notebook 8 uses (its ensemble, Model
+    # Analyzer's search), and the reliability suite (make reliability's code: faults, fuzzing,
+    # hostile clients, costly uploads, soak): outside make test's 15 minutes, run by CI
     "extended": (
         "test_notebook_08.py",
         "test_notebook_09.py",
+        "test_ensemble.py",
+        "test_model_analyzer.py",
+        "test_decode_cost.py",
         "test_faults.py",
         "test_watchdog_faults.py",
         "test_fuzz_*.py",
