@@ -43,6 +43,7 @@ PARTS = {
 # stability.py, one start per invocation), and ONNX Runtime's cost of a batch-size change
 STABILITY = "stability"
 BATCH_SWITCH = "batch_switch"
+PLACEMENT = "placement"  # each GPU named, each instance where its config put it (placement.py)
 TITLES = {
     "fastapi": "Notebook 4: FastAPI, PyTorch vs ONNX Runtime",
     "triton": "Notebook 6: Triton",
@@ -102,11 +103,18 @@ def versions() -> dict:
             capture_output=True,
             text=True,
         ).stdout.strip()
+    if found["gpus"] > 1:  # which GPU is which: nvidia-smi's index, uuid and PCI bus
+        from servelab.triton import gpu_names
+
+        found["gpu_list"] = "; ".join(
+            f"GPU {g.index} {g.uuid} bus {g.bus_id}" for g in gpu_names.listing()
+        )
     return found
 
 
 def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
     from labstack import artifacts, lab, launcher
+    from labstack.script_runner import STOPPED
 
     meta = artifacts.build()
     runs_file = out / "runs.json"
@@ -117,7 +125,8 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
         smi = subprocess.Popen(
             [
                 "nvidia-smi",
-                "--query-gpu=timestamp,index,name,utilization.gpu,memory.used,power.draw",
+                "--query-gpu=timestamp,index,name,utilization.gpu,memory.used,power.draw"
+                + (",uuid" if versions()["gpus"] > 1 else ""),
                 "--format=csv",
                 "-lms",
                 "500",
@@ -125,6 +134,9 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
             stdout=smi_log,
             stderr=subprocess.STDOUT,
         )
+    # LAB_RESUMABLE_S: a notebook stops between cells once that many seconds have passed and the
+    # same command, in the next device call on the warm machine, takes it up (script_runner)
+    resumable, keep_stack = os.environ.get("LAB_RESUMABLE_S", ""), False
     try:
         launcher.up(jupyter=False, triton=any(p != "fastapi" for p in parts))
         env = {
@@ -145,7 +157,10 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
             print(f"\n>>> {name}", flush=True)
             log = out / f"{name}.log"
             started, start = time.strftime("%F %T %Z"), time.time()
-            with open(log, "w") as f:
+            state = out / f"{name}.state"  # a notebook stopped between cells (LAB_RESUMABLE_S)
+            resuming = state.exists() and bool(resumable)
+            earlier = runs.get(part, {}) if resuming else {}
+            with open(log, "a" if resuming else "w") as f:
                 script = [
                     sys.executable,
                     "-m",
@@ -153,28 +168,37 @@ def run_parts(out: Path, parts: list[str], quick: bool) -> dict:
                     str(REPO / "notebook_sources" / f"{name}.py"),  # the solved edition
                     "--times",
                     str(out / f"{name}_cell_times.json"),
+                    *(["--stop-after", resumable, "--state", str(state)] if resumable else []),
                 ]
                 rc = subprocess.run(
                     script, cwd=REPO / "notebooks", env=env, stdout=f, stderr=subprocess.STDOUT
                 ).returncode
             runs[part] = {
                 "notebook": name,
-                "rc": rc,
-                "started": started,
-                "seconds": round(time.time() - start),
+                "rc": None if rc == STOPPED else rc,
+                "started": earlier.get("started", started),
+                "seconds": earlier.get("seconds", 0) + round(time.time() - start),
+                "calls": earlier.get("calls", 0) + 1,  # device calls it took (resumable parts)
                 "quick": quick,
                 "settings": settings,
                 "weights": meta["weights"],
                 "versions": versions(),
             }
+            if rc == STOPPED:  # the stack stays up for the next call, which takes the run up
+                runs[part]["stopped_after_s"] = float(resumable)
+                keep_stack = True
             runs_file.write_text(json.dumps(runs, indent=2) + "\n")
             print(
                 f"    rc={rc} in {runs[part]['seconds']} s; tail:\n"
                 + "\n".join(log.read_text().splitlines()[-12:]),
                 flush=True,
             )
+            if keep_stack:
+                print(f"    stopped between cells: run the same command again ({state})")
+                break
     finally:
-        launcher.down()
+        if not keep_stack:
+            launcher.down()
         if smi:
             smi.terminate()
             smi_log.close()
@@ -224,8 +248,9 @@ def write_report(out: Path) -> Path:
     first = next((r for r in runs.values() if "weights" in r), {"weights": "not recorded"})
     v = next((r["versions"] for r in runs.values() if "versions" in r), {"gpu": "this machine"})
     notebooks = [TITLES[part] for part in runs if part in TITLES]
+    title = f"{v['gpus']}x {v['gpu']}" if v.get("gpus", 1) > 1 else v["gpu"]
     lines = [
-        f"# {' and '.join(notebooks) or 'Reference run'} ({v['gpu']})",
+        f"# {' and '.join(notebooks) or 'Reference run'} ({title})",
         "",
         "Generated by `gpu_reference/run_reference.py` from the files in this folder; do not edit "
         "by hand "
@@ -287,6 +312,7 @@ def write_report(out: Path) -> Path:
     from gpu_reference import stability
 
     lines += stability.report_lines(out, 0.70)
+    lines += placement_lines(res / "placement")
     switch = res / "batch_switch.json"
     if switch.exists():
         from labstack import batch_switch
@@ -356,6 +382,48 @@ def write_report(out: Path) -> Path:
     return readme
 
 
+def placement_lines(folder: Path) -> list[str]:
+    """The placement part's section: the GPUs, then where each instance ran for each config."""
+    import pandas as pd
+
+    if not (folder / "placement.json").exists():
+        return []
+    record = json.loads((folder / "placement.json").read_text())
+    lines = [
+        "## Each GPU by one number, each instance where its config put it (`placement`)",
+        "",
+        "CUDA's order in a fresh process, per environment (uuids' first characters), and what "
+        "`servelab/triton/gpu_names.py` predicts for it:",
+        "",
+        "| environment | CUDA's order | predicted |",
+        "|---|---|---|",
+        *(
+            f"| {e['environment'] or 'none'} | {' '.join(u[:12] for u in e['cuda_order'])} | "
+            f"{' '.join(u[:12] for u in e['predicted'])} |"
+            for e in record["cuda_orders"]
+        ),
+        "",
+        "The GPUs as Triton's instances report them, beside nvidia-smi's index for each uuid:",
+        "",
+        pd.DataFrame(record.get("triton_gpus", [])).to_markdown(index=False),
+        "",
+    ]
+    for placed in record.get("placements", []):
+        lines += [
+            f"**{placed['name']}** (`{placed['fragment']}`, loaded in {placed['seconds']} s; "
+            f"Triton's memory per GPU uuid, MiB: {placed['memory_mib']}):",
+            "",
+            pd.DataFrame(placed["instances"]).to_markdown(index=False),
+            "",
+        ]
+    if (folder / "claims.csv").exists():
+        lines += ["| claim | verdict | numbers | note |", "|---|---|---|---|"]
+        for _, c in pd.read_csv(folder / "claims.csv").fillna("").iterrows():
+            lines.append(f"| {c['claim']} | {c['verdict']} | {c['numbers']} | {c['note']} |")
+        lines.append("")
+    return lines
+
+
 def stability_line(values: list[float], what: str) -> str:
     """The line issue readers look for: the best configuration's served/limit over its runs."""
     ordered = sorted(values)
@@ -374,8 +442,8 @@ def command_line(part: str, run: dict) -> str:
             "gpu_reference/run_reference.py --out DIR --parts stability   # once per call, "
             f"{run['settings']['starts']} starts here"
         )
-    if part == BATCH_SWITCH:
-        return "python3 gpu_reference/run_reference.py --out DIR --parts batch_switch"
+    if part in (BATCH_SWITCH, PLACEMENT):
+        return f"python3 gpu_reference/run_reference.py --out DIR --parts {part}"
     settings = " ".join(f"{k}={v}" for k, v in run["settings"].items())
     return (
         f"{settings + ' ' if settings else ''}python3 gpu_reference/run_reference.py --out DIR "
@@ -400,14 +468,18 @@ def main() -> int:
     rc = 0
     if not args.report:
         parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-        unknown = set(parts) - set(PARTS) - {STABILITY, BATCH_SWITCH}
+        unknown = set(parts) - set(PARTS) - {STABILITY, BATCH_SWITCH, PLACEMENT}
         if unknown:
             parser.error(
-                f"unknown parts {sorted(unknown)}: choose from {[*PARTS, STABILITY, BATCH_SWITCH]}"
+                f"unknown parts {sorted(unknown)}: choose from "
+                f"{[*PARTS, STABILITY, BATCH_SWITCH, PLACEMENT]}"
             )
         # servelab reads these at import: set them first
         # (the stack's state and model repository stay out of DIR: DIR is what gets committed)
         scratch = Path(tempfile.mkdtemp(prefix="gpu_reference_"))
+        if os.environ.get("LAB_RESUMABLE_S"):  # the next call must find the same stack
+            scratch = Path(tempfile.gettempdir()) / "gpu_reference_resumable"
+            scratch.mkdir(exist_ok=True)
         os.environ.update(
             LAB_RESULTS_DIR=str(out / "results"),
             LAB_STATE_DIR=str(scratch / "lab"),
@@ -417,6 +489,21 @@ def main() -> int:
         runs = json.loads(runs_file.read_text()) if runs_file.exists() else {}
         if BATCH_SWITCH in parts:
             runs[BATCH_SWITCH] = run_batch_switch(out)
+            runs_file.write_text(json.dumps(runs, indent=2) + "\n")
+        if PLACEMENT in parts:
+            from gpu_reference import placement
+
+            started, start = time.strftime("%F %T %Z"), time.time()
+            rc = placement.run(out)
+            runs[PLACEMENT] = {
+                "notebook": "(gpu_reference/placement.py: each GPU named, each instance placed)",
+                "rc": rc,
+                "started": started,
+                "seconds": round(time.time() - start),
+                "quick": False,
+                "settings": {},
+                "versions": versions(),
+            }
             runs_file.write_text(json.dumps(runs, indent=2) + "\n")
         notebooks = [p for p in parts if p in PARTS]
         if notebooks:
@@ -444,6 +531,8 @@ def main() -> int:
             }
             runs_file.write_text(json.dumps(runs, indent=2) + "\n")
         rc = 0 if all(runs[p]["rc"] == 0 for p in parts) else 1
+        if any(runs[p].get("stopped_after_s") and runs[p]["rc"] is None for p in parts):
+            rc = 75  # stopped between cells: the same command again takes the notebook up
     readme = write_report(out)
     ratio = out / "results" / "hardware" / "served_over_limit.json"
     if ratio.exists():

@@ -19,7 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from labstack import launcher, triton_local  # noqa: E402
-from servelab import model_repository, perf, triton_config  # noqa: E402
+from servelab import perf  # noqa: E402
+from servelab.triton import model_repository, triton_config
 
 MODEL = "food_classifier_tuned"
 BASE = """

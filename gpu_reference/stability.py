@@ -38,7 +38,8 @@ def best_record(out: Path) -> Path:
 def run_one_start(out: Path) -> dict:
     """One more fresh start; returns its entry (with "error" if it failed) after saving it."""
     from labstack import launcher
-    from servelab import model_repository, perf, triton_config
+    from servelab import perf
+    from servelab.triton import model_repository, triton_config
 
     source = best_record(out)
     best = json.loads(source.read_text())

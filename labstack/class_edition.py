@@ -34,8 +34,8 @@ import sys
 from pathlib import Path
 
 from labstack import editions
-from servelab import config_text
 from servelab.paths import REPO_ROOT
+from servelab.triton import config_text
 
 DEFAULT_OUT = REPO_ROOT / "dist" / "class_edition"
 # top-level entries students get (inside them, LEFT_OUT still applies)
@@ -70,9 +70,10 @@ LEFT_OUT = {
     "labstack/class_edition.py": "this builder",
 }
 ENSEMBLE_CONFIG = "models_staging/food_classifier_ensemble/config.pbtxt"
-# the packages of pyproject.toml that stay out (pip install -e . on a node installs the rest), and
-# where its maintainers' part starts (the import-linter contracts name them)
-PACKAGES_LEFT_OUT = ("reliability", "labstack.figures")
+# what pyproject.toml's package search includes that stays out (the rest is found where it is, and
+# a package left out of the edition, labstack/figures/, is simply not there to find), and where
+# its maintainers' part starts (the import-linter contracts name the packages left out)
+PACKAGES_LEFT_OUT = ("reliability*",)
 PYPROJECT_CUT = "# Layers import downward only"
 MAKEFILE_CUT = "# ==== instructors and maintainers"  # the Makefile's line where the edition's ends
 MARKERS = tuple(f"### {b} {k}" for k in ("SOLUTION", "HIDDEN TESTS") for b in ("BEGIN", "END"))
@@ -89,7 +90,7 @@ ALLOWED = {
         "notebook 7's model starts with dynamic batching; 6.6d's prose gives every value of its "
         "block (preferred 4, 6, 8; at most 100 us), so the block transcribes them"
     ),
-    ("notebooks/06_triton_benchmarks.ipynb", 'placed.get("GPU 0", placed.get("CPU", 0))'): (
+    ("notebooks/06_triton_benchmarks.ipynb", 'placed_now.get("GPU 0", placed_now.get("CPU", 0))'): (
         "decision 6.3's answer is a count the student reads off nvidia-smi; the solved edition "
         "stands in with Triton's placement, which the check cell compares the count with"
     ),
@@ -122,18 +123,18 @@ def gathered() -> dict[str, Path]:
 
 
 def pyproject() -> str:
-    """pyproject.toml for the edition: its packages without PACKAGES_LEFT_OUT (so that `pip
-    install -e .` finds every one it names), without the maintainers' import contracts."""
+    """pyproject.toml for the edition: its package search without PACKAGES_LEFT_OUT, without the
+    maintainers' import contracts."""
     text = (REPO_ROOT / "pyproject.toml").read_text()
     if PYPROJECT_CUT not in text:
         raise SystemExit(f"pyproject.toml: no line starting {PYPROJECT_CUT!r}")
     text = text[: text.index(PYPROJECT_CUT)].rstrip() + "\n"
-    listed = re.search(r"^packages = \[(.*)\]$", text, re.M)
-    if not listed:
-        raise SystemExit("pyproject.toml: no `packages = [...]` line under [tool.setuptools]")
-    packages = [p.strip().strip('"') for p in listed[1].split(",") if p.strip()]
-    kept = ", ".join(f'"{p}"' for p in packages if p not in PACKAGES_LEFT_OUT)
-    return text[: listed.start()] + f"packages = [{kept}]" + text[listed.end() :]
+    found = re.search(r"^include = \[(.*)\]$", text, re.M)
+    if not found:
+        raise SystemExit("pyproject.toml: no `include = [...]` of [tool.setuptools.packages.find]")
+    globs = [g.strip().strip('"') for g in found[1].split(",") if g.strip()]
+    kept = ", ".join(f'"{g}"' for g in globs if g not in PACKAGES_LEFT_OUT)
+    return text[: found.start()] + f"include = [{kept}]" + text[found.end() :]
 
 
 def made() -> dict[str, str]:

@@ -24,8 +24,9 @@ from pathlib import Path
 import pandas as pd
 
 from labstack import launcher
-from servelab import ensemble, model_repository, triton_config
+from servelab import ensemble
 from servelab.paths import RESULTS, TEST_IMAGES
+from servelab.triton import model_repository, triton_config
 
 COLUMNS = [
     "run",

@@ -74,6 +74,7 @@ SCRIPTED_PREDICTIONS = {
     "6.1 queue at c16 (ms)": 400,
     "6.2 compute of 16 images / compute of 1 (x)": 4,
     "6.3 throughput, 2 instances / 1 instance at c8 (x)": 1.8,
+    "6.3 all on GPU 0 / spread over the GPUs (throughput, x)": 0.9,
     "6.4 ONNX / Python-backend throughput at c1 (x)": 3,
     "6.6 queue, Poisson / constant at 60% load (x)": 5,
     "6.6 mean latency at 140% of capacity, with batching (ms)": 50,
@@ -155,6 +156,13 @@ def write_summary(executed: list[dict], params: dict) -> Path:
         f"| [{e['name']}](notebooks/{e['name']}) | {e['status']} | {e['seconds'] / 60:.1f} |"
         for e in executed
     ]
+    bundles = sorted((RESULTS / "bundles").glob("*/manifest.json"))
+    if bundles:  # the measure pass's bundles (servelab/passes): what a review pass reads
+        lines += [
+            "",
+            "Results bundles (plain CSV/JSON; `LAB_PASS=review` reads them, no service needed): "
+            + ", ".join(f"[{b.parent.name}](bundles/{b.parent.name}/)" for b in bundles),
+        ]
     for folder in BENCHMARK_NOTEBOOKS.values():
         part = RESULTS / folder
         if not part.exists():

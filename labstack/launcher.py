@@ -55,8 +55,8 @@ from pathlib import Path
 import requests
 
 from servelab.paths import LAB_DIR, NOTEBOOKS, REPO_ROOT, model_repository_dir
+from servelab.perf.tool import perf_analyzer_env
 from servelab.serving.runtimes import fastapi_backend
-from servelab.tools import perf_analyzer_env
 
 STATE = LAB_DIR / "state.json"
 URLS_ENV = LAB_DIR / "urls.env"
@@ -695,7 +695,7 @@ def _start_fresh(name: str, state: dict) -> dict:
         print(f"starting fastapi ({runtime}) ...", flush=True)
         return start(_service("fastapi", state, {"FASTAPI_BACKEND": runtime}))
     if name == "triton":
-        from servelab import model_repository
+        from servelab.triton import model_repository
 
         model_repository.populate(model_repository_dir(), mode="local", keep_configs=True)
         print(

@@ -43,9 +43,11 @@ from pathlib import Path
 
 import yaml
 
-from servelab import labenv, model_repository, tools, triton_config
+from servelab import labenv
 from servelab import model_analyzer as results
 from servelab.paths import RESULTS, model_repository_dir
+from servelab.perf import tool as tools
+from servelab.triton import model_repository, triton_config
 
 # What the search measures (Model Analyzer's own names; see DEFAULT_INFERENCE_OUTPUT_FIELDS there).
 INFERENCE_FIELDS = [

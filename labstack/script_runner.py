@@ -10,6 +10,9 @@ after every cell (so a run stopped by a time limit still leaves what it measured
 minutes the timing plan is built from (labstack/timing.py). `!shell` lines are comments in a
 jupytext source and do not run here.
 A source runs as the solved edition: nbgrader's solution markers are comments.
+--stop-after S --state FILE: stop between two cells once S seconds have passed (exit status 75),
+keeping the namespace in FILE; the same command again takes the run up at the next cell
+(labstack/resume_state.py), so a notebook longer than one GPU-machine call runs in parts.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import json
 import re
 import time
 from pathlib import Path
+
+from labstack import resume_state
 
 CELL = re.compile(r"^# %%(?P<rest>.*)$", re.M)
 
@@ -37,11 +42,29 @@ def code_cells(source: str) -> list[str]:
     return [c for c in cells if c.strip()]
 
 
-def run(path: Path, times: Path | None = None) -> None:
+STOPPED = 75  # exit status of a run stopped between cells, to be taken up again (EX_TEMPFAIL)
+
+
+def run(
+    path: Path,
+    times: Path | None = None,
+    stop_after_s: float | None = None,
+    state: Path | None = None,
+) -> bool:
+    """Run the source's code cells; False when it stopped early: with stop_after_s, once that
+    many seconds have passed after a cell, the namespace goes to `state` (labstack.resume_state)
+    and a later run with the same `state` starts at the next cell."""
     namespace = {"__name__": "__main__", "__file__": str(path)}
     loop = asyncio.new_event_loop()  # one loop for every cell, as in a kernel
-    measured = []
-    for number, cell in enumerate(code_cells(path.read_text()), start=1):
+    cells = code_cells(path.read_text())
+    first_cell, measured = 1, []
+    if state is not None and state.exists():
+        first_cell, measured = resume_state.load(state, cells, namespace)
+        print(f"(resumed at cell {first_cell} of {len(cells)} from {state})", flush=True)
+    began = time.perf_counter()
+    for number, cell in enumerate(cells, start=1):
+        if number < first_cell:
+            continue
         start = time.perf_counter()
         code = compile(cell, f"{path}[cell {number}]", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
         result = eval(code, namespace)  # a coroutine when the cell awaits at top level
@@ -53,14 +76,31 @@ def run(path: Path, times: Path | None = None) -> None:
         )
         if times is not None:
             times.write_text(json.dumps(measured, indent=1) + "\n")
+        late = stop_after_s is not None and time.perf_counter() - began >= stop_after_s
+        if late and state is not None and number < len(cells):
+            kept = resume_state.save(state, cells, number + 1, namespace, measured)
+            print(
+                f"(stopped after cell {number} of {len(cells)}: {len(kept['pickled'])} values "
+                f"saved, {len(kept['remade'])} to make again; run again with --state {state})",
+                flush=True,
+            )
+            return False
+    if state is not None and state.exists():
+        state.unlink()  # finished: a next run starts from the top
+    return True
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("source", type=Path)
     parser.add_argument("--times", type=Path, help="write each code cell's duration here")
+    parser.add_argument(
+        "--stop-after", type=float, help="stop between cells once this many seconds have passed"
+    )
+    parser.add_argument("--state", type=Path, help="where a stopped run keeps its namespace")
     args = parser.parse_args()
-    run(args.source, args.times)
+    if not run(args.source, args.times, args.stop_after, args.state):
+        raise SystemExit(STOPPED)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ SOURCES = REPO_ROOT / "notebook_sources"
 PLAN = REPO_ROOT / "docs" / "timing_plan.md"
 GUIDE = REPO_ROOT / "docs" / "instructors.md"  # its table quotes each notebook's minutes
 BEGIN, END = "<!-- timing table: begin (make timing) -->", "<!-- timing table: end -->"
-CLASS_WINDOW_MS = "5000"  # the class's windows (servelab.perf_command.measurement_settings)
+CLASS_WINDOW_MS = "5000"  # the class's windows (servelab.perf.command.measurement_settings)
 
 # Adults read non-fiction silently at about 238 words a minute (Brysbaert, "How many words do we
 # read per minute?", J. Memory and Language 109, 2019); a lab text full of numbers, more slowly
@@ -48,7 +48,7 @@ WRITING = {  # minutes per thing the student writes (estimates for a median stud
     "curl_line": 2.0,
     "result": 3.0,
     "function": 5.0,
-    "decision": 2.0,  # a choice read off your own rows (servelab.judgement)
+    "decision": 2.0,  # a choice read off your own rows (servelab.exercises.judgement)
     "other exercise": 3.0,
     "prediction": 1.5,
     "answer": 3.0,  # a "What do you see, and why?" answer (before its verdict, if it has one)
@@ -95,8 +95,9 @@ WAITS = {
 
 
 def cells(source: str) -> list[tuple[str, str]]:
-    """(kind, text) of a jupytext percent-format source: kind 'markdown' or 'code'."""
-    parts = re.split(r"^# %%(.*)$", source, flags=re.M)
+    """(kind, text) of a jupytext percent-format source: kind 'markdown' or 'code'. A cell's
+    `# %%runs_in ...` line (servelab/passes/cells.py) is its first line, not a cell."""
+    parts = re.split(r"^# %%((?: .*)?)$", source, flags=re.M)
     out = []
     for header, body in zip(parts[1::2], parts[2::2]):
         out.append(("markdown" if "[markdown]" in header else "code", body))

@@ -24,8 +24,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from servelab import tools
 from servelab.paths import LAB_DIR, REPO_ROOT
+from servelab.perf import tool as tools
 
 BACKENDS_DIR = LAB_DIR / "triton" / "backends"
 PY_VERSION = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -144,6 +144,9 @@ def server_env(base: dict | None = None, stub_root: Path = BACKENDS_DIR.parent) 
     if folders:
         env["PATH"] = tools.join_paths(stub_python(folders, stub_root), existing=env["PATH"])
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # `gpus: [ i ]` is CUDA's device i; CUDA's default order leaves equal GPUs in an unspecified
+    # order, PCI bus order is nvidia-smi's and nvtop's (servelab/triton/gpus.py)
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     return env
 
 

@@ -61,19 +61,48 @@
 # (queuing growing with concurrency, batching, Poisson vs constant arrivals) show in all of them.
 
 # %% [markdown]
+# ## One notebook, three passes: before, during and after the lease
+#
+# A GPU lease is for measuring; reading, predicting and writing need no GPU. So you go through
+# notebooks 3 to 6 three times, and one setting, `LAB_PASS`, says which time it is. Each notebook's
+# first cell prints it; a cell that needs the node says so on its first line (`%%runs_in
+# measure`), and in another pass it prints one line instead of running.
+#
+# * **`prepare`**, before the lease, in Chameleon's Jupyter or on any machine with
+#   `pip install -r requirements/review.txt` (from the repository's folder): read everything,
+#   make every prediction (each is kept with the time you made it), write every exercise line
+#   (each is checked as you write it, offline).
+# * **`measure`**, in the lease, in the lab's Jupyter on the node: run what you wrote, in order;
+#   every run, Triton's statistics, your lines and predictions go into the notebook's **results
+#   bundle**.
+# * **`review`**, after the lease, anywhere (as for prepare): answer the "What do you see, and
+#   why?" questions, make the decisions, read the verdicts, hand in: all from the bundle, with no
+#   node.
+#
+# `measure` is the default: run alone (a self-paced reader on their own machine, `make lab`), a
+# notebook does all three in one go. To choose a pass in JupyterLab, run `%env LAB_PASS=prepare`
+# (or `review`) in a cell before the notebook's first cell. How long each pass takes:
+# `docs/timing_plan.md` *(the minutes per pass are being planned: issue 41's lease plan; until
+# then its table counts notebooks 2–6 as one stretch)*.
+#
+# The **results bundle** is one folder per notebook, `results/bundles/<notebook>/` (plain CSV
+# and JSON files you can open without the lab; `LAB_BUNDLE` names another place). The last cell of
+# each notebook says where it is, packs it into one `.zip` and how to download it from JupyterLab.
+# The review pass refuses, in one sentence, a bundle of another notebook, of another version of
+# the lab, or one whose measure pass did not reach its end, and changes nothing.
+#
 # ## Time budget for a ~3-hour Chameleon lease
 #
 # A lease ends on time, with or without you: plan for it. `docs/timing_plan.md` has the minutes
-# per notebook, from measured run times and what you write: notebooks 2–6 fit in about two and a
-# half hours when you
+# per notebook, from measured run times and what you write. In the lease:
 #
 # * start notebook 2 right when the lease begins, and read while the server boots (10–20 min:
 #   wait, do not restart it) and while the images build;
-# * write your predictions, exercises, decisions and the "What do you see, and why?" answers as
-#   you go, during the lease: the lab's verdict on each step appears only once your answer is
-#   written, so you think first and compare second (the plan counts three minutes an answer);
-# * copy the executed notebooks and `results/` off the node before the lease ends (below):
-#   everything on the node is erased when it does.
+# * run notebooks 3 to 6 in the measure pass, with the lines and predictions you prepared; the
+#   lab's verdict on each step appears only once your answer is written, so you think first and
+#   compare second, in the lease or in the review pass;
+# * copy the results bundles (and the executed notebooks) off the node before the lease ends
+#   (below): everything on the node is erased when it does.
 #
 # The parts marked *optional* (going further, the open exercises at the end) are for after the
 # lease or a second one, as notebook 7 is.
@@ -85,7 +114,9 @@
 # ## What you hand in
 #
 # Not screenshots. The benchmark notebooks write everything they measure under `results/`
-# (in the repository folder on the node, or on your machine in local mode):
+# (in the repository folder on the node, or on your machine in local mode), and the measure
+# pass keeps each notebook's runs in `results/bundles/`, from which the review pass writes the
+# same tables and plots again:
 #
 # * the measurement tables (one row per run: the exact command, latency median/p95/p99,
 #   throughput, and for Triton the queue/compute split and GPU utilisation read from the
@@ -93,8 +124,9 @@
 # * the plots (throughput vs concurrency, latency split per configuration) as PNG files;
 # * your answers to the question at the end of each step, written in the notebooks themselves.
 #
-# Hand in the `results/` folder and the executed notebooks 3 to 6. To copy them from a
-# Chameleon node to your computer (replace the address with your node's floating IP):
+# Hand in the `results/` folder and the executed notebooks 3 to 6 (after the review pass, those
+# of the review). To copy them from a Chameleon node to your computer (replace the address with
+# your node's floating IP):
 #
 # ```
 # scp -r cc@A.B.C.D:serve-system-lab/results ./results

@@ -60,6 +60,7 @@
 import datetime
 import importlib.metadata
 import os
+from pathlib import Path
 
 import lab_settings as lab
 from packaging.version import Version
@@ -81,6 +82,7 @@ lab.check()  # stops here, naming each setting to fix in lab_settings.py, before
 # %%
 USERNAME = os.getenv("USER", "student")  # your Chameleon user name in Chameleon's Jupyter
 SERVER_NAME = f"{lab.SERVER_PREFIX}{USERNAME}"  # the server notebook 2 makes for you
+SECOND_NAME = f"{lab.SECOND_SERVER_PREFIX}{USERNAME}"  # and notebook 9's second node
 SITE, NODE_TYPE, NODE_COUNT = lab.SITE, lab.NODE_TYPE, 1
 DURATION_HOURS = lab.LEASE_HOURS
 START_IN_HOURS = 0  # 0 = now; e.g. 20 = twenty hours from now
@@ -93,6 +95,7 @@ print(f"python-chi {PYTHON_CHI}; {NODE_COUNT} x {NODE_TYPE} at {SITE} for {DURAT
 
 # %%
 import chi
+import chi_files
 import chi_helpers
 import chi_ips
 from chi import context, lease
@@ -109,9 +112,10 @@ chi_helpers.check_node_type_and_image(SITE, NODE_TYPE, lab.IMAGE)
 # project) whose names start with `serve_system_`. Ended ones are left alone; of the pending or
 # active ones, the active one that ends last is used (else the pending one that starts first).
 # (Notebook 2 goes on with the lease your server runs on, if you have one: a server cannot move
-# to another lease.) A public IP notebook 2 took from the site's pool for a lease that is over
-# is given back here: unlike an IP reserved with a lease, it does not end with the lease. A lease
-# with fewer nodes than `NODE_COUNT` stops the cell: a lease cannot grow.
+# to another lease.) A public IP notebook 2 took from the site's pool (for either of your
+# servers) for a lease that is over is given back here: unlike an IP reserved with a lease, it
+# does not end with the lease. A lease with fewer nodes than `NODE_COUNT` stops the cell: a lease
+# cannot grow.
 
 # %%
 me = chi.session().get_user_id()
@@ -123,11 +127,14 @@ def my_lab_leases():
     ]
 
 
-live = [x for x in my_lab_leases() if x.status in chi_helpers.LIVE]
+mine = my_lab_leases()
+live = [x for x in mine if x.status in chi_helpers.LIVE]
 my_lease = chi_helpers.pick_lease(live)
-chi_ips.give_back_ips(SERVER_NAME, live=[x.id for x in live])
+holding = [x.id for x in mine if x.status in chi_helpers.HOLDS_IPS]  # ERROR too: it may hold one
+chi_ips.give_back_ips((SERVER_NAME, SECOND_NAME), live=holding)
 chi_helpers.check_node_count(my_lease, NODE_COUNT)
 print(f"your live leases for this lab: {chi_helpers.describe(live)}")
+chi_helpers.note_failed(mine)
 
 # %% [markdown]
 # The lease you ask for, unless you have one: the nodes, and a floating IP of your own for each.
@@ -152,7 +159,10 @@ else:
 
 # %% [markdown]
 # Send it. Blazar (Chameleon's reservation service) accepts the whole lease or refuses it;
-# python-chi then only says "Unable to make lease", so the cell keeps Blazar's own reason.
+# python-chi then only says "Unable to make lease", so the cell keeps Blazar's own reason. When
+# python-chi reports a failure although Blazar did make the lease (its answer lost on the way,
+# or an error after it stored the lease), the cell finds the lease by its name and goes on with
+# it.
 
 # %%
 from chi.exception import ResourceError
@@ -160,10 +170,10 @@ from chi.exception import ResourceError
 if my_lease is None:
     with chi_helpers.blazar_refusal() as blazar_said:
         try:
-            request.submit(wait_for_active=False, show="text")
+            request.submit(wait_for_active=False, show=None)
             my_lease = request
-        except ResourceError:
-            pass
+        except ResourceError as failure:
+            my_lease = chi_helpers.accepted_anyway(request.name, failure, blazar_said)
 
 # %% [markdown]
 # **If Blazar refused the lease**, the cell below says why and the one change that helps; with
@@ -184,14 +194,17 @@ if my_lease is None:
 
 # %% [markdown]
 # Check it. `PENDING` means it is accepted and waits for its start time; `STARTING`, that Blazar
-# is preparing its node (a few minutes); `ACTIVE` means the node is yours now (continue with
-# notebook 2). `ERROR` means Blazar accepted the lease but could not
-# start it (for instance, its node failed a check at the start time): delete it (below) and run
-# this notebook again, which makes a new lease, most likely on another node.
+# is preparing its node (a few minutes: notebook 2 waits for it, up to 15 minutes);
+# `ACTIVE` means the node is yours now (continue with notebook 2); `UPDATING`, that it is being
+# changed (e.g. extended in Horizon), for a minute or two. `ERROR` means Blazar accepted the
+# lease but could not start or change it (for instance, its node failed a check at the start
+# time): the cell stops and says to delete it (below) and run this notebook again, which makes a
+# new lease, most likely on another node.
 
 # %%
 my_lease.show(type="text")
 print("status:", my_lease.status)
+chi_helpers.stop_if_failed(my_lease)
 
 # %% [markdown]
 # ## When you are done
@@ -199,22 +212,29 @@ print("status:", my_lease.status)
 # IP notebook 2 took from the pool (for a lease without a reserved one) does not: notebook 2's
 # last cell gives it back, and so do notebooks 1 and 2 whenever they find its lease over.
 #
-# If you finish early, or a lease went to ERROR, delete it so others can use the node: copy
-# `results/` off the node, set `DELETE_LEASE = True` here and run the cell. It deletes your
-# leases for this lab that are running (ACTIVE, STARTING) or failed (ERROR), with their server
-# and IPs, and says which; a PENDING lease, booked for a later session, stays unless you also set
-# `DELETE_LATER_LEASES = True`.
+# If you finish early, or a lease went to ERROR, delete it so others can use the node: set
+# `DELETE_LEASE = True` here and run the cell. First it brings your result bundles back from
+# your server, as notebook 2's last cell does (to `bundles/` in this folder; a server that does
+# not answer stops the cell before anything is deleted, and `BRING_BACK_BUNDLES = False` deletes
+# without them). Then it deletes your leases for this lab that are running (ACTIVE, STARTING,
+# UPDATING) or failed (ERROR), with their servers and IPs (Blazar takes a few minutes:
+# DELETING), and says which; a PENDING lease, booked for a later session, stays unless you also
+# set `DELETE_LATER_LEASES = True`. Copy anything else you want from the node (`results/`)
+# before.
 
 # %%
 DELETE_LEASE = False
 DELETE_LATER_LEASES = False  # True: a PENDING lease too, though it is for a later session
+BRING_BACK_BUNDLES = True  # False: delete without bringing the bundles back
 if DELETE_LEASE:
+    if BRING_BACK_BUNDLES:  # from your first node, before its lease deletes it
+        chi_files.bring_back_before_delete(SERVER_NAME, lab.REPO_DIR, Path("bundles"))
     for old in my_lab_leases():
         status = old.status
         if status == "PENDING" and not DELETE_LATER_LEASES:
             print(f"kept {old.name} (PENDING, starts {old.start_date:%Y-%m-%d %H:%M} UTC)")
-        elif status in ("PENDING", "STARTING", "ACTIVE", "ERROR"):
+        elif status in ("PENDING", "STARTING", "ACTIVE", "UPDATING", "ERROR"):
             old.delete()
-            print(f"lease {old.name} ({status}) deleted")
-    kept = [x.id for x in my_lab_leases() if x.status in chi_helpers.LIVE]
-    chi_ips.give_back_ips(SERVER_NAME, live=kept)
+            print(f"lease {old.name} ({status}) deleted, with its servers and reserved IPs")
+    kept = [x.id for x in my_lab_leases() if x.status in chi_helpers.HOLDS_IPS]
+    chi_ips.give_back_ips((SERVER_NAME, SECOND_NAME), live=kept)

@@ -12,16 +12,21 @@
 # **Run this notebook in the Chameleon Jupyter environment**, once the lease from notebook 1 is
 # ACTIVE. It
 #
-# 1. finds your active lease and starts a bare-metal server on it with the `CC-Ubuntu24.04-CUDA`
-#    image,
+# 1. finds your active lease (waiting while Blazar starts it) and starts a bare-metal server on
+#    it with the `CC-Ubuntu24.04-CUDA` image,
 # 2. gives the server the public (floating) IP reserved with the lease (or, for a lease without
 #    one, a fresh IP from the site's pool) and waits until SSH answers,
-# 3. on the node: clones this lab at the version your class uses and runs
-#    `docker/setup_host.sh` (it waits for the node's first-boot setup to finish, then installs
-#    Docker Engine, puts your user in the docker group, installs the NVIDIA container toolkit
-#    with its cgroup-driver fix and nvtop, and checks that a container sees the GPUs), builds
-#    the model files and writes the stacks' settings,
+# 3. on the node: clones this lab at the version your class uses, carries the notebooks you
+#    prepared here to it, and runs `docker/setup_host.sh` (it waits for the node's first-boot
+#    setup to finish, then installs Docker Engine, puts your user in the docker group, installs
+#    the NVIDIA container toolkit with its cgroup-driver fix and nvtop, and checks that a
+#    container sees the GPUs), builds the model files and writes the stacks' settings,
 # 4. prints the ssh command.
+#
+# Chameleon takes its time: a lease is STARTING for a few minutes, a bare-metal server boots in
+# 10 to 20 minutes, and SSH answers a few minutes after that. Each of these waits has a limit
+# (`chi_waits.py`); when one runs out, the cell says in one sentence what happened, what you
+# still hold and what to do, and running it again waits again for the same lease or server.
 #
 # Every cell can be run again: an existing server of the same name is reused, with the lease it
 # was made on (or replaced, if it failed), a second IP is never attached, the clone is brought to
@@ -31,7 +36,7 @@
 # %%
 import importlib.metadata
 import os
-import time
+from pathlib import Path
 
 import lab_settings as lab
 from packaging.version import Version
@@ -53,8 +58,9 @@ lab.check()  # stops here, naming each setting to fix in lab_settings.py, before
 USERNAME = os.getenv("USER", "student")
 SITE, IMAGE = lab.SITE, lab.IMAGE
 SERVER_NAME = f"{lab.SERVER_PREFIX}{USERNAME}"
+SECOND_NAME = f"{lab.SECOND_SERVER_PREFIX}{USERNAME}"  # notebook 9's second node (section 5)
 REPO_URL, REPO_REF = lab.REPO_URL, lab.REPO_REF  # the class's repository and version
-REPO_DIR = "serve-system-lab"  # folder in the node's home directory
+REPO_DIR = lab.REPO_DIR  # the clone, in the node's home directory
 print(f"python-chi {PYTHON_CHI}; server {SERVER_NAME} at {SITE}")
 print(f"the node gets {REPO_URL} at {REPO_REF}")
 
@@ -63,8 +69,10 @@ print(f"the node gets {REPO_URL} at {REPO_REF}")
 
 # %%
 import chi
+import chi_files
 import chi_helpers
 import chi_ips
+import chi_servers
 from chi import context, lease, server
 
 context.version = "1.0"  # without it, python-chi 1.1 answers with plain dicts (no .show(), .status)
@@ -79,17 +87,20 @@ chi_helpers.check_node_type_and_image(SITE, lab.NODE_TYPE, IMAGE)
 # `serve_system_`). With a server already, it is the lease the server runs on (recorded on the
 # server as metadata `serve_system_lease`; a server cannot move to another lease); otherwise, as
 # notebook 1 chooses: the ACTIVE one that ends last. Classmates' leases and your ended ones are
-# skipped; a PENDING or STARTING one makes the cell say when to come back. A pool IP this
-# notebook took for a lease that is over is given back first.
+# skipped. A lease Blazar is still starting (STARTING, a few minutes) or changing (UPDATING, e.g.
+# extended in Horizon) is waited for, **up to 15 minutes: if that runs out, run this cell again
+# in 5 minutes**; a PENDING one makes the cell say when to come back, and one in ERROR (a failed
+# start or change) what to do. A pool IP this notebook took for a lease that is over is given
+# back first.
 
 # %%
 me = chi.session().get_user_id()
 mine = [x for x in lease.list_leases() if x.user_id == me and x.name.startswith(lab.LEASE_PREFIX)]
 live = [x for x in mine if x.status in chi_helpers.LIVE]
-chi_ips.give_back_ips(SERVER_NAME, live=[x.id for x in live])
-my_lease = chi_helpers.lease_for(chi_helpers.find_server(SERVER_NAME), live)
-if my_lease is None or my_lease.status != "ACTIVE":
-    raise RuntimeError(chi_helpers.no_active_lease(my_lease, mine))
+holding = [x.id for x in mine if x.status in chi_helpers.HOLDS_IPS]  # ERROR too: it may hold one
+chi_ips.give_back_ips((SERVER_NAME, SECOND_NAME), live=holding)
+my_lease = chi_helpers.lease_for(chi_servers.find_server(SERVER_NAME), live, mine)
+my_lease = chi_helpers.wait_for_start(my_lease, mine)
 print(chi_helpers.lease_note(my_lease, live, SERVER_NAME))
 my_lease.show(type="text")
 reservation_id = my_lease.node_reservations[0]["id"]
@@ -100,48 +111,41 @@ reservation_id = my_lease.node_reservations[0]["id"]
 # a server, or one left from a lease that is over, so that the cell after it makes a fresh one;
 # otherwise it does nothing. `delete_ips=False` keeps the server's IP for the next server:
 # python-chi's default would delete it too (1.2.10 sends that to a path Neutron does not have).
+# A bare-metal delete takes minutes: the cell waits until Nova no longer lists the server, **up
+# to 10 minutes; if that runs out, run the cell again in 5 minutes**.
 
 # %%
 old = server.get_server(SERVER_NAME) if server.get_server_id(SERVER_NAME) else None
-why = chi_helpers.why_replace(old, my_lease)
+why = chi_servers.why_replace(old, my_lease)
 if why is None:
     print(f"{SERVER_NAME} exists ({old.status}): it will be reused" if old else "no server yet")
 else:
     old.delete(delete_ips=False)  # a reserved IP stays with the lease for the next server
     print(f"deleting {SERVER_NAME}, {why} ...")
-    for _ in range(60):  # a bare-metal delete takes a minute or two
-        time.sleep(5)
-        if server.get_server_id(SERVER_NAME) is None:
-            print("deleted")
-            break
-    else:
-        raise RuntimeError(
-            f"{SERVER_NAME} is still being deleted after 5 minutes: run this cell again later."
-        )
+    chi_servers.wait_until_gone(SERVER_NAME)
 
 # %% [markdown]
 # Start the server, or find the one you already have. A bare-metal server takes
-# **10 to 20 minutes** to boot. The cell waits; do not interrupt it. If it does get interrupted,
-# run it again: it finds the server by name. A server that fails is worth one more try; a
-# second failure on the same lease means its node is faulty, and the message says to make a new
-# lease (a lease of one node always boots on that one node).
+# **10 to 20 minutes** to boot. The cell waits, **up to 30 minutes; if that runs out, run the
+# cell again: it waits again for the same server**, found by name (so does an interrupted cell).
+# A server that fails is worth one more try; a second failure on the same lease means its node
+# is faulty, and the message says to make a new lease (a lease of one node always boots on that
+# one node).
 
 # %%
 node = server.Server(SERVER_NAME, reservation_id=reservation_id, image_name=IMAGE)
-lease_record = {chi_helpers.LEASE_KEY: my_lease.id}
-node.submit(idempotent=True, wait_for_active=True, show="text", metadata=lease_record)
-if node.status == "ERROR":
-    fault = getattr(chi.nova().servers.get(node.id), "fault", {}).get("message", "no reason given")
-    raise RuntimeError(chi_helpers.boot_failure(my_lease.id, node.id, SERVER_NAME, fault))
-print(SERVER_NAME, "status:", node.status)
+lease_record = {chi_servers.LEASE_KEY: my_lease.id}
+node.submit(idempotent=True, wait_for_active=False, show=None, metadata=lease_record)
+chi_servers.wait_for_boot(node, my_lease.id)
 
 # %% [markdown]
 # A public IP, attached only if the server has none yet: the one reserved with your lease. It
 # is never taken from anyone else: if a classmate's server holds it, the cell stops and names
 # that server. A lease made without one (e.g. in Horizon, with the Networks tab left empty) gets
-# a fresh IP from the site's pool, never an unattached IP of the project, which may be a
-# classmate's reserved IP whose server is still booting; its description names your server and
-# lease, so that it is given back when the lease is over.
+# the pool IP this notebook took for your server before, if its server went and left it
+# unattached, else a fresh IP from the site's pool; never any other unattached IP of the
+# project, which may be a classmate's reserved IP whose server is still booting. Its description
+# names your server and lease, so that it is given back when the lease is over.
 
 # %%
 FLOATING_IP = node.get_floating_ip()
@@ -156,10 +160,13 @@ if FLOATING_IP is None:
 print("floating IP:", FLOATING_IP)
 
 # %% [markdown]
-# Wait until the node accepts SSH connections, then show it.
+# Wait until the node takes an SSH login with your key (its sshd starts, and cloud-init installs
+# your key, a few minutes after the server is ACTIVE), **up to 15 minutes; if that runs out, run
+# the cell again to wait longer**, and the message says what to do if it never answers. Then
+# show the server.
 
 # %%
-node.check_connectivity(timeout=900)
+chi_servers.wait_for_ssh(node)
 node.show(type="text")
 
 # %% [markdown]
@@ -168,19 +175,39 @@ node.show(type="text")
 # appears below each cell; a command that fails stops the cell with an error.
 #
 # Clone the lab at the version your class uses (`REPO_REF`: a tag, a commit, or a branch as the
-# repository has it now, `origin/<branch>`), or bring an existing clone to it:
+# repository has it now, `origin/<branch>`), or bring an existing clone to it: the tags are
+# fetched with `--force`, so a tag your instructor moved (after a fix) is followed. Your changes
+# on the node (notebooks, edited configs) are put aside with `git stash` while the version
+# changes and put back after; if they clash with the new version, they stay in the stash and
+# the cell says so (`git stash show -p` shows them).
 
 # %%
 import shlex
 
+git_as_lab = "git -c user.name=lab -c user.email=lab@localhost"  # git stash makes commits
 clone = (
     f"if [ -d {REPO_DIR}/.git ]; then git -C {REPO_DIR} fetch --quiet --tags --force origin; "
     f"else git clone --quiet {shlex.quote(REPO_URL)} {REPO_DIR}; fi && cd {REPO_DIR} && "
     f"ref={shlex.quote(REPO_REF)} && if git show-ref --quiet --verify refs/remotes/origin/$ref; "
-    'then ref=origin/$ref; fi && git checkout --quiet --detach "$ref" && '
-    "git log -1 --format='lab version: %h %d %s'"
+    "then ref=origin/$ref; fi && kept= && if ! git diff --quiet HEAD; then "
+    f'{git_as_lab} stash push --quiet -m "yours, before $ref" && kept=1; fi && '
+    'git checkout --quiet --detach "$ref" && if [ -n "$kept" ]; then '
+    f"{git_as_lab} stash pop --quiet || {{ git reset --quiet --hard && echo 'your changes on "
+    "the node clash with this version: they are kept in git stash (git stash show -p)'; }; fi "
+    "&& git log -1 --format='lab version: %h %d %s'"
 )
 node.execute(clone)
+
+# %% [markdown]
+# Your notebooks, as you prepared them here (the prepare pass: notebook 0), go to the node's
+# clone (`notebooks/`), where the measure pass runs them: every notebook of this folder but 1
+# and 2, over this notebook's SSH connection. A notebook the node has as the class's version, or
+# as it was last carried, is replaced by yours; one you changed on the node since (the measure
+# pass) is kept, never overwritten, and if yours changed here too, yours is put beside it as
+# `NAME.from_jupyter.ipynb`. Each notebook gets one line saying which.
+
+# %%
+chi_files.carry_notebooks(node, Path.cwd(), REPO_DIR)
 
 # %% [markdown]
 # Run the host setup script. On a freshly booted node it first waits for the first-boot setup
@@ -249,23 +276,34 @@ If port 8888 is not reachable from your network, use an SSH tunnel:
 # ## 5. The second node for notebook 9 (optional)
 # Only for notebook 9 on two machines, with a lease of two nodes (`NODE_COUNT = 2` in notebook
 # 1); with one node, the next cell says so and the others do nothing. The second server,
-# `SERVER_NAME` with `-2`, goes on the same reservation (its second host) with the same lease
-# record. It gets the lease's other reserved IP, attached as in section 2 (never a classmate's),
-# and the cell waits for SSH:
+# `SECOND_NAME` (`node2-serve-system-` and your user name), goes on the same reservation (its
+# second host) with the same lease record, and is handled as the first: this cell deletes it if
+# it failed (saying why), waiting until it is gone (up to 10 minutes; if that runs out, run the
+# cell again in 5 minutes), and the next one starts it (up to 30 minutes; if that runs out, run
+# it again).
 
 # %%
-SECOND_NAME = f"{SERVER_NAME}-2"
 TWO_NODES = chi_helpers.host_count(my_lease) >= 2
 if not TWO_NODES:
     print("Your lease holds one node: nothing to do here (notebook 9 on two nodes only).")
 else:
+    old2 = server.get_server(SECOND_NAME) if server.get_server_id(SECOND_NAME) else None
+    why2 = chi_servers.why_replace(old2, my_lease)
+    if why2 is not None:
+        old2.delete(delete_ips=False)  # a reserved IP stays with the lease
+        print(f"deleting {SECOND_NAME}, {why2} ...")
+        chi_servers.wait_until_gone(SECOND_NAME)
+
+# %%
+if TWO_NODES:
     node2 = server.Server(SECOND_NAME, reservation_id=reservation_id, image_name=IMAGE)
-    node2.submit(idempotent=True, wait_for_active=True, show="text", metadata=lease_record)
-    if node2.status == "ERROR":
-        raise RuntimeError(
-            f"{SECOND_NAME} failed to start: delete it in Horizon (Compute > Instances), then "
-            "run this cell again."
-        )
+    node2.submit(idempotent=True, wait_for_active=False, show=None, metadata=lease_record)
+    chi_servers.wait_for_boot(node2, my_lease.id)
+
+# %% [markdown]
+# Its public IP: the lease's other reserved IP, attached as in section 2 (never a classmate's),
+# or, for a lease without reserved IPs, a pool IP of its own; then the wait for SSH (up to 15
+# minutes; if that runs out, run the cell again to wait longer).
 
 # %%
 if TWO_NODES:
@@ -277,7 +315,7 @@ if TWO_NODES:
         ip = others[0] if others else chi_ips.own_public_ip(SECOND_NAME, my_lease.id)
         node2.associate_floating_ip(ip)
         SECOND_IP = node2.get_floating_ip()
-    node2.check_connectivity(timeout=900)
+    chi_servers.wait_for_ssh(node2)
 
 # %% [markdown]
 # Both nodes get `.venv-ray`, a Python environment with Ray Serve at the lab's pinned version and
@@ -293,15 +331,23 @@ if TWO_NODES:
         each.execute(f"cd {REPO_DIR} && bash -o pipefail -c '{make} 2>&1 | tail -n 5'")
 
 # %% [markdown]
-# The Ray cluster: a **head** on the first node, and the second node joining it. Both use their
-# **private** IPs (Nova's fixed addresses on the site's network), so Ray's ports stay on the
-# private network: Ray has no authentication by default, never open them to the internet. A node
-# where Ray runs already is left as it is (`ray status` answers there).
+# The Ray cluster: a **head** on the first node, and the second node joining it, over their
+# **private** IPs (Nova's fixed addresses on `sharednet1`). That network is the site's, shared by
+# every project there: "private" does not mean "only your nodes", and a Ray cluster anyone can
+# reach runs anyone's code. So the cluster uses **Ray's token authentication**: every `ray`
+# command (and notebook 9's client) runs with `RAY_AUTH_MODE=token` and `RAY_AUTH_TOKEN_PATH`
+# naming the clone's `.lab/ray_token`. The next cell makes that token once on the first node
+# (mode 0600; `.lab/` is git-ignored) and copies it to the second over this notebook's SSH
+# connection: it is never printed and never on a command line. The dashboard listens on the
+# head's loopback only (`127.0.0.1`: only the node itself uses it); Ray's client port (10001)
+# and its nodes' ports are on the private IPs, where each asks for the token. A node where Ray
+# runs already is left as it is (`ray status` answers there).
 
 # %%
 if TWO_NODES:
-    HEAD_IP, SECOND_PRIVATE_IP = (chi_helpers.fixed_ip(x.id) for x in (node, node2))
-    ray = f"{REPO_DIR}/.venv-ray/bin/ray"
+    chi_files.share_ray_token(node, node2, REPO_DIR)
+    HEAD_IP, SECOND_PRIVATE_IP = (chi_servers.fixed_ip(x.id) for x in (node, node2))
+    ray = f"{chi_files.RAY_AUTH.format(clone=REPO_DIR)} {REPO_DIR}/.venv-ray/bin/ray"
     node.execute(
         f"{ray} status >/dev/null 2>&1 || {ray} start --head --port=6379 "
         f"--node-ip-address={HEAD_IP} --dashboard-host=127.0.0.1"
@@ -315,23 +361,28 @@ if TWO_NODES:
 
 # %% [markdown]
 # ## When you are done
-# Copy `results/` off the node first (see notebook 0). Then free the node: set `DELETE_SERVER`
-# to True and run the cell. It deletes your server and the second one of section 5 (found by
-# name in one look at the project's list, without building an object for each of the class's
-# servers; by id, which leaves their IPs alone) and gives back a public IP this notebook took
-# from the site's pool, unless a classmate's server holds it (then it names that server); an IP
+# Free the node: set `DELETE_SERVER` to True and run the cell. First it brings your result
+# bundles back from the first node (the measure pass writes one folder per notebook in
+# `results/bundles/` of the clone, or where `LAB_BUNDLE` points on the node) to `bundles/` in
+# this folder, where the review pass reads them; a node that does not answer stops the cell
+# before anything is deleted (`BRING_BACK_BUNDLES = False` deletes without them). Then it deletes
+# your server and the second one of section 5 (found by name in one look at the project's list,
+# without building an object for each of the class's servers; by id, which leaves their IPs
+# alone; Nova takes a few minutes to finish) and gives back a public IP this notebook took from
+# the site's pool, unless a classmate's server holds it (then it names that server); an IP
 # reserved with the lease goes back when the lease ends (or when you delete the lease: last cell
-# of notebook 1).
+# of notebook 1). Copy anything else you want from the node (`results/`) before.
 
 # %%
 DELETE_SERVER = False
+BRING_BACK_BUNDLES = True  # False: delete without bringing the bundles back
 if DELETE_SERVER:
-    mine = (SERVER_NAME, f"{SERVER_NAME}-2")  # -2: the second node (section 5)
-    doomed = [s for s in chi.nova().servers.list() if s.name in mine]  # one look at the list
+    doomed = chi_servers.lab_servers((SERVER_NAME, SECOND_NAME))  # one look at the list
+    if BRING_BACK_BUNDLES:
+        chi_files.bring_back_before_delete(SERVER_NAME, REPO_DIR, Path("bundles"), doomed)
     for s in doomed:
         server.delete_server(s.id)  # by id; it leaves floating IPs alone
-        print(f"server {s.name} deleted")
+        print(f"server {s.name} deleted (Nova finishes in a few minutes)")
     if not doomed:
         print(f"no server named {SERVER_NAME}: nothing to delete")
-    for name in mine:
-        chi_ips.give_back_ips(name)  # a pool IP this notebook took for it
+    chi_ips.give_back_ips((SERVER_NAME, SECOND_NAME))  # pool IPs this notebook took for them

@@ -9,6 +9,17 @@
 # %% [markdown]
 # # 3. Bring up the FastAPI stack
 #
+# **Which pass?** The first cell says: *prepare* (before the lease: read, write each line, check
+# it), *measure* (on the node: run it) or *review* (after the lease, from the results bundle);
+# notebook 0 explains the three. A cell that needs the node starts with `%%runs_in measure`.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("03_fastapi_setup")  # LAB_PASS: prepare, measure (the default) or review
+
+# %% [markdown]
+#
 # The app so far was one Flask page that ran the model itself. Now the model moves behind its
 # own **inference service**, so the web app and the model can be scaled, updated and measured
 # separately. The stack has three parts:
@@ -72,6 +83,9 @@ from servelab import exercises, labenv
 
 env = labenv.load()
 FASTAPI = labenv.url("FASTAPI_SERVER_URL")  # where this Jupyter reaches the inference service
+
+# %%
+# %%runs_in measure
 print("mode:", env.get("LAB_MODE"))
 for name, path in (("FASTAPI_SERVER_URL", "/health"), ("FLASK_SERVER_URL", "/healthz")):
     base = labenv.url(name)
@@ -101,6 +115,9 @@ health_line = (
 
 # %%
 exercises.curl_line(health_line, "3.1", "ask the FastAPI service's /health", f"{FASTAPI}/health")
+
+# %%
+# %%runs_in measure
 # !{health_line}
 
 # %% [markdown]
@@ -128,3 +145,9 @@ for path, start, end in (
 # use that name. Why not, and which address does your browser use instead?
 #
 # **Your answer:** *(double-click this cell and write it here)*
+#
+# ## Where your results are
+# The last cell says where this pass kept what you wrote and measured, and how to download it.
+
+# %%
+passes.finish()

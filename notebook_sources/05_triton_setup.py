@@ -9,6 +9,16 @@
 # %% [markdown]
 # # 5. Bring up Triton Inference Server
 #
+# **Which pass?** The first cell says (notebook 0 explains the three). In *prepare* you read and
+# write each exercise; cells that need the server (`%%runs_in measure`) run on the node.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("05_triton_setup")  # LAB_PASS: prepare, measure (the default) or review
+
+# %% [markdown]
+#
 # In notebook 4 one FastAPI process ran one copy of the model, one request at a time, and
 # requests queued behind each other. Triton is a server built for exactly this: it can run
 # several **instances** of a model, combine waiting requests into **batches**, run other
@@ -47,7 +57,7 @@
 #
 # ```bash
 # cd ~/serve-system-lab
-# .venv/bin/python -m servelab.model_repository --mode docker      # models_staging + artifacts -> model_repository
+# .venv/bin/python -m servelab.triton.model_repository --mode docker      # models_staging + artifacts -> model_repository
 # cd docker
 # docker compose -f docker-compose-fastapi.yaml down                 # same container names and ports
 # docker compose -f docker-compose-triton.yaml up -d --build --wait
@@ -72,14 +82,18 @@
 # %%
 from pathlib import Path
 
-import tritonclient.http as httpclient
-
 from servelab import exercises, labenv
+from servelab.paths import STAGING, test_photo
 
+# tritonclient.http on the node; in prepare and review a stand-in that writes your calls down
+httpclient = passes.node_import("tritonclient.http", "httpclient")
 env = labenv.load()
 TRITON, _, METRICS = labenv.triton_urls()
 REPOSITORY = Path(env.get("TRITON_MODEL_REPOSITORY") or "../model_repository")
 client = httpclient.InferenceServerClient(TRITON.split("://")[-1])
+
+# %%
+# %%runs_in measure
 print("server ready:", client.is_server_ready(), "|", client.get_server_metadata()["version"])
 # the repository API wants the node's secret (it can load code); health and metadata do not
 for model in client.get_model_repository_index(headers=labenv.admin_headers()):
@@ -93,6 +107,7 @@ for model in client.get_model_repository_index(headers=labenv.admin_headers()):
 # Python-backend model decodes JPEGs; the ONNX model takes the tensor):
 
 # %%
+# %%runs_in measure
 for path in sorted(REPOSITORY.rglob("*")):
     if "__pycache__" not in path.parts:
         depth = len(path.relative_to(REPOSITORY).parts) - 1
@@ -127,6 +142,9 @@ exercises.result(
     check=lambda c: c["name"] == "food_classifier" and "instance_group" in c,
     hint="get_model_config(model name) returns a dict whose name is the model's",
 )
+
+# %%
+# %%runs_in measure
 {k: config[k] for k in ("name", "backend", "max_batch_size", "instance_group")}
 
 # %% [markdown]
@@ -138,7 +156,7 @@ exercises.result(
 # launch, Python, the copy to the GPU) once.
 
 # %%
-source = (REPOSITORY / "food_classifier" / "1" / "model.py").read_text()
+source = (STAGING / "food_classifier" / "1" / "model.py").read_text()  # copied to REPOSITORY
 print(source[source.index("    def initialize") : source.index("    def finalize")])
 
 # %% [markdown]
@@ -160,7 +178,6 @@ print(source[source.index("    def initialize") : source.index("    def finalize
 import numpy as np
 
 from servelab import food11
-from servelab.paths import TEST_IMAGES
 
 
 def classify(photo):
@@ -175,8 +192,8 @@ def classify(photo):
 
 
 # %%
-photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
-label, probability = exercises.function(
+photo = test_photo()  # a photo of artifacts/test_images
+answer = exercises.function(
     classify,
     "5.2",
     "one photo through tritonclient",
@@ -184,6 +201,10 @@ label, probability = exercises.function(
     check=lambda answer: answer[0] in food11.CLASSES and 0 < answer[1] <= 1,
     hint="it returns a pair such as ('Soup', 0.41): the class as text, the probability as a number",
 )
+
+# %%
+# %%runs_in measure
+label, probability = answer
 print(f"{photo.name} -> {label} ({probability:.2f})")
 
 # %% [markdown]
@@ -207,6 +228,9 @@ exercises.curl_line(
     "ask for food_classifier's statistics",
     f"{TRITON}/v2/models/food_classifier/stats",
 )
+
+# %%
+# %%runs_in measure
 # !{stats_line}
 
 # %% [markdown]
@@ -215,6 +239,7 @@ exercises.curl_line(
 # The client library gives the same numbers as a dict, `client.get_inference_statistics(name)`:
 
 # %%
+# %%runs_in measure
 served = client.get_inference_statistics("food_classifier")["model_stats"][0]
 {
     "requests": served["inference_count"],
@@ -229,6 +254,7 @@ served = client.get_inference_statistics("food_classifier")["model_stats"][0]
 # there.
 
 # %%
+# %%runs_in measure
 import requests
 
 lines = requests.get(METRICS, timeout=5).text.splitlines()
@@ -247,3 +273,6 @@ print(
 # sends eight copies of the photo in one request, and read the eight answers.
 #
 # **Your answer:** *(double-click this cell and write it here)*
+
+# %%
+passes.finish()

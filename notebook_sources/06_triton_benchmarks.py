@@ -31,6 +31,17 @@
 # The class's node has 2 GPUs and the instance steps use both; without a GPU, claims only a GPU
 # can show are *not checked here*. The core path's 18 runs take about 7 minutes on a GPU node.
 #
+# **Three passes** (notebook 0). *Prepare*, before the lease: read, predict, write every line and
+# check it. *Measure*, on the node: the cells marked `%%runs_in measure` (the server) and
+# `%%runs_in measure review` (your runs) run too. *Review*, after the lease: those marked
+# `measure review` read your runs from the results bundle. The first cell says which pass this is.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("06_triton_benchmarks")  # LAB_PASS: prepare, measure (default) or review
+
+# %% [markdown]
 # ## Setup
 
 # %%
@@ -38,56 +49,78 @@ import os
 
 import numpy as np
 import pandas as pd
-import tritonclient.http as httpclient
 
-from servelab import (
-    claims,
+from servelab import claims, exercises, labenv, perf, plots, queueing, services
+from servelab.exercises import judgement
+from servelab.paths import PERF_INPUT_JSON, RESULTS, model_repository_dir
+from servelab.perf import step_table
+from servelab.triton import (
     config_text,
-    exercises,
+    gpu_scaling,
+    gpus,
     instances,
-    judgement,
-    labenv,
     live_metrics,
-    perf,
-    plots,
-    queueing,
-    services,
-    step_table,
-    triton_checks,
     triton_config,
     triton_stats,
 )
-from servelab.paths import PERF_INPUT_JSON, RESULTS, model_repository_dir
+from servelab.verdicts import triton as verdicts
 
+# %%
 labenv.load()
 TRITON, GRPC, METRICS = labenv.triton_urls()
 HOST = TRITON.split("://")[-1]  # perf_analyzer and tritonclient take host:port
 PERF_INPUT = os.path.relpath(PERF_INPUT_JSON)  # a real JPEG, for the model that decodes it
 REPOSITORY = model_repository_dir()
+# tritonclient.http on the node; in prepare and review a stand-in that writes your calls down
+httpclient = passes.node_import("tritonclient.http", "httpclient")
 client = httpclient.InferenceServerClient(HOST)
-
-# %%
-N_GPUS = triton_stats.gpu_count(TRITON, METRICS)
-GPUS = "[ " + ", ".join(str(i) for i in range(N_GPUS)) + " ]"  # "[ 0, 1 ]" on the class's node
 GOING_FURTHER = labenv.param("GOING_FURTHER", 0)  # 1: also run the optional runs
 ONE_INSTANCE = "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"  # notebook 5's
 OUT = RESULTS / "triton"
-runs = {}  # name -> perf_analyzer run, for the summary at the end
-print(f"Triton {client.get_server_metadata()['version']} at {HOST}; GPUs seen: {N_GPUS} {GPUS}")
+runs = []  # every perf_analyzer run of the notebook, for the summary at the end
+
+# %%
+# %%runs_in measure review
+N_GPUS = triton_stats.gpu_count(TRITON, METRICS)
+GPUS = "[ " + ", ".join(str(i) for i in range(N_GPUS)) + " ]"  # "[ 0, 1 ]" on the class's node
+print(f"Triton at {HOST}; GPUs seen: {N_GPUS} {GPUS}")
+
+# %%
+# %%runs_in prepare
+N_GPUS = 2  # in this pass, the class's node (two GPUs): the measure pass asks the server
 
 # %% [markdown]
-# The lab also draws 6.3's and 6.6's runs live from Triton's metrics (`servelab/live_metrics.py`).
+# **Which GPU is which.** GPU 1 is `gpus: [ 1 ]` in a config, in `nvidia-smi` and in `nvtop`,
+# and in every per-GPU figure here. Triton's metrics name GPUs by uuid; `nvidia-smi -L` prints
+# both.
+
+# %%
+# %%runs_in measure
+gpus.names_agree("setup", METRICS)
+gpu_list = gpus.table(METRICS)
+
+# %% [markdown]
+# The lab keeps every run in `runs` for the summary at the end, and draws 6.3's and 6.6's runs
+# live from Triton's metrics (`servelab/triton/live_metrics.py`).
 
 
 # %%
+def measure(line, name, verbose=True):
+    """perf.run_line(line, name): the run, kept in `runs` for the summary."""
+    runs.append(perf.run_line(line, name, out=OUT, verbose=verbose))
+    return runs[-1]
+
+
 def watched(line, name, model):
-    """perf.run_line(line, name), with Triton's metrics drawn live while it runs."""
+    """measure(line, name), with Triton's metrics drawn live while it runs."""
     live = live_metrics.Watch(METRICS, models=[model])
     tag = "".join(c if c.isalnum() else "_" for c in name)
-    return live.during(lambda: perf.run_line(line, name, out=OUT), save=OUT / f"live_{tag}")
+    return live.during(lambda: measure(line, name), save=OUT / f"live_{tag}")
 
 
 # %%
+# %%runs_in measure
+print(f"Triton {client.get_server_metadata()['version']}")
 for model in ("food_classifier", "food_classifier_onnx"):
     config = client.get_model_config(model)
     print(f"{model:22s} backend={config['backend']:12s} instances={config['instance_group']}")
@@ -97,13 +130,22 @@ for model in ("food_classifier", "food_classifier_onnx"):
 # (without a GPU: `top`, then `1`). Note which device is busy during each run.
 #
 # ## 6.1 One instance of the Python-backend model: 1, 8, 16 requests in flight
+
+# %%
+# %%runs_in measure
+# where notebook 5's one instance runs, checked against its config (the lab shows it after each
+# change of instances: each instance's process, as it reports itself and as nvidia-smi sees it)
+where = gpus.where_instances_run("6.1", "food_classifier", N_GPUS, TRITON, METRICS, REPOSITORY)
+
+# %% [markdown]
 # The first line, written for you: `-m` the model, `-u` Triton's address, `--concurrency-range 1`
 # keeps 1 request in flight (a *closed loop*), `--input-data` a real photo. perf_analyzer measures
 # in 5 s windows until three in a row agree.
 
 # %%
+# %%runs_in measure review
 line = f"perf_analyzer -m food_classifier -u {HOST} --concurrency-range 1 --input-data {PERF_INPUT}"
-runs["6.1 c1"] = perf.run_line(line, "6.1 c1", out=OUT)
+c1 = measure(line, "6.1 c1")
 
 # %% [markdown]
 # `Client` is what perf_analyzer saw; `Server` what Triton measured inside: the *queue* (waiting
@@ -111,10 +153,10 @@ runs["6.1 c1"] = perf.run_line(line, "6.1 c1", out=OUT)
 # by hand (every later row carries them):
 
 # %%
-c1 = runs["6.1 c1"].row
-X = c1["throughput_infer_s"]  # requests per second (one image each)
-S = c1["execution_ms"]  # ms per execution of the model (Triton's statistics)
-R = c1["avg_latency_ms"]  # ms from sending a request to its answer (perf_analyzer)
+# %%runs_in measure review
+X = c1.row["throughput_infer_s"]  # requests per second (one image each)
+S = c1.row["execution_ms"]  # ms per execution of the model (Triton's statistics)
+R = c1.row["avg_latency_ms"]  # ms from sending a request to its answer (perf_analyzer)
 print(f"U = X·S = {X:.1f}/s × {S:.2f} ms = {X * S / 1000:.2f}  (share of time the instance ran)")
 print(f"N = X·R = {X:.1f}/s × {R:.2f} ms = {X * R / 1000:.2f}  (requests in flight: 1 by design)")
 
@@ -145,9 +187,11 @@ line_c8 = exercises.perf_line(
     "the step measures 8 requests in flight",
     needs={**NEEDS_61, "--concurrency-range": "8"},
 )
-runs["6.1 c8"] = perf.run_line(line_c8, "6.1 c8", out=OUT)
-line_c16 = perf.with_load(line_c8, "--concurrency-range 16")
-runs["6.1 c16"] = perf.run_line(line_c16, "6.1 c16", out=OUT)
+
+# %%
+# %%runs_in measure review
+c8 = measure(line_c8, "6.1 c8")
+c16 = measure(perf.with_load(line_c8, "--concurrency-range 16"), "6.1 c16")
 
 # %% [markdown]
 # **Exercise 6.1c: Triton's own count, with `curl`.** Triton keeps statistics per model version:
@@ -170,6 +214,9 @@ exercises.curl_line(
     "ask for version 1 of food_classifier's statistics",
     f"{TRITON}/v2/models/food_classifier/versions/1/stats",
 )
+
+# %%
+# %%runs_in measure
 # !{stats_line}
 
 # %% [markdown]
@@ -178,14 +225,15 @@ exercises.curl_line(
 # run's utilisation over time:
 
 # %%
-SERVICE_MS = c1["execution_ms"]
-OVERHEAD_MS = c1["avg_latency_ms"] - SERVICE_MS  # everything a request spends outside the instance
+# %%runs_in measure review
+SERVICE_MS = c1.row["execution_ms"]
+OVERHEAD_MS = c1.row["avg_latency_ms"] - SERVICE_MS  # all a request spends outside the instance
 table_61 = step_table.against_model(
-    step_table.table(runs, ["6.1 c1", "6.1 c8", "6.1 c16"]),
+    step_table.table([c1, c8, c16]),
     [queueing.closed_loop(n, SERVICE_MS, OVERHEAD_MS)["latency_ms"] for n in (1, 8, 16)],
 )
 plots.utilisation_over_time(
-    {n: runs[n].utilisation for n in table_61.index}, "6.1: utilisation during each run"
+    {run.name: run.utilisation for run in (c1, c8, c16)}, "6.1: utilisation during each run"
 )
 table_61
 
@@ -218,8 +266,11 @@ line = exercises.perf_line(
     "the step sends batches of 16 images, one at a time",
     needs={**NEEDS_61, "-b": "16", "--concurrency-range": "1"},
 )
-runs["6.2 b16"] = perf.run_line(line, "6.2 b16", out=OUT)
-step_table.table(runs, ["6.1 c1", "6.2 b16"])
+
+# %%
+# %%runs_in measure review
+b16 = measure(line, "6.2 b16")
+step_table.table([c1, b16])
 
 # %% [markdown]
 # **What do you see, and why?** 6.1: from 1 to 16 in flight, what happened to throughput and to
@@ -237,36 +288,43 @@ answer_61 = """
 """
 
 # %% jupyter={"source_hidden": true}
+# %%runs_in measure review
 with judgement.verdict_after(answer_61, "6.1 and 6.2"):
     step_table.model_readings(table_61, SERVICE_MS)
-    triton_checks.queue_grows_with_load(runs, N_GPUS)
-    triton_checks.a_batch_costs_less(runs)
+    verdicts.queue_grows_with_load(c8, c16, N_GPUS)
+    verdicts.a_batch_costs_less(b16, c1)
 
 # %% [markdown]
 # ## 6.3 More instances of the Python-backend model
-# An `instance_group` says how many copies of the model Triton runs, and where:
+# An `instance_group` says how many copies of the model Triton runs, and where. A group puts
+# `count` copies **on each GPU** in its `gpus` (without `gpus`: on every GPU), so both of these
+# put two on each of GPUs 0 and 1 (the second, a group per GPU, is the original lab's):
 #
 # ```
 # instance_group [ { count: 2, kind: KIND_GPU, gpus: [ 0, 1 ] } ]
+# instance_group [ { count: 2, kind: KIND_GPU, gpus: [ 0 ] },
+#                  { count: 2, kind: KIND_GPU, gpus: [ 1 ] } ]
 # ```
 #
-# puts `count` copies **on each GPU** in `gpus` (without `gpus`: on every GPU). Each copy of a
-# Python-backend model is its own process, a *stub*. Without a GPU: `kind: KIND_CPU`, no
-# `gpus`.
+# Each copy of a Python-backend model is its own process, a *stub*. Without a GPU:
+# `kind: KIND_CPU`, no `gpus`.
 #
 # **Exercise 6.3a: the edit, in an editor.** Open the model's `config.pbtxt` (*File → Open from
 # Path* in JupyterLab, the path the next cell prints, or `nano` on the node), set `count: 2` on
-# every GPU, save, and run the cell after it: it shows your diff and checks it.
+# every GPU (either form), save, and run the cell after it: it shows your diff and checks it.
 
 # %%
-path = REPOSITORY / "food_classifier" / "config.pbtxt"
-before = path.read_text()
+# %%runs_in measure review
+path = triton_config.config_path("food_classifier")
+before = triton_config.file_text("food_classifier")  # the file now (review: as it was then)
 print(f"open {path}\nset count: 2" + (f" and gpus: {GPUS}" if N_GPUS else " (no GPU here)"))
 ### BEGIN HIDDEN TESTS
-path.write_text(config_text.replace_fields(before, instances.instance_group(2, N_GPUS)))
+if passes.measures():  # the solved edition's edit, in place of yours in the editor
+    path.write_text(config_text.replace_fields(before, instances.instance_group(2, N_GPUS)))
 ### END HIDDEN TESTS
 
 # %%
+# %%runs_in measure review
 print(
     exercises.file_edit(
         path,
@@ -298,49 +356,118 @@ exercises.result(
     check=lambda _: client.is_model_ready("food_classifier"),
     hint="after load_model the model must be READY (client.is_model_ready)",
 )
-served = triton_config.served_config("food_classifier")  # the config Triton serves now
-placed = instances.placement(served, N_GPUS)
-print("instances per device:", placed)
-stubs = instances.python_stubs("food_classifier", REPOSITORY)
-pd.DataFrame(stubs) if stubs is not None else "in Docker: count the stubs in nvidia-smi on the node"
-
-# %% [markdown]
-# **Your observation.** On the node, run `nvidia-smi`: its *Processes* table lists one
-# `triton_python_backend_stub` per instance, on its GPU. How many are on GPU 0? (Without a GPU,
-# count the stubs of the table above.) The check compares your count with Triton's placement.
 
 # %%
+# %%runs_in measure review
+served = triton_config.served_config("food_classifier", TRITON)
+placed = placed_now = instances.placement(served, N_GPUS)
+gpus.both_forms(2, N_GPUS)
+
+# %%
+# %%runs_in measure
+where = gpus.where_instances_run("6.3", "food_classifier", N_GPUS, TRITON, METRICS, REPOSITORY)
+
+# %% [markdown]
+# Your 6.1a line, run on 2 instances per GPU, drawn live:
+
+# %%
+# %%runs_in measure review
+two = watched(line_c8, "6.3 2 inst c8", "food_classifier")
+
+# %% [markdown]
+# **Uneven on purpose.** Now the same instances **all on GPU 0**. **Predict:** at 8 in flight,
+# what will they serve, as a share of what they served spread over the GPUs?
+
+# %%
+claims.predict("6.3 all on GPU 0 / spread over the GPUs (throughput, x)", None, why="")
+
+# %% [markdown]
+# **Exercise 6.3c: all on GPU 0.** Write the `instance_group` that puts all of 6.3a's instances
+# (four on the class's node) on GPU 0.
+
+# %%
+uneven = """
+### BEGIN SOLUTION
+instance_group [ { count: 4, kind: KIND_GPU, gpus: [ 0 ] } ]
+### END SOLUTION
+"""
+
+# %%
+# judged for the class's node, two GPUs (or all of a larger node's)
+NEEDS_63C = exercises.on_first_gpu(2 * max(N_GPUS, 2), max(N_GPUS, 2))
+uneven = exercises.config_fragment(
+    uneven, "6.3", "all of 6.3a's instances on GPU 0, none on the other GPUs", needs=NEEDS_63C
+)
+
+# %%
+# %%runs_in measure review
+if N_GPUS >= 2:
+    triton_config.edit("food_classifier", uneven)
+    placed_now = instances.placement(triton_config.served_config("food_classifier", TRITON), N_GPUS)
+else:
+    print(f"not loaded here ({N_GPUS} GPUs): it needs two; 6.3a's instances stay")
+
+# %%
+# %%runs_in measure
+if N_GPUS >= 2:
+    where = gpus.where_instances_run("6.3c", "food_classifier", N_GPUS, TRITON, METRICS, REPOSITORY)
+
+# %% [markdown]
+# **Your observation.** `nvidia-smi` on the node lists one `triton_python_backend_stub` per
+# instance, on its GPU. How many are on GPU 0 now?
+
+# %%
+# %%runs_in measure review
 stubs_seen = (
     ### BEGIN SOLUTION
-    placed.get("GPU 0", placed.get("CPU", 0))
+    placed_now.get("GPU 0", placed_now.get("CPU", 0))
     ### END SOLUTION
 )
 
 # %%
-on_gpu0 = placed.get("GPU 0", placed.get("CPU", 0))
+# %%runs_in measure review
+on_gpu0 = placed_now.get("GPU 0", placed_now.get("CPU", 0))
 stubs_seen = judgement.number_in(
     stubs_seen,
     "6.3",
     "the stubs on GPU 0",
     on_gpu0,
     on_gpu0 + 1,
-    why=f"Triton placed {placed}: count the stub lines again.",
+    why=f"Triton placed {placed_now}: count the stub lines again.",
 )
 
 # %% [markdown]
-# Your 6.1a line, run on 2 instances per GPU, then on 4 (the lab applies the same block with
-# `count: 4`), each drawn live:
+# Your 6.1a line on them (watch nvtop), beside the same instances spread out:
 
 # %%
-runs["6.3 2 inst c8"] = watched(line_c8, "6.3 2 inst c8", "food_classifier")
+# %%runs_in measure review
+# the utilisation law per GPU: gpu_ms_per_execution = utilisation / executions per second, the
+# GPU's busy time in one execution; gpu_share_of_execution, that time over the whole execution
+all_on_gpu0 = None  # not run without two GPUs
+if N_GPUS >= 2:
+    all_on_gpu0 = watched(line_c8, "6.3 all on GPU 0 c8", "food_classifier")
+    claims.compare_prediction(
+        "6.3 all on GPU 0 / spread over the GPUs (throughput, x)",
+        all_on_gpu0.throughput / two.throughput,
+    )
+    print(step_table.table([two, all_on_gpu0]).to_string())
+    print(gpu_scaling.side_by_side([(two, placed), (all_on_gpu0, placed_now)], N_GPUS))
+else:
+    print(f"not run here ({N_GPUS} GPUs): it needs two")
+
+# %% [markdown]
+# Then 4 per GPU (your 6.3a block with `count: 4`):
+
+# %%
+# %%runs_in measure review
 triton_config.edit("food_classifier", instances.instance_group(4, N_GPUS))
-runs["6.3 4 inst c8"] = watched(line_c8, "6.3 4 inst c8", "food_classifier")
-names_63 = ["6.1 c8", "6.3 2 inst c8", "6.3 4 inst c8"]
+four = watched(line_c8, "6.3 4 inst c8", "food_classifier")
+per_device = {1: c8, 2: two, 4: four}  # instances per device -> its run at 8 in flight
 plots.utilisation_over_time(
-    {n: runs[n].utilisation for n in names_63},
+    {run.name: run.utilisation for run in per_device.values()},
     "6.3: utilisation with 1, 2 and 4 instances per device",
 )
-step_table.table(runs, names_63)
+step_table.table(per_device.values())
 
 # %% [markdown]
 # **Decision 6.3: how many instances per GPU would you deploy?** The fewest of 1, 2 and 4 that
@@ -348,25 +475,28 @@ step_table.table(runs, names_63)
 # nothing. Write the number; the check judges it on your rows.
 
 # %%
+# %%runs_in measure review
 deploy = (
     ### BEGIN SOLUTION
     next(
         n
-        for n, name in zip((1, 2, 4), names_63)
-        if runs[name].throughput.value >= 0.9 * max(runs[m].throughput.value for m in names_63)
+        for n, run in per_device.items()
+        if run.throughput.value >= 0.9 * max(r.throughput.value for r in per_device.values())
     )
     ### END SOLUTION
 )
 
 # %%
+# %%runs_in measure review
 deploy = judgement.fewest_near_best(
     deploy,
     "6.3",
     "the instances per GPU to deploy",
-    {n: runs[name].throughput for n, name in zip((1, 2, 4), names_63)},
+    {n: run.throughput for n, run in per_device.items()},
 )
 
 # %%
+# %%runs_in measure
 reloaded = triton_config.edit("food_classifier", ONE_INSTANCE, verbose=False)
 
 # %% [markdown]
@@ -399,27 +529,34 @@ line_onnx = exercises.perf_line(
     "the step measures the ONNX model, 1 in flight",
     needs={**NEEDS_64, "--concurrency-range": "1"},
 )
-runs["6.4 onnx c1"] = perf.run_line(line_onnx, "6.4 onnx c1", out=OUT)
 
 
-# %%
 def onnx_run(load: str, name: str, verbose=False):
     """The lab's runs of the ONNX model: your 6.4 line with the load given (perf.with_load)."""
-    runs[name] = perf.run_line(perf.with_load(line_onnx, load), name, out=OUT, verbose=verbose)
-    return runs[name]
+    return measure(perf.with_load(line_onnx, load), name, verbose=verbose)
 
-
-reloaded = triton_config.edit("food_classifier_onnx", instances.instance_group(2, N_GPUS))
-warm_up = perf.with_load(line_onnx, "--concurrency-range 8 --request-count 100")
-perf.run_line(warm_up, "6.4 warm-up", out=OUT, verbose=False)
-onnx_run("--concurrency-range 8", "6.4 onnx 2 inst c8")
-onnx_run("--concurrency-range 16", "6.4 onnx 2 inst c16", verbose=True)
 
 # %%
-onnx = runs["6.4 onnx c1"].row
-ONNX_MS, ONNX_OUTSIDE_MS = onnx["execution_ms"], onnx["avg_latency_ms"] - onnx["execution_ms"]
-names_64 = ["6.4 onnx c1", "6.4 onnx 2 inst c8", "6.4 onnx 2 inst c16"]
-table_64 = step_table.table(runs, names_64)
+# %%runs_in measure review
+onnx_c1 = measure(line_onnx, "6.4 onnx c1")
+reloaded = triton_config.edit("food_classifier_onnx", instances.instance_group(2, N_GPUS))
+
+# %%
+# %%runs_in measure
+where = gpus.where_instances_run("6.4", "food_classifier_onnx", N_GPUS, TRITON, METRICS, REPOSITORY)
+
+# %%
+# %%runs_in measure review
+warm_up = perf.with_load(line_onnx, "--concurrency-range 8 --request-count 100")
+perf.run_line(warm_up, "6.4 warm-up", out=OUT, verbose=False)  # not kept for the summary
+onnx_c8 = onnx_run("--concurrency-range 8", "6.4 onnx 2 inst c8")
+onnx_c16 = onnx_run("--concurrency-range 16", "6.4 onnx 2 inst c16", verbose=True)
+
+# %%
+# %%runs_in measure review
+ONNX_MS = onnx_c1.row["execution_ms"]
+ONNX_OUTSIDE_MS = onnx_c1.row["avg_latency_ms"] - ONNX_MS
+table_64 = step_table.table([onnx_c1, onnx_c8, onnx_c16])
 table_64 = step_table.against_model(
     table_64,
     [
@@ -435,30 +572,32 @@ table_64
 # there is none, at least 90 % busy: the utilisation columns) or `"neither"`.
 
 # %%
+# %%runs_in measure review
 limit = (
     ### BEGIN SOLUTION
     "instances"
-    if runs["6.4 onnx 2 inst c16"].row["busy_U"] >= 0.9
+    if onnx_c16.row["busy_U"] >= 0.9
     else "device"
-    if (triton_checks.busiest_gpu_pct(runs["6.4 onnx 2 inst c16"].row) or 0) >= 90
+    if (verdicts.busiest_gpu_pct(onnx_c16.row) or 0) >= 90
     else "neither"
     ### END SOLUTION
 )
 
 # %%
-row = runs["6.4 onnx 2 inst c16"].row
-gpu = triton_checks.busiest_gpu_pct(row)
+# %%runs_in measure review
+gpu = verdicts.busiest_gpu_pct(onnx_c16.row)
 limit = judgement.bottleneck(
     limit,
     "6.4",
-    busy_u=row["busy_U"],
-    device_pct=gpu if gpu is not None else row.get("cpu_util_pct"),
+    busy_u=onnx_c16.row["busy_U"],
+    device_pct=gpu if gpu is not None else onnx_c16.row.get("cpu_util_pct"),
     device="the busiest GPU" if gpu is not None else "the CPU",
 )
 
 # %% [markdown]
 # **What do you see, and why?** 6.3: what did each added copy of the Python-backend model bring,
-# and which device did your terminal show busy? 6.4: why does the ONNX model serve more at 1 in
+# and which device did your terminal show busy? All on GPU 0 against spread out: what does a
+# second GPU buy this model, and why? 6.4: why does the ONNX model serve more at 1 in
 # flight? With two instances per GPU, how many requests waited at 16 (`waiting_N`), and did the
 # execution time stay what it was at 1 in flight? Where the model's line misses, which assumption
 # broke?
@@ -471,11 +610,13 @@ answer_64 = """
 """
 
 # %% jupyter={"source_hidden": true}
+# %%runs_in measure review
 with judgement.verdict_after(answer_64, "6.3 and 6.4"):
-    triton_checks.more_instances(runs, names_63, N_GPUS)
+    verdicts.more_instances(c8, two, four, N_GPUS)
+    verdicts.second_gpu_buys("6.3", all_on_gpu0, two, N_GPUS)
     step_table.model_readings(table_64, ONNX_MS)
     provider = triton_stats.onnx_provider("food_classifier_onnx", TRITON, METRICS)
-    triton_checks.onnx_serves_faster(runs, N_GPUS, provider)
+    verdicts.onnx_serves_faster(onnx_c1, c1, onnx_c8, onnx_c16, N_GPUS, provider)
 
 # %% [markdown]
 # ## 6.5 The Flask UI with the ONNX model
@@ -485,6 +626,7 @@ with judgement.verdict_after(answer_64, "6.3 and 6.4"):
 # host. The Python-backend model, asked directly, should name the same class.
 
 # %%
+# %%runs_in measure
 import re
 
 import requests
@@ -502,6 +644,7 @@ flask_label = (re.search(r'class="label">([^<]+)<', page.text) or [None, None])[
 print(f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, {page.status_code}")
 
 # %%
+# %%runs_in measure
 jpeg = food11.encode_file(photo)  # as in 5.2, here as the JSON body of Triton's HTTP API
 body = {"inputs": [{"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "BYTES", "data": [jpeg]}]}
 answer = requests.post(f"{TRITON}/v2/models/food_classifier/infer", json=body, timeout=60)
@@ -527,7 +670,19 @@ claims.fact(
 # its **capacity**, what it serves when it never waits for work (4 requests in flight).
 
 # %%
+# %%runs_in prepare
+RATE = 100  # in this pass, a stand-in for the rate the measure pass sets from your capacity
+
+# %%
+# %%runs_in measure review
 reloaded = triton_config.edit("food_classifier_onnx", ONE_INSTANCE, verbose=False)
+
+# %%
+# %%runs_in measure
+where = gpus.where_instances_run("6.6", "food_classifier_onnx", N_GPUS, TRITON, METRICS, REPOSITORY)
+
+# %%
+# %%runs_in measure review
 CAPACITY = onnx_run("--concurrency-range 4", "6.6 capacity c4").throughput.value
 BUSY_MS = 1000 / CAPACITY  # time per request of an instance that never waits for work
 RATES = [int(f * CAPACITY) for f in (0.6, 1.0, 1.4)]  # offered loads: 60 %, 100 %, 140 %
@@ -559,14 +714,17 @@ line = exercises.perf_line(
         "--request-distribution": "constant",
     },
 )
-runs[f"6.6 constant {RATE}/s"] = perf.run_line(line, f"6.6 constant {RATE}/s", out=OUT)
 
 # %%
+# %%runs_in measure review
+constant = measure(line, f"6.6 constant {RATE}/s")
+
+# %%
+# %%runs_in measure review
 line_poisson = perf.with_load(line, f"--request-rate-range {RATE} --request-distribution poisson")
-runs[f"6.6 poisson {RATE}/s"] = perf.run_line(line_poisson, f"6.6 poisson {RATE}/s", out=OUT)
-names = [f"6.6 constant {RATE}/s", f"6.6 poisson {RATE}/s"]
+poisson = measure(line_poisson, f"6.6 poisson {RATE}/s")
 table_66 = step_table.against_model(
-    step_table.table(runs, names),
+    step_table.table([constant, poisson]),
     [
         queueing.open_loop(RATE, BUSY_MS, ONNX_OUTSIDE_MS, poisson=p)["latency_ms"]
         for p in (False, True)
@@ -600,15 +758,18 @@ table_66
 # the model again (if Triton refuses it, the file goes back as it was).
 
 # %%
-path = REPOSITORY / "food_classifier_onnx" / "config.pbtxt"
-before = path.read_text()
+# %%runs_in measure review
+path = triton_config.config_path("food_classifier_onnx")
+before = triton_config.file_text("food_classifier_onnx")  # the file now (review: as it was)
 print(f"open {path}")
 ### BEGIN HIDDEN TESTS
 block = "dynamic_batching { preferred_batch_size: [ 4, 6, 8 ] max_queue_delay_microseconds: 100 }"
-path.write_text(f"{before}\n{block}\n")
+if passes.measures():  # the solved edition's edit, in place of yours in the editor
+    path.write_text(f"{before}\n{block}\n")
 ### END HIDDEN TESTS
 
 # %%
+# %%runs_in measure review
 print(
     exercises.file_edit(
         path,
@@ -623,6 +784,7 @@ print(
 )
 
 # %%
+# %%runs_in measure
 ok, seconds, error = triton_config.load_model("food_classifier_onnx", TRITON)
 if not ok:
     path.write_text(before)
@@ -636,12 +798,9 @@ print(f"food_classifier_onnx loaded again in {seconds:.1f} s with:\n{batching}")
 # batch's cost: `fixed + per image × b`, a line through one image and eight.
 
 # %%
-before = triton_stats.model_stats("food_classifier_onnx", TRITON)
-runs[f"6.6 batching poisson {RATE}/s"] = watched(
-    line_poisson, f"6.6 batching poisson {RATE}/s", "food_classifier_onnx"
-)
-after = triton_stats.model_stats("food_classifier_onnx", TRITON)
-print(triton_stats.batch_table(triton_stats.stats_delta(before, after)))
+# %%runs_in measure review
+batched = {RATE: watched(line_poisson, f"6.6 batching poisson {RATE}/s", "food_classifier_onnx")}
+print(triton_stats.batch_table(batched[RATE].stats))  # what Triton ran during the run
 B8_MS = onnx_run("--concurrency-range 1 -b 8", "6.6 b8").row["execution_ms"]
 # both measured one request at a time; under load each takes BUSY_MS / ONNX_MS times as long
 SERVICE = queueing.ServiceTime.from_two_batches(1, BUSY_MS, 8, B8_MS * BUSY_MS / ONNX_MS)
@@ -663,34 +822,35 @@ claims.predict("6.6 mean latency at 140% of capacity, with batching (ms)", None,
 # with batching, an instance that runs what arrived during its last batch):
 
 # %%
+# %%runs_in measure review
 POISSON = "--async --request-distribution poisson --request-rate-range"  # then the rate
 top = f"6.6 batching poisson {RATES[-1]}/s"
-top_line = perf.with_load(line_poisson, f"{POISSON} {RATES[-1]}")
-runs[top] = watched(top_line, top, "food_classifier_onnx")
-onnx_run(f"{POISSON} {RATES[1]}", f"6.6 batching poisson {RATES[1]}/s")
+batched[RATES[-1]] = watched(
+    perf.with_load(line_poisson, f"{POISSON} {RATES[-1]}"), top, "food_classifier_onnx"
+)
+batched[RATES[1]] = onnx_run(f"{POISSON} {RATES[1]}", f"6.6 batching poisson {RATES[1]}/s")
 triton_config.edit("food_classifier_onnx", remove=("dynamic_batching",), verbose=False)
+alone = {RATE: poisson}  # without batching: the Poisson run at 60 %, then the other rates
 for rate in RATES[1:]:
-    onnx_run(f"{POISSON} {rate}", f"6.6 no batching poisson {rate}/s")
-NO_BATCHING = {RATE: f"6.6 poisson {RATE}/s"} | {
-    r: f"6.6 no batching poisson {r}/s" for r in RATES[1:]
-}
-BATCHING = {r: f"6.6 batching poisson {r}/s" for r in RATES}
+    alone[rate] = onnx_run(f"{POISSON} {rate}", f"6.6 no batching poisson {rate}/s")
 
 # %%
-batched = step_table.table(runs, list(BATCHING.values())).assign(config="dynamic batching")
-alone = step_table.table(runs, list(NO_BATCHING.values())).assign(config="no batching")
-sweep = pd.concat([batched, alone]).assign(rate=lambda rows: rows["request_rate"])
+# %%runs_in measure review
+with_b = step_table.table(batched[r] for r in RATES).assign(config="dynamic batching")
+without = step_table.table(alone.values()).assign(config="no batching")
+sweep = pd.concat([with_b, without]).assign(rate=lambda rows: rows["request_rate"])
 batched_ms = [
     queueing.open_loop_batching(r, SERVICE, 8, 0.1, ONNX_OUTSIDE_MS)["latency_ms"]
-    for r in batched.request_rate
+    for r in with_b.request_rate
 ]
 alone_ms = [
-    queueing.open_loop(r, BUSY_MS, ONNX_OUTSIDE_MS)["latency_ms"] for r in alone.request_rate
+    queueing.open_loop(r, BUSY_MS, ONNX_OUTSIDE_MS)["latency_ms"] for r in without.request_rate
 ]
 sweep = step_table.against_model(sweep, batched_ms + alone_ms)
 sweep
 
 # %%
+# %%runs_in measure review
 plots.measured_vs_model(
     sweep,
     "rate",
@@ -709,19 +869,18 @@ plots.measured_vs_model(
 # (requests/s) would you run one instance without batching? Read the "no batching" rows.
 
 # %%
+# %%runs_in measure review
 BUDGET_MS = 10 * BUSY_MS
 print(f"budget: {BUDGET_MS:.1f} ms mean latency")
 top_rate = (
     ### BEGIN SOLUTION
-    max(
-        [r for r, name in NO_BATCHING.items() if runs[name].row["avg_latency_ms"] < BUDGET_MS],
-        default=0,
-    )
+    max([r for r, run in alone.items() if run.row["avg_latency_ms"] < BUDGET_MS], default=0)
     ### END SOLUTION
 )
 
 # %%
-within = {r: runs[n].row["avg_latency_ms"] < BUDGET_MS for r, n in NO_BATCHING.items()}
+# %%runs_in measure review
+within = {r: run.row["avg_latency_ms"] < BUDGET_MS for r, run in alone.items()}
 low = max([r for r, ok in within.items() if ok], default=0)
 high = min([r for r, ok in within.items() if not ok], default=float("inf"))
 top_rate = judgement.number_in(
@@ -731,8 +890,7 @@ top_rate = judgement.number_in(
     low,
     high,
     why=", ".join(
-        f"at {r}/s your run measured {runs[n].row['avg_latency_ms']:.1f} ms"
-        for r, n in NO_BATCHING.items()
+        f"at {r}/s your run measured {run.row['avg_latency_ms']:.1f} ms" for r, run in alone.items()
     )
     + f" against a budget of {BUDGET_MS:.1f} ms.",
 )
@@ -753,19 +911,20 @@ answer_66 = """
 """
 
 # %% jupyter={"source_hidden": true}
+# %%runs_in measure review
 with judgement.verdict_after(answer_66, "6.6"):
     step_table.model_readings(table_66, BUSY_MS, open_loop=True)
-    triton_checks.poisson_queues_more(runs[names[1]], runs[names[0]])
+    verdicts.poisson_queues_more(poisson, constant)
     batch_ms = [
         SERVICE(b) if c == "dynamic batching" else BUSY_MS
         for b, c in zip(sweep.avg_batch_size, sweep.config)
     ]
     step_table.model_readings(sweep, batch_ms, open_loop=True)
-    with_b, without = runs[BATCHING[RATES[-1]]], runs[NO_BATCHING[RATES[-1]]]
-    triton_checks.batches_form_under_load(with_b, runs[BATCHING[RATE]], sweep)
+    top_with, top_without = batched[RATES[-1]], alone[RATES[-1]]
+    verdicts.batches_form_under_load(top_with, batched[RATE], sweep)
     capacity_x = queueing.saturation_rate(SERVICE, max_batch=8) / CAPACITY  # batches of 8 lift it
     lift = {"b8_x": B8_MS / ONNX_MS, "capacity_x": capacity_x, "provider": provider}
-    triton_checks.batching_keeps_latency_down(with_b, without, RATES[-1], BUSY_MS, lift)
+    verdicts.batching_keeps_latency_down(top_with, top_without, RATES[-1], BUSY_MS, lift)
 
 # %% [markdown]
 # ## Going further (optional)
@@ -776,14 +935,16 @@ with judgement.verdict_after(answer_66, "6.6"):
 # prediction (mean-value analysis) beside it.
 
 # %%
+# %%runs_in measure
 if GOING_FURTHER:
     light = int(0.4 * CAPACITY)
-    onnx_run(f"{POISSON} {light}", f"6.6 no batching poisson {light}/s")
+    light_runs = [onnx_run(f"{POISSON} {light}", f"6.6 no batching poisson {light}/s")]
     triton_config.edit("food_classifier_onnx", batching, verbose=False)  # your block of 6.6b
-    onnx_run(f"{POISSON} {light}", f"6.6 batching poisson {light}/s")
-    print(step_table.table(runs, [f"6.6 {b}batching poisson {light}/s" for b in ("no ", "")]))
+    light_runs.append(onnx_run(f"{POISSON} {light}", f"6.6 batching poisson {light}/s"))
+    print(step_table.table(light_runs))
 
 # %%
+# %%runs_in measure
 closed = []
 for on in (True, False) if GOING_FURTHER else ():
     config = f"{'' if on else 'no '}batching"
@@ -798,6 +959,7 @@ for on in (True, False) if GOING_FURTHER else ():
         closed.append({**row, "throughput_infer_s": run.row["throughput_infer_s"]})
 
 # %%
+# %%runs_in measure
 if closed:
     plots.measured_vs_model(
         pd.DataFrame(closed),
@@ -819,6 +981,7 @@ if closed:
 # difference (who does the work of sending, and with how many threads?).
 
 # %%
+# %%runs_in measure
 import asyncio
 import time
 
@@ -842,9 +1005,10 @@ async def keep_in_flight(n: int, seconds: float) -> float:
 
 
 # %%
+# %%runs_in measure
 N = 1
 mine = await keep_in_flight(N, 3.0)  # noqa: F704 - a notebook cell may await
-theirs = runs["6.4 onnx c1"].row["throughput_infer_s"]
+theirs = onnx_c1.row["throughput_infer_s"]
 print(f"my client, {N} in flight: {mine:.0f}/s; perf_analyzer, 1 in flight: {theirs:.0f}/s")
 
 # %% [markdown]
@@ -852,18 +1016,19 @@ print(f"my client, {N} in flight: {mine:.0f}/s; perf_analyzer, 1 in flight: {the
 # Every run with its laws, and the plots: latency split, 6.6's batch sizes, utilisation.
 
 # %%
-rows = pd.DataFrame([{"run": n, "step": n.split()[0], **r.row} for n, r in runs.items()])
+# %%runs_in measure review
+rows = pd.DataFrame([{**run.row, "run": run.name, "step": run.name.split()[0]} for run in runs])
 rows.drop(columns="step").to_csv(OUT / "summary.csv", index=False)
 plots.latency_split_stacked(rows, "Average latency: queue / compute / network").savefig(
     OUT / "latency_split.png", dpi=110
 )
 plots.batch_size_histogram(
-    {n: r.row["batch_executions"] for n, r in runs.items() if "6.6 batching" in n},
+    {run.name: run.row["batch_executions"] for run in batched.values()},
     "Step 6.6: batch sizes the model ran with",
 ).savefig(OUT / "batch_sizes.png", dpi=110)
-watched_runs = ["6.1 c16", *names_63[1:], names_64[2]]
+watched_runs = [c16, two, *[run for run in [all_on_gpu0] if run], four, onnx_c16]
 plots.utilisation_over_time(
-    {n: runs[n].utilisation for n in watched_runs}, "Utilisation over time"
+    {run.name: run.utilisation for run in watched_runs}, "Utilisation over time"
 ).savefig(OUT / "utilisation.png", dpi=110)
 claims.save(OUT)
 step_table.table(runs)
@@ -883,6 +1048,7 @@ step_table.table(runs)
 # the Flask UI back on the first model:
 
 # %%
+# %%runs_in measure
 reloaded = triton_config.edit(
     "food_classifier_onnx", ONE_INSTANCE, remove=("dynamic_batching",), verbose=False
 )
@@ -890,4 +1056,8 @@ services.use_flask_triton_model("food_classifier")
 
 # %% [markdown]
 # Then, on the host: `docker compose -f docker-compose-triton.yaml down` (Docker, with your CPU
-# override file if you use one) or `make down` (local mode).
+# override file if you use one) or `make down` (local mode). First, the last cell: where your
+# results bundle is, and how to download it.
+
+# %%
+passes.finish()

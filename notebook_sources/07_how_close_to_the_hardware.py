@@ -55,6 +55,16 @@
 #
 # ## Setup
 
+
+# %% [markdown]
+# This notebook needs the node throughout: it has the measure pass only (notebook 0 explains the
+# passes); its first cell says so in another.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("07_how_close_to_the_hardware", passes=("measure",))
+
 # %%
 import itertools
 import warnings
@@ -67,21 +77,12 @@ import tritonclient.http as httpclient
 from PIL import Image
 
 # %%
-from servelab import (
-    claims,
-    exercises,
-    food11,
-    hardware,
-    judgement,
-    labenv,
-    model_repository,
-    perf,
-    plots,
-    triton_config,
-    triton_stats,
-)
+from servelab import claims, exercises, food11, hardware, labenv, perf, plots
+from servelab.exercises import judgement
 from servelab.paths import RESULTS, TEST_IMAGES
 from servelab.serving.raw_limit import COMPILED, agreement
+from servelab.triton import model_repository, triton_config, triton_stats
+from servelab.verdicts import hardware as verdicts
 
 # %%
 env = labenv.load()
@@ -137,7 +138,7 @@ print(CONFIG.read_text())
 
 
 # %%
-def measure(line: str, name: str, **options) -> perf.PerfResult:
+def measure(line: str, name: str, **options) -> perf.Run:
     """Run a perf_analyzer line (perf.run_line) and keep the config.pbtxt it measured."""
     runs[name] = perf.run_line(line, name, out=OUT, **options)
     served_config[name] = CONFIG.read_text()
@@ -589,7 +590,7 @@ with judgement.verdict_after(answer_74, "7.4"):
         tie_order=["gRPC + shared memory", "gRPC", "HTTP"],
     )
     TRANSPORT = TRANSPORTS[CHOSEN]
-    hardware.shared_memory_sends_faster(samples, ROUNDS)
+    verdicts.shared_memory_sends_faster(samples["gRPC"], samples["gRPC + shared memory"])
     print(f"from here on: perf_analyzer -m {MODEL} {TRANSPORT} ...")
 
 # %% [markdown]
@@ -785,7 +786,7 @@ for instances, max_batch, delay in SWEEP:
     assert loaded.ok, loaded.error
     load = f"--concurrency-range {clients} --async --shape input:224,224,3"
     measure(f"perf_analyzer -m {MODEL} {TRANSPORT} {load}", name, verbose=False)
-sweep_table = hardware.sweep_table(runs, fragments)
+sweep_table = hardware.sweep_table([(fragments[name], runs[name]) for name in fragments])
 sweep_table.round(1)
 
 # %% [markdown]
@@ -936,7 +937,7 @@ with judgement.verdict_after(answer_78, "7.8"):
 served = runs[best].throughput  # inferences/s, with the interval of its measurement windows
 ratio = served / LIMIT["images_per_s"]
 print(f"served/limit = {served.value:.0f} / {LIMIT['images_per_s']:.0f} = {ratio} ({best})")
-table = hardware.summary(runs, LIMIT, served_config)
+table = hardware.summary(runs.values(), LIMIT)
 table.to_csv(OUT / "summary.csv", index=False)
 transport = {"chosen": CHOSEN} | {
     "runs_infer_s": {n: [r.throughput.value for r in rs] for n, rs in samples.items()}
@@ -1031,3 +1032,9 @@ claims.save(OUT)
 # %%
 client.unload_model(MODEL, headers=labenv.admin_headers())
 print(f"{MODEL} ready: {client.is_model_ready(MODEL)}")
+
+# %% [markdown]
+# ## Where your results are
+
+# %%
+passes.finish()

@@ -35,6 +35,16 @@
 #
 # ## Setup
 
+
+# %% [markdown]
+# This notebook needs the node throughout: it has the measure pass only (notebook 0 explains the
+# passes); its first cell says so in another.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("08_going_further", passes=("measure",))
+
 # %%
 import os
 import shlex
@@ -45,22 +55,11 @@ import numpy as np
 import pandas as pd
 import tritonclient.http as httpclient
 
-from servelab import (
-    claims,
-    config_text,
-    ensemble,
-    ensemble_checks,
-    exercises,
-    food11,
-    judgement,
-    labenv,
-    live_metrics,
-    model_analyzer,
-    perf,
-    triton_config,
-    triton_stats,
-)
+from servelab import claims, ensemble, exercises, food11, labenv, model_analyzer, perf
+from servelab.exercises import judgement
 from servelab.paths import RESULTS, TEST_IMAGES
+from servelab.triton import config_text, live_metrics, triton_config, triton_stats
+from servelab.verdicts import ensemble as verdicts
 
 # %%
 env = labenv.load()
@@ -146,7 +145,7 @@ mapping = exercises.config_fragment(
     "the ensemble's two steps, preprocess first",
     needs={"ensemble_scheduling.step.model_name": "preprocess"},
 )
-mapping = ensemble_checks.check_step_mapping(mapping, "8.1")  # and each tensor goes where it exists
+mapping = exercises.step_mapping(mapping, "8.1")  # and each tensor goes where it exists
 loaded = triton_config.edit(ensemble.ENSEMBLE, mapping)
 if not loaded.ok:
     raise RuntimeError(f"{loaded}: read Triton's reason above, correct the mapping, run both cells")
@@ -296,7 +295,8 @@ answer_82 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_82, "8.2"):
-    ensemble_checks.three_paths(runs, RATE)
+    closed = [runs[f"8.2 {path} closed"] for path in ("ensemble", "python", "client_onnx")]
+    verdicts.three_paths(*closed, offered=runs[f"8.2 ensemble {RATE}/s"], rate=RATE)
 
 # %% [markdown]
 # ## 8.3 Where each request waits, stage by stage
@@ -349,7 +349,7 @@ claims.predict("8.4 throughput, 2 preprocess instances / 1 (x)", None, why="")
 
 # %%
 triton_config.edit("preprocess", "instance_group [ { count: 2, kind: KIND_CPU } ]")
-line = runs["8.2 ensemble closed"].row["command"]  # the same line as in 8.2
+line = runs["8.2 ensemble closed"].line  # the same line as in 8.2
 runs["8.4 ensemble, 2 preprocess"] = ensemble.measure(line, "8.4 ensemble, 2 preprocess", out=OUT)
 pd.concat(
     {
@@ -373,7 +373,7 @@ answer_84 = """
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_84, "8.4"):
     one, two = runs["8.2 ensemble closed"], runs["8.4 ensemble, 2 preprocess"]
-    ensemble_checks.a_second_decoder(one, two, slow)
+    verdicts.a_second_decoder(one, two, slow)
 triton_config.edit("preprocess", "instance_group [ { count: 1, kind: KIND_CPU } ]", verbose=False)
 
 # %% [markdown]
@@ -570,3 +570,9 @@ ax.figure.savefig(OUT / "stages.png", dpi=110)
 for model in (ensemble.ENSEMBLE, "preprocess"):
     client.unload_model(model, headers=labenv.admin_headers())
 print({m: client.is_model_ready(m) for m in (ensemble.ENSEMBLE, *ensemble.STEPS)})
+
+# %% [markdown]
+# ## Where your results are
+
+# %%
+passes.finish()

@@ -29,33 +29,36 @@
 #
 # The load is an **open loop**, as perf_analyzer's `--request-rate-range` in 6.6: requests leave
 # at their moments (Poisson arrivals) whether or not earlier ones came back
-# (`open_loop.run`, `servelab/open_loop.py`); a run where more than 5 % left late says so.
+# (`open_loop.run`, `servelab/loadgen/open_loop.py`); a run where more than 5 % left late says so.
 #
 # ## Setup
 # In local mode the next cell starts the lab's Ray cluster (`python -m labstack.launcher ray`, the
 # same as `make up RAY=1`; `make down` stops it); on Chameleon, notebook 2's optional section 5
 # starts one over two nodes, and this notebook uses it when `LAB_RAY_HEAD` is set (last section).
 
+
+# %% [markdown]
+# This notebook needs the node throughout: it has the measure pass only (notebook 0 explains the
+# passes); its first cell says so in another.
+
+# %%
+from servelab import passes
+
+PASS = passes.start("09_ray_serve_cluster", passes=("measure",))
+
 # %%
 import numpy as np
 import pandas as pd
 import requests
 
-from servelab import (
-    claims,
-    exercises,
-    judgement,
-    labenv,
-    loadgen,
-    open_loop,
-    plots,
-    ray_checks,
-    ray_serving,
-    services,
-)
+from servelab import claims, exercises, labenv, loadgen, plots, ray_serving, services
+from servelab.exercises import judgement
+from servelab.loadgen import open_loop
 from servelab.paths import RESULTS
 from servelab.ray_serving import FoodClassifier
+from servelab.verdicts import ray_serve as verdicts
 
+# %%
 labenv.load()
 print(services.use_ray_cluster())
 URL = ray_serving.connect()  # ray.init(address=RAY_ADDRESS), then serve.start(...)
@@ -171,7 +174,7 @@ answer_91 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_91, "9.1"):
-    ray_checks.one_replica(runs, table_91)
+    verdicts.one_replica(runs["9.1 capacity, 1 at once"], runs["9.1 capacity, 2 at once"])
 
 # %% [markdown]
 # ## 9.2 Replicas over two nodes
@@ -260,7 +263,7 @@ answer_92 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_92, "9.2"):
-    ray_checks.replicas(runs, table_92)
+    verdicts.replicas(*(runs[f"9.2 {n} replicas"] for n in (1, 2, 4)))
 
 # %% [markdown]
 # ## 9.3 Autoscaling through a load step
@@ -359,7 +362,7 @@ answer_93 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_93, "9.3"):
-    ray_checks.autoscaling(replicas_seen, STEP, recovery, BUDGET_MS)
+    verdicts.autoscaling(replicas_seen, STEP, recovery, BUDGET_MS)
 
 # %% [markdown]
 # ## 9.4 A replica crashes mid-run
@@ -401,7 +404,7 @@ answer_94 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_94, "9.4"):
-    ray_checks.crash(crash, replaced)
+    verdicts.crash(crash, replaced)
 
 # %% [markdown]
 # ## 9.5 Triton's instances at the same load: what the router costs
@@ -419,7 +422,7 @@ claims.predict("9.5 Ray's median - Triton's, one at a time (ms)", None, why="")
 # %%
 import tritonclient.http as httpclient
 
-from servelab import instances, triton_config, triton_stats
+from servelab.triton import instances, triton_config, triton_stats
 
 try:
     TRITON = labenv.url("TRITON_SERVER_URL")
@@ -490,7 +493,13 @@ answer_95 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_95, "9.5"):
-    ray_checks.against_triton(runs, table_95, RATE)
+    verdicts.against_triton(
+        runs["9.5 ray sequential"] if triton_up else None,
+        runs["9.5 triton sequential"] if triton_up else None,
+        runs["9.2 2 replicas"],
+        runs[f"9.5 triton {RATE}/s"] if triton_up else None,
+        RATE,
+    )
 
 # %% [markdown]
 # ## What you measured
@@ -516,15 +525,29 @@ summary.round(2)
 # server on the same lease, sets it up as the first (the repository cloned in the same folder,
 # the model files built: every replica reads `artifacts/model.onnx` on its own node), gives both
 # nodes Ray Serve at the lab's pinned version (`make ray-node`), starts Ray's head on the first
-# node and joins the second to it, both on their **private** IPs: Ray has no authentication by
-# default, so its ports stay on the site's private network, never open to the internet. It
-# prints the head's address.
+# node and joins the second to it over their **private** IPs, and prints the head's address.
+#
+# **Why the cluster asks for a token.** The nodes' private IPs are on `sharednet1`, the site's
+# network, which every project at the site shares: "private" means "not on the internet", not
+# "only your nodes". A Ray cluster that anyone on that network can reach lets them submit a job,
+# that is, run their code on your node as you. Ray's own token authentication closes it: notebook
+# 2 makes a random token once on the first node (`.lab/ray_token` in the clone, mode 0600,
+# git-ignored), copies it to the second node over its own SSH connection (never printed, never
+# on a command line), and starts both nodes with `RAY_AUTH_MODE=token` and
+# `RAY_AUTH_TOKEN_PATH` naming that file; every Ray port then refuses a connection without the
+# token (local mode's cluster uses the same, tested in the lab's tests). The dashboard listens on
+# the head's loopback only (`--dashboard-host=127.0.0.1`: nothing but the node itself needs it);
+# Ray's client port (10001) and the nodes' own ports listen on the private IPs, each asking for
+# the token. Any `ray` command you type on a node needs the same two variables, e.g.
+# `RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH=$HOME/serve-system-lab/.lab/ray_token
+# serve-system-lab/.venv-ray/bin/ray status`.
 #
 # The lab's Jupyter container has no Ray: run this notebook in local mode on the first node (an
 # SSH session there: `make up`, as README's third way; the Docker stacks can stay down), with
 # the head's address notebook 2 printed: `LAB_RAY_HEAD=<first node's private IP>:6379 make up`,
 # or `os.environ["LAB_RAY_HEAD"] = "..."` in a cell before the setup cell. The setup cell then
-# uses that cluster instead of starting the lab's; `ray status` on either node lists both nodes.
+# uses that cluster instead of starting the lab's, with the clone's token; `ray status` on either
+# node lists both nodes.
 # Each node offers what Ray finds there (its cores and GPUs; `ray start --num-cpus N --num-gpus N`
 # would set less). `make ray-node` installs ONNX Runtime's CPU build, so the replicas run on the
 # nodes' cores, as in local mode. For replicas on the GPUs (not run by this lab's tests), put
@@ -536,8 +559,8 @@ summary.round(2)
 #                        ray_actor_options={"num_cpus": 1, "num_gpus": 0.5})
 # ```
 #
-# `ray stop` on each node ends it; in local mode `make down` stops the lab's two nodes, and only
-# those.
+# `ray stop` on each node ends it (with the two variables above); in local mode `make down`
+# stops the lab's two nodes, and only those.
 #
 # ## What Kubernetes would add (not run here)
 # The lab's machines cannot run Kubernetes, so this is a pointer, not a measurement. The same
@@ -563,3 +586,9 @@ serve.delete(ray_serving.APP)
 if triton_up:
     one = "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"  # notebook 6's at its end
     triton_config.edit("food_classifier_onnx", one, verbose=False)
+
+# %% [markdown]
+# ## Where your results are
+
+# %%
+passes.finish()

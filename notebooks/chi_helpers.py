@@ -1,26 +1,34 @@
 """Helpers for notebooks 1 and 2 around python-chi (`chi`), for a class sharing one project:
 the class settings checked against the site, the choice among a student's leases (a server stays
-with the lease it was made on), Blazar's refusals explained with the one change that helps, and
-floating IPs that stay with their owner (chi_ips.py). Every message names what to set and where.
+with the lease it was made on) and the wait while Blazar starts one, and Blazar's refusals
+explained with the one change that helps. Servers are in chi_servers.py, floating IPs in
+chi_ips.py, files to and from the node in chi_files.py. Every message names what to set and where.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
-import json
 import logging
 import math
-from pathlib import Path
+import re
 
 import chi
-from chi import context, hardware, image
+import chi_waits
+from chi import context, hardware, image, lease
 from chi.exception import CHIValueError
+from chi_servers import LEASE_KEY
 
-LIVE = ("PENDING", "STARTING", "ACTIVE")
+# Blazar's lease states: those that hold (or will hold) hosts; those that pass by themselves
+# (Blazar starting the lease, or changing it, e.g. extending it); a failed start or update,
+# whose hosts, server and IPs may stay until the lease is deleted; and the way out.
+LIVE = ("PENDING", "STARTING", "ACTIVE", "UPDATING")
+WAITING = ("STARTING", "UPDATING")
+FAILED = "ERROR"
+GOING = ("DELETING", "TERMINATING")
+HOLDS_IPS = (*LIVE, FAILED)  # a pool IP taken for such a lease is not given back by itself
 SETTINGS = "notebooks/lab_settings.py"
 VALUES_CELL = "the second cell of notebook 1"
-LEASE_KEY = "serve_system_lease"  # server metadata: the id of the lease the server was made on
 
 
 def utcnow() -> datetime.datetime:
@@ -73,12 +81,12 @@ def check_node_type_and_image(site: str, node_type: str, image_name: str) -> Non
 
 # ---------------------------------------------------------------------- which lease
 def pick_lease(live: list):
-    """The lease notebooks 1 and 2 use: an ACTIVE one (the one that ends last), else the PENDING
-    or STARTING one that starts first; None without a live lease."""
+    """The lease notebooks 1 and 2 use: a running one (ACTIVE, or UPDATING: being changed), the
+    one that ends last; else the PENDING or STARTING one that starts first; None without one."""
     status = {x.id: x.status for x in live}  # each read asks Blazar: read once
-    active = [x for x in live if status[x.id] == "ACTIVE"]
-    if active:
-        return max(active, key=lambda x: x.end_date)
+    running = [x for x in live if status[x.id] in ("ACTIVE", "UPDATING")]
+    if running:
+        return max(running, key=lambda x: x.end_date)
     waiting = [x for x in live if status[x.id] in ("PENDING", "STARTING")]
     return min(waiting, key=lambda x: x.start_date) if waiting else None
 
@@ -100,48 +108,32 @@ def host_count(lease) -> int:
 
 def check_node_count(lease, wanted: int) -> None:
     """Notebook 1 with NODE_COUNT = 2 (notebook 9 on two nodes) and a lease of fewer nodes: a
-    lease cannot grow, so say what to do instead of going on with one node."""
+    lease cannot grow, so say what to do instead of going on with one node. A PENDING lease is
+    kept by DELETE_LEASE alone (it is for a later session): the advice names both settings."""
     if lease is not None and host_count(lease) < wanted:
+        delete = "DELETE_LEASE = True"
+        if lease.status == "PENDING":
+            delete += " and DELETE_LATER_LEASES = True, as it is PENDING"
         raise RuntimeError(
             f"Your lease {lease.name} holds {host_count(lease)} node(s) and NODE_COUNT is "
             f"{wanted}; a lease cannot grow. Set NODE_COUNT = {host_count(lease)} in "
-            f"{VALUES_CELL} to go on with it, or delete it (DELETE_LEASE, last cell) and run "
+            f"{VALUES_CELL} to go on with it, or delete it ({delete}, last cell) and run "
             "this notebook again for a new lease."
         )
 
 
-def fixed_ip(server_id: str) -> str:
-    """A server's private (fixed) IP on the site's shared network, as Nova reports it: where the
-    nodes of one lease reach each other (notebook 2, section 5: Ray's ports stay there)."""
-    addresses = chi.nova().servers.get(server_id).addresses
-    return next(
-        a["addr"]
-        for net in addresses.values()
-        for a in net
-        if a.get("OS-EXT-IPS:type") == "fixed" and a.get("version") == 4
-    )
-
-
-def find_server(name: str):
-    """The server of this name as Nova lists it (with its status and metadata), or None: one
-    read of the project's list, the name compared whole (node-serve-system-ann is not
-    node-serve-system-joann). A server being deleted is gone already."""
-    listed = [s for s in chi.nova().servers.list() if s.name == name and not _going(s)]
-    return listed[0] if listed else None
-
-
-def _going(nova_server) -> bool:
-    return getattr(nova_server, "OS-EXT-STS:task_state", None) == "deleting"
-
-
-def lease_for(found, live: list):
+def lease_for(found, live: list, mine: list):
     """The lease notebook 2 goes on with: the one the student's server runs on, as recorded on
     the server when it was made (a server cannot move to another lease), while that lease is
-    ACTIVE; else pick_lease's choice. A server in ERROR is replaced, so it does not count."""
+    running; else pick_lease's choice. A server in ERROR is replaced, so it does not count; a
+    server still running on a lease in ERROR stops the notebook with what to do."""
     if found is None or found.status == "ERROR":
         return pick_lease(live)
-    active = [x for x in live if x.status == "ACTIVE"]
     recorded = (found.metadata or {}).get(LEASE_KEY)
+    failed = [x for x in mine if x.id == recorded and x.status == FAILED]
+    if failed:
+        raise RuntimeError(server_on_failed_lease(found, failed[0]))
+    active = [x for x in live if x.status in ("ACTIVE", "UPDATING")]
     if recorded is None and len(active) > 1:
         raise RuntimeError(
             f"Your server {found.name} carries no record of the lease it runs on (it was made "
@@ -155,21 +147,103 @@ def lease_for(found, live: list):
     return on[0] if on else pick_lease(live)
 
 
-def no_active_lease(picked, mine: list) -> str:
-    if picked is not None and picked.status == "STARTING":
-        return (
-            f"Your lease {picked.name} is STARTING: Blazar is preparing its node, which takes a "
-            "few minutes. Run this notebook again in 5 minutes."
+def server_on_failed_lease(found, failed) -> str:
+    ips = [
+        a["addr"]
+        for net in (found.addresses or {}).values()
+        for a in net
+        if a.get("OS-EXT-IPS:type") == "floating"
+    ]
+    holding = f" with the public IP {ips[0]}" if ips else ""
+    return (
+        f"Your lease {failed.name} is in ERROR (Blazar failed to start or change it), yet your "
+        f"server {found.name} still runs on it{holding}: bring your work back first (last cell "
+        "of this notebook, DELETE_SERVER = True: it brings your result bundles back, then deletes "
+        "the server and gives back an IP it took from the pool), then delete the lease (notebook "
+        "1, last cell: DELETE_LEASE = True) and make a new one in notebook 1."
+    )
+
+
+def wait_for_start(picked, mine: list):
+    """Notebook 2: a lease Blazar is starting (STARTING) or changing (UPDATING) is waited for,
+    up to chi_waits.LEASE_START_MINUTES; any other lease that is not ACTIVE stops the notebook
+    with one sentence. Returns the ACTIVE lease."""
+    now = picked.status if picked is not None else None  # each read asks Blazar
+    if now in WAITING:
+        print(
+            f"your lease {picked.name} is {now}: waiting for Blazar to make it ACTIVE "
+            f"(up to {chi_waits.LEASE_START_MINUTES} minutes) ..."
         )
+
+        def moved_on():
+            status = picked.status
+            return None if status in WAITING else status
+
+        now = chi_waits.until(moved_on, chi_waits.LEASE_START_MINUTES, every_s=30)
+        if now is None:
+            now = picked.status
+            held = (
+                "your server and its IP, if you made them, still on it"
+                if now == "UPDATING"
+                else "its node(s) booked for you and no server of yours on it yet"
+            )
+            raise RuntimeError(
+                f"Your lease {picked.name} is still {now} after {chi_waits.LEASE_START_MINUTES} "
+                f"minutes, with {held}: run this cell again in 5 minutes, and if it is still not "
+                "ACTIVE half an hour later, or it turns ERROR, delete it (notebook 1, last cell: "
+                "DELETE_LEASE = True) and make a new lease in notebook 1."
+            )
+    if now != "ACTIVE":
+        raise RuntimeError(no_active_lease(picked, mine))
+    print(f"your lease {picked.name} is ACTIVE")
+    return picked
+
+
+def no_active_lease(picked, mine: list) -> str:
+    if picked is not None and picked.status == FAILED:
+        return failed_lease(picked)
     if picked is not None:
         return (
             f"Your lease {picked.name} is {picked.status} and starts at "
             f"{picked.start_date:%Y-%m-%d %H:%M} UTC: run this notebook again after that."
         )
+    status = {x.id: x.status for x in mine}
+    failed = [x for x in mine if status[x.id] == FAILED]
+    if failed:
+        return failed_lease(failed[0])
+    going = [x for x in mine if status[x.id] in GOING]
+    if going:
+        return (
+            f"Your lease {going[0].name} is {status[going[0].id]} (Blazar is ending it, and its "
+            "servers and reserved IPs go with it): make a new lease in notebook 1."
+        )
     return (
         f"You have no pending or active lease for this lab (yours: {describe(mine)}): make one "
         "in notebook 1."
     )
+
+
+def failed_lease(failed) -> str:
+    return (
+        f"Your lease {failed.name} is in ERROR (Blazar accepted it but could not start or change "
+        "it, and it may still hold its hosts and IPs): delete it (notebook 1, last cell: "
+        "DELETE_LEASE = True), then run notebook 1 again for a new lease, most likely on other "
+        "nodes."
+    )
+
+
+def note_failed(mine: list) -> None:
+    """Notebook 1: a lease of the student's in ERROR is named with what to do (it may hold hosts
+    and IPs), though the notebook goes on (a new lease can be made beside it)."""
+    for x in mine:
+        if x.status == FAILED:
+            print(failed_lease(x))
+
+
+def stop_if_failed(lease) -> None:
+    """Notebook 1's last check: a lease in ERROR is of no use; say what to do."""
+    if lease.status == FAILED:
+        raise RuntimeError(failed_lease(lease))
 
 
 def lease_note(picked, live: list, server_name: str) -> str:
@@ -195,23 +269,6 @@ def lease_note(picked, live: list, server_name: str) -> str:
     return "\n".join(lines)
 
 
-def why_replace(old, my_lease) -> str | None:
-    """Why the student's server must be deleted (again) and made again, or None to keep it:
-    ERROR, already being deleted (the clean-up cell does not wait), or made on another lease
-    that is over (Blazar deletes a lease's servers when it ends)."""
-    if old is None:
-        return None
-    found = chi.nova().servers.get(old.id)
-    if found.status == "ERROR":
-        return "which is in ERROR"
-    if _going(found):
-        return "which is being deleted already"
-    recorded = (found.metadata or {}).get(LEASE_KEY)
-    if recorded not in (None, my_lease.id):
-        return f"which was made on another lease ({recorded}), now over"
-    return None
-
-
 # ---------------------------------------------------------------------- when Blazar says no
 @contextlib.contextmanager
 def blazar_refusal():
@@ -231,12 +288,19 @@ def blazar_refusal():
         log.removeHandler(keep)
 
 
+# Blazar's words as python-chi 1.2.10 logs them: lowercased, behind blazarclient's "error: ",
+# which keeps python-chi's own parser (re.match on "not enough ... available") from matching;
+# were either fixed, python-chi would log "there were not enough unreserved hosts to satisfy
+# your request." instead. Both wordings are read here.
+NO_HOSTS = re.compile(r"not enough (unreserved )?(hosts|resources)|no valid host")
+
+
 def refusal_kind(message: str) -> str:
     """hosts, floating_ips, quota, duration or other, from Blazar's words."""
     text = message.lower()
     if "floating ip" in text:
         return "floating_ips"
-    if "not enough hosts" in text or "not enough resources" in text or "no valid host" in text:
+    if NO_HOSTS.search(text):
         return "hosts"
     if any(w in text for w in ("would spend", "allocation", "quota", "balance")):
         return "quota"
@@ -245,11 +309,28 @@ def refusal_kind(message: str) -> str:
     return "other"
 
 
+def accepted_anyway(name: str, failure: Exception, said: list[str]):
+    """After python-chi raised while making the lease: Blazar may have made it all the same (its
+    answer lost on the way, or an error after it stored the lease). The student's lease of that
+    name, or None when Blazar has none (a refusal: explain_refusal says why)."""
+    me = chi.session().get_user_id()
+    made = [x for x in lease.list_leases() if x.name == name and x.user_id == me]
+    if not made:
+        return None
+    cause = " ".join(said) or str(failure).strip().splitlines()[0]
+    print(
+        f"python-chi reported a failure ({cause}), yet Blazar made your lease {name} "
+        f"({made[0].status}): this notebook goes on with it."
+    )
+    return made[0]
+
+
 def explain_refusal(
     said: list[str], project: str, site: str, node_type: str, hours: float, asked: float
 ) -> str:
     """The one change that helps, as one sentence (the hosts case prints the free slots first);
-    asked: START_IN_HOURS, the start Blazar refused, never given back as the advice."""
+    asked: START_IN_HOURS, the start Blazar refused, never given back as the advice. Words this
+    does not know, while the calendar shows no node free at that start, are read as no node."""
     message = " ".join(said) or "no reason given"
     kind = refusal_kind(message)
     print(f"Blazar refused the lease: {message}")
@@ -266,20 +347,21 @@ def explain_refusal(
         )
     if kind == "duration":
         return f"{hours} h is longer than {site} allows: set LEASE_HOURS in {SETTINGS} lower."
-    if kind == "other":
-        return f"Chameleon refused the lease ({message}): show this message to your instructor."
-    return _no_host_advice(site, node_type, hours, asked)
-
-
-def _no_host_advice(site: str, node_type: str, hours: float, asked: float) -> str:
     calendar = Calendar()
-    alternatives = calendar.nvidia_types_free_now(hours, exclude=node_type)
+    if kind == "other" and calendar.next_start_in_hours(node_type, hours, asked) == asked:
+        return f"Chameleon refused the lease ({message}): show this message to your instructor."
+    return _no_host_advice(calendar, site, node_type, hours, asked)
+
+
+def _no_host_advice(calendar, site: str, node_type: str, hours: float, asked: float) -> str:
+    alternatives = calendar.nvidia_types_free(hours, exclude=node_type, asked=asked)
+    when = "now" if asked == 0 else f"{asked} h from now"
     print(
-        f"NVIDIA GPU node types free now at {site} for {hours} h:",
+        f"NVIDIA GPU node types free {when} at {site} for {hours} h:",
         ", ".join(alternatives) or "none",
     )
     other_type = f" (or NODE_TYPE in {SETTINGS} to a type above)" if alternatives else ""
-    start_in = calendar.next_start_in_hours(node_type, hours)
+    start_in = calendar.next_start_in_hours(node_type, hours, asked, show=True)
     if start_in is None:
         total = len([n for n in calendar.nodes if n.type == node_type])
         other_type = f"set NODE_TYPE in {SETTINGS} to a type above, or " if alternatives else ""
@@ -319,9 +401,10 @@ class Calendar:
         booked = chi.blazar().host.list_allocations()
         self.booked = {a["resource_id"]: a["reservations"] for a in booked}
 
-    def free_from(self, host_id: str, hours: float) -> datetime.datetime:
-        """The first time from now on when the host is free for `hours`."""
-        start, length = utcnow(), datetime.timedelta(hours=hours)
+    def free_from(self, host_id: str, hours: float, after_hours: float = 0) -> datetime.datetime:
+        """The first time, from `after_hours` from now on, when the host is free for `hours`."""
+        start = utcnow() + datetime.timedelta(hours=after_hours)
+        length = datetime.timedelta(hours=hours)
         for r in sorted(self.booked.get(host_id, []), key=lambda r: r["start_date"]):
             begin, end = (
                 datetime.datetime.strptime(r[k], "%Y-%m-%dT%H:%M:%S.%f")
@@ -334,47 +417,29 @@ class Calendar:
             start = end
         return start
 
-    def next_start_in_hours(self, node_type: str, hours: float) -> int | None:
-        """Whole hours from now until a bookable node_type node is free for the lease (a gap of
-        hours + 1, so that starting on the next whole hour still fits); None: none bookable."""
+    def next_start_in_hours(
+        self, node_type: str, hours: float, asked: float = 0, show: bool = False
+    ) -> int | None:
+        """Whole hours from now until a bookable node_type node is free for the lease, from the
+        start asked for on (a gap of hours + 1, so that starting on the next whole hour still
+        fits); None: none bookable."""
         hosts = [h for node, h in self.bookable if node.type == node_type]
         if not hosts:
             return None
-        first = min(self.free_from(h, hours + 1) for h in hosts)
-        print(f"next {node_type} free for {hours} h from (UTC): {first:%Y-%m-%d %H:%M}")
+        first = min(self.free_from(h, hours + 1, after_hours=asked) for h in hosts)
+        if show:
+            print(f"next {node_type} free for {hours} h from (UTC): {first:%Y-%m-%d %H:%M}")
         return math.ceil((first - utcnow()).total_seconds() / 3600)
 
-    def nvidia_types_free_now(self, hours: float, exclude: str) -> list[str]:
+    def nvidia_types_free(self, hours: float, exclude: str, asked: float = 0) -> list[str]:
         """Bookable GPU node types with an NVIDIA GPU (the lab's images need CUDA) and a node
-        free from now for the whole lease."""
-        soon = utcnow() + datetime.timedelta(minutes=5)
+        free from the start asked for (hours from now) for the whole lease."""
+        soon = utcnow() + datetime.timedelta(hours=asked, minutes=5)
         free = set()
         for node, host in self.bookable:
             gpu = node.gpu[0] if isinstance(node.gpu, list) else (node.gpu or {})
             if node.type == exclude or "nvidia" not in str(gpu.get("gpu_vendor", "")).lower():
                 continue
-            if node.type not in free and self.free_from(host, hours) <= soon:
+            if node.type not in free and self.free_from(host, hours, asked) <= soon:
                 free.add(node.type)
         return sorted(free)
-
-
-# ---------------------------------------------------------------------- servers that fail to boot
-FAILED_BOOTS = Path(".serve_system_failed_boots.json")  # survives a kernel restart
-
-
-def boot_failure(lease_id: str, server_id: str, name: str, fault: str) -> str:
-    """What to do about a server in ERROR: retry once; a second failure on the lease's one node,
-    or a node Nova cannot use at all, calls for a new lease (which gets another node)."""
-    seen = json.loads(FAILED_BOOTS.read_text()) if FAILED_BOOTS.exists() else {}
-    failed = sorted(set(seen.get(lease_id, [])) | {server_id})
-    FAILED_BOOTS.write_text(json.dumps({**seen, lease_id: failed}))
-    if len(failed) >= 2 or "no valid host" in fault.lower():
-        return (
-            f"{name} failed to start on this lease's node again (ERROR: {fault}), so that node is "
-            "likely faulty: delete the server (cell above) and this lease (notebook 1, last cell), "
-            "then make a new lease in notebook 1, which most likely gets another node."
-        )
-    return (
-        f"{name} failed to start (ERROR: {fault}); bare metal does this now and then: run the cell "
-        "above (it deletes the failed server), then this cell again."
-    )

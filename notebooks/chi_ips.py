@@ -5,7 +5,9 @@ classmate's (`stop_if_taken`). A lease without one gets an IP from the site's po
 "public IP of SERVER for lease LEASE_ID, allocated by notebook 2" (`own_public_ip`): unlike a
 reserved IP, it does not end with the lease, so `give_back_ips` gives it back to the pool when
 the server is deleted, when its lease is deleted, and whenever notebook 1 or 2 finds its lease
-over; an IP a classmate's server holds is left alone and named.
+over, for both of the student's servers (the first node and notebook 9's second one); an IP a
+classmate's server holds is left alone and named. A student holds at most one pool IP per
+server: one left unattached (its server deleted in Horizon) is taken again, for the new lease.
 """
 
 from __future__ import annotations
@@ -66,15 +68,21 @@ def stop_if_taken(address: str, server_name: str) -> None:
 
 
 def own_public_ip(server_name: str, lease_id: str) -> str:
-    """An IP for a lease without a reserved one: the one taken for this server and lease earlier,
-    or a fresh one from the site's pool. Never an unbound IP of the project, which may be a
-    classmate's reserved IP whose server is still booting."""
+    """An IP for a lease without a reserved one: the one taken for this server earlier and left
+    unattached (for this lease, or relabelled from an earlier one), or a fresh one from the
+    site's pool. Never any other unbound IP of the project, which may be a classmate's reserved
+    IP whose server is still booting."""
     from neutronclient.common.exceptions import NeutronClientException
 
-    for fip in network.list_floating_ips():
+    mine = [f for f in network.list_floating_ips() if taken_for(f, server_name) is not None]
+    for fip in sorted(mine, key=lambda f: taken_for(f, server_name) != lease_id):
+        if fip["port_id"] is None:
+            if taken_for(fip, server_name) != lease_id:  # an earlier lease's: now this one's
+                body = {"floatingip": {"description": _marker(server_name, lease_id)}}
+                chi.neutron().update_floatingip(fip["id"], body)
+                print(f"{fip['floating_ip_address']}, taken for {server_name} before, used again")
+            return fip["floating_ip_address"]
         if taken_for(fip, server_name) == lease_id:
-            if fip["port_id"] is None:
-                return fip["floating_ip_address"]
             taken = ip_holder(fip["floating_ip_address"])
             print(
                 f"{fip['floating_ip_address']}, taken for you earlier, is now attached to {taken}"
@@ -106,14 +114,18 @@ def own_public_ip(server_name: str, lease_id: str) -> str:
     return address
 
 
-def give_back_ips(server_name: str, live: list | None = None) -> list[str]:
-    """Give back to the site's pool the IPs notebook 2 took for server_name: all of them
-    (live=None: the server is gone), or those taken for a lease that is not among the ids in
-    `live` (its lease is over). An IP a classmate's server holds is left alone and named."""
+def give_back_ips(server_names: tuple, live: list | None = None) -> list[str]:
+    """Give back to the site's pool the IPs notebook 2 took for the student's servers (the
+    first node and notebook 9's second one): all of them (live=None: the servers are gone), or
+    those taken for a lease that is not among the ids in `live` (its lease is over). An IP a
+    classmate's server holds is left alone and named."""
     me, given = chi.session().get_user_id(), []
     for fip in network.list_floating_ips():
+        server_name = next((n for n in server_names if taken_for(fip, n) is not None), None)
+        if server_name is None:
+            continue
         lease_id, address = taken_for(fip, server_name), fip["floating_ip_address"]
-        if lease_id is None or (live is not None and (lease_id == "" or lease_id in live)):
+        if live is not None and (lease_id == "" or lease_id in live):
             continue
         other = holder(fip)
         if other is not None and other.user_id != me:

@@ -24,6 +24,10 @@ LEASE_HOURS = 3
 # student's old, ended leases never share a name with a new one.
 LEASE_PREFIX = "serve_system_"
 SERVER_PREFIX = "node-serve-system-"  # then the user name: each student's one server
+# then the user name: notebook 9's second node (a prefix of its own, so that no classmate's user
+# name can make a first node's name equal to it, as "-2" after the name could)
+SECOND_SERVER_PREFIX = "node2-serve-system-"
+REPO_DIR = "serve-system-lab"  # the clone, in the node's home directory
 HERE = "notebooks/lab_settings.py"
 
 

@@ -1,7 +1,7 @@
 """Faults of Triton (one running server, local mode): configs Triton refuses while a model is loaded
-(through the reload helper servelab.triton_config, a hand-broken config.pbtxt, the repository API),
-and tritonserver killed in the middle of a perf_analyzer run. The kill ends the server: run it
-last."""
+(through the reload helper servelab.triton.triton_config, a hand-broken config.pbtxt, the
+repository API), and tritonserver killed in the middle of a perf_analyzer run. The kill ends the
+server: run it last."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def _log_size(triton) -> int:
 
 
 def broken_configs(triton, good_b64: str) -> list[dict]:
-    from servelab import triton_config
+    from servelab.triton import triton_config
 
     path = Path(triton.repo) / MODEL / "config.pbtxt"
 

@@ -23,7 +23,7 @@ from reliability.common import HTTP_TIMEOUT, TRITON_CORE_500, Tally, hypothesis_
 from reliability.corpus import corpus_file, seed_images
 from servelab import food11
 from servelab.serving import triton_clients
-from servelab.triton_config import model_ready
+from servelab.triton.triton_config import model_ready
 
 MODELS = ("food_classifier", "food_classifier_onnx")
 INPUT = {"food_classifier": "INPUT_IMAGE", "food_classifier_onnx": "input"}

@@ -98,7 +98,7 @@ def start_triton(workdir: Path, watchdog_args: list[str] | None = None) -> Proc:
     model_repository/. watchdog_args (a list, even empty): under the lab's watchdog, as `make up`
     runs it (its health file in workdir)."""
     from labstack import triton_local
-    from servelab import model_repository
+    from servelab.triton import model_repository
 
     repo = Path(workdir) / "model_repository"
     model_repository.populate(repo, mode="local", kind="cpu", verbose=False)

@@ -38,6 +38,9 @@ from pathlib import Path
 
 import numpy as np
 
+from servelab import passes
+from servelab.passes import node_calls, record
+
 RESULTS: list[dict] = []
 PREDICTIONS: dict[str, dict] = {}
 HOLDS, FAILS, INCONCLUSIVE, NOT_CHECKED = (
@@ -112,16 +115,21 @@ def _as_measured(x) -> Measured:
 
 
 def predict(key: str, value, why: str = ""):
-    """Record your prediction before measuring; returns it. None = not predicted (yet)."""
+    """Record your prediction before measuring, with the time you made it; returns it. None = not
+    predicted (yet): the prepare pass requires every prediction, the review pass reads the one
+    the measure pass kept (servelab/passes/record.py)."""
     if value is None:
         scripted = json.loads(os.environ.get("LAB_PREDICTIONS") or "{}")
         value = scripted.get(key)
         why = why or ("(scripted answer of a headless run)" if value is not None else "")
-    PREDICTIONS[key] = {"prediction": key, "value": value, "why": why}
+    kept = record.prediction(key, value, why)
+    value, why = kept["value"], kept["why"]
+    PREDICTIONS[key] = {"prediction": key, "value": value, "why": why, "made": kept["made"]}
     print(
         f"your prediction for {key}: "
         f"{'(none yet: type a value, then run the cell)' if value is None else value}"
         + (f" - because {why}" if why and value is not None else "")
+        + (f" (made {kept['made']}, {kept['pass']} pass)" if value is not None else "")
     )
     return value
 
@@ -264,20 +272,40 @@ def given(premises: dict[str, bool], check, claim: str, *args, **kwargs) -> str:
     return check(claim, *args, **kwargs)
 
 
+CLAIM_FIELDS = ["claim", "verdict", "value", "interval", "rule", "how", "numbers", "note"]
+
+
 def save(folder: Path) -> Path:
-    """claims.csv (and predictions.csv, if any) in folder."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "claims.csv"
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(
-            f,
-            fieldnames=["claim", "verdict", "value", "interval", "rule", "how", "numbers", "note"],
-        )
-        writer.writeheader()
-        writer.writerows(RESULTS)
-    if PREDICTIONS:
-        with open(folder / "predictions.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=["prediction", "value", "why", "measured"])
+    """claims.csv (and predictions.csv, if any) in folder; the measure pass keeps a copy of both
+    in the notebook's bundle. In the review pass a claim only the node could judge (its cell runs
+    in the measure pass) comes from the bundle, and says so."""
+    kept = node_calls.kept_by_pass()
+    rows = RESULTS + _judged_on_the_node()
+    for where in [folder] + ([kept.folder] if kept else []):
+        where.mkdir(parents=True, exist_ok=True)
+        with open(where / "claims.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=CLAIM_FIELDS)
             writer.writeheader()
-            writer.writerows({"measured": "", **p} for p in PREDICTIONS.values())
-    return path
+            writer.writerows(rows)
+        if PREDICTIONS:
+            with open(where / "predictions.csv", "w", newline="") as f:
+                fields = ["prediction", "value", "why", "made", "measured"]
+                writer = csv.DictWriter(f, fieldnames=fields)
+                writer.writeheader()
+                writer.writerows({"measured": "", "made": "", **p} for p in PREDICTIONS.values())
+    return folder / "claims.csv"
+
+
+def _judged_on_the_node() -> list[dict]:
+    """In the review pass: the measure pass's claims that this pass did not judge again."""
+    bundle = node_calls.STATE["bundle"] if passes.replays() else None
+    path = bundle.folder / "claims.csv" if bundle else None
+    if not path or not path.is_file():
+        return []
+    judged = {r["claim"] for r in RESULTS}
+    with open(path, newline="") as f:
+        measured = [r for r in csv.DictReader(f) if r["claim"] not in judged]
+    return [
+        {**r, "note": (r["note"] + "; " if r["note"] else "") + "judged in the measure pass"}
+        for r in measured
+    ]

@@ -14,7 +14,7 @@ backend, servelab.food11.tensor_from_bytes) turns it into the normalised tensor 
 that to food_classifier_onnx (onnxruntime backend in the Docker image; local mode's
 Python-backend stand-in, same name and I/O). The steps are ordinary models: each has its own
 queue, instances and statistics, so the cost of every stage can be read apart. Your step
-mapping (8.1) and the claims of 8.2 and 8.4 are checked by servelab/ensemble_checks.py.
+mapping (8.1) and the claims of 8.2 and 8.4 are checked by servelab/verdicts/ensemble.py.
 
 The three ways to get a class for a photo that notebook 8 compares (PATHS):
     ensemble     raw JPEG -> food_classifier_ensemble (preprocess -> food_classifier_onnx)
@@ -32,18 +32,11 @@ from pathlib import Path
 import numpy as np
 import requests
 
-from servelab import (
-    config_text,
-    food11,
-    labenv,
-    model_repository,
-    perf,
-    perf_command,
-    perf_output,
-    triton_config,
-    triton_stats,
-)
+from servelab import food11, labenv, perf
 from servelab.paths import RESULTS
+from servelab.perf import command as perf_command
+from servelab.perf import output as perf_output
+from servelab.triton import config_text, model_repository, triton_config, triton_stats
 
 ENSEMBLE = "food_classifier_ensemble"
 STEPS = ("preprocess", "food_classifier_onnx")  # in the order the ensemble runs them
@@ -240,7 +233,7 @@ def measure(
     timeout: float | None = None,
     verbose: bool = True,
     fallback_requests: int = 40,
-) -> perf.PerfResult:
+) -> perf.Run:
     """perf.run_line(line, name, ...) with the statistics of every model the request passes
     through, read before and after the run: `run.steps` is step_table() of the run, and the row
     gains `<model>_queue_ms`, `<model>_compute_ms` and `<model>_avg_batch` for each step (for
@@ -248,25 +241,21 @@ def measure(
 
     A path too slow for perf_analyzer's windows (none answered, or they never agree: PyTorch on a
     busy 2-core machine) is measured again for `fallback_requests` requests, and says so."""
-    argv = perf_command.split(line)
-    model = perf_command.arg(argv, "-m")
-    url, metrics_url = perf_command.triton_of(argv, url, metrics_url)
+    line = perf_command.model_line(line)  # read once, here
+    model, (url, metrics_url) = line.value("-m"), perf_command.triton_of(line, url, metrics_url)
     models = next((m for target, m in PATHS.values() if target == model), (model,))
     settings = dict(out=out, url=url, metrics_url=metrics_url, timeout=timeout, verbose=verbose)
     before = snapshot(models, url)
     try:
         run = perf.run_line(line, name, **settings)
     except perf.PerfAnalyzerError as exc:
-        counted = perf_command.arg(argv, "--request-count")
-        if not (perf_output.unsettled(str(exc)) and fallback_requests) or counted:
+        counted = line.has("--request-count")
+        if counted or not (fallback_requests and perf_output.unsettled(str(exc))):
             raise
-        print(
-            f"-> {model} answered too slowly for perf_analyzer's windows: measuring "
-            f"{fallback_requests} requests instead (--request-count {fallback_requests})",
-            flush=True,
-        )
+        line = line.with_load(f"--request-count {fallback_requests}")
+        print(f"-> {model} answered too slowly for perf_analyzer's windows: {line}", flush=True)
         before = snapshot(models, url)
-        run = perf.run_line(f"{line} --request-count {fallback_requests}", name, **settings)
+        run = perf.run_line(line, name, **settings)
     run.steps = step_table(before, snapshot(models, url))
     run.extra.update(_step_columns(run.steps, model if len(models) > 1 else None))
     return run

@@ -4,7 +4,7 @@ Introduced in notebook 7.
 
     hardware.measure_limit(args, path)     # raw_limit.py run alone (local) or in Triton's container
     hardware.runtime_table(raw)            # raw_limit's JSON -> one row per runtime, its best
-    hardware.summary(runs, limit, configs) # one row per perf run, served/limit and two laws
+    hardware.summary(runs, limit)          # one row per perf run, served/limit and two laws
     hardware.spread_line(ratios, "runs")   # "served/limit over 2 runs: median .., min .., max .."
     hardware.time_split(row, raw)          # the best run's time per execution beside the raw model
     hardware.laws_worked_out(row, n)       # N = X·R and U = X_exec·S / instances, written out
@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from servelab import claims, config_text, queueing, services
+from servelab import queueing, services
+from servelab.triton import config_text
 
 LIMIT_DEFINITION = (
     "the most images/s any runtime of the lab does with this model on this device, batched, "
@@ -84,20 +85,20 @@ def runtime_table(raw: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summary(runs: dict, limit: dict, configs: dict) -> pd.DataFrame:
-    """One row per perf run ({name: perf.PerfResult}): its step (the name's first word), the
+def summary(runs, limit: dict) -> pd.DataFrame:
+    """One row per perf run (perf.Run objects, in order): its step (the name's first word), the
     parsed row, served_over_limit = throughput_infer_s / limit images_per_s, and the two laws
-    (queueing.laws: in_flight_N, instance_busy_U) with the instances of the run's config.pbtxt
-    ({name: text})."""
+    (queueing.laws: in_flight_N, instance_busy_U) with the instances of the config Triton served
+    for the run."""
     table = pd.DataFrame(
         [
             {
-                "run": name,
-                "step": name.split(" ")[0],
-                "instances": instances(configs[name]),
                 **run.row,
+                "run": run.name,
+                "step": run.name.split(" ")[0],
+                "instances": instances(run.served_config),
             }
-            for name, run in runs.items()
+            for run in runs
         ]
     )
     table["served_over_limit"] = table["throughput_infer_s"] / limit["images_per_s"]
@@ -141,33 +142,21 @@ def execution_ms(row) -> float:
     return float(sum(row[f"server_compute_{p}_ms"] for p in ("input", "infer", "output")))
 
 
-def instances(text: str) -> int:
-    """How many instances a config.pbtxt asks for (every instance_group's count; unset: 1)."""
-    groups = config_text.parse_config(text).instance_group
+def instances(config) -> int:
+    """How many instances a config asks for (every instance_group's count; unset: 1): its
+    config.pbtxt text, or the config Triton served (a dict, as perf.Run.served_config holds)."""
+    if isinstance(config, dict):
+        return sum(max(1, int(g.get("count", 1))) for g in config.get("instance_group", [])) or 1
+    groups = config_text.parse_config(config).instance_group
     return sum(max(1, group.count) for group in groups) or 1
 
 
-def shared_memory_sends_faster(samples: dict, rounds: int) -> str:
-    """7.4's claim on the transports' runs ({name: [runs]}): with system shared memory the client
-    spends less time sending each request than over gRPC alone."""
-    send = {
-        n: claims.Measured.from_windows([r.row["client_send_ms"] for r in samples[n]])
-        for n in ("gRPC", "gRPC + shared memory")
-    }
-    return claims.at_least(
-        f"7.4: with shared memory the client's send time per request falls ({rounds} "
-        "runs each, under load)",
-        send["gRPC"] / send["gRPC + shared memory"],
-        1.0,
-    )
-
-
-def sweep_table(runs: dict, fragments: dict) -> pd.DataFrame:
-    """Step 7.6: one row per configuration of the sweep ({name: fragment}), with its run's
-    throughput, p99 and the batch size the batcher formed on average."""
+def sweep_table(swept) -> pd.DataFrame:
+    """Step 7.6: one row per configuration of the sweep ((fragment, its perf.Run) pairs), with its
+    run's throughput, p99 and the batch size the batcher formed on average."""
     rows = []
-    for name, fragment in fragments.items():
-        config, row = config_text.parse_config(fragment), runs[name].row
+    for fragment, run in swept:
+        config, row = config_text.parse_config(fragment), run.row
         rows.append(
             {
                 "instances": instances(fragment),

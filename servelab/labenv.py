@@ -16,6 +16,8 @@ import time
 
 import requests
 
+from servelab import passes
+from servelab.passes import node_calls
 from servelab.paths import LAB_DIR
 
 URLS_ENV = LAB_DIR / "urls.env"
@@ -29,10 +31,30 @@ _LOCAL_URLS = ("FASTAPI_SERVER_URL", "FLASK_SERVER_URL", *_TRITON_URLS, *_RAY_UR
 # what load() returns (not the secrets it loads)
 _SHOWN = ("LAB_MODE", "FASTAPI_SERVER_URL", "FASTAPI_BACKEND", "FLASK_SERVER_URL", *_TRITON_URLS)
 _SHOWN += ("RAY_ADDRESS", "RAY_SERVE_URL")
+# what a measure pass keeps of its environment, for the review pass to name things as it did
+_KEPT = (*_LOCAL_URLS, "LAB_MODE", "TRITON_MODEL_REPOSITORY")
+
+
+# Where the lab's Jupyter reaches each service in the class's Docker stacks
+# (docker/docker-compose-*.yaml): the addresses a notebook's lines name in the prepare pass, which
+# runs before any service does (tests/test_compose.py ties them to the compose files)
+CLASS_URLS = {
+    "FASTAPI_SERVER_URL": "http://fastapi_server:8000",
+    "FLASK_SERVER_URL": "http://flask:5000",
+    "TRITON_SERVER_URL": "http://triton_server:8000",
+    "TRITON_GRPC_URL": "triton_server:8001",
+    "TRITON_METRICS_URL": "http://triton_server:8002/metrics",
+}
 
 
 def load() -> dict:
-    if URLS_ENV.exists():
+    """The services' URLs in os.environ (see the module's docstring); returns what it shows. The
+    measure pass keeps them in its bundle, and the review pass takes the bundle's: the notebook
+    then names the services as it did when it measured (and reaches none of them)."""
+    if passes.replays():
+        kept = {k: node_calls.setting("urls", k, None) for k in _KEPT}
+        os.environ.update({k: v for k, v in kept.items() if v})
+    elif URLS_ENV.exists():
         values = {}
         for line in URLS_ENV.read_text().splitlines():
             key, sep, value = line.partition("=")
@@ -45,12 +67,19 @@ def load() -> dict:
             if key not in os.environ or (local and key in _LOCAL_URLS):
                 os.environ[key] = value
     os.environ.setdefault("LAB_MODE", "docker")
+    for name in _KEPT:
+        if os.environ.get(name):
+            node_calls.setting("urls", name, os.environ[name])
     keys = (*_SHOWN, "TRITON_MODEL_REPOSITORY")
     return {k: os.environ[k] for k in keys if k in os.environ}
 
 
 def url(name: str) -> str:
+    """A service's URL from the environment; in the prepare pass, where no service runs yet, the
+    address the class's Docker stack gives it (CLASS_URLS)."""
     value = os.environ.get(name)
+    if not value and passes.current() == passes.PREPARE:
+        value = CLASS_URLS.get(name)
     if not value:
         raise RuntimeError(
             f"{name} is not set. Local mode: run `make up` in the repository first. "
@@ -123,13 +152,15 @@ def admin_headers() -> dict:
 
 
 def param(name: str, default: int) -> int:
-    """Request counts etc.; `make lab` and CI shrink them through LAB_<NAME> variables."""
-    return int(os.environ.get(f"LAB_{name}", default))
+    """Request counts etc.; `make lab` and CI shrink them through LAB_<NAME> variables. The review
+    pass uses the value the measure pass ran with (kept in its bundle)."""
+    return int(node_calls.setting("settings", name, int(os.environ.get(f"LAB_{name}", default))))
 
 
 def param_list(name: str, default: str) -> list[int]:
     """A comma-separated list of numbers from LAB_<NAME> (e.g. LAB_HW_INSTANCES=1,2,4)."""
-    return [int(v) for v in os.environ.get(f"LAB_{name}", default).split(",") if v.strip()]
+    text = node_calls.setting("settings", name, os.environ.get(f"LAB_{name}", default))
+    return [int(v) for v in text.split(",") if v.strip()]
 
 
 def wait_healthy(

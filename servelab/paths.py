@@ -28,3 +28,20 @@ def model_repository_dir() -> Path:
     own folder), else model_repository/ in the repository. Read when asked, since `make lab` and
     the tests point it elsewhere after import."""
     return Path(os.environ.get("TRITON_MODEL_REPOSITORY") or REPO_ROOT / "model_repository")
+
+
+def test_photo() -> Path:
+    """A photo for the exercises that read one: the first of artifacts/test_images/ (`make
+    artifacts`), else, before the model files exist (the prepare pass, on a machine without
+    them), a plain JPEG drawn once into the results folder: those exercises need a photo's bytes,
+    not a food."""
+    photos = sorted(TEST_IMAGES.glob("*.jpg"))
+    if photos:
+        return photos[0]
+    stand_in = RESULTS / "prepare" / "photo.jpg"
+    if not stand_in.is_file():
+        from PIL import Image
+
+        stand_in.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (224, 224), (180, 120, 60)).save(stand_in, "JPEG")
+    return stand_in

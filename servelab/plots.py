@@ -231,7 +231,7 @@ def measured_vs_model(
 
 def utilisation_over_time(samples: dict[str, list[dict]], title: str) -> plt.Figure:
     """Per-GPU utilisation (or the CPU's, where Triton reports no GPU) over each run's time, one
-    panel per run, from the samples perf.run_line takes (PerfResult.utilisation)."""
+    panel per run, from the samples perf.run_line takes (perf.Run.utilisation)."""
     fig, axes = plt.subplots(
         1,
         max(1, len(samples)),

@@ -20,6 +20,7 @@ import shlex
 import time
 from pathlib import Path
 
+from servelab import passes
 from servelab.labenv import load, url, wait_healthy
 
 # ---------------------------------------------- Docker: the steps only the host can do
@@ -147,8 +148,13 @@ def use_fastapi_backend(runtime: str, workers: int = 1, timeout: float = 900.0) 
     setting it changes, FASTAPI_BACKEND.
 
     Local mode restarts the process on the same port. With Docker, the student runs the printed
-    command on the host and this waits for it.
+    command on the host and this waits for it. The review pass prints what the switch printed.
     """
+    switch = lambda: _use_fastapi_backend(runtime, workers, timeout)  # noqa: E731
+    return passes.change(f"FastAPI {runtime}, {workers} worker(s)", switch)
+
+
+def _use_fastapi_backend(runtime: str, workers: int, timeout: float) -> dict:
     from servelab.serving.runtimes import FASTAPI_BACKENDS, fastapi_backend
 
     setting = fastapi_backend(runtime)  # 'pt' or 'onnx'
@@ -176,6 +182,10 @@ def use_fastapi_backend(runtime: str, workers: int = 1, timeout: float = 900.0) 
 
 def use_flask_triton_model(model: str, timeout: float = 900.0) -> dict:
     """Point the Flask UI at Triton's food_classifier or food_classifier_onnx and wait for it."""
+    return passes.change(f"Flask on {model}", lambda: _use_flask_triton_model(model, timeout))
+
+
+def _use_flask_triton_model(model: str, timeout: float) -> dict:
     base = url("FLASK_SERVER_URL")
     if os.environ.get("LAB_MODE") == "local":
         _restart_local("flask", {"FLASK_BACKEND": "triton", "FOOD11_MODEL_NAME": model})

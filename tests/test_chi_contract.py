@@ -1,5 +1,5 @@
 """Notebooks 0-2: valid, in sync with their .py sources, compilable, and every python-chi call
-they make (and their helpers in notebooks/chi_helpers.py make) exists with those keywords in the
+they make (and their helpers in notebooks/chi_*.py make) exists with those keywords in the
 pinned python-chi (what the calls do is checked by running notebooks 1-2 against a fake
 Chameleon: tests/test_chameleon_notebooks.py, tests/test_chameleon_trouble.py)."""
 
@@ -22,10 +22,11 @@ SOURCES = REPO / "notebook_sources"  # its jupytext sources (labstack/editions.p
 NOTEBOOKS = ["00_how_to_use_this_lab", "01_reserve", "02_provision"]
 # minimum python-chi calls each makes (the helpers module is checked as the notebooks are)
 CHAMELEON_NOTEBOOKS = {
-    "01_reserve.ipynb": 8,
-    "02_provision.ipynb": 15,
-    "chi_helpers.py": 10,
+    "01_reserve.ipynb": 9,
+    "02_provision.ipynb": 18,
+    "chi_helpers.py": 8,
     "chi_ips.py": 8,
+    "chi_servers.py": 5,
 }
 
 
@@ -91,17 +92,19 @@ def test_provision_notebook_is_idempotent_by_construction():
 
 
 def test_python_chis_harmful_delete_default_is_avoided_in_each_place():
-    """Notebook 2 deletes its server in two places: the cell that clears a failed (or stale)
-    server away, through python-chi's Server.delete, which must pass delete_ips=False, and the
-    clean-up cell, by id (server.delete_server), which touches no IP. Notebook 1 and the helpers
-    delete no server. What each sends is checked against the fake: test_chameleon_*.py."""
+    """Notebook 2 deletes its servers in three places: the two cells that clear a failed (or
+    stale) server away (the first node's, and section 5's second node's), through python-chi's
+    Server.delete, which must pass delete_ips=False, and the clean-up cell, by id
+    (server.delete_server), which touches no IP. Notebook 1 and the helpers delete no server.
+    What each sends is checked against the fake: test_chameleon_*.py."""
     provision = chi_contract.check_notebook(NB / "02_provision.ipynb")
-    assert provision.guarded_calls == ["Server.delete"]
+    assert provision.guarded_calls == ["Server.delete", "Server.delete"]
     assert [p for p in provision.problems if "must pass" in p.message] == []
     src = "\n".join(code_cells(nbformat.read(NB / "02_provision.ipynb", as_version=4)))
-    assert src.count(".delete(") == 1 and "old.delete(delete_ips=False)" in src
+    assert src.count(".delete(") == 2
+    assert "old.delete(delete_ips=False)" in src and "old2.delete(delete_ips=False)" in src
     assert src.count("server.delete_server(") == 1
-    for name in ("01_reserve.ipynb", "chi_helpers.py", "chi_ips.py"):
+    for name in ("01_reserve.ipynb", "chi_helpers.py", "chi_ips.py", "chi_servers.py"):
         assert chi_contract.check_notebook(NB / name).guarded_calls == [], name
 
 
@@ -189,3 +192,38 @@ def test_checker_against_a_fake_package():
     assert [p.message.split(" (")[0] for p in bad.problems] == [
         "chi.tools.reserve() has no keyword 'count'"
     ]
+
+
+# ------------------------------------------------------------------ the long waits, as told
+
+
+def test_each_wait_that_can_run_out_says_its_limit_and_what_to_do_then():
+    """Every cell of notebook 2 that waits on Chameleon (chi_waits.py holds the limits) follows
+    prose that gives the limit and, in one sentence, what to do when it runs out; the limits in
+    the prose are chi_waits' own (a changed limit fails here until the prose says it)."""
+    import sys
+
+    sys.path.insert(0, str(NB))
+    import chi_waits
+
+    limits = {
+        "chi_helpers.wait_for_start(": chi_waits.LEASE_START_MINUTES,
+        "chi_servers.wait_until_gone(": chi_waits.DELETE_MINUTES,
+        "chi_servers.wait_for_boot(": chi_waits.BOOT_MINUTES,
+        "chi_servers.wait_for_ssh(": chi_waits.SSH_MINUTES,
+    }
+    nb = nbformat.read(NB / "02_provision.ipynb", as_version=4)
+    seen = []
+    prose = ""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            prose = cell.source
+            continue
+        for call, minutes in limits.items():
+            if call in cell.source:
+                seen.append(call)
+                told = " ".join(prose.split())
+                assert f"up to {minutes} minutes" in told, (call, told)
+                sentence = told.split(f"up to {minutes} minutes", 1)[1].split(". ")[0]
+                assert "runs out, run" in sentence, (call, sentence)
+    assert sorted(set(seen)) == sorted(limits) and len(seen) == 7, seen

@@ -20,8 +20,8 @@ import pytest
 from IPython.core.inputtransformer2 import TransformerManager
 
 from labstack import class_edition, editions
-from servelab import config_text
 from servelab.paths import REPO_ROOT
+from servelab.triton import config_text
 
 MARKERS = (
     "### BEGIN SOLUTION",
@@ -230,9 +230,9 @@ def test_the_node_and_the_docker_stacks_find_their_files(edition):
     and the packages `pip install -e .` installs, are all there."""
     for path in ("docker/setup_host.sh", "docker/init_env.sh", "requirements/artifacts.txt"):
         assert (edition / path).is_file(), path
-    packages = tomllib.loads((edition / "pyproject.toml").read_text())["tool"]["setuptools"]
-    for package in packages["packages"]:
-        assert (edition / package.replace(".", "/") / "__init__.py").is_file(), package
+    setuptools = tomllib.loads((edition / "pyproject.toml").read_text())["tool"]["setuptools"]
+    for pattern in setuptools["packages"]["find"]["include"]:  # "servelab*": it and its packages
+        assert (edition / pattern.rstrip("*") / "__init__.py").is_file(), pattern
     for dockerfile in (edition / "docker").glob("Dockerfile.*"):
         if dockerfile.suffix == ".dockerignore":
             continue

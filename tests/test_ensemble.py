@@ -19,8 +19,9 @@ from triton_helpers import infer, start_local_triton
 from tritonclient.utils import InferenceServerException
 
 from reliability import corpus
-from servelab import ensemble, ensemble_checks, food11, perf, triton_config
+from servelab import ensemble, exercises, food11, perf
 from servelab.paths import STAGING
+from servelab.triton import triton_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -32,7 +33,7 @@ def triton(built_artifacts, tmp_path_factory):
         ensemble.place(server.repo, mode="local", kind="cpu", steps=False, verbose=False)
         staged = (STAGING / ensemble.ENSEMBLE / "config.pbtxt").read_text()
         block = staged[staged.index("ensemble_scheduling {") :]
-        mapping = ensemble_checks.check_step_mapping(block)
+        mapping = exercises.step_mapping(block)
         result = triton_config.edit(ensemble.ENSEMBLE, mapping, repo=server.repo, url=server.url)
         assert result.ok, result.error
         print(f"ensemble loaded in {result.seconds:.1f} s")

@@ -12,8 +12,9 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from servelab import ensemble, ensemble_checks, model_repository
+from servelab import ensemble, exercises
 from servelab.paths import STAGING
+from servelab.triton import model_repository
 
 TYPE = model_config_pb2.DataType
 KIND = model_config_pb2.ModelInstanceGroup.Kind
@@ -100,7 +101,7 @@ ANSWER = STAGED[STAGED.index("ensemble_scheduling {") :]
 
 
 def test_the_staged_mapping_passes_the_check():
-    assert ensemble_checks.check_step_mapping(ANSWER) == ANSWER
+    assert exercises.step_mapping(ANSWER) == ANSWER
 
 
 @pytest.mark.parametrize(
@@ -119,8 +120,8 @@ def test_the_staged_mapping_passes_the_check():
 def test_a_wrong_mapping_is_answered_in_the_students_terms(answer, says):
     if isinstance(answer, str):
         assert answer != ANSWER, "the mutation did not apply"
-    with pytest.raises(ensemble_checks.NotYet, match=re.escape(says)) as err:
-        ensemble_checks.check_step_mapping(answer)
+    with pytest.raises(exercises.NotYet, match=re.escape(says)) as err:
+        exercises.step_mapping(answer)
     assert err.value._render_traceback_() == [str(err.value)]  # one sentence in Jupyter
 
 
@@ -139,7 +140,7 @@ def test_a_path_too_slow_for_the_windows_is_measured_for_a_fixed_count(monkeypat
         if "--request-count" not in line:
             raise perf.PerfAnalyzerError("Pass [3] cb::Error: No valid requests recorded ...")
         table = pd.DataFrame([{"throughput_infer_s": 0.5}])
-        return perf.PerfResult([], line, "", 0, 1.0, table, {"command": line})
+        return perf.Run(name, perf.Line.read(line), [], "", 1.0, table, {"command": line})
 
     monkeypatch.setattr(perf, "run_line", run_line)
     monkeypatch.setattr(ensemble, "snapshot", lambda models, url: {m: {} for m in models})

@@ -6,9 +6,10 @@ import types
 
 import pytest
 
-from servelab import exercises, perf_command
+from servelab import exercises
 from servelab import perf as perf_runs
 from servelab.exercises import NotYet
+from servelab.perf import flags as perf_flags
 
 HOST = "127.0.0.1:8000"
 
@@ -369,23 +370,47 @@ def test_an_edit_made_in_an_editor(tmp_path):
 def test_perf_run_line_reads_the_spellings_the_check_accepts(monkeypatch, tmp_path):
     """What the check accepts, the lab runs as perf_analyzer reads it: the row's batch, the windows
     it adds only where the line sets none, and -v/--verbose-csv added once."""
-    arg = perf_command.arg
-    assert arg(["perf_analyzer", "-b16"], "-b") == "16"
-    assert arg(["perf_analyzer", "--request-count=5"], "--request-count") == "5"
-    assert arg(["perf_analyzer", "-p1000"], "--measurement-interval") == "1000"
-    assert arg(["perf_analyzer", "--concurrency", "8"], "--concurrency-range") == "8"
-    ran = []  # nothing runs: each command is kept, with a result that has nothing in it
-    monkeypatch.setattr(perf_runs, "_run", lambda cmd, **kwargs: ran.append(cmd))
-    monkeypatch.setattr(
-        perf_runs,
-        "_with_triton_view",
-        lambda *args: (args[4](), types.SimpleNamespace(extra={}))[1],
-    )
+    read = perf_runs.Line.read
+    assert read("perf_analyzer -b16").value("-b") == "16"
+    assert read("perf_analyzer --request-count=5").value("--request-count") == "5"
+    assert read("perf_analyzer -p1000").value("--measurement-interval") == "1000"
+    assert read("perf_analyzer --concurrency 8").value("--concurrency-range") == "8"
+    ran = _nothing_runs(monkeypatch)
     perf_runs.run_line(f"perf_analyzer -m m -u {HOST} --concurrency-range=8 -p1000 -v", "x")
     assert "--measurement-interval" not in ran[-1]  # -p1000 is the line's window
     assert ran[-1].count("-v") == 1 and ran[-1].count("--verbose-csv") == 1
     perf_runs.run_line(f"perf_analyzer -m m -u {HOST} --async --request-rate-range=185.0", "y")
     assert ran[-1][ran[-1].index("--max-trials") + 1] == "3"  # a rate: three windows, any spread
+
+
+def _nothing_runs(monkeypatch) -> list[list[str]]:
+    """run_line with nothing run: each command it would run is kept, with an empty result."""
+    ran = []
+    monkeypatch.setattr(perf_runs.run, "_run", lambda name, cmd, *_: ran.append(cmd.argv))
+    monkeypatch.setattr(
+        perf_runs.run,
+        "_with_triton_view",
+        lambda *args: (args[4](), types.SimpleNamespace(extra={}))[1],
+    )
+    return ran
+
+
+def test_a_line_is_read_once_from_its_check_to_its_runs(monkeypatch):
+    """Issue 46: the checker reads the student's line once; the runs the lab makes of it (the same
+    line, and with_load's other loads) read it no more: only a load's own words are read."""
+    reads = []
+    parse = perf_flags.parse
+    monkeypatch.setattr(perf_flags, "parse", lambda words: reads.append(words) or parse(words))
+    ran = _nothing_runs(monkeypatch)
+    needs = {"-m": "m", "-u": HOST, "--concurrency-range": "8", "-b": "16"}
+    line = perf(f"perf_analyzer -m m -u {HOST} --concurrency-range 8 -b16", **needs)
+    assert isinstance(line, perf_runs.Line) and isinstance(line, str) and len(reads) == 1
+    perf_runs.run_line(line, "6.1 c8")
+    c16 = perf_runs.with_load(line, "--concurrency-range 16")
+    perf_runs.run_line(c16, "6.1 c16")
+    assert reads[1:] == [["--concurrency-range", "16"]]  # the load, not the line
+    assert ran[-1][:6] == [ran[-1][0], "-m", "m", "-u", HOST, "-b16"]
+    assert c16.value("-b") == "16" and c16.value("--concurrency-range") == "16"
 
 
 # ---------------------------------------------------------------- instances per GPU

@@ -12,17 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from servelab import (
-    claims,
-    config_text,
-    exercises,
-    hardware,
-    perf,
-    perf_output,
-    triton_stats,
-)
+from servelab import claims, exercises, hardware, perf
 from servelab.paths import REPO_ROOT, STAGING
+from servelab.perf import output as perf_output
 from servelab.serving import raw_limit, tuned_runtime
+from servelab.triton import config_text, triton_stats
 
 REFERENCE = REPO_ROOT / "docs" / "results" / "h100" / "07_how_close_to_the_hardware"
 RAW = {
@@ -54,10 +48,17 @@ CSV = (
 )
 
 
-def run(throughput: float, command: str = "perf_analyzer -m m", batch: float = 50.0):
-    result = perf.PerfResult([], command, "", 0, 1.0, table=perf_output.parse_csv(CSV))
+def run(
+    throughput: float,
+    command: str = "perf_analyzer -m m",
+    batch: float = 50.0,
+    name: str = "7.6 a",
+    instances: int = 1,
+):
+    result = perf.Run(name, perf.Line.read(command), [], "", 1.0, perf_output.parse_csv(CSV))
     result.table["throughput_infer_s"] = throughput
     result.extra.update({"avg_batch_size": batch, "command": command})
+    result.served_config = {"instance_group": [{"count": instances, "kind": "KIND_GPU"}]}
     return result
 
 
@@ -115,8 +116,12 @@ def test_summary_laws_and_the_record_of_the_best_run(tmp_path):
         config, "instance_group [ { count: 8, kind: KIND_GPU, gpus: [ 0 ] } ]"
     )
     assert hardware.instances(config) == 1 and hardware.instances(eight) == 8
-    runs = {"7.2 start": run(1000.0, batch=16), "7.6 best": run(28000.0)}
-    table = hardware.summary(runs, RAW["limit"], {"7.2 start": config, "7.6 best": eight})
+    runs = {
+        "7.2 start": run(1000.0, batch=16, name="7.2 start"),
+        "7.6 best": run(28000.0, name="7.6 best", instances=8),
+    }
+    assert hardware.instances(runs["7.6 best"].served_config) == 8  # as Triton served it
+    table = hardware.summary(runs.values(), RAW["limit"])
     best = table.set_index("run").loc["7.6 best"]
     assert best["served_over_limit"] == pytest.approx(28000 / 44000)
     assert best["in_flight_N"] == pytest.approx(28000 * 0.036)  # X·R
@@ -147,7 +152,7 @@ def test_sweep_table_reads_each_configuration():
         "max_batch_size: 64\n"
         "dynamic_batching { max_queue_delay_microseconds: 500 }"
     )
-    table = hardware.sweep_table({"7.6 a": run(20000.0)}, {"7.6 a": fragment})
+    table = hardware.sweep_table([(fragment, run(20000.0))])
     assert table.iloc[0][["instances", "max_batch", "delay_us", "clients"]].tolist() == [
         4,
         64,

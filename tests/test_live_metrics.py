@@ -1,11 +1,11 @@
 """Live metrics (notebook 8, and the hook for notebook 6): Triton's /metrics sampled while a real
 perf_analyzer run executes.
 
-The reader (servelab.triton_stats.reading, the lab's one reader of Triton's metrics) is checked on
-text Triton itself wrote (a scrape of the real server), the sampler on a real run: at least N
-intervals during it, inferences/s seen while the load runs and back to 0 after, queue and compute
-per request from the counters, utilisation labelled with what it measured, and the figure drawn
-headless.
+The reader (servelab.triton.triton_stats.reading, the lab's one reader of Triton's metrics) is
+checked on text Triton itself wrote (a scrape of the real server), the sampler on a real run: at
+least N intervals during it, inferences/s seen while the load runs and back to 0 after, queue and
+compute per request from the counters, utilisation labelled with what it measured, and the figure
+drawn headless.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ import pytest
 import requests
 from triton_helpers import start_local_triton
 
-from servelab import live_metrics, perf, triton_stats
+from servelab import perf
+from servelab.triton import live_metrics, triton_stats
 
 matplotlib.use("Agg")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -169,7 +170,7 @@ def test_the_one_line_hook_for_notebook_6(triton, tmp_path, monkeypatch):
         lambda: perf.run_line(line(triton, 2, 1000), "6.3 hook", out=tmp_path, verbose=False),
         save=saved,
     )
-    assert isinstance(run, perf.PerfResult) and run.row["throughput_infer_s"] > 0
+    assert isinstance(run, perf.Run) and run.row["throughput_infer_s"] > 0
     table = pd.read_csv(tmp_path / "live_6.3_2_inst_c8.csv")  # the name as given, dots and all
     assert len(table) >= MIN_POINTS // 2  # 0.5 s intervals over a run of >= 3 s
     assert (table[f"{MODEL}:infer_per_s"] > 0).any()

@@ -15,8 +15,8 @@ from triton_helpers import start_local_triton
 
 from labstack import model_analyzer as search_tool
 from servelab import model_analyzer as ma
-from servelab import triton_config
 from servelab.paths import REPO_ROOT
+from servelab.triton import triton_config
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 VARIANTS = {

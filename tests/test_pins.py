@@ -71,7 +71,7 @@ def test_the_triton_pairing_that_works():
 def test_perf_analyzer_is_the_servers_release():
     """tritonclient's perf_analyzer, not the version-less one triton-model-analyzer's wheel
     writes over it (the Makefile installs tritonclient again after requirements/lab.txt)."""
-    from servelab import tools
+    from servelab.perf import tool as tools
 
     done = subprocess.run(
         [tools.perf_analyzer_path(), "--version"],

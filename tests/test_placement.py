@@ -1,22 +1,16 @@
 """Notebook 6 over 0, 1, 2 or 4 GPUs without a server: where Triton puts a config's instances
 (instances.placement), the fragment that puts them on every GPU (instance_group) and what an
-exercise demands of it (exercises.on_every_gpu), per-GPU claims (triton_checks.claim_each_gpu), and
+exercise demands of it (exercises.on_every_gpu), per-GPU claims (verdicts.claim_each_gpu), and
 the laws and model readings each row carries (queueing.laws, model_miss, step_table)."""
 
 import pandas as pd
 import pytest
 
-from servelab import (
-    claims,
-    config_text,
-    exercises,
-    instances,
-    queueing,
-    step_table,
-    triton_checks,
-    triton_stats,
-)
+from servelab import claims, exercises, queueing
 from servelab.exercises import NotYet
+from servelab.perf import step_table
+from servelab.triton import config_text, instances, triton_stats
+from servelab.verdicts import triton as verdicts
 
 
 @pytest.mark.parametrize("n_gpus", [1, 2, 4])
@@ -80,18 +74,16 @@ class FakeRun:
 def test_a_claim_about_every_gpu_is_decided_on_each(n_gpus, capsys):
     claims.RESULTS.clear()
     row = {f"gpu{i}_util_pct": 60.0 if i else 30.0 for i in range(n_gpus)} | {"cpu_util_pct": 80.0}
-    verdicts = triton_checks.claim_each_gpu(
-        claims.at_least, "every GPU is busy", FakeRun(row), n_gpus, 50
-    )
+    said = verdicts.claim_each_gpu(claims.at_least, "every GPU is busy", FakeRun(row), n_gpus, 50)
     if n_gpus == 0:
-        assert verdicts == [claims.NOT_CHECKED]
+        assert said == [claims.NOT_CHECKED]
         assert "no GPU; the CPU (all cores) was 80% busy" in claims.RESULTS[-1]["note"]
     else:  # GPU 0 at 30 %, the others at 60 %
-        assert verdicts == [claims.FAILS] + [claims.HOLDS] * (n_gpus - 1)
+        assert said == [claims.FAILS] + [claims.HOLDS] * (n_gpus - 1)
         assert [r["claim"] for r in claims.RESULTS][-1].endswith(
             f"(GPU {n_gpus - 1} of {n_gpus}, mean %)"
         )
-    missing = triton_checks.claim_each_gpu(claims.at_least, "c", FakeRun({}), 2, 50)
+    missing = verdicts.claim_each_gpu(claims.at_least, "c", FakeRun({}), 2, 50)
     assert (
         missing == [claims.NOT_CHECKED] and "Triton did not report it" in claims.RESULTS[-1]["note"]
     )
@@ -141,8 +133,8 @@ def test_model_readings_of_open_loop_runs():
 
 
 class Run:
-    def __init__(self, **row):
-        self.row = row
+    def __init__(self, name, **row):
+        self.name, self.row = name, row
 
 
 def test_a_steps_table_shows_the_laws_and_the_models_line(capsys):
@@ -163,8 +155,8 @@ def test_a_steps_table_shows_the_laws_and_the_models_line(capsys):
         gpu0_util_pct=6.2,
         command="perf_analyzer ...",
     )
-    runs = {"6.1 c8": Run(**row), "6.1 c16": Run(**{**row, "concurrency": 16.0})}
-    frame = step_table.table(runs, ["6.1 c8"])
+    runs = [Run("6.1 c8", **row), Run("6.1 c16", **{**row, "concurrency": 16.0})]
+    frame = step_table.table(runs[:1])
     assert list(frame.index) == ["6.1 c8"] and "command" not in frame
     assert {"busy_U", "in_flight_N", "waiting_N", "gpu0_util_pct"} <= set(frame)
     assert "request_rate" not in frame  # a closed-loop step shows its concurrency only
@@ -179,8 +171,11 @@ def test_a_steps_table_shows_the_laws_and_the_models_line(capsys):
 
 def test_utilisation_over_time_keeps_each_gpu_apart():
     sampler = triton_stats.Sampler("http://unused")
-    sampler.readings = [{"t_s": 0.0, "gpus": {"GPU-a": 1.0, "GPU-b": 0.25}, "cpu": 0.3}]
-    assert sampler.over_time() == [{"t_s": 0.0, "gpu0_util_pct": 100.0, "gpu1_util_pct": 25.0}]
+    # each GPU by the index its instances report for its uuid (servelab/triton/gpu_names.py)
+    named = {"GPU-a": 1, "GPU-b": 0}
+    reading = {"t_s": 0.0, "gpus": {"GPU-a": 1.0, "GPU-b": 0.25}, "cpu": 0.3, "cuda_devices": named}
+    sampler.readings = [reading]
+    assert sampler.over_time() == [{"t_s": 0.0, "gpu0_util_pct": 25.0, "gpu1_util_pct": 100.0}]
     sampler.readings = [{"t_s": 0.5, "gpus": {}, "cpu": 0.3}]
     assert sampler.over_time() == [{"t_s": 0.5, "cpu_util_pct": 30.0}]
 

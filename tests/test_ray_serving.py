@@ -19,8 +19,9 @@ from ray.serve.config import AutoscalingConfig
 from test_notebooks import exercises_of
 
 from labstack import editions, ray_cluster
-from servelab import claims, exercises, judgement, loadgen, open_loop, ray_serving
-from servelab.exercises import NotYet
+from servelab import claims, exercises, loadgen, ray_serving
+from servelab.exercises import NotYet, judgement
+from servelab.loadgen import open_loop
 from servelab.serving.ray_app import FoodClassifier
 
 TWO = {"num_replicas": 2, "max_ongoing_requests": 1}

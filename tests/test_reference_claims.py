@@ -111,3 +111,13 @@ def test_notebook_7_one_start_is_not_the_configuration():
     assert max(one + fresh) < 0.7  # "the goal is not reached"
     b = notebook7.best()  # "each execution ... the raw model's time, spent around the model"
     assert b.execution_ms > 5 * notebook7.raw_ms(notebook7.COMPILED, b.avg_batch_size)
+
+
+def test_one_gpu_or_two_as_the_key_says():
+    """The key's "One GPU or two": an execution grew from one instance to two, not from two to
+    four, four served about twice what two did, and most of each execution is not the GPU's."""
+    one, two, four = notebook6.gpu_laws()
+    assert two.execution_ms > 1.05 * one.execution_ms  # "took longer once instances shared"
+    assert four.execution_ms < 1.05 * two.execution_ms  # "not longer from two to four"
+    assert four.executions_s > 1.8 * two.executions_s  # "served twice what two did"
+    assert max(law.gpu_share_of_execution for law in (one, two, four)) < 0.5  # "little"

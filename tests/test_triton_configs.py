@@ -14,16 +14,11 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from servelab import (
-    config_text,
-    model_repository,
-    perf,
-    perf_output,
-    triton_checks,
-    triton_config,
-    triton_stats,
-)
+from servelab import perf
 from servelab.paths import MODEL_ONNX, STAGING
+from servelab.perf import output as perf_output
+from servelab.triton import config_text, model_repository, triton_config, triton_stats
+from servelab.verdicts import triton as verdicts
 
 CONFIGS = sorted(STAGING.glob("*/config.pbtxt"))
 # the ensemble's two models follow other rules (tests/test_ensemble_config.py checks them)
@@ -200,7 +195,7 @@ def test_model_repository_cli(tmp_path, built_artifacts):
         [
             sys.executable,
             "-m",
-            "servelab.model_repository",
+            "servelab.triton.model_repository",
             "--dest",
             str(tmp_path / "r"),
             "--kind",
@@ -318,11 +313,13 @@ def test_parse_metrics():
     assert triton_stats.utilisation(read) == {"cpu_util_pct": 72.5}
     gpu = text + (
         'nv_gpu_utilization{gpu_uuid="GPU-b"} 1\nnv_gpu_utilization{gpu_uuid="GPU-a"} 0.5\n'
+        'lab_cuda_device{instance="m_0_0",gpu_index="0",gpu_uuid="GPU-b"} 1\n'
+        'lab_cuda_device{instance="m_0_0",gpu_index="1",gpu_uuid="GPU-a"} 1\n'
     )
-    # each GPU on its own, never averaged, in the order of their uuid
+    # each GPU on its own, never averaged, by the index the server gives it (not its uuid's order)
     assert triton_stats.utilisation(triton_stats.reading(gpu)) == {
-        "gpu0_util_pct": 50.0,
-        "gpu1_util_pct": 100.0,
+        "gpu0_util_pct": 100.0,
+        "gpu1_util_pct": 50.0,
     }
     parsed = triton_stats.parse_metrics(text)
     assert ("nv_inference_count", {"model": "food_classifier", "version": "1"}, 795.0) in parsed
@@ -355,13 +352,16 @@ def test_make_up_keeps_an_edited_config_and_says_so(tmp_path, built_artifacts, c
 def test_a_utilisation_summary_says_what_it_measured():
     """Per GPU when there are GPUs (one busy GPU of two reads 100%, not 50%), else the CPU."""
     sampler = triton_stats.Sampler("http://unused")
-    two = {"GPU-a": 1.0, "GPU-b": 0.0}
-    sampler.readings = [{"gpus": two, "cpu": 0.3}, {"gpus": {**two, "GPU-a": 0.8}, "cpu": 0.5}]
+    two, named = {"GPU-a": 1.0, "GPU-b": 0.0}, {"cuda_devices": {"GPU-a": 0, "GPU-b": 1}}
+    sampler.readings = [
+        {"gpus": two, "cpu": 0.3, **named},
+        {"gpus": {**two, "GPU-a": 0.8}, "cpu": 0.5, **named},
+    ]
     assert sampler.summary() == {"util_samples": 2, "gpu0_util_pct": 90.0, "gpu1_util_pct": 0.0}
-    assert triton_checks.busiest_gpu_pct(sampler.summary()) == 90.0
+    assert verdicts.busiest_gpu_pct(sampler.summary()) == 90.0
     sampler.readings = [{"gpus": {}, "cpu": 0.3}, {"gpus": {}, "cpu": 0.5}]
     assert sampler.summary() == {"util_samples": 2, "cpu_util_pct": 40.0}
-    assert triton_checks.busiest_gpu_pct(sampler.summary()) is None
+    assert verdicts.busiest_gpu_pct(sampler.summary()) is None
 
 
 def test_edit_replaces_fields_as_written_and_keeps_comments():

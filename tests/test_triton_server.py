@@ -19,9 +19,10 @@ import requests
 from triton_helpers import infer, start_local_triton
 from tritonclient.utils import InferenceServerException
 
-from servelab import food11, labenv, model_repository, perf, triton_config, triton_stats
+from servelab import food11, labenv, perf
 from servelab.paths import MODEL_ONNX, MODEL_PTH, PERF_INPUT_JSON
 from servelab.serving.runtimes import OnnxClassifier, TorchClassifier
+from servelab.triton import model_repository, triton_config, triton_stats
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 
@@ -192,7 +193,7 @@ def test_perf_analyzer_shared_memory_runs_with_the_node_secret(triton, tmp_path,
     assert masked and not [t for t in shown if t > masked[0]], seen.samples[:5]
     printed = capsys.readouterr().out
     assert "added -H " in printed and key not in printed
-    assert key not in " ".join(result.command) and key not in result.shell
+    assert key not in " ".join(result.command) and key not in result.output
 
 
 class _CommandLines:

@@ -12,7 +12,7 @@ from pathlib import Path
 import requests
 
 from labstack import launcher, triton_local
-from servelab import model_repository
+from servelab.triton import model_repository
 
 
 @dataclass

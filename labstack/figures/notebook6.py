@@ -12,6 +12,7 @@ import pandas as pd
 from labstack.figures.core import figure
 from labstack.figures.pages import page
 from servelab import queueing
+from servelab.triton import gpu_scaling
 
 H100 = ("h100", "06_triton_benchmarks")
 LIMIT = ("h100", "07_how_close_to_the_hardware")  # notebook 7's raw model, for 6.1 and 6.2
@@ -576,3 +577,54 @@ def switch_served() -> str:
     """The check through Triton (labstack.batch_switch triton), kept with the day it ran."""
     served = page(*H100).json("results/batch_switch_triton.json")["rows"]
     return f"{next(iter(served.values()))['ratio']:.2f}x"
+
+
+# --- one GPU or two: the utilisation law per GPU on the one-GPU page (the key's section)
+
+
+def gpu_laws() -> list[pd.Series]:
+    """GPU 0's law for 1, 2 and 4 instances at 8 in flight (servelab.triton.gpu_scaling)."""
+    return [
+        gpu_scaling.laws_per_gpu(row(name).to_dict(), {"GPU 0": n}, 1).loc["GPU 0"]
+        for name, n in (("6.1 c8", 1), ("6.3 2 inst c8", 2), ("6.3 4 inst c8", 4))
+    ]
+
+
+def _three(values: list[float], fmt: str) -> str:
+    return f"{format(values[0], fmt)}, {format(values[1], fmt)} and {format(values[2], fmt)}"
+
+
+@figure("h100_6_gpu_laws")
+def gpu_laws_figure() -> str:
+    laws = gpu_laws()
+    return (
+        f"1, 2 and 4 instances on one GPU ran "
+        f"{_three([law.executions_s for law in laws], '.1f')} executions/s with the GPU "
+        f"{_three([law.util_pct for law in laws], '.1f')} % busy, so the GPU was busy "
+        f"{_three([law.gpu_ms_per_execution for law in laws], '.3f')} ms of each execution of "
+        f"{_three([law.execution_ms for law in laws], '.3f')} ms: a GPU share of "
+        f"{_three([law.gpu_share_of_execution for law in laws], '.3g')}"
+    )
+
+
+@figure("h100_6_execution_growth")
+def execution_growth() -> str:
+    one, two, _ = (law.execution_ms for law in gpu_laws())
+    return f"{one:.1f} to {two:.1f} ms from one instance to two"
+
+
+@figure("h100_6_not_gpu")
+def not_gpu() -> str:
+    return f"{100 * (1 - max(law.gpu_share_of_execution for law in gpu_laws())):.0f} %"
+
+
+@figure("h100_6_gpu_share_range")
+def gpu_share_range() -> str:
+    shares = [100 * law.gpu_share_of_execution for law in gpu_laws()]
+    return f"{min(shares):.0f} to {max(shares):.0f} %"
+
+
+@figure("h100_6.3_throughputs")
+def throughputs_63_figure() -> str:
+    x = throughputs_63()
+    return f"{x[0]:.0f}, {x[1]:.0f}, {x[2]:.0f}/s at 1, 2, 4"

@@ -7,8 +7,9 @@ One PyTorch forward pass over a batch, with the tricks notebook 7 turns on one a
   normalisation runs on the model's device.
 - precision "fp16" (GPU only): half-precision weights and activations in channels_last layout
   (the layout the GPU's tensor-core convolutions want; uint8 NHWC pixels already are).
-- cuda_graphs (GPU only): the forward pass of each batch-size bucket (1, 2, 4, 8, ..., max)
-  is captured once as a CUDA graph and replayed; a batch is padded up to its bucket.
+- cuda_graphs (GPU only): the forward pass of each batch-size bucket (1, 2, 4, 8, ..., max, or
+  with graph_step every multiple of it: buckets()) is captured once as a CUDA graph and
+  replayed; a batch is padded up to its bucket.
   MobileNetV2 launches ~150 small kernels per pass, so launching them costs as much as running
   them at small batches; a replay launches them all at once.
 - compiled (GPU only): BatchNorm folded into the convolutions, then torch.compile (inductor's
@@ -58,16 +59,25 @@ def compile_blocker(capability: tuple[int, int] | None) -> str:
     return ""
 
 
-def buckets(max_batch: int) -> list[int]:
-    """Batch sizes that get a CUDA graph: 1, 2, 4, 8, ... and max (a batch is padded at most 2x).
+def buckets(max_batch: int, step: int = 0) -> list[int]:
+    """Batch sizes that get a CUDA graph; a batch is padded up to the nearest.
 
-    Few buckets keep a reload short: each new batch shape costs cuDNN ~2 s of plan building at
-    capture (seen on the H100: a model with 16 buckets took ~40 s to load, with 8 ~25 s).
+    step 0: 1, 2, 4, 8, ... and max (a batch is padded at most 2x). Few buckets keep a reload
+    short: each new batch shape costs cuDNN ~2 s of plan building at capture (seen on the H100: a
+    model with 16 buckets took ~40 s to load, with 8 ~25 s). The price is padded work: under load
+    the batcher hands an instance batches of whatever is queued (45-47 on the H100 at 8 x 64),
+    and a batch of 46 runs the graph of 64, 28 % of its images padding.
+    step k: the powers of two below k, then every multiple of k up to max (at most k - 1 images
+    of padding); step 1: every size, no padding at all.
     """
+    if step < 0:
+        raise ValueError(f"step must be 0 (powers of two) or a positive size, not {step}")
     sizes, power = {max_batch}, 1
-    while power < max_batch:
+    while power < max_batch and (not step or power < step):
         sizes.add(power)
         power *= 2
+    if step:
+        sizes.update(range(step, max_batch, step))
     return sorted(sizes)
 
 
@@ -83,6 +93,8 @@ class TunedClassifier:
         graph_sizes: list[int] | None = None,
         threads: int | None = None,
         compiled: bool = False,
+        graph_step: int = 0,
+        direct_inputs: bool = False,
     ):
         import torch
 
@@ -130,7 +142,17 @@ class TunedClassifier:
         self._host, self._host_np = host, host.numpy()
         self._graphs: dict[int, tuple] = {}
         if cuda_graphs:
-            self._capture(graph_sizes or buckets(self.max_batch))
+            self._capture(graph_sizes or buckets(self.max_batch, graph_step))
+        # inputs copied to the GPU straight from the backend's shared memory (pinned_shm)
+        self._direct, self.direct_batches = None, 0
+        if direct_inputs:
+            if not self._graphs:
+                raise ValueError(
+                    "direct_inputs needs cuda_graphs: its copies go to a graph's input"
+                )
+            from servelab.serving.pinned_shm import DirectCopier
+
+            self._direct = DirectCopier()
 
     def describe(self) -> str:
         graphs = (
@@ -142,6 +164,7 @@ class TunedClassifier:
             f"{self.input_format} input, {self.precision}"
             f"{' channels_last' if self.precision == 'fp16' else ''}"
             f"{', torch.compile (BatchNorm folded)' if self.compiled else ''}, {graphs}, "
+            f"{'inputs copied from shared memory directly, ' if self._direct else ''}"
             f"on {self.device}"
         )
 
@@ -189,26 +212,64 @@ class TunedClassifier:
         """The device buffer the graph for `size` reads its batch from."""
         return self._graphs[size][1]
 
-    def run(self, parts: list[np.ndarray]) -> np.ndarray:
+    def run(self, parts: list[np.ndarray], clock=None) -> np.ndarray:
         """The requests' arrays ([n_i, *item_shape] each) -> logits [sum n_i, 11] as numpy
-        float32."""
+        float32. `clock` (a stub_profile.StubClock, or None) is told where the time went: the
+        stacking into pinned memory, or with direct_inputs the copies issued straight from
+        shared memory ("stage"), then the copy, the graph and the wait ("device")."""
         torch = self._torch
         n = sum(len(p) for p in parts)
         if n > self.max_batch:
             raise ValueError(f"batch of {n} is larger than max_batch {self.max_batch}")
+        with torch.inference_mode():
+            if self.device.type == "cuda" and self._graphs:
+                return self._run_graph(parts, n, clock)
+            self._stage(parts, n)
+            if clock is not None:
+                clock.mark("stage")
+            if self.device.type != "cuda":
+                logits = self.forward(self._host[:n]).numpy()
+            else:
+                x = self._host[:n].to(self.device, non_blocking=True)
+                logits = self.forward(x).cpu().numpy()
+            if clock is not None:
+                clock.mark("device", padded=n)
+            return logits
+
+    def direct_refusals(self) -> list[str]:
+        """Why inputs were not copied straight from shared memory (the first few reasons)."""
+        return list(self._direct.regions.reasons) if self._direct else []
+
+    def _stage(self, parts: list[np.ndarray], n: int) -> None:
         staged = self._host_np[:n]
         np.concatenate(parts, out=staged) if len(parts) > 1 else np.copyto(staged, parts[0])
-        with torch.inference_mode():
-            if self.device.type != "cuda":
-                return self.forward(self._host[:n]).numpy()
-            if self._graphs:
-                size = min(s for s in self._graphs if s >= n)
-                graph, static_in, static_out = self._graphs[size]
-                static_in[:n].copy_(self._host[:n], non_blocking=True)
-                graph.replay()
-                return static_out[:n].cpu().numpy()
-            x = self._host[:n].to(self.device, non_blocking=True)
-            return self.forward(x).cpu().numpy()
+
+    def _run_graph(self, parts: list[np.ndarray], n: int, clock) -> np.ndarray:
+        size = min(s for s in self._graphs if s >= n)
+        graph, static_in, static_out = self._graphs[size]
+        events = clock.gpu_events() if clock is not None else None
+        stream = self._torch.cuda.current_stream(self.device)
+        if events:
+            events[0].record()
+        direct = self._direct is not None and self._direct.copy(
+            parts, static_in.data_ptr(), stream.cuda_stream
+        )
+        if direct:
+            self.direct_batches += 1
+        else:
+            self._stage(parts, n)
+            static_in[:n].copy_(self._host[:n], non_blocking=True)
+        if clock is not None:
+            clock.mark("stage")
+        if events:
+            events[1].record()
+        graph.replay()
+        if events:
+            events[2].record()
+        logits = static_out[:n].cpu().numpy()
+        if clock is not None:
+            clock.mark("device", padded=size, events=events)
+        return logits
 
     def run_on_device(self, tensors: list) -> np.ndarray:
         """The requests' tensors, already on this GPU -> logits [sum n_i, 11] as numpy float32."""

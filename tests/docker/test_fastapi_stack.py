@@ -4,7 +4,9 @@ inside the containers, and by notebooks 3 and 4 executed in its Jupyter containe
 from __future__ import annotations
 
 import base64
+import json
 import re
+import subprocess
 
 import pandas as pd
 import pytest
@@ -174,3 +176,25 @@ def test_notebooks_3_and_4_run_in_the_jupyter_container(stack):
     ]
     assert (summary["errors"] == 0).all()
     assert (HOST_RESULTS / "fastapi" / "fastapi_runs.png").stat().st_size > 10_000
+
+
+def test_the_bundle_outlives_the_jupyter_container(stack):
+    """Issue 41: notebook 4's measure pass (the test before) kept its results bundle where the
+    Jupyter container's volume keeps it (results/, bound to the host's): once the stack and its
+    containers are gone, the bundle is on the host, whole, and readable without the lab."""
+    bundle = HOST_RESULTS / "bundles" / "04_fastapi_benchmarks"
+    assert (bundle / "manifest.json").is_file(), "notebook 4's run (the test before) made none"
+    jupyter = stack.container("jupyter")["Id"]
+    stack.down()
+    gone = subprocess.run(["docker", "inspect", jupyter], capture_output=True, text=True)
+    assert gone.returncode != 0, "the Jupyter container is still there"
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["notebook"] == "04_fastapi_benchmarks" and manifest["finished"], manifest
+    runs = {k: e for k, e in manifest["entries"].items() if e["kind"] == "http"}
+    assert set(runs) >= {"http pytorch_sequential", "http onnx_sequential"}, manifest["entries"]
+    for entry in runs.values():
+        requests_csv = pd.read_csv(bundle / "entries" / entry["folder"] / "requests.csv")
+        assert len(requests_csv) > 0 and (requests_csv["status"] == 200).all()
+    claims = pd.read_csv(bundle / "claims.csv")
+    assert len(claims) == 6 and set(claims["verdict"]) <= {"holds", "does not hold", "inconclusive"}
+    assert (bundle.parent / "04_fastapi_benchmarks.zip").stat().st_size > 0  # to download

@@ -51,7 +51,7 @@ def stack(settings):
     ).down()  # notebook 5: stop the FastAPI stack first (same names, ports)
     # notebook 5's host step, as printed there: models_staging -> model_repository
     fill = subprocess.run(
-        [sys.executable, "-m", "servelab.model_repository", "--mode", "docker"],
+        [sys.executable, "-m", "servelab.triton.model_repository", "--mode", "docker"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,

@@ -22,7 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from .blazar import BlazarMixin
-from .common import SITE, Reply, new_id, now, user_id_of
+from .common import MINUTE, SITE, Drop, Reply, new_id, now, user_id_of
 from .neutron import NeutronMixin
 from .nova import NovaMixin
 
@@ -41,8 +41,12 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
     """One project of a class at one site, plus knobs for the scenarios.
 
     Knobs: `servers_fail` (how many server creations end in ERROR), `bad_hosts` (host ids whose
-    every deploy fails), `delete_polls` (how many server-list reads still show a deleted server),
-    `su_left` (service units left in the project; None = no limit), `fip_quota` (floating IPs
+    every deploy fails), the site's durations in simulated seconds (common.py: `lease_start_s`,
+    `boot_s` and `boots` (the next servers' own), `boot_fail_s`, `sshd_s` (sshd answers that
+    long after ACTIVE), `keys_s` (and takes the key that much later, once cloud-init put it
+    there), `server_delete_s`, `lease_delete_s`, `lease_end_s`), lease failures (`fail_starts`,
+    `lost_answers`, `errors_after_create`: blazar.py), `su_left` (service units left in the
+    project; None = no limit), `fip_quota` (floating IPs
     the project may hold), `pool` (the shared pool's free addresses), `reservable_fips` (the
     addresses Blazar can reserve), `after_refusal` (called when Blazar refuses a lease), the
     hosts' calendars (`book`, `book_all`) and flags (a host's `reservable`, cleared in
@@ -60,14 +64,18 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         self.hub_token = "oidc-" + new_id()
         self.servers_fail = 0
         self.bad_hosts: set[str] = set()
-        self.delete_polls = 1
+        # how long the site takes (simulated seconds): as a class meets it on a good day
+        self.lease_start_s = 3 * MINUTE
+        self.boot_s, self.boots, self.boot_fail_s = 11 * MINUTE, [], 6 * MINUTE
+        self.sshd_s, self.keys_s = 2 * MINUTE, 30.0
+        self.server_delete_s, self.lease_delete_s, self.lease_end_s = 90.0, MINUTE, MINUTE
+        self.fail_starts = self.lost_answers = self.errors_after_create = 0
         self.su_left: float | None = None
         self.fip_quota: int | None = None  # floating IPs the project may hold (None: no limit)
         self.pool = [f"127.20.1.{i}" for i in range(1, pool_size + 1)]
         self.reservable_fips = [f"127.20.0.{i}" for i in range(10, 10 + reservable)]
         self.fip_bookings: list[dict] = []
         self.after_refusal = lambda: None
-        self.on_bind = lambda address, owner, server_name: None
         self.lock = threading.RLock()
         self.log: list[dict] = []
         self.leases: dict[str, dict] = {}
@@ -170,9 +178,13 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             def _serve(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 raw = self.rfile.read(length) if length else b""
-                status, body, headers = fake.handle(
-                    self.command, self.path, dict(self.headers), raw
-                )
+                try:
+                    status, body, headers = fake.handle(
+                        self.command, self.path, dict(self.headers), raw
+                    )
+                except Drop:  # the answer lost: the connection closes without one
+                    self.close_connection = True
+                    return
                 data = b"" if body is None else json.dumps(body).encode()
                 self.send_response(status)
                 if body is not None:
@@ -234,6 +246,9 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
                 status, reply, extra = out.status, out.body, out.headers
             except Reply as r:
                 status, reply, extra = r.status, r.body, r.headers
+            except Drop:
+                entry["status"] = "no answer"
+                raise
             except Exception as exc:  # a bug in the fake: show it, never pass silently
                 status, reply, extra = 500, {"fake_error": f"{type(exc).__name__}: {exc}"}, {}
         entry["status"] = status

@@ -9,11 +9,20 @@ floating-IP reservation takes `amount` reservable addresses free over the window
 floating IPs available"); with `su_left` set, a lease costing more service units (node-hours)
 is refused as Chameleon's usage enforcement does; `after_refusal` is called after each refusal
 (a scenario's classmate acting just then).
-A lease whose start time has come turns ACTIVE when read (one made to start now is STARTING
-first; `_starting` = how many more reads it stays so), and its reserved floating IPs then appear
-in the project, tagged with the reservation (as Blazar's floating-IP plugin does). A lease that
-ends (`end_lease`) or is deleted gives its hosts and reserved IPs back, and its servers are
-deleted (Blazar's on_end); an IP taken from the pool stays in the project.
+
+A lease's states, on the simulated clock (common.py), as Blazar's periodic task moves them:
+PENDING until its start date; STARTING for `lease_start_s` (a lease made to start now is
+STARTING at once), then ACTIVE, when its reserved floating IPs appear in the project tagged with
+the reservation (as Blazar's floating-IP plugin does), or ERROR for a lease marked to fail its
+start (`fail_starts`: its hosts stay booked); UPDATING while it is changed (`update_lease`),
+then ACTIVE again; ERROR at any time (`error_lease`: a failed update; its hosts, servers and IPs
+stay); DELETING for `lease_delete_s` after a DELETE, then gone from the list; TERMINATING for
+`lease_end_s` when it ends (`end_lease`), then TERMINATED. A deleted or ending lease gives its
+hosts and reserved IPs back, and its servers are deleted (Blazar's on_end); an IP taken from
+the pool stays in the project. `lost_answers`: how many lease creations are stored but answered
+by a closed connection (the answer lost on its way back); `errors_after_create`: how many are
+stored, left in ERROR and answered 500, as Blazar does when a plugin fails after the lease is in
+its database.
 """
 
 from __future__ import annotations
@@ -22,9 +31,9 @@ import copy
 import datetime as dt
 import json
 
-from .common import BLAZAR_IN, BLAZAR_OUT, Reply, new_id, now
+from .common import BLAZAR_IN, BLAZAR_OUT, Drop, Reply, new_id, now, sim_now
 
-LIVE = ("PENDING", "STARTING", "ACTIVE")
+LIVE = ("PENDING", "STARTING", "ACTIVE", "UPDATING")
 
 
 def _parse(text: str) -> dt.datetime:
@@ -52,15 +61,31 @@ class BlazarMixin:
         return Reply(code, {"error_code": code, "error_name": name, "error_message": message})
 
     # ------------------------------------------------------------------ reading leases
-    def _lease_json(self, lease):
-        # a lease whose start time has come moves on, as Blazar's periodic task does
-        if lease["status"] == "PENDING" and _parse(lease["start_date"]) <= now():
-            lease["status"] = "STARTING"
-        if lease["status"] == "STARTING":
-            if lease.get("_starting", 0) > 0:
-                lease["_starting"] -= 1
+    def _advance(self, lease):
+        """Move a lease on as Blazar's periodic task does, by the clocks (see the docstring)."""
+        status = lease["status"]
+        if status == "PENDING" and _parse(lease["start_date"]) <= now():
+            lease.update(status="STARTING", _until=sim_now() + lease.get("_start_s", 0))
+        elif status == "STARTING" and sim_now() >= lease["_until"]:
+            if lease.get("_fails"):
+                lease["status"] = "ERROR"
             else:
                 self._activate(lease)
+        elif status == "UPDATING" and sim_now() >= lease["_until"]:
+            lease["status"] = "ACTIVE"
+        elif status == "TERMINATING" and sim_now() >= lease["_until"]:
+            lease["status"] = "TERMINATED"
+        elif status == "DELETING" and sim_now() >= lease["_until"]:
+            del self.leases[lease["id"]]
+            return
+        if lease["status"] != status:
+            self._advance(lease)  # PENDING may go on to STARTING and ACTIVE at once
+
+    def _advance_leases(self):
+        for lease in list(self.leases.values()):
+            self._advance(lease)
+
+    def _lease_json(self, lease):
         return _public(lease)
 
     def _activate(self, lease):
@@ -78,6 +103,7 @@ class BlazarMixin:
     def leases_collection(self, method, query, body, headers):
         self._token_check(headers)
         if method == "GET":
+            self._advance_leases()
             return {
                 "leases": [
                     self._lease_json(x)
@@ -87,10 +113,22 @@ class BlazarMixin:
             }
         if method != "POST":
             raise Reply(405)
-        return Reply(201, {"lease": self._create_lease(body, self.user_id, self.project_id)})
+        made = self._create_lease(body, self.user_id, self.project_id)
+        if self.lost_answers > 0:  # stored, but the answer never reaches the student
+            self.lost_answers -= 1
+            raise Drop()
+        if self.errors_after_create > 0:  # stored, then a plugin failed: ERROR, and a 500
+            self.errors_after_create -= 1
+            self.leases[made["id"]]["status"] = "ERROR"
+            raise self._blazar_error(
+                500, "BlazarException", "An unknown exception occurred (lease left in ERROR)."
+            )
+        return Reply(201, {"lease": made})
 
     def lease_item(self, method, query, body, headers, lease_id):
         self._token_check(headers)
+        if lease_id in self.leases:
+            self._advance(self.leases[lease_id])
         lease = self.leases.get(lease_id)
         if lease is None or lease["project_id"] != self.project_id:
             raise self._blazar_error(
@@ -99,18 +137,31 @@ class BlazarMixin:
         if method == "GET":
             return {"lease": self._lease_json(lease)}
         if method == "DELETE":
+            if lease["status"] in ("DELETING", "TERMINATING"):
+                raise self._blazar_error(
+                    409, "InvalidStatus", f"Invalid lease status: {lease['status']}"
+                )
             self._end_lease(lease)
-            del self.leases[lease_id]
+            lease.update(status="DELETING", _until=sim_now() + self.lease_delete_s)
             return Reply(204, None)
         raise Reply(405)
 
     def end_lease(self, lease_id):
-        """The lease's end time has come (Blazar's on_end): TERMINATED, its servers deleted."""
+        """The lease's end time has come (Blazar's on_end): TERMINATING, its servers deleted,
+        then TERMINATED."""
         lease = self.leases[lease_id]
         self._end_lease(lease)
-        lease["status"] = "TERMINATED"
+        lease.update(status="TERMINATING", _until=sim_now() + self.lease_end_s)
         for r in lease["reservations"]:
             r["status"] = "deleted"
+
+    def error_lease(self, lease_id):
+        """A failed update (or start): ERROR; what the lease holds stays (hosts, servers, IPs)."""
+        self.leases[lease_id]["status"] = "ERROR"
+
+    def update_lease(self, lease_id, for_s: float):
+        """The lease is being changed (extended in Horizon, say): UPDATING for for_s."""
+        self.leases[lease_id].update(status="UPDATING", _until=sim_now() + for_s)
 
     def _end_lease(self, lease):
         """What Blazar does at a lease's end or deletion: hosts and reserved IPs go back, and the
@@ -178,7 +229,11 @@ class BlazarMixin:
             "degraded": False,
             "reservations": reservations,
             "events": [],
+            "_start_s": self.lease_start_s,
+            "_until": sim_now() + self.lease_start_s,
+            "_fails": self.fail_starts > 0,
         }
+        self.fail_starts -= 1 if self.fail_starts > 0 else 0
         self.leases[lease_id] = lease
         return _public(lease)
 
@@ -311,7 +366,7 @@ class BlazarMixin:
     ):
         """A lease someone made earlier, through the same checks as a new one; status=TERMINATED
         gives an ended one (nothing booked); starting=N: one that started and stays STARTING for
-        N more reads (Blazar still setting up its node)."""
+        N more simulated seconds (Blazar still setting up its node)."""
         start = now() + dt.timedelta(hours=start_in_hours)
         if status == "TERMINATED":
             lease_id = new_id()
@@ -366,9 +421,9 @@ class BlazarMixin:
         if start_in_hours <= 0:  # started already: booked from its (past) start
             body["start_date"] = "now"
         lease = self.leases[self._create_lease(body, user_id, project_id)["id"]]
+        lease["_start_s"] = starting
         if start_in_hours <= 0:
-            lease["start_date"] = start.strftime(BLAZAR_OUT)
-            lease["_starting"] = starting
+            lease.update(start_date=start.strftime(BLAZAR_OUT), _until=sim_now() + starting)
             if not starting:
                 self._activate(lease)
         return lease

@@ -11,9 +11,11 @@
                    the IP notebook 2 took from the pool for it (described "public IP of
                    node-serve-system-student2 for lease ...")
      8 classmates: PENDING leases for the afternoon shift (in 4 hours)
-     9 classmates: ended (TERMINATED) leases; one of them, `stud`, whose user name is contained
-                   in the student's, left the pool IP notebook 2 took for its server in the
-                   project, unattached (its lease ended before its clean-up cell ran)
+     9 classmates: ended (TERMINATED) leases; two of them left the pool IP notebook 2 took for
+                   their server in the project, unattached (their lease ended before their
+                   clean-up cell ran): `stud`, whose user name is contained in the student's, and
+                   `student-2`, whose first server's name (node-serve-system-student-2) is what
+                   a second node named "<the student's server>-2" would be called
 That leaves 2 of the site's 24 gpu_p100 hosts free for the next 3 hours.
 """
 
@@ -23,7 +25,8 @@ import datetime as dt
 
 from .common import BLAZAR_OUT, user_id_of
 
-NAMES = {"horizon": "student2", "stranded": "stud"}  # user names around the student's
+# user names around the student's
+NAMES = {"horizon": "student2", "stranded": "stud", "stranded_near": "student-2"}
 
 
 def lease_name(user: str, lease: dict) -> str:
@@ -43,14 +46,14 @@ def populate(fake) -> dict:
         + ["running"] * 19
         + ["starting", "horizon"]
         + ["afternoon"] * 8
-        + ["done"] * 8
-        + ["stranded"]
+        + ["done"] * 7
+        + ["stranded", "stranded_near"]
     )
     people = [NAMES.get(role, f"classmate{n:02d}") for n, role in enumerate(roles, start=1)]
     made = {}
     for name, role in zip(people, roles):
         uid = user_id_of(name)
-        if role in ("done", "stranded"):
+        if role in ("done", "stranded", "stranded_near"):
             lease = fake.add_lease("x", uid, start_in_hours=-30, status="TERMINATED")
         elif role == "afternoon":
             lease = fake.add_lease("x", uid, start_in_hours=4, fip=True)
@@ -64,7 +67,7 @@ def populate(fake) -> dict:
         made[name] = {"role": role, "user_id": uid, "lease": lease["id"]}
         if role in ("booting", "running", "horizon"):
             made[name].update(_server(fake, name, uid, lease, booting=role == "booting"))
-        if role == "stranded":
+        if role in ("stranded", "stranded_near"):
             marker = pool_ip_marker(f"node-serve-system-{name}", lease["id"])
             fip = fake._new_fip(
                 fake.pool.pop(0), project_id=lease["project_id"], description=marker

@@ -11,10 +11,15 @@ its own, to which a scenario may push more), unpacked from `git archive v1` into
 the student's work folder, without .git, as Trovi's 10_workdir.sh does. Then it runs the
 scenario's steps (scenarios.py) through a Jupyter kernel (nbclient), cell by cell, and writes
 every cell's output, the API requests, the node's commands and the final state to OUT.json.
+
+Time: the kernel's waits (the notebooks' chi_waits module) run on the fake's simulated clock
+(common.SCALE times faster, set up at kernel start), and a ticker makes each of the student's
+nodes answer SSH on its server's address once the fake's Nova says sshd is up there.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -23,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import nbformat
@@ -36,7 +42,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from fake_chameleon import classroom  # noqa: E402
 from fake_chameleon.api import FakeChameleon  # noqa: E402
-from fake_chameleon.common import BRANCH  # noqa: E402
+from fake_chameleon.common import BRANCH, SCALE  # noqa: E402
 from fake_chameleon.node import FakeNode  # noqa: E402
 
 # FAKE_CHAMELEON_NOTEBOOKS=DIR runs other copies of the notebooks (e.g. an older version's).
@@ -44,11 +50,17 @@ NOTEBOOKS = Path(os.environ.get("FAKE_CHAMELEON_NOTEBOOKS", REPO / "notebooks"))
 PUBLISHED = [
     "01_reserve.ipynb",
     "02_provision.ipynb",
+    "03_fastapi_setup.ipynb",  # a notebook the student prepares here and runs on the node
     "lab_settings.py",
     "chi_helpers.py",
     "chi_ips.py",
+    "chi_servers.py",
+    "chi_files.py",
+    "chi_waits.py",
 ]
-NODE_FILES = ["docker/setup_host.sh", "docker/init_env.sh", "docker/.env.example"]
+NODE_FILES = [".gitignore", "docker/setup_host.sh", "docker/init_env.sh", "docker/.env.example"]
+SERVER, SECOND = "node-serve-system-student", "node2-serve-system-student"
+CLONE = "serve-system-lab"
 # What the instructor fills in before publishing ("{repo}": the published repository's URL).
 INSTRUCTOR = {"REPO_URL": "{repo}", "REPO_REF": "v1", "PROJECT": "CHI-231138"}
 
@@ -69,6 +81,28 @@ _hosts.ComputeHostClientManager.get_allocation = _get_allocation
 _hosts.ComputeHostClientManager.list_allocations = _list_allocations
 """
 OLD_CONTEXT_VERSION = 'import chi.context\nchi.context.version = "0.17.12"\n'
+# The notebooks' waits on the fake's clock: chi_waits' time, SCALE times faster.
+SCALED_WAITS = """
+import os as _os, sys as _sys, time as _time, types as _types
+_sys.path.insert(0, _os.getcwd())
+_scale = float(_os.environ["FAKE_CHAMELEON_SCALE"])
+try:
+    import chi_waits as _waits
+except ImportError:  # an older copy of the notebooks
+    pass
+else:
+    _waits.time = _types.SimpleNamespace(
+        monotonic=lambda: _time.monotonic() * _scale, sleep=lambda s: _time.sleep(s / _scale)
+    )
+"""
+# python-chi's parser of Blazar's refusals as it would be if it matched (fixed in python-chi, or
+# blazarclient without its "ERROR: " prefix): python-chi then logs its own sentence
+PARSER_MATCHES = """
+import re as _re, chi.lease as _lease
+_lease.ErrorParsers.NOT_ENOUGH_RESOURCES = _re.compile(
+    r"(?:error: )?not enough (?P<resource_type>([\\w\\s\\-\\._]+)) available"
+)
+"""
 
 
 def git(*args, cwd):
@@ -104,6 +138,7 @@ class World:
         old_context_version: bool = True,
         python_chi_dir: str | None = None,
         python_chi_dist: str | None = None,
+        parser_matches: bool = False,
     ):
         self.base = base
         self.fake = FakeChameleon().start()
@@ -117,8 +152,7 @@ class World:
         self.public_key = self.work / ".ssh" / "id_rsa.pub"
         self.public_key.write_text(f"ssh-rsa {self.key.get_base64()} student@jupyter\n")
         self.node = FakeNode(base / "node", self.key)
-        self.second_node: FakeNode | None = None  # node-serve-system-student-2's, made when bound
-        self.fake.on_bind = self._on_bind
+        self.second_node: FakeNode | None = None  # node2-serve-system-student's, made when up
         self.lab_repo, self.tags = self._published_lab(
             base / "lab.git", INSTRUCTOR if settings is None else settings
         )
@@ -128,6 +162,7 @@ class World:
         startup = base / "ipython" / "profile_default" / "startup"
         startup.mkdir(parents=True)
         startup_code = FORK_CALLS + (OLD_CONTEXT_VERSION if old_context_version else "")
+        startup_code += SCALED_WAITS + (PARSER_MATCHES if parser_matches else "")
         (startup / "00-chameleon-jupyter.py").write_text(startup_code)
         self.env = {
             **self.fake.env(),
@@ -136,6 +171,7 @@ class World:
             "OS_KEYPAIR_PRIVATE_KEY": str(self.private_key),
             "OS_KEYPAIR_PUBLIC_KEY": str(self.public_key),
             "PYTHONPATH": python_chi_dir or "",
+            "FAKE_CHAMELEON_SCALE": str(SCALE),
         }
         if python_chi_dist:  # an older python-chi's metadata, found before the installed one
             meta = base / "old_chi" / f"python_chi-{python_chi_dist}.dist-info"
@@ -147,22 +183,48 @@ class World:
         self.runs: list[dict] = []
         self.clone_heads: dict[str, str | None] = {}
         self.notes: dict = {}  # what a scenario tells the tests (ids it made or changed)
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        self._ticker.start()
 
-    def _on_bind(self, address: str, owner: str | None, server_name: str | None):
-        """The student's servers are two nodes: the one of notebook 2's server and, for a name
-        ending in -2 (its optional section), a second node of its own; each answers SSH only on
-        the address its server holds."""
-        for node in (self.node, self.second_node):
-            if node is not None:
-                node.unlisten(address)
-        if owner != self.fake.user_id:
-            return
-        if server_name.endswith("-2"):
+    def _tick(self):
+        """The student's two servers are two nodes (notebook 2's, and notebook 9's second one);
+        each answers SSH only on the address its server holds, once sshd is up there; a new
+        server of that name is a fresh disk."""
+        while not self._stop.wait(0.05):
+            with self.fake.lock:
+                ready = self.fake.ssh_ready()
+            wanted: dict[int, set] = {}
+            for address, (name, server_id, keys_ok) in ready.items():
+                node = self.node_of(name)
+                if node is None:
+                    continue
+                if node.server_id != server_id:
+                    node.fresh_disk(server_id)
+                node.keys_ok = keys_ok
+                node.listen(address)
+                wanted.setdefault(id(node), set()).add(address)
+            for node in (self.node, self.second_node):
+                for address in node.listening() - wanted.get(id(node), set()) if node else ():
+                    node.unlisten(address)
+
+    def node_of(self, server_name: str) -> FakeNode | None:
+        if server_name == SECOND:
             if self.second_node is None:
                 self.second_node = FakeNode(self.base / "node2", self.key)
-            self.second_node.listen(address)
-        else:
-            self.node.listen(address)
+                self.second_node.extra_env["RAY_HEAD_TOKEN"] = str(
+                    self.node.home / CLONE / ".lab" / "ray_token"
+                )
+            return self.second_node
+        return self.node if server_name == SERVER else None
+
+    def stop(self):
+        self._stop.set()
+        self._ticker.join()
+        for node in (self.node, self.second_node):
+            if node is not None:
+                node.stop()
+        self.fake.stop()
 
     def _published_lab(self, path: Path, settings: dict):
         """The instructor's repository: the notebooks with lab_settings.py filled in, the files the
@@ -202,8 +264,43 @@ class World:
         """Record which commit the node's clone has checked out now."""
         self.clone_heads[label] = self._clone_head()
 
+    def prepare(self, notebook: str, answer: str) -> None:
+        """The student writes in a notebook here, in Chameleon's Jupyter (the prepare pass)."""
+        path = self.notebooks / f"{notebook}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        nb.cells.append(nbformat.v4.new_markdown_cell(answer))
+        nbformat.write(nb, path)
+
+    def notebook_ids(self) -> dict:
+        """The notebooks in Chameleon's Jupyter now: {name: sha256}."""
+        return {k: v for k, v in files_in(self.notebooks).items() if k.endswith(".ipynb")}
+
+    def node_notebook_ids(self, node: FakeNode | None = None) -> dict:
+        """The notebooks in the node's clone now: {name: sha256}."""
+        return files_in((node or self.node).home / CLONE / "notebooks")
+
+    def on_node(self, rel: str, text: str, node: FakeNode | None = None) -> Path:
+        """A file written on the node (by the measure pass), below the node's home."""
+        path = (node or self.node).home / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def retag(self) -> str:
+        """The instructor fixes the taught version and moves its tag (git tag -f v1, pushed):
+        a new commit on top of v1 that changes a notebook the student prepared."""
+        git("checkout", "-q", "--detach", "v1", cwd=self.lab_repo)
+        (self.lab_repo / "VERSION").write_text("v1, fixed\n")
+        nb = self.lab_repo / "notebooks" / "03_fastapi_setup.ipynb"
+        nb.write_text(nb.read_text().replace("FastAPI", "FastAPI (fixed)", 1))
+        fixed = git("commit", "-q", "-am", "a fix, after the class started", cwd=self.lab_repo)
+        git("tag", "-f", "v1", cwd=self.lab_repo)
+        git("checkout", "-q", "main", cwd=self.lab_repo)
+        self.tags["v1 moved"] = fixed
+        return fixed
+
     def _clone_head(self, node: FakeNode | None = None) -> str | None:
-        clone = (node or self.node).home / "serve-system-lab"
+        clone = (node or self.node).home / CLONE
         if not clone.exists():
             return None
         return subprocess.run(
@@ -235,9 +332,40 @@ class World:
         nbformat.write(nb, path)
         return Session(self, name, path)
 
+    def node_state(self, node: FakeNode | None) -> dict | None:
+        """What a node holds that the tests read: its notebooks and token, its transfers."""
+        if node is None:
+            return None
+        clone = node.home / CLONE
+        token = clone / ".lab" / "ray_token"
+        ignored = (
+            subprocess.run(
+                ["git", "check-ignore", "-q", ".lab/ray_token"], cwd=clone, capture_output=True
+            ).returncode
+            == 0
+            if clone.exists()
+            else None
+        )
+        return {
+            "commands": node.commands,
+            "calls": node.call_lines(),
+            "clone_head": self._clone_head(node),
+            "notebooks": files_in(clone / "notebooks"),
+            "transfers": node.transfers,
+            "ray_token": token.read_text() if token.exists() else None,
+            "ray_token_mode": oct(token.stat().st_mode & 0o777) if token.exists() else None,
+            "ray_token_ignored": ignored,
+            "stash": subprocess.run(
+                ["git", "stash", "list"], cwd=clone, capture_output=True, text=True
+            ).stdout
+            if clone.exists()
+            else None,
+            "disks": node.disks,
+        }
+
     def result(self) -> dict:
         f = self.fake
-        clone = self.node.home / "serve-system-lab"
+        clone = self.node.home / CLONE
         head = self._clone_head()
         env_file = clone / "docker" / ".env"
         failed_boots = self.notebooks / ".serve_system_failed_boots.json"
@@ -246,13 +374,10 @@ class World:
             "api": f.log,
             "node_commands": self.node.commands,
             "node_calls": self.node.call_lines(),
-            "second_node": None
-            if self.second_node is None
-            else {
-                "commands": self.second_node.commands,
-                "calls": self.second_node.call_lines(),
-                "clone_head": self._clone_head(self.second_node),
-            },
+            "node": self.node_state(self.node),
+            "second_node": self.node_state(self.second_node),
+            "jupyter_notebooks": files_in(self.notebooks),
+            "jupyter_bundles": files_in(self.notebooks / "bundles"),
             "leases": list(f.leases.values()),
             "servers": [dict(s) for s in f.servers.values()],
             "fips": list(f.fips.values()),
@@ -285,6 +410,17 @@ class World:
         }
 
 
+def files_in(folder: Path) -> dict:
+    """{path relative to folder: sha256 of the content} of every file below it."""
+    if not folder.is_dir():
+        return {}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
 class Session:
     """One kernel on one notebook: run cells as a student does, recording their outputs."""
 
@@ -307,6 +443,13 @@ class Session:
     def __exit__(self, *exc):
         self._ctx.__exit__(*exc)
 
+    def edit(self, edits: dict) -> "Session":
+        """The student edits cells (old text -> new) in the open notebook, same kernel."""
+        for cell in self.nb.cells:
+            for old, new in edits.items():
+                cell.source = cell.source.replace(old, new)
+        return self
+
     def index_of(self, text: str) -> int:
         """Position (among code cells) of the first code cell containing text."""
         return next(n for n, i in enumerate(self.code) if text in self.nb.cells[i].source)
@@ -325,7 +468,13 @@ class Session:
             "api_from": len(self.world.fake.log),
         }
         self.world.runs.append(record)
-        for n in range(len(self.code)) if cells is None else cells:
+        return self.extend(record, range(len(self.code)) if cells is None else cells)
+
+    def extend(self, record: dict, cells) -> dict:
+        """Run more cells as part of a run already recorded (a scenario acted in between)."""
+        if record["error"] is not None:
+            return record
+        for n in cells:
             cell = self.nb.cells[self.code[n]]
             entry = {
                 "n": n,
@@ -344,6 +493,9 @@ class Session:
                     entry["text"] += out.get("data", {}).get("text/plain", "") + "\n"
                 elif out.output_type == "error":
                     entry["error"] = {"ename": out.ename, "evalue": out.evalue, "n": n}
+                    entry["traceback"] = [
+                        re.sub(r"\x1b\[[0-9;]*m", "", line) for line in out.traceback[-6:]
+                    ]  # the last frames, colours off: what a failing test shows
             if "error" in entry:
                 record["error"] = entry["error"]
                 break
@@ -364,11 +516,8 @@ def main(scenario: str, out: str) -> int:
         except NoStop:
             pass  # a notebook went on where it should have stopped: recorded for the tests
         finally:
+            world.stop()
             Path(out).write_text(json.dumps(world.result(), default=str, indent=1))
-            world.node.stop()
-            if world.second_node is not None:
-                world.second_node.stop()
-            world.fake.stop()
     return 0
 
 

@@ -6,9 +6,8 @@ their lease starts, tagged `reservation:<id>`) and the site's shared pool (alloc
 "Quota exceeded"). As in Neutron, an update
 may move an IP that is bound to one port onto another (so a careless client can take a
 classmate's IP); it is refused only when the target port already has a floating IP.
-`on_bind(address, owner_user_id, server_name)` is called whenever an address is bound (owner and
-name None: unbound), so the harness can make the right node answer SSH on exactly the address its
-server holds. Each port gets a fixed IP of its own on the shared network (never one reused).
+Which node answers SSH on which address follows from the bindings (nova.py's `ssh_ready`, read
+by the harness). Each port gets a fixed IP of its own on the shared network (never one reused).
 """
 
 from __future__ import annotations
@@ -112,8 +111,12 @@ class NeutronMixin:
             raise _neutron_error(
                 404, "FloatingIPNotFound", f"Floating IP {fip_id} could not be found"
             )
-        if method == "PUT":
-            self._bind(fip, body["floatingip"].get("port_id"))
+        if method == "PUT":  # only the fields sent change, as in Neutron
+            if "description" in body["floatingip"]:
+                fip["description"] = body["floatingip"]["description"]
+                self.fip_history[fip_id]["description"] = fip["description"]
+            if "port_id" in body["floatingip"]:
+                self._bind(fip, body["floatingip"]["port_id"])
             return {"floatingip": copy.deepcopy(fip)}
         if method == "DELETE":
             self._bind(fip, None)
@@ -137,8 +140,6 @@ class NeutronMixin:
             )
         fixed = self.ports[port_id]["fixed_ips"][0]["ip_address"] if port_id else None
         fip.update(port_id=port_id, status="ACTIVE" if port_id else "DOWN", fixed_ip_address=fixed)
-        holder = self.servers[self.ports[port_id]["device_id"]] if port_id else {}
-        self.on_bind(fip["floating_ip_address"], holder.get("user_id"), holder.get("name"))
 
     def _unbind_port(self, port_id):
         for f in self.fips.values():

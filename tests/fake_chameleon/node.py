@@ -1,24 +1,32 @@
 """The bare-metal node: an SSH server on port 22 of the floating IP its server holds, whose shell
-is bash in the node's home. It listens only on the addresses bound to the student's server (the
-fake's Neutron says when), so a notebook that attached the wrong IP cannot reach it.
+is bash in the node's home, with SFTP (Fabric's put and get) on the same files. It listens only
+on the address bound to the student's server, and only once sshd is up there (the harness asks
+the fake's Nova, on the simulated clock: minutes after ACTIVE), and takes the student's key only
+once cloud-init has put it there (`keys_ok`), so a notebook that attached the wrong IP, or goes
+on before SSH answers, cannot reach it. A new server is a new disk (`fresh_disk`).
 
 The commands run for real (git clones for real, docker/setup_host.sh and docker/init_env.sh run
 for real), with PATH limited to links to harmless real tools, git, and the stub system commands
 of host_stubs (apt-get, systemctl, docker, nvidia-smi, cloud-init, ..., and `make`, whose exit
 status a scenario sets in $STATE/make_rc and whose `ray-node` target leaves a stub `ray` in
 .venv-ray/bin), and with docker/setup_host.sh pointed at a fake root. Every stub appends its
-command line to calls.log (`make TARGET ...`, `ray start ...`).
+command line to calls.log (`make TARGET ...`, `ray start ...`, and for `ray` the token settings
+it ran with); every SFTP open is in `transfers`.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import paramiko
 
+from .common import now
 from .host_stubs import GPU_STUB, SAFE_REAL_TOOLS, STUBS, make_bin
 
 MAKE_STUB = (
@@ -30,18 +38,31 @@ MAKE_STUB = (
     ' && cat "$STATE/ray_stub" > .venv-ray/bin/ray && chmod +x .venv-ray/bin/ray\n'
     'echo "... last line of make"\nexit "$rc"\n'
 )
-# `ray` as make ray-node installs it: `ray start` records the node's part (head or joined, and
-# its arguments) in $STATE/ray; `ray status` answers only where a `ray start` ran
-RAY_STUB = (
-    '#!/bin/bash\necho "ray $*" >> "$CALLS"\n'
-    'case "$1" in\n'
-    '  start) echo "$*" > "$STATE/ray"; echo "Ray runtime started." ;;\n'
-    '  status) [ -f "$STATE/ray" ] || { echo "Could not find any running Ray instance." >&2;'
-    " exit 1; }\n"
-    '    echo "fake ray: this node runs: ray $(cat "$STATE/ray")" ;;\n'
-    '  stop) rm -f "$STATE/ray" ;;\n'
-    "esac\n"
-)
+# `ray` as make ray-node installs it, with Ray's token authentication as the lab turns it on:
+# every command needs RAY_AUTH_MODE=token and RAY_AUTH_TOKEN_PATH naming (by an absolute path) a
+# token file of mode 0600, and a node joining the head needs the head's token ($RAY_HEAD_TOKEN:
+# the head's file, set by the harness on the second node). `ray start` records the node's part
+# (head or joined, and its arguments) in $STATE/ray; `ray status` answers only where it ran.
+RAY_STUB = r"""#!/bin/bash
+echo "ray $*" >> "$CALLS"
+auth="RAY_AUTH_MODE=${RAY_AUTH_MODE-} RAY_AUTH_TOKEN_PATH=${RAY_AUTH_TOKEN_PATH-}"
+echo "ray-auth $auth" >> "$CALLS"
+refuse() { echo "ray.exceptions.AuthenticationError: $1" >&2; exit 1; }
+[ "${RAY_AUTH_MODE-}" = token ] || refuse "token authentication is not on (RAY_AUTH_MODE)"
+case "${RAY_AUTH_TOKEN_PATH-}" in /*) ;; *) refuse "RAY_AUTH_TOKEN_PATH is not absolute" ;; esac
+[ -s "$RAY_AUTH_TOKEN_PATH" ] || refuse "no token in $RAY_AUTH_TOKEN_PATH"
+[ "$(stat -c %a "$RAY_AUTH_TOKEN_PATH")" = 600 ] || refuse "the token file is not mode 600"
+if [ -n "${RAY_HEAD_TOKEN-}" ]; then
+  cmp -s "$RAY_AUTH_TOKEN_PATH" "$RAY_HEAD_TOKEN" || refuse "the head refused this token"
+fi
+case "$1" in
+  start) echo "$*" > "$STATE/ray"; echo "Ray runtime started." ;;
+  status) [ -f "$STATE/ray" ] || { echo "Could not find any running Ray instance." >&2; exit 1; }
+    echo "fake ray: this node runs: ray $(cat "$STATE/ray")" ;;
+  stop) rm -f "$STATE/ray" ;;
+esac
+"""
+HOME_ON_NODE = "/home/cc"  # the home SFTP shows (the shell's $HOME is the fake's folder)
 
 
 class _Interface(paramiko.ServerInterface):
@@ -53,7 +74,7 @@ class _Interface(paramiko.ServerInterface):
 
     def check_auth_publickey(self, username, key):
         ok = username == "cc" and key.get_base64() == self.node.authorized_key.get_base64()
-        return paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED
+        return paramiko.AUTH_SUCCESSFUL if ok and self.node.keys_ok else paramiko.AUTH_FAILED
 
     def check_channel_request(self, kind, chanid):
         return (
@@ -80,6 +101,26 @@ class FakeNode:
         self.bin = base / "bin"
         self.calls = base / "calls.log"
         self.commands: list[dict] = []
+        self.transfers: list[dict] = []  # SFTP opens: {"op": put|get, "path", "at"}
+        self.extra_env: dict[str, str] = {}  # what the node's environment adds (LAB_BUNDLE)
+        self.knobs: dict[str, str] = {}  # the stubs' knobs in $STATE (make_rc), kept
+        self.keys_ok = False  # cloud-init has put the student's key in place
+        self.server_id: str | None = None  # the server whose disk this is
+        self.disks = 0  # how many servers' disks this node has had
+        make_bin(
+            self.bin,
+            {**STUBS, **GPU_STUB, "make": MAKE_STUB},
+            real_tools=[*SAFE_REAL_TOOLS, "git", "ls", "cmp"],
+        )
+        self.host_key = paramiko.RSAKey.generate(2048)
+        self._socks: dict[str, socket.socket] = {}
+        self.fresh_disk(None)
+
+    def fresh_disk(self, server_id: str | None) -> None:
+        """A new server on this node: an empty home and a system as the image has it."""
+        for d in (self.home, self.root, self.state):
+            shutil.rmtree(d, ignore_errors=True)
+        self.server_id, self.disks = server_id, self.disks + (server_id is not None)
         for d in (
             self.home,
             self.root / "etc/apt/sources.list.d",
@@ -92,13 +133,13 @@ class FakeNode:
         (self.state / "installed").write_text("")
         (self.state / "group").write_text("")
         (self.state / "ray_stub").write_text(RAY_STUB)
-        make_bin(
-            self.bin,
-            {**STUBS, **GPU_STUB, "make": MAKE_STUB},
-            real_tools=[*SAFE_REAL_TOOLS, "git", "ls"],
-        )
-        self.host_key = paramiko.RSAKey.generate(2048)
-        self._socks: dict[str, socket.socket] = {}
+        for name, value in self.knobs.items():
+            (self.state / name).write_text(value)
+
+    def keep_in_state(self, name: str, value: str) -> None:
+        """A knob of the node's stubs ($STATE/name), kept across fresh disks."""
+        self.knobs[name] = value
+        (self.state / name).write_text(value)
 
     def call_lines(self) -> list[str]:
         """Each stub command the node ran, as `NAME ARGS` (make with its target, ray start ...)."""
@@ -115,7 +156,11 @@ class FakeNode:
             "CALLS": str(self.calls),
             "GIT_CONFIG_NOSYSTEM": "1",
             "SETUP_LOCK_POLL": "0",
+            **self.extra_env,
         }
+
+    def listening(self) -> set[str]:
+        return set(self._socks)
 
     def listen(self, address: str) -> None:
         """Answer SSH on address (the floating IP now bound to this node's server)."""
@@ -148,6 +193,7 @@ class FakeNode:
     def _serve(self, conn):
         transport = paramiko.Transport(conn)
         transport.add_server_key(self.host_key)
+        transport.set_subsystem_handler("sftp", paramiko.SFTPServer, _Files, self)
         try:
             transport.start_server(server=_Interface(self, conn.getsockname()[0]))
         except (paramiko.SSHException, EOFError, OSError):
@@ -179,8 +225,116 @@ class FakeNode:
         err.join()
         record["rc"] = proc.wait()
         channel.send_exit_status(record["rc"])
+        # EOF, then the client closes the channel, as sshd leaves it to: closing it here could
+        # reach the client before paramiko's reply to the exec request (a quick command, a busy
+        # machine), and the client would take it for a refused request ("Channel closed.")
+        channel.shutdown_write()
+        deadline = time.monotonic() + 30
+        while not channel.closed and time.monotonic() < deadline:
+            time.sleep(0.02)
         channel.close()
 
     def stop(self):
         for address in list(self._socks):
             self.unlisten(address)
+
+
+# ---------------------------------------------------------------------- SFTP on the node's files
+class _Handle(paramiko.SFTPHandle):
+    def stat(self):
+        return paramiko.SFTPAttributes.from_stat(os.fstat(self.readfile.fileno()))
+
+    def chattr(self, attr):
+        return paramiko.SFTP_OK
+
+
+class _Files(paramiko.SFTPServerInterface):
+    """The node's files as sshd's SFTP shows them: /home/cc/... (and relative paths) are the
+    node's home; the fake's own path of that home is accepted too (the shell's $HOME)."""
+
+    def __init__(self, server, node: FakeNode, *args, **kwargs):
+        super().__init__(server, *args, **kwargs)
+        self.node = node
+
+    def _local(self, path: str) -> Path | None:
+        home = str(self.node.home)
+        path = path if path.startswith("/") else f"{HOME_ON_NODE}/{path}"
+        for prefix in (home, HOME_ON_NODE):
+            if path == prefix or path.startswith(prefix + "/"):
+                return Path(os.path.normpath(home + path[len(prefix) :]))
+        return None
+
+    def canonicalize(self, path):
+        local = self._local(path)
+        if local is None:
+            return path
+        return HOME_ON_NODE + str(local)[len(str(self.node.home)) :]
+
+    def _attrs(self, path, follow=True):
+        local = self._local(path)
+        if local is None:
+            return paramiko.SFTP_PERMISSION_DENIED
+        try:
+            st = local.stat() if follow else local.lstat()
+        except FileNotFoundError:
+            return paramiko.SFTP_NO_SUCH_FILE
+        return paramiko.SFTPAttributes.from_stat(st, local.name)
+
+    def stat(self, path):
+        return self._attrs(path)
+
+    def lstat(self, path):
+        return self._attrs(path, follow=False)
+
+    def list_folder(self, path):
+        local = self._local(path)
+        if local is None or not local.is_dir():
+            return paramiko.SFTP_NO_SUCH_FILE
+        return [paramiko.SFTPAttributes.from_stat(p.stat(), p.name) for p in local.iterdir()]
+
+    def open(self, path, flags, attr):
+        local = self._local(path)
+        if local is None:
+            return paramiko.SFTP_PERMISSION_DENIED
+        writing = flags & (os.O_WRONLY | os.O_RDWR)
+        try:
+            fd = os.open(local, flags | getattr(os, "O_BINARY", 0), 0o644)
+        except FileNotFoundError:
+            return paramiko.SFTP_NO_SUCH_FILE
+        self.node.transfers.append(
+            {"op": "put" if writing else "get", "path": self.canonicalize(path),
+             "at": now().isoformat()}
+        )  # fmt: skip
+        handle = _Handle(flags)
+        f = os.fdopen(fd, "wb" if writing and not flags & os.O_RDWR else "r+b" if writing else "rb")
+        handle.readfile = handle.writefile = f
+        return handle
+
+    def chattr(self, path, attr):
+        local = self._local(path)
+        if local is None or not local.exists():
+            return paramiko.SFTP_NO_SUCH_FILE
+        if attr.st_mode is not None:
+            local.chmod(attr.st_mode & 0o7777)
+        return paramiko.SFTP_OK
+
+    def mkdir(self, path, attr):
+        local = self._local(path)
+        if local is None:
+            return paramiko.SFTP_PERMISSION_DENIED
+        local.mkdir()
+        return paramiko.SFTP_OK
+
+    def remove(self, path):
+        local = self._local(path)
+        if local is None:
+            return paramiko.SFTP_PERMISSION_DENIED
+        local.unlink()
+        return paramiko.SFTP_OK
+
+    def rename(self, oldpath, newpath):
+        old, new = self._local(oldpath), self._local(newpath)
+        if old is None or new is None:
+            return paramiko.SFTP_PERMISSION_DENIED
+        old.rename(new)
+        return paramiko.SFTP_OK

@@ -1,16 +1,18 @@
 """Nova for bare metal: every student's servers in one project, one server per reserved host.
 
-A server boots on a host of the ACTIVE host reservation named in its scheduler hint, one that
-runs no server yet (a reservation of two hosts takes two servers). It ends in ERROR when every
-host of the reservation already runs a server ("No valid host was found", as Nova says), when the
-host is in `bad_hosts` (it fails every deploy), or while `servers_fail` > 0 (a deploy that fails
-once). A server that was ACTIVE can fail later (`break_server`: ERROR, its floating IP still
-bound). A deleted server stays listed for `delete_polls` more reads, as a bare-metal delete takes
-a while, and its port goes with it, which unbinds its floating IP. A server keeps the metadata it
-was made with (string keys and values, as Nova checks them) and reports its private (fixed) IP on
-the shared network beside its floating one; the list filters `name` as Nova
-does, as a regular expression searched in the name (so `name=node-serve-system-stud` also lists
-node-serve-system-student's server).
+A server boots on a host of the ACTIVE (or UPDATING) host reservation named in its scheduler
+hint, one that runs no server yet (a reservation of two hosts takes two servers), on the
+simulated clock (common.py): BUILD for `boot_s` (the next creations' own times may be queued in
+`boots`), then ACTIVE. It ends in ERROR instead when every host of the reservation already runs
+a server ("No valid host was found", as Nova says, within seconds), when the host is in
+`bad_hosts` (it fails every deploy) or while `servers_fail` > 0 (a deploy that fails once): both
+after `boot_fail_s`. A server that was ACTIVE can fail later (`break_server`: ERROR, its floating
+IP still bound). A deleted server stays listed, its task state "deleting", for
+`server_delete_s`, as a bare-metal delete takes minutes; its port goes at once, which unbinds its
+floating IP. A server keeps the metadata it was made with (string keys and values, as Nova
+checks them) and reports its private (fixed) IP on the shared network beside its floating one;
+the list filters `name` as Nova does, as a regular expression searched in the name (so
+`name=node-serve-system-stud` also lists node-serve-system-student's server).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .common import Reply, fingerprint, new_id, now
+from .common import Reply, fingerprint, new_id, now, sim_now
 
 NO_VALID_HOST = "No valid host was found. There are not enough hosts available."
 DEPLOY_FAILED = "Build of instance aborted: Failed to provision instance: deploy failed"
@@ -91,10 +93,11 @@ class NovaMixin:
 
     # ------------------------------------------------------------------ servers
     def _active_host_reservations(self):
+        self._advance_leases()
         return {
             r["id"]
             for lease in self.leases.values()
-            if lease["status"] == "ACTIVE" and lease["project_id"] == self.project_id
+            if lease["status"] in ("ACTIVE", "UPDATING") and lease["project_id"] == self.project_id
             for r in lease["reservations"]
             if r["resource_type"] == "physical:host"
         }
@@ -111,11 +114,7 @@ class NovaMixin:
     def servers_collection(self, method, query, body, headers):
         self._token_check(headers)
         if method == "GET":
-            for sid in list(self.deleting):  # a deleted server shows for a few more reads
-                self.deleting[sid] -= 1
-                if self.deleting[sid] < 0:
-                    del self.deleting[sid]
-                    self.servers.pop(sid, None)
+            self._advance_deletes()
             version = self._microversion(headers)
             listed = [
                 s
@@ -193,6 +192,8 @@ class NovaMixin:
         fault = fault if free else NO_VALID_HOST
         if host["id"] in self.bad_hosts:
             fault = fault or DEPLOY_FAILED
+        boot_s = self.boots.pop(0) if self.boots else self.boot_s
+        takes = 20 if fault == NO_VALID_HOST else self.boot_fail_s if fault else boot_s
         sid = new_id()
         port = self._new_port(sid)
         self.ports[port["id"]] = port
@@ -209,11 +210,48 @@ class NovaMixin:
             "status": "BUILD",
             "final": "ERROR" if fault else final,
             "fault": fault,
-            "reads": 0,
             "created": now(),
+            "ready_at": sim_now() + takes,  # when BUILD ends (simulated clock)
+            "active_at": None,
             "metadata": dict(metadata or {}),
         }
         return self.servers[sid]
+
+    def _advance_server(self, s):
+        if s["status"] == "BUILD" and sim_now() >= s["ready_at"]:
+            s["status"] = s["final"]
+            if s["status"] == "ACTIVE":
+                s["active_at"] = s["ready_at"]
+
+    def ssh_ready(self) -> dict:
+        """The student's servers that answer SSH now, by the floating IP bound to them:
+        {address: (server name, server id, whether sshd takes the key yet)}. sshd answers
+        `sshd_s` after the server turned ACTIVE, and takes the key `keys_s` later."""
+        ready = {}
+        for s in self.servers.values():
+            if s["user_id"] != self.user_id or s["id"] in self.deleting:
+                continue
+            self._advance_server(s)
+            if s["status"] != "ACTIVE" or s["active_at"] is None:
+                continue
+            up = sim_now() - s["active_at"] - self.sshd_s
+            ports = {p["id"] for p in self.ports.values() if p["device_id"] == s["id"]}
+            for f in self.fips.values():
+                if up >= 0 and f["port_id"] in ports:
+                    ready[f["floating_ip_address"]] = (s["name"], s["id"], up >= self.keys_s)
+        return ready
+
+    def finish_deletes(self) -> None:
+        """Every delete under way is done (Nova lists none of them any more)."""
+        for sid in self.deleting:
+            self.deleting[sid] = sim_now()
+        self._advance_deletes()
+
+    def _advance_deletes(self):
+        for sid, gone_at in list(self.deleting.items()):
+            if sim_now() >= gone_at:
+                del self.deleting[sid]
+                self.servers.pop(sid, None)
 
     def break_server(self, server_id: str, fault: str = DEPLOY_FAILED) -> None:
         """A server that was running fails (ERROR); its floating IP stays bound to its port."""
@@ -221,9 +259,7 @@ class NovaMixin:
         s.update(status="ERROR", final="ERROR", fault=fault)
 
     def _server_json(self, s, version=(2, 61)):
-        s["reads"] += 1
-        if s["status"] == "BUILD" and s["reads"] > 1:
-            s["status"] = s["final"]
+        self._advance_server(s)
         ports = [p for p in self.ports.values() if p["device_id"] == s["id"]]
         addresses = [
             {
@@ -300,6 +336,7 @@ class NovaMixin:
 
     def server_item(self, method, query, body, headers, server_id):
         self._token_check(headers)
+        self._advance_deletes()
         s = self.servers.get(server_id)
         if s is None:
             raise self._nova_not_found(f"Instance {server_id} could not be found.")
@@ -311,7 +348,8 @@ class NovaMixin:
         raise Reply(405)
 
     def _delete_server(self, server_id):
-        self.deleting.setdefault(server_id, self.delete_polls)  # twice is accepted, as by Nova
+        # twice is accepted, as by Nova; the second changes nothing
+        self.deleting.setdefault(server_id, sim_now() + self.server_delete_s)
         for pid in [p["id"] for p in self.ports.values() if p["device_id"] == server_id]:
             self._unbind_port(pid)
             del self.ports[pid]

@@ -29,9 +29,10 @@ needs_namespace = pytest.mark.skipif(
 
 
 # Each scenario is a harness of its own (a fake Chameleon, kernels, a node) and spends about
-# 40 % of its time waiting (kernels starting, the notebooks' polls): a few run at once, so the
-# class's scenarios take about half the wall time they take one after another.
-PARALLEL = int(os.environ.get("FAKE_CHAMELEON_PARALLEL", "3"))
+# half its time waiting (kernels starting, the site's durations on the sped-up clock, the
+# notebooks' polls): a few run at once, so the class's scenarios take well under half the wall
+# time they take one after another.
+PARALLEL = int(os.environ.get("FAKE_CHAMELEON_PARALLEL", "4"))
 _pool = ThreadPoolExecutor(max_workers=max(1, PARALLEL))
 _started: dict[str, Future] = {}
 FIXTURES: dict[str, str] = {}  # fixture name -> scenario name, for scenarios_ahead

@@ -10,14 +10,22 @@ from __future__ import annotations
 import datetime as dt
 import os
 
-from fake_chameleon.common import BRANCH, now, user_id_of
+from fake_chameleon.common import BRANCH, MINUTE, now, sim_now, user_id_of
 
 DELETE_SERVER = {"DELETE_SERVER = False": "DELETE_SERVER = True"}
 DELETE_LEASE = {"DELETE_LEASE = False": "DELETE_LEASE = True"}
 DELETE_LATER = {**DELETE_LEASE, "DELETE_LATER_LEASES = False": "DELETE_LATER_LEASES = True"}
+NO_FIP = {"RESERVE_FLOATING_IP = True": "RESERVE_FLOATING_IP = False"}
+LATER = {"START_IN_HOURS = 0": "START_IN_HOURS = 20"}
+KEEP_BUNDLES = {"BRING_BACK_BUNDLES = True": "BRING_BACK_BUNDLES = False"}
 SETUP = "check_node_type_and_image"  # the cell that ends the set-up cells of both notebooks
 LEASES = "def my_lab_leases"  # notebook 1: the cell after which its clean-up cell can run
 CLONE = "lab version: %h"  # notebook 2: the cell that clones the lab on the node
+LEASE_CELL = "wait_for_start"  # notebook 2: the cell that picks the lease and waits for it
+REPLACE = "why = chi_servers.why_replace"  # notebook 2: the cell that clears a failed server
+BOOT = "chi_servers.wait_for_boot(node,"  # notebook 2: the cell that boots the server
+SSH = "chi_servers.wait_for_ssh(node)"  # notebook 2: the cell that waits for SSH
+BUNDLE = "results/bundles/03_fastapi_setup/summary.csv"  # a bundle the measure pass writes
 
 
 class NoStop(Exception):
@@ -32,7 +40,8 @@ def stopped_at(record) -> int:
 
 
 def student_lease(world, start_in_hours, hours=3, fip=True, name_suffix="", starting=0):
-    """A lease the student made earlier (notebook 1, or Horizon when fip=False)."""
+    """A lease the student made earlier (notebook 1, or Horizon when fip=False); starting: how
+    many more simulated seconds Blazar keeps it STARTING."""
     f = world.fake
     lease = f.add_lease(
         "x", f.user_id, start_in_hours=start_in_hours, hours=hours, fip=fip, starting=starting
@@ -43,29 +52,63 @@ def student_lease(world, start_in_hours, hours=3, fip=True, name_suffix="", star
 
 
 def class_day(world):
-    """A student's lab from start to end, every notebook run twice, then the clean-up cells.
-    Before it: the student's ended leases from earlier tries (one named without a date, as this
-    lab once did), and 39 classmates' leases, servers and IPs in the project."""
+    """A student's lab from start to end, every notebook run twice, then the clean-up cells, on
+    a good day's durations (a lease STARTING for 3 minutes, an 11-minute boot, sshd 2 minutes
+    after ACTIVE). Before it: the student's ended leases from earlier tries (one named without a
+    date, as this lab once did), 39 classmates' leases, servers and IPs in the project, and
+    notebook 3 prepared in Chameleon's Jupyter (the prepare pass). Between the two rounds the
+    measure pass runs notebook 3 on the node (changing it there) while the student writes more
+    in it here, and writes its bundle; the clean-up brings the bundle back."""
     f = world.fake
     f.add_lease("serve_system_student", f.user_id, -50, status="TERMINATED")
     f.add_lease("serve_system_student_20250101-1200", f.user_id, -40, status="TERMINATED")
+    world.prepare("03_fastapi_setup", "My prediction: the ONNX service answers first.")
+    world.notes["prepared"] = world.notebook_ids()
     for round_ in ("first", "again"):
         with world.session("01_reserve") as s:
             s.run(label=round_)
         with world.session("02_provision") as s:
             s.run(label=round_)
+        if round_ == "first":
+            world.notes["carried"] = world.node_notebook_ids()
+            nb = world.node.home / "serve-system-lab/notebooks/03_fastapi_setup.ipynb"
+            nb.write_text(nb.read_text().replace('"cells": [', '"cells": [\n', 1))
+            world.notes["measured"] = world.node_notebook_ids()
+            world.prepare("03_fastapi_setup", "And a second thought, written here.")
+            world.notes["prepared again"] = world.notebook_ids()
+            world.on_node(f"serve-system-lab/{BUNDLE}", "rate,p95_ms\n100,41.5\n")
+    world.fake.server_delete_s = 10**6  # Nova still deleting at "again" ...
     with world.session("02_provision", DELETE_SERVER) as s:
         s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete server")
         s.run([s.index_of("DELETE_SERVER")], label="delete server again")  # still being deleted
+        with world.fake.lock:  # ... and done before "none left"
+            world.fake.finish_deletes()
         s.run([s.index_of("DELETE_SERVER")], label="delete server, none left")
     with world.session("01_reserve", DELETE_LEASE) as s:
         s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete lease")
 
 
 def pending_lease(world):
-    """A lease for tomorrow (START_IN_HOURS = 20): made once, then found again; notebook 2 says
-    when it starts instead of making a server."""
-    with world.session("01_reserve", {"START_IN_HOURS = 0": "START_IN_HOURS = 20"}) as s:
+    """A lease for tomorrow (START_IN_HOURS = 20). First another project holds every gpu_p100
+    from +19 h to +26 h: refused, and the advice is the first start from the one asked for on
+    (never an earlier slot); then refused again, but the other project gives one host back just
+    after the refusal: run again; then made, found again; notebook 2 says when it starts instead
+    of making a server."""
+    f = world.fake
+    p100 = [h["id"] for h in f.hosts if h["node_type"] == "gpu_p100"]
+    for host in p100:
+        f.book(host, 19, 26)
+    freed = f.allocations[p100[-1]][-1]
+
+    def gives_back():
+        f.allocations[p100[-1]].remove(freed)
+        f.after_refusal = lambda: None
+
+    with world.session("01_reserve", LATER) as s:
+        s.run(label="tomorrow taken")
+        f.after_refusal = gives_back
+        s.run(label="tomorrow freed just after")
+        world.notes["freed host"] = p100[-1]
         s.run(label="future start")
     with world.session("01_reserve") as s:
         s.run(label="again")
@@ -111,11 +154,15 @@ def server_on_earlier_lease(world):
     with world.session("02_provision") as s:
         s.run(s.upto("lease_note"), label="no record")
     server["metadata"] = record
-    world.fake.delete_polls = 4  # the server is still listed when notebook 2 runs again
+    world.fake.server_delete_s = 10**6  # still under way when notebook 2 runs again ...
     with world.session("02_provision", DELETE_SERVER) as s:
         s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="move: delete server")
     with world.session("02_provision") as s:
-        s.run(label="move: on B")
+        first = s.run(s.upto(LEASE_CELL), label="move: on B")
+        with world.fake.lock:  # ... and done 6 minutes later: within the cell's 10-minute wait
+            world.fake.server_delete_s = 90.0
+            world.fake.deleting[server["id"]] = sim_now() + 6 * MINUTE
+        s.extend(first, range(s.index_of(LEASE_CELL) + 1, len(s.code)))
     f, left = world.fake, my_server(world)["id"]
     f.end_lease(b["id"])
     f.deleting.pop(left, None)  # Blazar's delete of the server failed: it stays, without its port
@@ -126,14 +173,17 @@ def server_on_earlier_lease(world):
 
 def starting_lease(world):
     """The student's lease was made a moment ago and Blazar is still starting it (a classmate's
-    lease stays STARTING all along): notebook 1 uses it, notebook 2 says to come back in a few
-    minutes; once ACTIVE, notebook 2 makes the server on it."""
+    lease stays STARTING all along): notebook 1 uses it; Blazar takes 25 more minutes from
+    notebook 2's lease cell on: notebook 2 waits its 15 minutes and says to run the cell again;
+    run again, it waits the rest and makes the server."""
     lease = student_lease(world, 0, starting=10**6)
     with world.session("01_reserve") as s:
         s.run(label="starting")
     with world.session("02_provision") as s:
-        s.run(label="starting")
-    lease["_starting"] = 0
+        record = s.run(range(s.index_of(LEASE_CELL)), label="starting")
+        with world.fake.lock:
+            lease["_until"] = sim_now() + 25 * MINUTE
+        s.extend(record, range(s.index_of(LEASE_CELL), len(s.code)))
     with world.session("02_provision") as s:
         s.run(label="started")
 
@@ -300,7 +350,7 @@ def reserved_ip_taken(world):
         failed = stopped_at(s.run(label="taken"))
         with f.lock:
             f._bind(mine, None)  # the classmate detaches it
-        s.run(range(failed, s.index_of("check_connectivity") + 1), label="given back")
+        s.run(range(failed, s.index_of(SSH) + 1), label="given back")
 
 
 def refusals(world):
@@ -353,11 +403,11 @@ def bad_day(world):
     with world.session("01_reserve") as s:
         s.run(label="a node is free")
     f.servers_fail = 1
-    (world.node.state / "make_rc").write_text("2")
+    world.node.keep_in_state("make_rc", "2")
     with world.session("02_provision") as s:
         failed = stopped_at(s.run(label="server in ERROR"))
         failed = stopped_at(s.run(range(failed - 1, len(s.code)), label="cell above, then again"))
-        (world.node.state / "make_rc").write_text("0")
+        world.node.keep_in_state("make_rc", "0")
         s.run(range(failed, len(s.code)), label="make fixed, cell again")
 
 
@@ -370,8 +420,8 @@ def bad_host(world):
     with world.session("02_provision") as s:
         failed = stopped_at(s.run(label="first failure"))
         s.run([failed - 1, failed], label="second failure")
-    f.delete_polls = 10**6
-    with world.session("02_provision", {"time.sleep(5)": "time.sleep(0)"}) as s:
+    f.server_delete_s = 10**6
+    with world.session("02_provision") as s:
         s.run(s.upto("old = server.get_server"), label="delete never ends")
 
 
@@ -422,14 +472,24 @@ def oldest_python_chi(world):
 def two_nodes(world):
     """Notebook 9 on two machines: NODE_COUNT = 2 in notebook 1 (a lease of the class's last two
     free gpu_p100 hosts and two reserved IPs), notebook 2 top to bottom with its optional section
-    (the second server, its IP, both nodes set up, Ray's head and the join), then notebook 2
-    again (nothing made twice); notebook 1 asking for 3 nodes beside the lease of 2; then the
-    clean-up cell of notebook 2 (both servers)."""
+    (the second server, its IP, both nodes set up, Ray's head and the join, notebook 3 as
+    prepared here carried to the node); then the instructor fixes v1 and moves the tag (git tag
+    -f v1, pushed), and notebook 2 runs again (nothing made twice; both clones at the new v1,
+    the student's notebook kept with the fix merged in); notebook 1 asking for 3 nodes beside
+    the lease of 2; then the clean-up cell of notebook 2 (both servers)."""
+    world.prepare("03_fastapi_setup", "My prediction: the ONNX service answers first.")
     with world.session("01_reserve", nodes(2)) as s:
         s.run(label="two nodes")
-    for label in ("two nodes", "again"):
-        with world.session("02_provision") as s:
-            s.run(label=label)
+    with world.session("02_provision") as s:
+        s.run(label="two nodes")
+    world.notes["v1 moved"] = world.retag()
+    with world.session("02_provision") as s:
+        s.run(label="again")
+    on_node = (world.node.home / "serve-system-lab/notebooks/03_fastapi_setup.ipynb").read_text()
+    world.notes["on the node"] = {
+        "the fix": "FastAPI (fixed)" in on_node,
+        "the student's lines": "My prediction: the ONNX service answers first." in on_node,
+    }
     with world.session("01_reserve", nodes(3)) as s:
         s.run(s.upto(LEASES), label="three asked")
     with world.session("02_provision", DELETE_SERVER) as s:
@@ -439,6 +499,224 @@ def two_nodes(world):
 def nodes(count: int) -> dict:
     """Notebook 1's NODE_COUNT set to count, as the student edits its values cell."""
     return {"lab.NODE_TYPE, 1": f"lab.NODE_TYPE, {count}"}
+
+
+# ------------------------------------------------------------------ the site as unkind as it is
+
+
+def edited(session, edits: dict, cells, label: str) -> dict:
+    """The student sets values in a cell (DELETE_LEASE = True ...), runs cells, and sets them
+    back, in the same kernel."""
+    record = session.edit(edits).run(cells, label=label)
+    session.edit({new: old for old, new in edits.items()})
+    return record
+
+
+def holdings(world) -> dict:
+    """What the student holds now: leases by status, servers by name, public IPs by server."""
+    f = world.fake
+    with f.lock:
+        f._advance_leases()
+        servers = {s["id"]: s for s in f.servers.values() if s["user_id"] == f.user_id}
+        for s in servers.values():
+            f._advance_server(s)
+        ports = {p["id"]: p["device_id"] for p in f.ports.values()}
+        return {
+            "leases": sorted(x["status"] for x in f.leases.values() if x["user_id"] == f.user_id),
+            "servers": sorted(
+                (s["name"], s["status"] + (" deleting" if s["id"] in f.deleting else ""))
+                for s in servers.values()
+            ),
+            "ips": sorted(
+                (x["floating_ip_address"], servers[ports[x["port_id"]]]["name"])
+                for x in f.fips.values()
+                if x["port_id"] in ports and ports[x["port_id"]] in servers
+            ),
+            "pool_ips": sorted(
+                x["floating_ip_address"]
+                for x in f.fips.values()
+                if "serve-system-student for lease" in x["description"]
+            ),
+        }
+
+
+def slow_site(world):
+    """A slow day: every long wait of notebook 2 runs out once, then is met when the cell runs
+    again. Blazar keeps the new lease STARTING 25 minutes from the lease cell on (notebook 2
+    waits 15); the server boots in 40 minutes (it waits 30); sshd answers 25 minutes after the
+    SSH cell starts (it waits 15). What the student holds is noted at each stop."""
+    f = world.fake
+    f.boots = [40 * MINUTE]
+    with world.session("01_reserve") as s:
+        s.run(label="reserve")
+    (lease,) = [x for x in f.leases.values() if x["user_id"] == f.user_id]
+    with world.session("02_provision") as s:
+        lease_cell, boot, ssh = s.index_of(LEASE_CELL), s.index_of(BOOT), s.index_of(SSH)
+        record = s.run(range(lease_cell), label="lease starting")
+        with f.lock:
+            lease.update(status="STARTING", _until=sim_now() + 25 * MINUTE)
+        s.extend(record, [lease_cell])
+        world.notes["lease starting"] = holdings(world)
+        s.run([lease_cell], label="lease started")
+        s.run(range(lease_cell + 1, boot + 1), label="booting")
+        world.notes["booting"] = holdings(world)
+        s.run([boot], label="booted")
+        record = s.run(range(boot + 1, ssh), label="no ssh")
+        with f.lock:
+            server = next(x for x in f.servers.values() if x["user_id"] == f.user_id)
+            server["active_at"] = sim_now() + 25 * MINUTE - f.sshd_s
+        s.extend(record, [ssh])
+        world.notes["no ssh"] = holdings(world)
+        s.run([ssh], label="ssh")
+        s.run(range(ssh + 1, len(s.code)), label="the rest")
+
+
+def lease_states(world):
+    """Blazar's lease states beyond PENDING and ACTIVE, one after the other, in one notebook 1 and
+    one notebook 2 (a student's two open notebooks): python-chi loses Blazar's answer after the
+    lease was made (notebook 1 finds the lease and goes on; then it is deleted); Blazar stores a
+    lease, leaves it in ERROR and answers 500 (notebook 1 finds it in ERROR and says to delete
+    it; deleted, it stays DELETING, and notebook 2 says so); a lease that fails its start 5
+    minutes into notebook 2's wait (it waits, then sees ERROR); a lease ending (TERMINATING)."""
+    f = world.fake
+    f.lost_answers = 1
+    with world.session("01_reserve") as one, world.session("02_provision") as two:
+        one.run(label="answer lost")
+        edited(one, DELETE_LEASE, one.upto(LEASES) + [one.index_of("DELETE_LEASE")], "delete it")
+        with f.lock:
+            f.lease_delete_s, f.errors_after_create = 10**6, 1
+        one.run(label="error after create")
+        cells = one.upto(LEASES) + [one.index_of("DELETE_LEASE")]
+        edited(one, DELETE_LEASE, cells, "delete the failed one")
+        two.run(two.upto(LEASE_CELL), label="deleting")
+        world.notes["deleting"] = holdings(world)
+        f.fail_starts, f.lease_start_s = 1, 10**6
+        one.run(label="start fails")
+        (failing,) = [x for x in f.leases.values() if x["user_id"] == f.user_id and x.get("_fails")]
+        record = two.run(range(two.index_of(LEASE_CELL)), label="failed start")
+        with f.lock:
+            failing["_until"] = sim_now() + 5 * MINUTE
+        two.extend(record, [two.index_of(LEASE_CELL)])
+        world.notes["failed start"] = holdings(world)
+        edited(one, DELETE_LEASE, cells, "delete the failed start")
+        ending = student_lease(world, -2.9)
+        world.notes["ending"] = ending["id"]
+        with f.lock:
+            for x in f.leases.values():  # the deleted ones are gone now
+                if x["status"] == "DELETING":
+                    x["_until"] = sim_now()
+            f.lease_end_s = 10**6
+            f.end_lease(ending["id"])
+        two.run(two.upto(LEASE_CELL), label="terminating")
+
+
+def lease_error(world):
+    """A lease without a reserved IP (Horizon): notebook 2 makes the server and takes a pool IP;
+    the measure pass writes its bundle where LAB_BUNDLE points on the node. The lease is
+    extended in Horizon (UPDATING for 4 minutes from the lease cell on): notebook 2 waits and
+    goes on. Then the lease goes to ERROR (a failed update) with the server running and the IP
+    attached: notebook 2 says what to do, notebook 1 keeps the IP; the clean-up of notebook 2
+    brings the bundle back and gives the IP back, notebook 1's deletes the lease. One kernel for
+    each notebook, as a student keeps them open."""
+    f = world.fake
+    lease = student_lease(world, -0.2, fip=False)
+    world.node.extra_env["LAB_BUNDLE"] = "/home/cc/measured/bundles"
+    with world.session("02_provision") as two, world.session("01_reserve") as one:
+        two.run(two.upto(SSH), label="first")
+        world.on_node("measured/bundles/04_fastapi_benchmarks/rows.csv", "rate,p50_ms\n50,12.0\n")
+        record = two.run(range(two.index_of(LEASE_CELL)), label="updating")
+        with f.lock:
+            f.update_lease(lease["id"], 4 * MINUTE)
+        two.extend(record, range(two.index_of(LEASE_CELL), two.index_of(SSH) + 1))
+        with f.lock:
+            f.error_lease(lease["id"])
+        two.run(label="lease in ERROR")
+        world.notes["lease in ERROR"] = holdings(world)
+        one.run(one.upto(LEASES), label="notebook 1 beside it")
+        world.notes["beside it"] = holdings(world)
+        cells = two.upto(SETUP) + [two.index_of("DELETE_SERVER")]
+        edited(two, DELETE_SERVER, cells, "delete server")
+        edited(one, DELETE_LEASE, [one.index_of("DELETE_LEASE")], "delete lease")
+    world.notes["after"] = holdings(world)
+
+
+def two_nodes_without_ips(world):
+    """NODE_COUNT = 2 with RESERVE_FLOATING_IP = False: two hosts and no reserved IP, beside a
+    classmate (user `student-2`) whose pool IP sits unattached in the project, described for
+    the server node-serve-system-student-2 (a name a second node called "<first>-2" would have
+    had). The second server fails its first boot. Both nodes take pool IPs, and notebook 9's
+    cluster starts. Then notebook 1's DELETE_LEASE (the bundle comes back first), and notebook 2
+    the next day: both pool IPs back in the pool, the classmate's left alone."""
+    f = world.fake
+    with world.session("01_reserve", {**nodes(2), **NO_FIP}) as one:
+        one.run(label="two nodes, no IPs")
+        with world.session("02_provision") as two:
+            second_boot = two.index_of("chi_servers.wait_for_boot(node2")
+            record = two.run(range(second_boot), label="two nodes")
+            f.servers_fail = 1
+            failed = stopped_at(two.extend(record, range(second_boot, len(two.code))))
+            two.run(range(failed - 1, len(two.code)), label="second node again")
+            world.notes["running"] = holdings(world)
+            world.on_node(f"serve-system-lab/{BUNDLE}", "rate,p95_ms\n100,41.5\n")
+            edited(one, DELETE_LEASE, [one.index_of("DELETE_LEASE")], "delete lease")
+            world.notes["deleted"] = holdings(world)
+            with f.lock:
+                f.finish_deletes()
+            two.run(two.upto(LEASE_CELL), label="next day")
+            world.notes["next day"] = holdings(world)
+
+
+def two_live_pool_ips(world):
+    """Two live leases of the student's without reserved IPs. Lease B (notebook 1 with
+    RESERVE_FLOATING_IP = False, ends in 1.5 h): notebook 2 makes the server and takes a pool
+    IP; the student deletes that server in Horizon (its IP stays, unattached, for B). Lease A,
+    made in Horizon, ends in 4 h: notebook 2 makes the server there and takes back that same IP
+    for A instead of a second one. Then notebook 1 deletes both leases: the IP goes back."""
+    f = world.fake
+    b = student_lease(world, -0.5, hours=2, fip=False, name_suffix="b")
+    world.notes["B"] = b["id"]
+    with world.session("02_provision") as two:
+        two.run(two.upto(SSH), label="on B")
+        with f.lock:
+            mine = next(x["id"] for x in f.servers.values() if x["user_id"] == f.user_id)
+            f._delete_server(mine)
+            f.finish_deletes()
+        world.notes["server deleted in Horizon"] = holdings(world)
+        world.notes["A"] = student_lease(world, -0.1, hours=4.1, fip=False)["id"]
+        two.run(two.upto(SSH), label="on A")
+        world.notes["on A"] = holdings(world)
+    with world.session("01_reserve", DELETE_LEASE) as s:
+        s.run(s.upto(LEASES) + [s.index_of("DELETE_LEASE")], label="delete leases")
+    world.notes["after"] = holdings(world)
+
+
+def node_count_pending(world):
+    """NODE_COUNT = 2 beside a PENDING lease of one node: the advice names both settings the
+    delete needs (DELETE_LEASE alone keeps a PENDING lease); followed to the letter (both set in
+    the last cell, which is run), the lease goes and the next run makes a lease of two."""
+    world.notes["pending"] = student_lease(world, 4)
+    with world.session("01_reserve", nodes(2)) as s:
+        s.run(label="two asked")
+        edited(s, DELETE_LATER, [s.index_of("DELETE_LEASE")], "as advised")
+        s.run(label="again")
+
+
+def refusal_words(world):
+    """python-chi's parser of Blazar's refusals matching (as it would, fixed on either side):
+    python-chi logs its own sentence ("there were not enough unreserved hosts ..."); the advice
+    is the same: no gpu_p100 free for 3 h from now, then no reservable IP left."""
+    f = world.fake
+    f.book_all("gpu_p100", -1, 2)
+    with world.session("01_reserve") as s:
+        s.run(label="no node free")
+        for booked in f.allocations.values():  # the other project's bookings end
+            booked[:] = [a for a in booked if a["lease_id"] in f.leases]
+        for address in f.reservable_fips:  # and other projects take every reservable IP
+            f.fip_bookings.append(
+                {"address": address, "reservation_id": "other", "start": now(),
+                 "end": now() + dt.timedelta(hours=48)}
+            )  # fmt: skip
+        s.run(label="no floating IP")
 
 
 def old_python_chi(world):
@@ -465,6 +743,13 @@ SCENARIOS = {
     "bad_day": (dict, bad_day),
     "bad_host": (dict, bad_host),
     "two_nodes": (dict, two_nodes),
+    "slow_site": (dict, slow_site),
+    "lease_states": (dict, lease_states),
+    "lease_error": (dict, lease_error),
+    "two_nodes_without_ips": (dict, two_nodes_without_ips),
+    "two_live_pool_ips": (dict, two_live_pool_ips),
+    "node_count_pending": (dict, node_count_pending),
+    "refusal_words": (lambda: {"parser_matches": True}, refusal_words),
     "trovi_settings": (lambda: {"settings": {}}, trovi_settings),
     # FAKE_CHAMELEON_PYTHON_CHI: a folder with python-chi 1.1.0 installed (pip --target)
     "oldest_python_chi": (

@@ -24,6 +24,7 @@ import triton_python_backend_utils as pb_utils
 
 try:
     from servelab import food11
+    from servelab.serving.gpu_report import Report
     from servelab.serving.runtimes import (
         TorchClassifier,
         triton_instance_device,
@@ -55,7 +56,7 @@ class TritonPythonModel:
         if not weights.is_file():
             raise FileNotFoundError(
                 f"{weights} is missing: copy {WEIGHTS} into the version folder "
-                "(python -m servelab.model_repository does it)"
+                "(python -m servelab.triton.model_repository does it)"
             )
         # each instance runs in its own process: its share of the cores, not a thread per core
         threads, why = triton_thread_budget(args)
@@ -65,6 +66,8 @@ class TritonPythonModel:
             f"{weights.name} on {self.classifier.device}, {self.classifier.threads} CPU "
             f"thread(s) ({why})"
         )
+        # where this instance runs, in Triton's metrics (servelab/serving/gpu_report.py)
+        self.where = Report(pb_utils, args, self.classifier.device)
 
     def _decode(self, request) -> list[np.ndarray]:
         """All images of one request as [3, 224, 224] arrays; food11.BadInput if any is unusable."""
@@ -131,4 +134,4 @@ class TritonPythonModel:
         return responses
 
     def finalize(self):
-        self.classifier = None
+        self.classifier = self.where = None

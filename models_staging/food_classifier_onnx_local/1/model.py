@@ -27,6 +27,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 try:
+    from servelab.serving.gpu_report import Report
     from servelab.serving.runtimes import (
         OnnxClassifier,
         triton_instance_device,
@@ -51,7 +52,7 @@ class TritonPythonModel:
         if not weights.is_file():
             raise FileNotFoundError(
                 f"{weights} is missing: copy {WEIGHTS} into the version folder "
-                "(python -m servelab.model_repository does it)"
+                "(python -m servelab.triton.model_repository does it)"
             )
         threads, why = triton_thread_budget(args)
         config = json.loads(args["model_config"])
@@ -80,6 +81,9 @@ class TritonPythonModel:
             labels={"model": self.model_name, "provider": self.classifier.device}
         )
         self._provider.set(1)
+        # where this instance runs, in Triton's metrics (servelab/serving/gpu_report.py)
+        on_gpu = self.classifier.device == "CUDAExecutionProvider"
+        self.where = Report(pb_utils, args, triton_instance_device(args) if on_gpu else "cpu")
 
     def execute(self, requests):
         responses: list = [None] * len(requests)
@@ -105,5 +109,5 @@ class TritonPythonModel:
         return responses
 
     def finalize(self):
-        self.classifier = self._provider = None
+        self.classifier = self._provider = self.where = None
         self._provider_family = None

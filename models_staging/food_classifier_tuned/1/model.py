@@ -10,6 +10,11 @@ it, as cheaply as it can: the requests of one execute() call become one batch, a
 split back per request. Inputs in host memory are stacked into one pinned buffer; inputs Triton
 hands over on the GPU (CUDA shared memory with FORCE_CPU_ONLY_INPUT_TENSORS "no") are taken
 through DLPack without a copy and stacked on the GPU.
+
+Maintainers' parameters (gpu_reference/execution_costs.py; notebook 7 does not set them):
+graph_step (CUDA graphs for every multiple of it, tuned_runtime.buckets), direct_inputs (each
+input copied to the GPU from the backend's shared memory, servelab/serving/pinned_shm.py) and
+profile_dir (where each instance writes its phase clock, servelab/serving/stub_profile.py).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from torch.utils.dlpack import from_dlpack
 
 try:
     from servelab.serving.runtimes import triton_instance_device, triton_thread_budget
+    from servelab.serving.stub_profile import StubClock
     from servelab.serving.tuned_runtime import TunedClassifier
 except ImportError as exc:  # pragma: no cover - only when the environment is wrong
     raise ImportError(
@@ -38,9 +44,19 @@ def _parameter(config: dict, key: str, default: str) -> str:
     return config.get("parameters", {}).get(key, {}).get("string_value", default).strip().lower()
 
 
-def _host_array(tensor):
-    """A request's input as a numpy array (one on the GPU, in a mixed batch, comes back first)."""
-    return tensor.as_numpy() if tensor.is_cpu() else from_dlpack(tensor.to_dlpack()).cpu().numpy()
+def _host_array(tensor, in_place: bool = False):
+    """A request's input as a numpy array (one on the GPU, in a mixed batch, comes back first).
+    in_place: a view of the backend's shared memory through DLPack, where the stub keeps the
+    request (as_numpy() gives a copy of it in the stub's heap, seen on the H100: 2026-11-27), so
+    direct_inputs can copy it to the GPU from there."""
+    if not tensor.is_cpu():
+        return from_dlpack(tensor.to_dlpack()).cpu().numpy()
+    if in_place:
+        try:
+            return from_dlpack(tensor.to_dlpack()).numpy()
+        except Exception:  # noqa: BLE001 - a backend without CPU DLPack: the copy will do
+            pass
+    return tensor.as_numpy()
 
 
 class TritonPythonModel:
@@ -57,7 +73,7 @@ class TritonPythonModel:
         if not weights.is_file():
             raise FileNotFoundError(
                 f"{weights} is missing: copy {WEIGHTS} into the version folder "
-                "(python -m servelab.model_repository does it)"
+                "(python -m servelab.triton.model_repository does it)"
             )
         self.runtime = TunedClassifier(
             weights,
@@ -68,21 +84,41 @@ class TritonPythonModel:
             max_batch=max(1, int(config.get("max_batch_size", 0))),
             threads=triton_thread_budget(args)[0],
             compiled=_parameter(config, "compile", "off") in ("on", "true", "yes", "1"),
+            graph_step=int(_parameter(config, "graph_step", "0") or 0),
+            direct_inputs=_parameter(config, "direct_inputs", "off") in ("on", "true", "yes", "1"),
         )
+        self.direct = _parameter(config, "direct_inputs", "off") in ("on", "true", "yes", "1")
+        # maintainers' profile of where an execution's time goes (servelab.serving.stub_profile)
+        folder = config.get("parameters", {}).get("profile_dir", {}).get("string_value", "")
+        self.clock = None
+        if folder.strip():
+            import torch
+
+            cuda = torch.cuda if self.runtime.device.type == "cuda" else None
+            self.clock = StubClock(folder.strip(), args["model_instance_name"], cuda)
         pb_utils.Logger.log_info(
             f"{name}: instance {args.get('model_instance_name')}: {self.runtime.describe()}"
         )
 
     def execute(self, requests):
+        clock = self.clock
+        if clock is not None:
+            clock.start()
         # Triton has checked name, type and shape of every input against config.pbtxt already.
         tensors = [pb_utils.get_input_tensor_by_name(r, "input") for r in requests]
         try:
             if any(t.is_cpu() for t in tensors):
-                parts = [_host_array(t) for t in tensors]
-                logits = self.runtime.run(parts)
+                parts = [_host_array(t, self.direct) for t in tensors]
+                if clock is not None:
+                    clock.mark("inputs")
+                logits = self.runtime.run(parts, clock)
             else:  # on the GPU already: no copy through the host
                 parts = [from_dlpack(t.to_dlpack()) for t in tensors]
+                if clock is not None:
+                    clock.mark("inputs")
                 logits = self.runtime.run_on_device(parts)
+                if clock is not None:
+                    clock.mark("device")
         except Exception as exc:
             message = f"inference failed: {type(exc).__name__}: {exc}"
             pb_utils.Logger.log_error(message)
@@ -96,6 +132,11 @@ class TritonPythonModel:
             responses.append(
                 pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("output", out)])
             )
+        if clock is not None:
+            clock.mark("responses")
+            clock.extra["direct_batches"] = self.runtime.direct_batches
+            clock.extra["direct_refused"] = self.runtime.direct_refusals()
+            clock.end(len(requests), start)
         return responses
 
     def finalize(self):

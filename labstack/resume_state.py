@@ -1,0 +1,91 @@
+"""A notebook run stopped between two cells and taken up again in another process (script_runner
+--stop-after/--state): what the GPU reference needs where a notebook outlasts one device call
+(10 minutes) but each of its cells fits one. The servers the notebook started keep running between
+the calls (the launcher starts them in their own sessions); only the notebook's namespace must
+cross over, through this file.
+
+Saved: every value of the namespace that pickles by itself, and for the rest (a client, an object
+of a class the notebook defined) the last top-level statement of the cells run so far that bound
+the name. Restored in a new process: the imports, functions and classes of those cells again
+(definitions only: no measurement runs twice), then the pickled values, then the statements of
+the values that did not pickle, in the order the notebook ran them, each reported.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import pickle
+import types
+from pathlib import Path
+
+DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+BINDINGS = (ast.Assign, ast.AnnAssign)  # never a loop or a with: their bodies measure
+
+
+def digest(cells: list[str]) -> str:
+    return hashlib.sha256("\n# %%\n".join(cells).encode()).hexdigest()
+
+
+def _bound(node: ast.stmt) -> set[str]:
+    return {
+        n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+    }
+
+
+def _statements(cells: list[str]):
+    for number, cell in enumerate(cells, start=1):
+        tree = ast.parse(cell)
+        for node in tree.body:
+            yield number, node, ast.get_source_segment(cell, node)
+
+
+def save(path: Path, cells: list[str], next_cell: int, namespace: dict, measured: list) -> dict:
+    """Write the state after cells[: next_cell - 1] ran; returns what it holds, by kind."""
+    values, lost = {}, {}
+    for name, value in namespace.items():
+        if name.startswith("__") or isinstance(value, (types.ModuleType, types.FunctionType, type)):
+            continue
+        try:
+            values[name] = pickle.dumps(value)
+        except Exception:  # noqa: BLE001 - any value that does not pickle is re-made instead
+            lost[name] = None
+    # the last plain assignment that bound each lost name, run again in the notebook's order
+    for number, node, source in _statements(cells[: next_cell - 1]):
+        if isinstance(node, BINDINGS) and _bound(node) & lost.keys():
+            for name in _bound(node) & lost.keys():
+                lost[name] = (number, node.lineno, source)
+    order = sorted({v for v in lost.values() if v})
+    state = {
+        "digest": digest(cells),
+        "next_cell": next_cell,
+        "values": values,
+        "remake": [source for _, _, source in order],
+        "not_remade": sorted(n for n, v in lost.items() if not v),
+        "measured": measured,
+    }
+    path.write_bytes(pickle.dumps(state))
+    return {"pickled": sorted(values), "remade": sorted(n for n, v in lost.items() if v)}
+
+
+def load(path: Path, cells: list[str], namespace: dict, say=print) -> tuple[int, list]:
+    """Rebuild `namespace` from the state at `path`: (the cell to run next, the cell times so
+    far). Refuses a state written for other cells."""
+    state = pickle.loads(path.read_bytes())
+    if state["digest"] != digest(cells):
+        raise RuntimeError(f"{path} was written for another version of this notebook: delete it")
+    done = cells[: state["next_cell"] - 1]
+    for number, node, _ in _statements(done):
+        if isinstance(node, DEFINITIONS):
+            exec(compile(ast.Module([node], []), f"[cell {number}]", "exec"), namespace)
+    for name, blob in state["values"].items():
+        namespace[name] = pickle.loads(blob)
+    for source in state["remake"]:
+        say(f"(resumed: run again, its value did not pickle) {source.splitlines()[0][:100]}")
+        exec(compile(source, "[resumed]", "exec"), namespace)
+    if state["not_remade"]:
+        say(
+            f"(resumed without {', '.join(state['not_remade'])}: no plain assignment of the "
+            "notebook made them)"
+        )
+    return state["next_cell"], state["measured"]

@@ -1,0 +1,174 @@
+"""A notebook's results bundle: the plain files the measure pass keeps and the review pass reads.
+
+Introduced in notebook 3.
+
+One folder per notebook, results/bundles/<notebook>/ (LAB_BUNDLE names another folder for all
+bundles; in the Docker stacks results/ is the Jupyter container's volume, so the bundle outlives
+the container). Everything in it is CSV, JSON or text, readable without the lab:
+
+    manifest.json       the notebook, the class version, the pass that wrote it, when, the
+                        settings it ran with, the service URLs, whether it reached its end, and
+                        every entry: {key: {"kind", "folder", "made"}}
+    predictions.csv     your predictions, each with the time you made it and the pass
+    lines.json          the lines you wrote, as checked: {step and what: text}
+    claims.csv          every verdict the measure pass printed
+    entries/<folder>/   one per run or reading of the node: perf runs (rows.csv, windows.csv,
+                        output.txt, utilisation.csv, stats.json, served_config.json, run.json),
+                        HTTP runs (requests.csv, run.json), values (value.json), and what each
+                        printed (printed.txt)
+    prepared.json       what the prepare pass recorded: your predictions and lines, with times
+
+CLASS_VERSION names the lab's edition a bundle comes from; a review of a bundle from another one
+is refused (raise it when a notebook's runs change).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from servelab.passes.choice import Stop
+from servelab.paths import RESULTS
+
+CLASS_VERSION = "2026.12"
+MANIFEST = "manifest.json"
+
+
+def bundles_root() -> Path:
+    """Where every notebook's bundle lives: LAB_BUNDLE, else results/bundles/."""
+    chosen = os.environ.get("LAB_BUNDLE")
+    return Path(chosen) if chosen else RESULTS / "bundles"
+
+
+def now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z")
+
+
+def slug(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", key).strip("_") or "entry"
+
+
+def write_json(path: Path, data) -> None:
+    """Written whole or not at all (a kernel stopped mid-write leaves the old file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    partial.replace(path)
+
+
+@dataclass
+class Bundle:
+    """One notebook's bundle folder and its manifest."""
+
+    folder: Path
+    manifest: dict = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, notebook: str) -> Bundle:
+        """The bundle of `notebook` (e.g. 04_fastapi_benchmarks), as it is on disk (maybe empty)."""
+        folder = bundles_root() / notebook
+        path = folder / MANIFEST
+        manifest = json.loads(path.read_text()) if path.is_file() else {}
+        return cls(folder, manifest)
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.manifest)
+
+    def begin(self, notebook: str, lab_pass: str) -> None:
+        """A measure pass starts: a new manifest, or this notebook's own one continued (a kernel
+        restarted mid-lease keeps what was measured; a run measured again replaces its entry)."""
+        if not self.exists:
+            self.manifest = {
+                "notebook": notebook,
+                "class_version": CLASS_VERSION,
+                "started": now(),
+                "entries": {},
+                "settings": {},
+                "urls": {},
+            }
+        self.manifest.update(lab_pass=lab_pass, updated=now(), finished=False)
+        self.save()
+
+    def save(self) -> None:
+        self.manifest["updated"] = now()
+        write_json(self.folder / MANIFEST, self.manifest)
+
+    def entry(self, key: str) -> dict | None:
+        return self.manifest.get("entries", {}).get(key)
+
+    def entry_folder(self, key: str, kind: str) -> Path:
+        """The folder of entry `key`, made for a new entry (one folder per key)."""
+        known = self.entry(key)
+        if known:
+            return self.folder / "entries" / known["folder"]
+        taken = {e["folder"] for e in self.manifest["entries"].values()}
+        name, n = slug(key), 1
+        while name in taken:
+            n += 1
+            name = f"{slug(key)}_{n}"
+        self.manifest["entries"][key] = {"kind": kind, "folder": name, "made": now()}
+        return self.folder / "entries" / name
+
+    def kept(self, key: str, kind: str) -> None:
+        """Entry `key` was written: the manifest says when."""
+        self.manifest["entries"][key].update(kind=kind, made=now())
+        self.save()
+
+    def missing(self) -> list[str]:
+        """The entries the manifest lists whose folder is gone."""
+        return [
+            key
+            for key, e in self.manifest.get("entries", {}).items()
+            if not (self.folder / "entries" / e["folder"]).is_dir()
+        ]
+
+    def record(self, name: str, key: str, value) -> None:
+        """One item of a JSON file of the bundle ({key: value}), e.g. lines.json."""
+        path = self.folder / name
+        data = json.loads(path.read_text()) if path.is_file() else {}
+        data[key] = value
+        write_json(path, data)
+
+    def read(self, name: str) -> dict:
+        path = self.folder / name
+        return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def refusal(bundle: Bundle, notebook: str) -> str | None:
+    """Why the review pass cannot read `bundle` for `notebook`, in one sentence (None: it can)."""
+    where = bundle.folder
+    if not bundle.exists:
+        return (
+            f"there is no bundle at {where}: the review pass reads what the measure pass kept; "
+            "run the measure pass first, or set LAB_BUNDLE to the folder that holds the "
+            f"{notebook} folder you downloaded."
+        )
+    m = bundle.manifest
+    if m.get("notebook") != notebook:
+        return f"the bundle at {where} is {m.get('notebook')}'s, not {notebook}'s."
+    if m.get("class_version") != CLASS_VERSION:
+        return (
+            f"the bundle at {where} comes from class version {m.get('class_version')}, this "
+            f"notebook is version {CLASS_VERSION}: review it with the notebooks that measured it."
+        )
+    if not m.get("finished"):
+        last = list(m.get("entries", {}))[-1:] or ["none"]
+        return (
+            f"the bundle at {where} is from a measure pass that stopped before the notebook's "
+            f"end (its last entry: {last[0]}): run the measure pass to the end first."
+        )
+    gone = bundle.missing()
+    if gone:
+        return f"the bundle at {where} lists {gone[0]!r} but its files are gone."
+    return None
+
+
+def must_review(bundle: Bundle, notebook: str) -> None:
+    said = refusal(bundle, notebook)
+    if said:
+        raise Stop(f"{notebook}: {said}")

@@ -1,0 +1,75 @@
+"""What you wrote, kept with the time you wrote it: your predictions and your checked lines.
+
+Introduced in notebook 4 (claims.predict and the exercise checks keep them through it).
+
+A prediction is made before the measurement it predicts. The prepare pass requires each one and
+keeps it with its time in prepared.json; the measure pass keeps it in the bundle (with the time
+of prepare's when you did not change it since); the review pass reads it from the bundle, and a
+value changed after measuring does not replace it (it would not be a prediction).
+"""
+
+from __future__ import annotations
+
+from servelab.passes import bundle as bundles
+from servelab.passes.choice import MEASURE, PREPARE, REVIEW, Stop
+from servelab.passes.node_calls import STATE
+
+PREPARED = "prepared.json"
+PREDICTIONS = "predictions.json"
+LINES = "lines.json"
+
+
+def prediction(key: str, value, why: str) -> dict:
+    """Your prediction for `key` as this pass keeps it: {prediction, value, why, made, pass}."""
+    lab_pass, bundle = STATE["pass"], STATE["bundle"]
+    made = {"prediction": key, "value": value, "why": why, "made": bundles.now(), "pass": lab_pass}
+    if lab_pass is None:
+        return made
+    if lab_pass == REVIEW:
+        return _as_measured(bundle, key, value)
+    if value is None and lab_pass == PREPARE:
+        raise Stop(
+            f"{key}: write your prediction in place of None (a number, or a word where the text "
+            "asks for one); the prepare pass keeps every prediction before the lease."
+        )
+    if lab_pass == PREPARE:
+        bundle.record(PREPARED, "predictions", _with(bundle.read(PREPARED), "predictions", made))
+        return made
+    earlier = bundle.read(PREPARED).get("predictions", {}).get(key)
+    if earlier and earlier["value"] == value and value is not None:
+        made = {**earlier, "pass": PREPARE}  # made before the lease, unchanged since
+    if value is not None or bundle.read(PREDICTIONS).get(key) is None:
+        bundle.record(PREDICTIONS, key, made)
+    return made
+
+
+def _with(prepared: dict, part: str, item: dict) -> dict:
+    return {**prepared.get(part, {}), item.get("prediction") or item["step"]: item}
+
+
+def _as_measured(bundle: bundles.Bundle, key: str, value) -> dict:
+    kept = bundle.read(PREDICTIONS).get(key) or {
+        "prediction": key,
+        "value": None,
+        "why": "",
+        "made": "",
+        "pass": MEASURE,
+    }
+    if value is not None and value != kept["value"]:
+        print(
+            f"(the bundle keeps the prediction you made before measuring, {kept['value']!r}; "
+            f"{value!r}, written after, is not a prediction)"
+        )
+    return kept
+
+
+def line(step: str, what: str, text: str) -> None:
+    """A line you wrote, as its check accepted it (perf_analyzer, curl, config.pbtxt)."""
+    lab_pass, bundle = STATE["pass"], STATE["bundle"]
+    if lab_pass not in (PREPARE, MEASURE):
+        return
+    item = {"step": f"{step}: {what}", "text": str(text), "made": bundles.now(), "pass": lab_pass}
+    if lab_pass == PREPARE:
+        bundle.record(PREPARED, "lines", _with(bundle.read(PREPARED), "lines", item))
+    else:
+        bundle.record(LINES, item["step"], item)
