@@ -63,8 +63,12 @@ def pytest_ignore_collect(collection_path, config):
     """--tier: the files of other tiers are not even imported (make test keeps every file's fast
     tests, so it collects all but tests/docker/)."""
     tier = config.getoption("tier")
-    if tier is None or not collection_path.name.startswith("test_") or collection_path.is_dir():
-        return None if tier != "core" or collection_path.name != "docker" else True
+    if tier is None:
+        return None
+    if collection_path.is_dir():  # tests/docker/ (and its conftest) only for its own tier
+        return True if collection_path.name == "docker" and tier != "docker" else None
+    if not collection_path.name.startswith("test_"):
+        return None
     mine = tier_of(collection_path)
     if tier == "core":
         return True if mine == "docker" else None
