@@ -103,11 +103,11 @@ help::
 	@echo "make test-extended   notebooks 8 and 9, the reliability suite's faults and fuzzing"
 	@echo "make test-docker  every Docker Compose stack built, started and used (~25 min)"
 	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
-	@echo "make reliability  fuzzing, short soak, faults, safe defaults -> docs/reliability.md"
+	@echo "make reliability  fuzzing, soak, faults, safe defaults, make up RAY=1's stack -> docs/reliability.md"
 	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300)"
 	@echo "make notebooks  the student edition notebooks/*.ipynb from notebook_sources/"
 	@echo "make solutions  the solved edition solutions/*.ipynb (make lab and make test run it)"
-	@echo "make timing     docs/timing_plan.md's table from the reference run's durations"
+	@echo "make timing     the lease plan per pass (docs/timing_plan.md) and the minutes quoted"
 	@echo "make figures    every figure the texts quote, from its page in docs/results/"
 	@echo "make class-edition  what students receive, no answers -> dist/class_edition/ (git)"
 
@@ -167,7 +167,8 @@ notebooks: setup
 solutions: setup
 	$(PY) -m labstack.editions solved
 
-# the lease plan's table, from the reference run's measured durations (labstack/timing.py)
+# the lease plan per pass, counted from the notebooks and the GPU reference (labstack/timing/),
+# and the minutes notebook 0, docs/instructors.md and docs/class_edition/README.md quote
 timing: setup
 	$(PY) -m labstack.timing
 

@@ -47,8 +47,38 @@ def index():
     )
 
 
+# /healthz asks the model server too, briefly, and reuses a recent answer: it stays fast while
+# uploads wait on a model server that hangs, and a burst of health checks costs one request
+BACKEND_CHECK_S = 1.0
+BACKEND_FRESH_S = 2.0
+_backend = {"checked": float("-inf"), "problem": ""}
+_backend_checking = threading.Lock()
+
+
+def _backend_problem() -> str:
+    """What is wrong with the model server ('' if it answers ready), at most BACKEND_FRESH_S old;
+    while another thread asks it, the last answer."""
+    fresh = time.monotonic() - _backend["checked"] < BACKEND_FRESH_S
+    if fresh or not _backend_checking.acquire(blocking=False):
+        return _backend["problem"]
+    try:
+        try:
+            problem = backends.from_env().health_problem(BACKEND_CHECK_S)
+        except ValueError as exc:  # FLASK_BACKEND names no backend
+            problem = str(exc)
+        _backend.update(problem=problem, checked=time.monotonic())
+    finally:
+        _backend_checking.release()
+    return problem
+
+
 @app.get("/healthz")
 def healthz():
+    """200 while the page serves; "degraded", with the model server named and what is wrong
+    with it, while uploads cannot be classified (the page itself still answers)."""
+    problem = _backend_problem()
+    if problem:
+        return {"status": "degraded", "model_server": _model_server_name(), "problem": problem}
     return {"status": "ok", "model_server": _model_server_name()}
 
 
@@ -91,7 +121,9 @@ def _predict():
         start = time.perf_counter()
         label, probability = server.predict(data, pixels)
         elapsed_ms = (time.perf_counter() - start) * 1e3
-    except (backends.ModelServerError, ValueError) as exc:
+    except backends.ModelServerError as exc:
+        return _error(str(exc), exc.status)  # 502, or 400 for a request it would not send
+    except ValueError as exc:
         return _error(str(exc), 502)
     mime = {"png": "image/png", "webp": "image/webp"}.get(extension, "image/jpeg")
     return render_template(

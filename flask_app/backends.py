@@ -12,17 +12,26 @@ Unset FLASK_BACKEND: Triton if only TRITON_SERVER_URL is set, else FastAPI.
 from __future__ import annotations
 
 import base64
+import json
 import os
 
 import numpy as np
 import requests
 
 from servelab import food11
-from servelab.serving import triton_clients
+from servelab.serving import triton_clients, triton_guard
 
 
 class ModelServerError(RuntimeError):
     """Something a person can act on: the message says which model server and what went wrong."""
+
+    status = 502  # the model server failed (the page's answer)
+
+
+class RefusedRequest(ModelServerError):
+    """A request this page will not send: one known to crash the model server (Triton 2.51)."""
+
+    status = 400
 
 
 def _unreachable(what: str, url: str, exc: Exception) -> ModelServerError:
@@ -33,10 +42,26 @@ def _unreachable(what: str, url: str, exc: Exception) -> ModelServerError:
     )
 
 
+def _health_problem(what: str, url: str, checks: list[str], timeout: float) -> str:
+    for check in checks:
+        try:
+            resp = requests.get(check, timeout=timeout)
+        except requests.RequestException as exc:
+            return str(_unreachable(what, url, exc))
+        if resp.status_code != 200:
+            return f"The {what} at {url} is not ready ({check} answered HTTP {resp.status_code})."
+    return ""
+
+
 class FastAPIServer:
     def __init__(self, url: str):
         self.url = url.rstrip("/")
         self.name = f"FastAPI service ({self.url})"
+
+    def health_problem(self, timeout: float) -> str:
+        """'' while the service answers its /health with 200, else what is wrong, in words."""
+        health = [f"{self.url}/health"]
+        return _health_problem("FastAPI inference service", self.url, health, timeout)
 
     def weights(self) -> str:
         try:
@@ -72,6 +97,11 @@ class TritonServer:
         self.url, self.model = url.rstrip("/"), model
         self.name = f"Triton model '{model}' ({self.url})"
 
+    def health_problem(self, timeout: float) -> str:
+        """'' while Triton and this model answer ready, else what is wrong, in words."""
+        urls = [f"{self.url}/v2/health/ready", f"{self.url}/v2/models/{self.model}/ready"]
+        return _health_problem(f"Triton server (model '{self.model}')", self.url, urls, timeout)
+
     def weights(self) -> str:
         try:
             config = triton_clients.for_this_thread(self.url).get_model_config(self.model)
@@ -87,23 +117,22 @@ class TritonServer:
 
         client = triton_clients.for_this_thread(self.url)
         try:
-            first_input = client.get_model_metadata(self.model)["inputs"][0]["name"]
+            metadata = client.get_model_metadata(self.model)
+            first_input = metadata["inputs"][0]["name"]
+            infer = self._guarded(client, metadata)
             if first_input == "IMAGE_BYTES":  # the ensemble: the file as it came, nothing else
                 raw = httpclient.InferInput("IMAGE_BYTES", [1, 1], "BYTES")
                 raw.set_data_from_numpy(np.array([[image]], dtype=np.object_))
-                result = client.infer(
-                    self.model, [raw], outputs=[httpclient.InferRequestedOutput("LOGITS")]
-                )
+                result = infer([raw], [httpclient.InferRequestedOutput("LOGITS")])
                 return food11.top_class(result.as_numpy("LOGITS")[0])
             if first_input == "INPUT_IMAGE":
                 encoded = httpclient.InferInput(
                     "INPUT_IMAGE", [1, 1], "BYTES"
                 )  # the model decodes it
                 encoded.set_data_from_numpy(np.array([[base64.b64encode(image)]], dtype=np.object_))
-                result = client.infer(
-                    self.model,
+                result = infer(
                     [encoded],
-                    outputs=[
+                    [
                         httpclient.InferRequestedOutput("FOOD_LABEL"),
                         httpclient.InferRequestedOutput("PROBABILITY"),
                     ],
@@ -116,14 +145,29 @@ class TritonServer:
             batch = pixels[None]  # pre-processing in Flask
             tensor = httpclient.InferInput("input", list(batch.shape), "FP32")
             tensor.set_data_from_numpy(batch)
-            result = client.infer(
-                self.model, [tensor], outputs=[httpclient.InferRequestedOutput("output")]
-            )
+            result = infer([tensor], [httpclient.InferRequestedOutput("output")])
             return food11.top_class(result.as_numpy("output")[0])  # post-processing in Flask
         except InferenceServerException as exc:  # Triton answered, with an error
             raise ModelServerError(f"Triton answered with an error: {exc.message()}") from None
         except (ConnectionError, OSError) as exc:
             raise _unreachable("Triton server", self.url, exc) from None
+
+    def _guarded(self, client, metadata: dict):
+        """client.infer for this model, asking triton_guard first: a request known to crash
+        Triton 2.51 is refused here (RefusedRequest, a 400), never sent."""
+        datatypes = {o["name"]: o["datatype"] for o in metadata.get("outputs", [])}
+
+        def infer(inputs, outputs):
+            header = {
+                "inputs": [i._get_tensor() for i in inputs],
+                "outputs": [o._get_tensor() for o in outputs],
+            }
+            why = triton_guard.refusal(json.dumps(header).encode(), header["outputs"], datatypes)
+            if why:
+                raise RefusedRequest(f"Not sent to {self.name}: {why}")
+            return client.infer(self.model, inputs, outputs=outputs)
+
+        return infer
 
 
 def from_env(env=os.environ):

@@ -64,7 +64,7 @@ LEFT_OUT = {
     "labstack/lab.py": "make lab: runs the solved edition",
     "labstack/notebook_runner.py": "runs the solved edition for make lab and the tests",
     "labstack/script_runner.py": "runs notebook_sources/ as scripts (the GPU reference)",
-    "labstack/timing.py": "make timing: counts the answers in notebook_sources/",
+    "labstack/timing/": "make timing: counts the answers in notebook_sources/",
     "labstack/figures/": "make figures: the texts' figures from docs/results/, which stays out",
     "labstack/ensemble_compare.py": "the maintainers' ensemble runs: they need 8.1's mapping",
     "labstack/class_edition.py": "this builder",

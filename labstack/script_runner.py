@@ -7,7 +7,7 @@ cell timed. For machines with no Jupyter, e.g. the GPU reference run (gpu_refere
 
 --times writes [{"cell": n, "first_line": ..., "seconds": s}, ...] for the code cells, written
 after every cell (so a run stopped by a time limit still leaves what it measured): the measured
-minutes the timing plan is built from (labstack/timing.py). `!shell` lines are comments in a
+minutes the timing plan is built from (labstack/timing/). `!shell` lines are comments in a
 jupytext source and do not run here.
 A source runs as the solved edition: nbgrader's solution markers are comments.
 --stop-after S --state FILE: stop between two cells once S seconds have passed (exit status 75),

@@ -81,9 +81,23 @@
 #
 # `measure` is the default: run alone (a self-paced reader on their own machine, `make lab`), a
 # notebook does all three in one go. To choose a pass in JupyterLab, run `%env LAB_PASS=prepare`
-# (or `review`) in a cell before the notebook's first cell. How long each pass takes:
-# `docs/timing_plan.md` *(the minutes per pass are being planned: issue 41's lease plan; until
-# then its table counts notebooks 2–6 as one stretch)*.
+# (or `review`) in a cell before the notebook's first cell.
+#
+# **How long each pass takes**, notebooks 2 to 6, for a median student (`docs/timing_plan.md`
+# counts every step: reading, each line you write, each question, each step in a browser, SSH or
+# an editor, each wait, each run):
+#
+# | pass | when | how long |
+# |---|---|---|
+# | prepare | before the lease, as homework | <!-- timing:prepare -->145 min<!-- /timing --> |
+# | measure | in the lease (180 minutes) | <!-- timing:measure -->126 min<!-- /timing --> |
+# | review | after the lease, as homework | <!-- timing:review -->121 min<!-- /timing --> |
+#
+# The measure pass counts a freshly installed node, where the images download and build in the
+# lease; on a node image your instructor prepared, it takes
+# <!-- timing:measure_image -->105 min<!-- /timing -->. Prepare and review are long because that is
+# where the thinking is: every line you write, every prediction, every answer. The lease keeps
+# only what needs the node.
 #
 # The **results bundle** is one folder per notebook, `results/bundles/<notebook>/` (plain CSV
 # and JSON files you can open without the lab; `LAB_BUNDLE` names another place). The last cell of
@@ -93,16 +107,23 @@
 #
 # ## Time budget for a ~3-hour Chameleon lease
 #
-# A lease ends on time, with or without you: plan for it. `docs/timing_plan.md` has the minutes
-# per notebook, from measured run times and what you write. In the lease:
+# A lease ends on time, with or without you: plan for it. The measure pass of notebooks 2 to 6
+# takes about <!-- timing:measure -->126 min<!-- /timing --> of its 180 minutes
+# (`docs/timing_plan.md` has them notebook by notebook). In the lease:
 #
-# * start notebook 2 right when the lease begins, and read while the server boots (10–20 min:
-#   wait, do not restart it) and while the images build;
-# * run notebooks 3 to 6 in the measure pass, with the lines and predictions you prepared; the
-#   lab's verdict on each step appears only once your answer is written, so you think first and
-#   compare second, in the lease or in the review pass;
-# * copy the results bundles (and the executed notebooks) off the node before the lease ends
-#   (below): everything on the node is erased when it does.
+# * finish the prepare pass before it starts: every prediction made and every line written and
+#   checked (notebook 2 carries your prepared notebooks to the node);
+# * start notebook 2 right when the lease begins, and read it while the server boots (10–20 min:
+#   wait, do not restart it);
+# * run notebooks 3 to 6 in the measure pass, in order; the steps on the node (the SSH tunnel, the
+#   Flask page, nvtop, each edit of a config file in the editor, each command a cell prints for the
+#   node's terminal) happen here. A decision cell left with `...` stops "Run All": run the cells
+#   below it (*Run > Run Selected Cell and All Below*) and make the decision in the review pass;
+# * bring the results bundles back before the lease ends: the last cell of notebook 2 does it,
+#   then deletes the server (everything on the node is erased when the lease ends).
+#
+# The "What do you see, and why?" answers, the decisions and the hand-in questions are for the
+# review pass, after the lease, from your bundle.
 #
 # The parts marked *optional* (going further, the open exercises at the end) are for after the
 # lease or a second one, as notebook 7 is.

@@ -33,8 +33,10 @@
 #
 # ## Setup
 # In local mode the next cell starts the lab's Ray cluster (`python -m labstack.launcher ray`, the
-# same as `make up RAY=1`; `make down` stops it); on Chameleon, notebook 2's optional section 5
-# starts one over two nodes, and this notebook uses it when `LAB_RAY_HEAD` is set (last section).
+# same as `make up RAY=1`; `make down` stops it; on 127.0.0.1 only, and closed to anyone without
+# its token, which the cell hands to Ray from `.lab/`); on Chameleon, notebook 2's optional
+# section 5 starts one over two nodes, and this notebook uses it when `LAB_RAY_HEAD` is set (last
+# section).
 
 
 # %% [markdown]

@@ -4,7 +4,8 @@
     python -m reliability --only soak --soak-seconds 300 --out results/reliability_soak.md
                                  # make soak
 
-About 3-4 minutes on a 2-core machine with the defaults. Every service it starts is stopped at
+About 10-15 minutes on a 2-core machine with the defaults (the stack part starts `make up
+RAY=1`'s whole stack and crashes its Triton seven times). Every service it starts is stopped at
 the end.
 """
 
@@ -29,6 +30,7 @@ from reliability import (
     hostile,
     report,
     safe_defaults,
+    stack_round,
 )
 from reliability.fuzz_decoding import fuzz_decoding
 from reliability.fuzz_fastapi import fuzz_fastapi
@@ -40,7 +42,7 @@ from servelab import labenv
 from servelab.paths import REPO_ROOT
 
 REPORT = REPO_ROOT / "docs" / "reliability.md"
-PARTS = ("fuzz", "soak", "faults", "hostile", "safe")
+PARTS = ("fuzz", "soak", "faults", "hostile", "safe", "stack")
 DEFAULTS = {"examples": 100, "soak_seconds": 12.0, "concurrency": 4, "seed": 0}
 OVERSIZED_MIB, REGION_MIB = 128, 64  # the oversized-input check: element size, region limit
 
@@ -72,6 +74,7 @@ def run_all(
         "faults": [],
         "hostile": [],
         "safe": [],
+        "stack": [],
         "binds": [],
         "triton_messages": {},
     }
@@ -214,6 +217,9 @@ def run_all(
     if "safe" in parts:
         log("safe defaults ...")
         out["safe"] = safe_defaults.checks()
+    if "stack" in parts:
+        with tempfile.TemporaryDirectory(prefix="reliability-stack-") as tmp:
+            out["stack"] = stack_round.run(Path(tmp), image, log)
     out["seconds"] = round(time.perf_counter() - t_all, 1)
     return out
 

@@ -54,6 +54,62 @@ def jpeg_scan_bomb(side: int = 2000, scans: int = 5000) -> bytes:
     return data[:eoi] + data[last:eoi] * scans + data[eoi:]
 
 
+def jpeg_stray_scan_bomb(side: int = 2000, scans: int = 5000, stray: bytes = b"\x00") -> bytes:
+    """The scan bomb with `stray` bytes before its first scan header: libjpeg skips them (with a
+    warning) and decodes every scan; a structure walk that stopped there saw none (issue 43:
+    86 KB, 5-7 s of CPU)."""
+    bomb = jpeg_scan_bomb(side, scans)
+    at = bomb.index(b"\xff\xda")
+    return bomb[:at] + stray + bomb[at:]
+
+
+def exif_block(orientation: int = 6, pointing: int = 0, filler: int = 0) -> bytes:
+    """An EXIF block ('Exif\0\0' and a big-endian TIFF structure) whose first directory holds
+    the orientation, `pointing` more entries that each point at the same bytes (the whole
+    block: legal TIFF, never written by a camera; a reader that copies each entry's data pays
+    the block's size `pointing` times) and a `filler`-byte comment."""
+    entries = 1 + pointing + (1 if filler else 0)
+    head = 8 + 2 + 12 * entries + 4  # the header, the directory, the next directory's offset
+    size = head + filler
+    rows = [struct.pack(">HHIHH", 0x0112, 3, 1, orientation, 0)]
+    rows += [struct.pack(">HHII", 0x1000 + i, 7, size, 0) for i in range(pointing)]
+    if filler:
+        rows.append(struct.pack(">HHII", 0x9286, 7, filler, head))
+    tiff = b"MM\x00\x2a" + struct.pack(">IH", 8, entries) + b"".join(rows) + b"\0" * 4
+    return b"Exif\x00\x00" + tiff + b"A" * filler
+
+
+def png_raw_profile_exif(block: bytes, compressed: bool = True, side: int = 64) -> bytes:
+    """A PNG carrying an EXIF block as ImageMagick writes one into a text chunk: "Raw profile
+    type exif", hex in lines of 72, zTXt (compressed) or tEXt. Pillow reads the orientation from
+    it (issue 43: 4.3 KB, 3.5 s of CPU past every budget)."""
+    from PIL import Image, PngImagePlugin
+
+    raw = block[6:] if block.startswith(b"Exif\0\0") else block
+    hexes = raw.hex()
+    lines = "\n".join(hexes[i : i + 72] for i in range(0, len(hexes), 72))
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Raw profile type exif", f"\nexif\n{len(raw):8d}\n{lines}\n", zip=compressed)
+    return encode(Image.new("RGB", (side, side * 3 // 4), (200, 120, 40)), "PNG", pnginfo=info)
+
+
+def mpo(side: int = 4000, frames: int = 2) -> bytes:
+    """A phone's multi-picture JPEG (MPO), side x 3/4 side, smooth noise: decoded at full size
+    it costs a 12 Mpx canvas; at the reduced scale the model needs, a 500 px one."""
+    from PIL import Image
+
+    rng = np.random.default_rng(side)
+    small = Image.fromarray(rng.integers(0, 255, (60, 80, 3), dtype=np.uint8))
+    big = small.resize((side, side * 3 // 4))
+    return encode(big, "MPO", save_all=True, append_images=[big] * (frames - 1), quality=80)
+
+
+def webp_with_exif(block: bytes) -> bytes:
+    from PIL import Image
+
+    return encode(Image.new("RGB", (64, 48), (30, 120, 200)), "WEBP", exif=block)
+
+
 def png_with_exif(size: int, orientation: int = 6) -> bytes:
     """A small PNG carrying an EXIF block of about `size` bytes (orientation set: the decode
     would turn the picture upright, which parses the block)."""

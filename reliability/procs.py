@@ -154,10 +154,10 @@ def rss_tree_kib(pid: int) -> tuple[int, int]:
     return total, count
 
 
-def listen_addresses(port: int) -> set[str]:
-    """Local addresses on which something LISTENs on TCP `port` (from /proc/net/tcp and tcp6):
-    what the kernel says, not what a config file claims."""
-    found = set()
+def _listening() -> list[tuple[int, str, int]]:
+    """(socket inode, local address, port) of every TCP socket that LISTENs (/proc/net/tcp and
+    tcp6): what the kernel says, not what a config file claims."""
+    found = []
     for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -166,15 +166,39 @@ def listen_addresses(port: int) -> set[str]:
         for line in lines:
             parts = line.split()
             addr, hex_port = parts[1].split(":")
-            if parts[3] != "0A" or int(hex_port, 16) != port:  # 0A = LISTEN
+            if parts[3] != "0A":  # 0A = LISTEN
                 continue
             raw = bytes.fromhex(addr)
             if v6:  # four little-endian 32-bit words; ::ffff:127.0.0.1 (gRPC's socket) is 127.0.0.1
                 ip6 = ipaddress.IPv6Address(b"".join(raw[i : i + 4][::-1] for i in range(0, 16, 4)))
-                found.add(str(ip6.ipv4_mapped or ip6))
+                address = str(ip6.ipv4_mapped or ip6)
             else:
-                found.add(str(ipaddress.IPv4Address(raw[::-1])))
+                address = str(ipaddress.IPv4Address(raw[::-1]))
+            found.append((int(parts[9]), address, int(hex_port, 16)))
     return found
+
+
+def listen_addresses(port: int) -> set[str]:
+    """Local addresses on which something LISTENs on TCP `port`."""
+    return {address for _, address, p in _listening() if p == port}
+
+
+def listening_sockets(pids) -> list[tuple[int, str, int]]:
+    """(pid, local address, port) of every TCP socket these processes LISTEN on (their open
+    sockets, /proc/<pid>/fd, matched with the kernel's tables)."""
+    owner = {}
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:["):
+                        owner[int(target[8:-1])] = pid
+    return sorted({(owner[i], a, p) for i, a, p in _listening() if i in owner})
+
+
+def is_loopback(address: str) -> bool:
+    return ipaddress.ip_address(address).is_loopback
 
 
 def healthy(url: str) -> bool:

@@ -36,6 +36,7 @@ def problems(res: dict) -> list[str]:
     out += [f"fault: {f['scenario']}" for f in res.get("faults", []) if not f["passed"]]
     out += [f"hostile client: {h['check']}" for h in res.get("hostile", []) if not h["ok"]]
     out += [f"safe default: {c}" for c, ok, _ in res.get("safe", []) if not ok]
+    out += [f"stack: {r['check']}" for r in res.get("stack", []) if not r["ok"]]
     return out
 
 
@@ -95,6 +96,13 @@ def _summary(res: dict) -> list[list]:
             [
                 "hostile-client checks within their bound",
                 f"{sum(h['ok'] for h in res['hostile'])} of {len(res['hostile'])}",
+            ]
+        )
+    if res.get("stack"):
+        rows.append(
+            [
+                "`make up RAY=1` stack: checks within their bound",
+                f"{sum(r['ok'] for r in res['stack'])} of {len(res['stack'])}",
             ]
         )
     if res.get("safe"):
@@ -273,7 +281,8 @@ def _soak(res: dict) -> list[str]:
     ]
 
 
-def _hostile(rows: list[dict]) -> list[str]:
+def _checks(rows: list[dict]) -> str:
+    """A table of check rows: check, status, what was measured, bound, ok."""
     measured = []
     for h in rows:
         detail = ", ".join(
@@ -284,6 +293,10 @@ def _hostile(rows: list[dict]) -> list[str]:
         if h.get("detail"):
             detail = (detail + "; " if detail else "") + f"answer: {h['detail']}"
         measured.append([h["check"], h["status"], detail, h["bound"], "yes" if h["ok"] else "NO"])
+    return table(measured, ["check", "status", "measured", "bound", "ok"])
+
+
+def _hostile(rows: list[dict]) -> list[str]:
     return [
         "## 4. Hostile clients",
         "",
@@ -308,7 +321,29 @@ def _hostile(rows: list[dict]) -> list[str]:
         "bodies without a limit of its own; it is therefore never published beyond 127.0.0.1 "
         "(docs/security.md).",
         "",
-        table(measured, ["check", "status", "measured", "bound", "ok"]),
+        _checks(rows),
+        "",
+    ]
+
+
+def _stack(rows: list[dict]) -> list[str]:
+    return [
+        "## 6. The local stack as `make up RAY=1` starts it",
+        "",
+        "The round's cases (issue 43, reliability/stack_round.py) against the stack `make up "
+        "RAY=1` starts (FastAPI, Triton under its watchdog with every model, Flask, the two Ray "
+        "nodes, JupyterLab; a state folder and a model repository of its own), as an attacker "
+        "on the node would: every socket each service's processes listen on (the kernel's "
+        "tables); Ray without its token (a job posted to the dashboard's job API, a driver, a "
+        "Ray Client ping) and, with it, what a task, an actor and a job see of the environment "
+        "while the driver's holds the lab's secrets; crafted files uploaded to Flask and to "
+        "FastAPI (each service's CPU time for the file, from /proc, and Flask's /healthz timed "
+        "every 0.2 s meanwhile); the two requests that crash Triton 2.51 sent straight to it "
+        f"{sum(r['check'].startswith('Triton: crashing') for r in rows)} times in a row (its "
+        "watchdog's report read meanwhile); the admin key's residual on command lines; FastAPI "
+        "killed behind Flask, then `make up RAY=1` again.",
+        "",
+        _checks(rows),
         "",
     ]
 
@@ -403,4 +438,6 @@ def render(res: dict, command: str) -> str:
             "Which ports a Chameleon node exposes, and why: [docs/security.md](security.md).",
             "",
         ]
+    if res.get("stack"):
+        parts += _stack(res["stack"])
     return "\n".join(parts)

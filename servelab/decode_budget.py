@@ -9,7 +9,11 @@ file's own structure, and food11's check of the size its header declares):
   writes: libjpeg visits every block of the image in every scan, even one holding nothing, and
   Pillow sets no limit (a 2000x2000 canvas with thousands of scans of a few bytes each cost about
   20 s of CPU per MB);
-- more metadata (EXIF, ICC, XMP, text chunks, comments) than a camera writes.
+- more metadata (EXIF, ICC, XMP, text chunks, comments) than a camera writes, wherever the
+  decoder or the orientation read finds it: JPEG APPn, PNG eXIf and text chunks (counted as they
+  inflate; "Raw profile type exif", EXIF as hex text, counted as EXIF), WebP EXIF and XMP.
+A JPEG is walked as libjpeg reads it: bytes between segments skipped, every segment and every
+scan header counted (a stray byte no longer hides the scans behind it).
 Bounded while decoding: CpuBudget stops a decode that has used MAX_DECODE_CPU_S of its thread's
 CPU time (checked each time the decoder asks for more of the file), and at most
 MAX_CONCURRENT_DECODES decode at once per process, each waiting at most DECODE_WAIT_S for its turn.
@@ -22,6 +26,7 @@ import os
 import re
 import struct
 import time
+import zlib
 from dataclasses import dataclass
 
 # ---------------------------------------------------------------- the limits, and why
@@ -85,23 +90,10 @@ def check(data: bytes) -> Facts:
     """Refuse (OverBudget) a file whose structure costs too much to decode; return what was read.
     Formats other than JPEG, PNG and WebP are left to the format check that follows."""
     if data[:3] == b"\xff\xd8\xff":
-        facts = _jpeg(data)
-    elif data[:8] == b"\x89PNG\r\n\x1a\n":
-        facts = _png(data)
-    elif data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        facts = _webp(data)
-    else:
-        return Facts()
-    _limit(
-        facts.exif,
-        MAX_EXIF_BYTES,
-        "bytes of EXIF data",
-        "no camera writes more; strip it (exiftool -all= FILE)",
-    )
-    _limit(
-        facts.metadata, MAX_METADATA_BYTES, "bytes of metadata", "strip it (e.g. exiftool -all=)"
-    )
-    return facts
+        return _jpeg(data)
+    if data[:8] == b"\x89PNG\r\n\x1a\n":
+        return _png(data)
+    return _webp(data) if data[:4] == b"RIFF" and data[8:12] == b"WEBP" else Facts()
 
 
 def check_size(width: int, height: int) -> None:
@@ -135,28 +127,32 @@ def _limit(value: int, limit: int, what: str, fix: str, counted: bool = True) ->
 
 _RESAVE = "save it again with any image editor"
 _BASELINE = "save it again as a baseline (not progressive) JPEG"
+_STRIP = "strip it (exiftool -all= FILE)"
+_BLOCKS = "8x8 blocks to decode over all its scans"
+# libjpeg's next_marker(): anything up to an 0xFF is skipped, then fill bytes (more 0xFF); a
+# marker is the byte after them, unless it is 0 (a stuffed 0xFF: skipped too)
+_JPEG_MARKER = re.compile(rb"\xff+([^\x00\xff])")
 _JPEG_NEXT_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")  # not stuffing, restart or fill
 _SOF = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+_STANDALONE = {0x01, 0xD8, *range(0xD0, 0xD8)}  # TEM, SOI, RSTn: no length follows
 
 
 def _jpeg(data: bytes) -> Facts:
-    """Walk a JPEG's marker segments; after each scan header skip its entropy-coded data."""
+    """Walk a JPEG's marker segments as libjpeg reads them, up to its end of image (what follows
+    is not decoded: an MPO's other pictures are never looked at); after each scan header skip
+    its entropy-coded data."""
     facts, at, frame = Facts(), 2, None
-    while at + 4 <= len(data) and data[at] == 0xFF:
-        marker = data[at + 1]
-        if marker == 0xFF:  # fill byte before a marker
-            at += 1
-            continue
-        if marker == 0xD9 or 0xD0 <= marker <= 0xD7 or marker == 0x01:  # EOI, RSTn, TEM
-            at += 2
-            if marker == 0xD9:
-                break
+    while (found := _JPEG_MARKER.search(data, at)) is not None:
+        marker, at = found.group(1)[0], found.end()
+        if marker == 0xD9 or at + 2 > len(data):  # EOI: libjpeg reads no further; or the end
+            break
+        if marker in _STANDALONE:
             continue
         facts.parts += 1
         _limit(facts.parts, MAX_PARTS, "marker segments", _RESAVE, counted=False)
-        (length,) = struct.unpack(">H", data[at + 2 : at + 4])
-        frame = _jpeg_segment(facts, marker, data[at + 4 : at + 2 + length], frame)
-        at += 2 + length
+        (length,) = struct.unpack(">H", data[at : at + 2])
+        frame = _jpeg_segment(facts, marker, data[at + 2 : at + length], frame)
+        at += max(length, 2)  # libjpeg skips length - 2 bytes after the length, none if less
         if marker == 0xDA:  # start of scan: its entropy-coded data runs to the next marker
             found = _JPEG_NEXT_MARKER.search(data, at)
             at = found.start() if found else len(data)
@@ -172,20 +168,14 @@ def _jpeg_segment(facts: Facts, marker: int, body: bytes, frame):
             check_size(frame[0], frame[1])
     elif 0xE0 <= marker <= 0xEF or marker == 0xFE:  # APPn, COM
         if marker == 0xE1 and body.startswith(b"Exif\0"):
-            facts.exif += len(body)
+            _exif(facts, len(body))
         else:
-            facts.metadata += len(body)
+            _metadata(facts, len(body))
     elif marker == 0xDA:  # a scan header
         facts.scans += 1
         _limit(facts.scans, MAX_JPEG_SCANS, "JPEG scans", _BASELINE, counted=False)
         facts.scan_blocks += _scan_blocks(frame, body)
-        _limit(
-            facts.scan_blocks,
-            MAX_JPEG_SCAN_BLOCKS,
-            "8x8 blocks to decode over all its scans",
-            _BASELINE,
-            counted=False,
-        )
+        _limit(facts.scan_blocks, MAX_JPEG_SCAN_BLOCKS, _BLOCKS, _BASELINE, counted=False)
     return frame
 
 
@@ -194,11 +184,8 @@ def _jpeg_frame(body: bytes) -> tuple[int, int, dict[int, tuple[int, int]]] | No
     if len(body) < 6:
         return None
     height, width, count = struct.unpack(">HHB", body[1:6])
-    parts = {}
-    for i in range(count):
-        entry = body[6 + 3 * i : 9 + 3 * i]
-        if len(entry) == 3:
-            parts[entry[0]] = (max(1, entry[1] >> 4), max(1, entry[1] & 15))
+    entries = [body[6 + 3 * i : 9 + 3 * i] for i in range(count)]
+    parts = {e[0]: (max(1, e[1] >> 4), max(1, e[1] & 15)) for e in entries if len(e) == 3}
     return width, height, parts
 
 
@@ -214,15 +201,25 @@ def _scan_blocks(frame, body: bytes) -> int:
     sampling = [parts.get(c, (1, 1)) for c in ids]
     if len(sampling) == 1:
         h, v = sampling[0]
-        return math.ceil(math.ceil(width * h / hmax) / 8) * math.ceil(
-            math.ceil(height * v / vmax) / 8
-        )
+        return math.ceil(width * h / (8 * hmax)) * math.ceil(height * v / (8 * vmax))
     mcus = math.ceil(width / (8 * hmax)) * math.ceil(height / (8 * vmax))
     return mcus * sum(h * v for h, v in sampling)
 
 
-_PNG_EXIF = {b"eXIf"}
-_PNG_METADATA = {b"iCCP", b"iTXt", b"tEXt", b"zTXt"}
+def _exif(facts: Facts, size: int) -> None:
+    """Count `size` bytes of EXIF, refusing as soon as the file's EXIF is over the budget."""
+    facts.exif += size
+    _limit(facts.exif, MAX_EXIF_BYTES, "bytes of EXIF data", f"no camera writes more; {_STRIP}")
+
+
+def _metadata(facts: Facts, size: int, counted: bool = True) -> None:
+    """Count `size` bytes of other metadata, refusing as soon as they are over the budget."""
+    facts.metadata += size
+    _limit(facts.metadata, MAX_METADATA_BYTES, "bytes of metadata", _STRIP, counted=counted)
+
+
+_PNG_METADATA = {b"iCCP", b"tEXt", b"zTXt", b"iTXt"}
+_RAW_EXIF = b"Raw profile type exif"  # the key under which ImageMagick writes EXIF as hex text
 
 
 def _png(data: bytes) -> Facts:
@@ -231,14 +228,40 @@ def _png(data: bytes) -> Facts:
         length, kind = struct.unpack(">I4s", data[at : at + 8])
         facts.parts += 1
         _limit(facts.parts, MAX_PARTS, "PNG chunks", _RESAVE, counted=False)
-        if kind in _PNG_EXIF:
-            facts.exif += length
+        body = data[at + 8 : at + 8 + length]
+        if kind == b"eXIf":
+            _exif(facts, len(body))
         elif kind in _PNG_METADATA:
-            facts.metadata += length
+            _png_metadata(facts, kind, body)
         if kind == b"IEND":
             break
         at += 12 + length
     return facts
+
+
+def _png_metadata(facts: Facts, kind: bytes, body: bytes) -> None:
+    """A text chunk or ICC profile, counted as the decoder inflates it; the EXIF in a "Raw
+    profile type exif" text counted as EXIF."""
+    key, _, rest = body.partition(b"\0")
+    room = MAX_METADATA_BYTES - facts.metadata
+    if kind == b"tEXt":
+        text = rest
+    elif kind in (b"zTXt", b"iCCP"):
+        text = _inflate(rest[1:], room)
+    else:  # iTXt: compressed flag, method, language and translated key, then the text
+        text = rest[2:].split(b"\0", 2)[-1] if rest[2:].count(b"\0") >= 2 else b""
+        text = _inflate(text, room) if rest[:1] == b"\x01" else text
+    _metadata(facts, len(text), counted=False)
+    if key == _RAW_EXIF:  # Pillow: bytes.fromhex("".join(text.split("\n")[3:]))
+        _exif(facts, len(b"".join(text.split(b"\n")[3:])) // 2)
+
+
+def _inflate(data: bytes, room: int) -> bytes:
+    """What zlib data inflates to, no more than `room` + 1 bytes of it (enough to refuse)."""
+    try:
+        return zlib.decompressobj().decompress(data, max(0, room) + 1)
+    except zlib.error:
+        return b""
 
 
 def _webp(data: bytes) -> Facts:
@@ -248,9 +271,9 @@ def _webp(data: bytes) -> Facts:
         facts.parts += 1
         _limit(facts.parts, MAX_PARTS, "WebP chunks", _RESAVE, counted=False)
         if kind == b"EXIF":
-            facts.exif += length
+            _exif(facts, length)
         elif kind in (b"ICCP", b"XMP "):
-            facts.metadata += length
+            _metadata(facts, length)
         at += 8 + length + (length & 1)
     return facts
 

@@ -17,7 +17,7 @@ import struct
 import threading
 import warnings
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import Image, UnidentifiedImageError
 
 from servelab import decode_budget
 from servelab.decode_budget import (
@@ -88,7 +88,7 @@ def decoded(data: bytes, keep, request: decode_budget.CpuBudget | None = None, d
         with _turn(_large_decode, large), _turn(_decodes):
             budgets = [decode_budget.CpuBudget(), *([request] if request else [])]
             img.fp.budgets = budgets
-            result, error = _keep_decoded(img, keep, draft)
+            result, error = _keep_decoded(img, keep, draft, budgets)
     finally:
         img.close()
         del img
@@ -184,15 +184,17 @@ def _refusal(exc: Exception, data: bytes) -> BadInput:
     raise exc
 
 
-def _keep_decoded(img: Image.Image, keep, draft: int) -> tuple:
+def _keep_decoded(img: Image.Image, keep, draft: int, budgets: list) -> tuple:
     """(keep(decoded upright RGB image), None), or (None, BadInput) when decoding fails or goes
     over its budget. The error is returned, not raised, so no traceback keeps the half-decoded
     canvas alive."""
     try:
-        if img.format == "JPEG":
+        if img.format in ("JPEG", "MPO"):  # an MPO (a phone's multi-picture JPEG) is one too
             img.draft("RGB", (draft, draft))  # DCT scaling: >= draft px, up to 8x less
         img.load()
-        upright = ImageOps.exif_transpose(img)  # a phone photo shot upright stays upright
+        for budget in budgets:  # the last read's decoding, counted before more work
+            budget.check()
+        upright = _upright(img)  # a phone photo shot upright stays upright
         if getattr(upright, "is_animated", False):
             upright.seek(0)  # first frame of an animated PNG/WebP
         rgb = upright if upright.mode == "RGB" else upright.convert("RGB")
@@ -201,6 +203,28 @@ def _keep_decoded(img: Image.Image, keep, draft: int) -> tuple:
         return None, BadInput(str(exc), 413)
     except (OSError, SyntaxError, ValueError, EOFError):
         return None, _damaged()
+
+
+# EXIF orientation -> the turn that makes the picture upright (as ImageOps.exif_transpose)
+_TURNS = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+
+
+def _upright(img: Image.Image) -> Image.Image:
+    """The picture turned as its orientation says (EXIF, or XMP where EXIF has none: Pillow's
+    getexif reads both, the EXIF's first directory only, its size within the budget). Not
+    ImageOps.exif_transpose, which also rewrites every tag of the metadata it keeps: the pixels
+    are all the model needs."""
+    orientation = img.getexif().get(0x0112, 1)
+    turn = _TURNS.get(orientation) if isinstance(orientation, int) else None
+    return img.transpose(turn) if turn is not None else img
 
 
 def _damaged() -> BadInput:

@@ -26,7 +26,15 @@ URLS_ENV = LAB_DIR / "urls.env"
 _TRITON_URLS = ("TRITON_SERVER_URL", "TRITON_GRPC_URL", "TRITON_METRICS_URL")
 # in local mode, the launcher's urls.env is the truth for these (a JupyterLab started before a
 # service moved still has the old ones in its environment)
-_RAY_URLS = ("RAY_ADDRESS", "RAY_DASHBOARD_URL", "RAY_SERVE_URL")  # notebook 9's Ray cluster
+# notebook 9's Ray cluster, and how to use its token (Ray's mode, the path of the token's file:
+# Ray reads the token there; urls.env never holds it)
+_RAY_URLS = (
+    "RAY_ADDRESS",
+    "RAY_DASHBOARD_URL",
+    "RAY_SERVE_URL",
+    "RAY_AUTH_MODE",
+    "RAY_AUTH_TOKEN_PATH",
+)
 _LOCAL_URLS = ("FASTAPI_SERVER_URL", "FLASK_SERVER_URL", *_TRITON_URLS, *_RAY_URLS)
 # what load() returns (not the secrets it loads)
 _SHOWN = ("LAB_MODE", "FASTAPI_SERVER_URL", "FASTAPI_BACKEND", "FLASK_SERVER_URL", *_TRITON_URLS)

@@ -13,11 +13,14 @@ Introduced in notebook 9.
 Everything here asks Ray: placement from its state API, replica counts from serve.status(), a
 crash with ray.kill. The deployment itself (what runs in each replica) is
 servelab/serving/ray_app.py. The cluster's address and the proxy's port come from the environment
-(RAY_ADDRESS, RAY_SERVE_URL: .lab/urls.env in local mode, set by hand on Chameleon).
+(RAY_ADDRESS, RAY_SERVE_URL: .lab/urls.env in local mode, set by hand on Chameleon), and so does
+the way to its token (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN_PATH: the file Ray reads it from; on
+Chameleon, the lab's .lab/ray_token that notebook 2 makes on both nodes).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import warnings
@@ -26,6 +29,8 @@ import numpy as np
 import pandas as pd
 
 from servelab import labenv, loadgen, queueing
+from servelab.paths import LAB_DIR
+from servelab.serving import ray_loopback
 from servelab.serving.ray_app import IMAGE_BYTES, IMAGE_SHAPE, FoodClassifier  # noqa: F401
 
 APP, ROUTE = "food", "/food"
@@ -44,6 +49,9 @@ def connect() -> str:
 
     address, serve_url = labenv.url("RAY_ADDRESS"), labenv.url("RAY_SERVE_URL")
     if not ray.is_initialized():
+        _use_token()
+        if address.rsplit(":", 1)[0] in ray_loopback.LOOPBACK:
+            ray_loopback.keep_loopback()  # the lab's local cluster listens on 127.0.0.1 only
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
     host, port = serve_url.split("://")[-1].rsplit(":", 1)
     serve.start(
@@ -52,6 +60,19 @@ def connect() -> str:
         logging_config={"enable_access_log": False, "log_level": "WARNING"},
     )
     return f"{serve_url}{ROUTE}"
+
+
+def _use_token() -> None:
+    """Ray's token for this client: RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH as labenv.load() set
+    them, else the lab's token file where notebook 2 puts it on Chameleon (.lab/ray_token).
+    Ray reads its settings once, when it is imported: they are read again here."""
+    token = LAB_DIR / "ray_token"
+    if not os.environ.get("RAY_AUTH_MODE") and token.exists():
+        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token.resolve()))
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def nodes() -> pd.DataFrame:

@@ -3,11 +3,13 @@ and back."""
 
 import io
 import re
+import time
 
 import pytest
 import requests
 from PIL import Image
 
+from flask_app import app
 from labstack import launcher
 from servelab import food11
 
@@ -43,8 +45,15 @@ def test_fastapi_down_gives_a_readable_page_then_recovers_without_restarting_fla
     assert (
         "not reachable" in down.text and "try again" in down.text and "Traceback" not in down.text
     )
+    # its health says so, naming the model server (the page itself answers: 200)
+    health = requests.get(f"{flask_url}/healthz", timeout=10)
+    assert health.status_code == 200 and health.json()["status"] == "degraded", health.text
+    fastapi = f"http://127.0.0.1:{fastapi_port}"
+    assert f"FastAPI inference service at {fastapi} is not reachable" in health.json()["problem"]
 
     start_service(launcher.fastapi_service(fastapi_port, "onnx"))
+    time.sleep(app.BACKEND_FRESH_S)  # /healthz reuses an answer that young
+    assert requests.get(f"{flask_url}/healthz", timeout=10).json()["status"] == "ok"
     up = _upload(flask_url, test_images[0].name, image)
     assert up.status_code == 200, up.text
     assert _label(up.text) == built_artifacts["test_image_predictions"][test_images[0].name][0]
@@ -54,7 +63,8 @@ def test_fastapi_down_gives_a_readable_page_then_recovers_without_restarting_fla
 def test_upload_page_and_health(flask_url):
     page = requests.get(f"{flask_url}/", timeout=10)
     assert page.status_code == 200 and 'type="file"' in page.text and "8 MiB" in page.text
-    assert requests.get(f"{flask_url}/healthz", timeout=10).json()["status"] == "ok"
+    health = requests.get(f"{flask_url}/healthz", timeout=10).json()  # no FastAPI behind it
+    assert health["status"] == "degraded" and "FastAPI" in health["model_server"], health
 
 
 @pytest.mark.parametrize(

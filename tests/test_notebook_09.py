@@ -39,7 +39,7 @@ def test_notebook_9_runs_top_to_bottom(tmp_path, built_artifacts):
     urls = up_with_triton(env, "--ray")
     ray_state = json.loads((state / "state.json").read_text())["services"]
     nodes = [ray_state["ray_head"], ray_state["ray_node"]]
-    assert ray_cluster.alive_nodes(urls["RAY_DASHBOARD_URL"]) == 2
+    assert ray_cluster.alive_nodes(urls["RAY_DASHBOARD_URL"], urls["RAY_AUTH_TOKEN_PATH"]) == 2
     try:
         start = time.monotonic()
         run_solved("09_ray_serve_cluster", tmp_path, env)
@@ -69,7 +69,11 @@ def test_notebook_9_runs_top_to_bottom(tmp_path, built_artifacts):
     replicas = pd.read_csv(out / "autoscaling_replicas.csv")
     step = [int(s) for s in SMALL["LAB_RAY_STEP_SECONDS"].split(",")]
     during = replicas[(replicas["t_s"] > step[0]) & (replicas["t_s"] <= step[0] + step[1])]
-    assert during["RUNNING"].max() == 2, replicas.to_string()
+    # added during the step: a second replica starting or running (how long it takes to start,
+    # seconds here, is the machine's: on a busy 2-core machine it ran only after the step, 16 s
+    # after the autoscaler added it), then running, then removed
+    added = during["RUNNING"] + during.get("STARTING", 0)
+    assert added.max() == 2 and replicas["RUNNING"].max() == 2, replicas.to_string()
     assert replicas["RUNNING"].iloc[-1] == 1, replicas.tail(10).to_string()
     claims = pd.read_csv(out / "claims.csv", keep_default_na=False)
     findings(claims, "notebook 9")

@@ -318,3 +318,20 @@ def test_the_kept_config_schema_is_tritonclients():
         assert text_format.MessageToString(ours) == text_format.MessageToString(theirs), path
     with pytest.raises(text_format.ParseError, match='no field named "cont"'):
         text_format.Parse("instance_group [ { cont: 2 } ]", kept())
+
+
+def test_an_entry_with_a_long_key_gets_a_short_folder_and_reads_back(in_pass):
+    """A config edit's key holds its whole fragment (notebook 8's ensemble: 400 characters, over
+    a file name's 255 bytes): its folder is cut short, the manifest keeps the key whole."""
+    key = "edit food_classifier_ensemble " + "input_map { key: IMAGE_BYTES } " * 15
+    twin = key + "another"
+    bundle = in_pass("measure")
+    assert passes.on_node(key, "value", lambda: 1) == 1
+    assert passes.on_node(twin, "value", lambda: 2) == 2
+    manifest = json.loads((bundle.folder / "manifest.json").read_text())
+    folders = [manifest["entries"][k]["folder"] for k in (key, twin)]
+    assert all(len(f) <= 100 for f in folders) and folders[0] != folders[1], folders
+    passes.finish()
+    in_pass("review")
+    assert passes.on_node(key, "value", pytest.fail) == 1
+    assert passes.on_node(twin, "value", pytest.fail) == 2

@@ -1,79 +1,257 @@
-"""docs/timing_plan.md's table is what labstack/timing.py computes from the committed reference
-run and the notebook sources, and the counting behind it counts what the student writes."""
+"""The lease plan (labstack/timing/): the pages quote what it computes from the notebooks and the
+GPU reference, and the counting finds every kind of step a notebook asks for, in its pass."""
 
 import json
+import re
+from collections import Counter
+
+import pytest
 
 from labstack import timing
+from labstack.timing import machine, notebook, pages, plan, rules, steps, walkthrough
 
+SMALL = '''# %% [markdown]
+# # A notebook
+# Read this. In a terminal on the node, leave `nvtop` running.
 
-def test_the_committed_plan_matches_the_reference_and_the_sources():
-    assert timing.main(["--check"]) == 0, "docs/timing_plan.md is stale: run `make timing`"
+# %%
+PASS = passes.start("99_small")
 
+# %% [markdown]
+# ## 1.1 Lines
+# **Predict.** How many?
 
-def test_what_the_student_writes_is_counted_by_the_check_after_it():
-    source = """# %%
+# %%
+claims.predict("1.1 how many", None, why="")
+
+# %%
 line = (
     ### BEGIN SOLUTION
-    "perf_analyzer -m m --concurrency-range 8"
+    f"perf_analyzer -m m -u {HOST} --concurrency-range 8"
     ### END SOLUTION
 )
+
 # %%
-line = exercises.perf_line(line, "6.1", "8 in flight", needs={})
+NEEDS = exercises.on_every_gpu(2, 2)
+line = exercises.perf_line(line, "1.1", "8 in flight", needs={})
+
 # %%
-text = (
-    ### BEGIN SOLUTION
-    "instance_group [ { count: 2 } ]"
-    ### END SOLUTION
-)
-# %%
-exercises.config_fragment(text, "6.3", "two", needs={})
-claims.predict("x", None)
+%%runs_in measure review
+print(exercises.file_edit(path, before, "1.1", "count: 2", needs={}))
+services.use_fastapi_backend("onnx")
+
 # %% [markdown]
-# **Your answer:** *(double-click)*
+# Tunnel first: `ssh -L 8000:127.0.0.1:8000 cc@<floating IP>`, then *Try it out*.
+#
+# ```bash
+# # a comment line is not a command
+# cd docker
+# docker compose up -d
+# ```
+#
+# **What do you see, and why?** How busy was it, and how many waited? Why?
+
 # %%
-answer_61 = '''
+answer_11 = """
 ### BEGIN SOLUTION
-the queue grew
+busy
 ### END SOLUTION
-'''
+"""
+
+# %% jupyter={"source_hidden": true}
+%%runs_in measure review
+with judgement.verdict_after(answer_11, "1.1"):
+    pass
+
+# %% [markdown]
+# **Your observation.** `nvidia-smi` on the node lists stubs. How many?
+
 # %%
-with judgement.verdict_after(answer_61, "6.1"):
-    claims.at_least("x", 1, 0)
+%%runs_in measure review
+seen = (
+    ### BEGIN SOLUTION
+    2
+    ### END SOLUTION
+)
+
 # %%
+%%runs_in measure review
+seen = judgement.number_in(seen, "1.1", "stubs", 2, 3, why="")
+
+# %%
+%%runs_in measure review
 deploy = (
     ### BEGIN SOLUTION
     2
     ### END SOLUTION
 )
+
 # %%
-deploy = judgement.fewest_near_best(deploy, "6.3", "instances", rows)
+%%runs_in measure review
+deploy = judgement.fewest_near_best(deploy, "1.1", "instances", {})
+
+# %% [markdown]
+# **Question.** Which shape, and why? Try it: a copy of `classify`.
+#
+# **Your answer:** *(double-click)*
+#
+# **Hand in** and answer:
+#
+# 1. What would you answer, and what would you try first?
+# 2. Would it change?
+
+# %% [markdown]
+# ## B. Local mode (no Docker)
+# ```bash
+# make up
+# ```
+
+# %% [markdown]
+# ## 1.2 Going further (optional)
+
 # %%
-exercises.file_edit(path, before, "6.3", "count: 2")
-services.use_fastapi_backend("onnx")
-"""
-    assert timing.writing(source) == {
-        "perf_line": 1,
-        "config_fragment": 1,
-        "answer": 2,  # one before its verdict, one in a markdown cell
-        "decision": 1,
-        "file_edit": 1,
-        "prediction": 1,
-    }
-    assert timing.host_commands(source) == 1
-    assert timing.prose_words("# %% [markdown]\n# Three short words\n# %%\nx = 1\n") == 3
+claims.predict("never counted", None)
+'''
 
 
-def test_a_run_at_other_windows_than_the_class_is_labelled(tmp_path, monkeypatch):
-    monkeypatch.setattr(timing, "REPO_ROOT", tmp_path)
-    page = tmp_path / "06_triton_benchmarks"  # a setup's page for the notebook
-    page.mkdir()
-    (page / "runs.json").write_text(
-        json.dumps({"triton": {"seconds": 120, "settings": {"LAB_PERF_INTERVAL_MS": "3000"}}})
+@pytest.fixture
+def small(tmp_path, monkeypatch):
+    (tmp_path / "99_small.py").write_text(SMALL)
+    monkeypatch.setattr(notebook, "SOURCES", tmp_path)
+    return notebook.cells("99_small")
+
+
+def test_the_pages_quote_what_the_notebooks_and_the_reference_give():
+    assert timing.stale() == [], "a page is stale: run `make timing`"
+
+
+def test_a_changed_figure_is_put_back_between_its_markers():
+    text = (
+        "lease: <!-- timing:measure -->99 min<!-- /timing -->, <!-- minutes:x -->1<!-- /minutes -->"
     )
-    minutes, note = timing.machine_minutes(tmp_path, "triton", "06_triton_benchmarks")
-    assert minutes == 2 and "NOT the class's 5000" in note
+    filled = pages.fill(text, {}, {"measure": "126 min"}, {"x": "prepare 3"})
+    assert filled == (
+        "lease: <!-- timing:measure -->126 min<!-- /timing -->, "
+        "<!-- minutes:x -->prepare 3<!-- /minutes -->"
+    )
+    block = "a\n<!-- timing t: begin (make timing) -->\nold\n<!-- timing t: end -->\nb"
+    assert "new" in pages.fill(block, {"t": "new"}, {}, {}) and "old" not in pages.fill(
+        block, {"t": "new"}, {}, {}
+    )
+
+
+def test_every_kind_of_step_is_found_in_its_pass(small):
+    found = Counter()
+    for s in steps.find(small):
+        found[(s.pass_, s.kind)] += s.amount if s.kind in ("answer", "terminal command") else 1
+    assert found[("prepare", "perf_line")] == 1
+    assert found[("prepare", "prediction")] == 1  # the optional section's is not counted
+    assert found[("review", "answer")] == 3  # "How busy was it, and how many waited? Why?"
+    assert found[("review", "decision")] == 1 and found[("measure", "observation")] == 1
+    assert found[("measure", "editor")] == 1 and found[("measure", "host command")] == 1
+    assert found[("measure", "tunnel")] == 1 and found[("measure", "swagger")] == 1
+    assert found[("measure", "node terminal")] == 1 and found[("measure", "nvidia-smi")] == 1
+    assert found[("measure", "terminal command")] == 2  # the Docker block's, not its comment
+    # nor the local-mode block's
+    assert found[("prepare", "question")] == 1 and found[("prepare", "try it")] == 1
+    assert found[("review", "hand-in")] == 1
+    assert {p for p, k in found if k == "open notebook"} == {"prepare", "measure", "review"}
+    # a cell runs in the passes its first line names
+    assert found[("prepare", "run cell offline")] == 5  # start, predict, line, check, answer
+    assert found[("measure", "run cell")] == 12  # the 11 code cells, and the try-it's own
+
+
+def test_an_answer_counts_the_questions_its_prompt_asks(small):
+    [answer] = [s for s in steps.find(small) if s.kind == "answer"]
+    assert answer.amount == 3
+    assert steps.questions("**What do you see, and why?** Compare the rows.") == 0
+    assert steps.questions("Which part changed, and why is it smaller? Write it.") == 2
+    assert steps.questions("At the lowest rate, could batching help?") == 1
+    assert steps.questions("A request waits at once: what for, and which assumption broke?") == 2
+    assert steps.questions("What does `a, how b?` print?") == 1  # code is not a question
+
+
+def test_the_class_notebooks_have_each_step_the_issue_names():
+    """The tunnel, Swagger, the Flask page, nvtop, the editor for each file edit, each printed
+    command, and every wait at its anchor: found in the notebooks as they are."""
+    kinds = {nb: Counter(s.kind for s in steps.find(notebook.cells(nb))) for nb in plan.NOTEBOOKS}
+    for nb, needed in {
+        "02_provision": ("ssh login", "clean-up"),
+        "03_fastapi_setup": ("jupyter url", "terminal command", "curl_line"),
+        "04_fastapi_benchmarks": ("tunnel", "swagger", "browser page", "host command"),
+        "05_triton_setup": ("terminal command", "function", "question"),
+        "06_triton_benchmarks": ("node terminal", "nvidia-smi", "editor", "perf_line"),
+    }.items():
+        assert all(kinds[nb][k] for k in needed), (nb, kinds[nb])
+    for nb in plan.NOTEBOOKS:
+        source = (notebook.SOURCES / f"{nb}.py").read_text()
+        core = source.split("(optional")[0]  # every optional section comes after the core
+        assert kinds[nb]["editor"] == core.count("exercises.file_edit("), nb
+        assert kinds[nb]["prediction"] == core.count("claims.predict("), nb
+        assert kinds[nb]["answer"] == len(re.findall(r"judgement\.verdict_after\(answer", core))
+    anchored = {s.what for nb in plan.NOTEBOOKS for s in steps.waits(notebook.cells(nb))}
+    assert anchored == {w.name for w in rules.WAITS}, "a wait's anchor is gone from its notebook"
+
+
+def test_machine_minutes_are_the_pages_carried_over_by_runs(tmp_path):
+    page = tmp_path / "h100" / "06_triton_benchmarks"
+    (page / "results").mkdir(parents=True)
     (page / "06_triton_benchmarks_cell_times.json").write_text(
         json.dumps([{"cell": 1, "seconds": 30}, {"cell": 2, "seconds": 60}])
     )
-    minutes, note = timing.machine_minutes(tmp_path, "triton", "06_triton_benchmarks")
-    assert minutes == 1.5 and "cell_times" in note
+    (page / "runs.json").write_text(
+        json.dumps({"triton": {"seconds": 90, "settings": {"LAB_PERF_INTERVAL_MS": "3000"}}})
+    )
+    for name in ("a", "b", "c"):
+        (page / "results" / f"perf_{name}.csv").write_text("x\n")
+    (page / "06_triton_benchmarks.log").write_text("one two\n50%|##| 1/2 [00:01, 3.1it/s]\n")
+
+    def cell(index, source, section="6.6", passes=("measure",)):
+        return notebook.Cell("06_triton_benchmarks", index, "code", source, section, passes, False)
+
+    loop = "%%runs_in measure review\nfor r in RATES[1:]:\n    onnx_run(r)\nc = measure(1)"
+    cells = [
+        cell(0, "RATES = [int(f) for f in (1, 2, 3)]"),
+        cell(1, loop, passes=("measure", "review")),
+        cell(2, "measure(2)", section="6.7 (optional)"),
+    ]
+    assert machine.runs_by_cell(cells) == {0: 0, 1: 3}  # the loop twice; optional left out
+    found = machine.machine("06_triton_benchmarks", cells, tmp_path)
+    assert found.seconds == 90 and found.per_run == 30 and found.output_words == 2
+    assert "NOT the class's 5000" in found.note
+    more = machine.machine("06_triton_benchmarks", [*cells, cell(3, "measure(3)")], tmp_path)
+    assert more.runs_now == 4 and more.seconds == 120 and "now makes 4 runs" in more.note
+
+
+def test_reading_in_the_lease_costs_only_what_the_boot_does_not_cover():
+    nb = plan.notebook("02_provision")
+    read = sum(plan.minutes(s) for s in nb.steps if s.kind in ("read", "read code"))
+    assert read > 0 and nb.by[("measure", "reading")] == pytest.approx(
+        max(0.0, read - nb.by[("measure", "waits")])
+    )
+
+
+def test_a_prepared_image_shortens_only_the_waits():
+    fresh, image = plan.plan(), plan.plan(prepared_image=True)
+    for a, b in zip(fresh, image):
+        for key, minutes in a.by.items():
+            if key not in (("measure", "waits"), ("measure", "reading")):
+                assert b.by.get(key) == pytest.approx(minutes), (a.name, key)
+    assert plan.totals(image)["measure"] < plan.totals(fresh)["measure"]
+
+
+def test_the_walkthrough_orders_its_students_and_shares_the_measurement():
+    walks = walkthrough.estimate()
+    fresh = plan.plan()
+    for p in ("prepare", "measure", "review"):
+        fast, median, slow = (
+            sum(walkthrough.pass_total(by, p) for by in walks[s.name].values())
+            for s in walkthrough.STUDENTS
+        )
+        assert 0 < fast < median < slow, p
+    measured = sum(
+        by[("measure", "machine (measured)")]
+        for by in walks["median"].values()
+        if ("measure", "machine (measured)") in by
+    )
+    assert measured == pytest.approx(sum(nb.machine.seconds for nb in fresh) / 60)

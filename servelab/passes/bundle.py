@@ -24,6 +24,7 @@ is refused (raise it when a notebook's runs change).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -48,8 +49,16 @@ def now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z")
 
 
+SLUG_CHARS = 80  # a folder name stays far below a file system's 255 bytes, with a suffix
+
+
 def slug(key: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", key).strip("_") or "entry"
+    """A folder name for an entry: the key's words, cut short (the manifest keeps the whole key;
+    a config edit's key holds the whole fragment, 400 characters for notebook 8's ensemble)."""
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", key).strip("_") or "entry"
+    if len(name) <= SLUG_CHARS:
+        return name
+    return f"{name[:SLUG_CHARS]}_{hashlib.sha1(key.encode()).hexdigest()[:8]}"
 
 
 def write_json(path: Path, data) -> None:

@@ -29,8 +29,11 @@ served ensemble names (the repository index, read with the node's secret, TRITON
   loaded), or any model LOADING or UNLOADING, or a reload of ours, for STUCK_S: tritonserver is
   restarted (SIGTERM, SIGKILL after STOP_GRACE_S), which loads every model of the repository;
 - a tritonserver that exits is started again with the same command line (same ports), after its
-  stubs' shared-memory regions are removed; at most MAX_RESTARTS in RESTART_WINDOW_S, then the
-  watchdog gives up: its report says so and what recovers it, and it exits with the server's status;
+  stubs' shared-memory regions are removed, and never given up on: the first BACKOFF_AFTER
+  restarts within RESTART_WINDOW_S at once, then after 2, 4, 8, 16 s, then every BACKOFF_MAX_S
+  (restart_delay); while it waits, its report says why, how often and when it starts the server
+  again (a request that crashes Triton 2.51, sent again and again, costs its sender a slower
+  answer, not everyone a Triton that stays down: docs/security.md);
 - the stubs' /dev/shm regions are made readable by their owner only (Triton creates them 0644);
 - --restrict-apis: the flags that restrict those Triton APIs to the node's secret are added to
   tritonserver's command line here, from TRITON_ADMIN_KEY in this process's environment (Triton
@@ -71,8 +74,9 @@ from servelab.serving.triton_procs import (  # noqa: F401 - the launcher and tes
 )
 
 ADMIN_HEADER = "lab-admin-key"  # the same as servelab.labenv.ADMIN_HEADER (a test keeps it so)
-MAX_RESTARTS = 5
-RESTART_WINDOW_S = 600
+RESTART_WINDOW_S = 600  # restarts counted over the last 10 minutes ...
+BACKOFF_AFTER = 3  # ... the first three at once, then waiting longer each time ...
+BACKOFF_MAX_S = 20.0  # ... up to this: Triton (15-30 s to load) is back within a minute
 DEFAULT_HEALTH_FILE = (
     os.environ.get("LAB_TRITON_HEALTH_FILE") or f"/tmp/triton_health_{os.getuid()}.json"
 )
@@ -90,7 +94,16 @@ STUCK_S = 180.0
 FAILED_RELOADS = 3  # reloads of one model failing in a row before the server is restarted
 STOP_GRACE_S = 10.0  # a wedged server gets this long after SIGTERM before SIGKILL
 RELOAD_PARAMETER = "lab_watchdog_reload"  # changed in the config of a forced reload
+KEY_SHOWN = "the admin key was on tritonserver's command line for"  # logged at every start
 RECOVER = "make restart SERVICE=triton"  # (Docker: docker compose restart triton_server)
+
+
+def restart_delay(recent: int) -> float:
+    """Seconds to wait before starting tritonserver again after its `recent`-th end within
+    RESTART_WINDOW_S: none for the first BACKOFF_AFTER, then 2, 4, 8, 16 s, then BACKOFF_MAX_S."""
+    if recent <= BACKOFF_AFTER:
+        return 0.0
+    return min(BACKOFF_MAX_S, 2.0 ** (recent - BACKOFF_AFTER))
 
 
 # ---------------------------------------------------------------- what Triton says
@@ -518,12 +531,15 @@ class Watchdog:
         self.events = (self.events + [f"{time.strftime('%T')} {event}"])[-10:]
         log(event)
 
-    def write(self, server_pid: int, ready: bool, models: dict, failed: str = "") -> dict:
+    def write(
+        self, server_pid: int, ready: bool, models: dict, failed: str = "", next_start: float = 0
+    ) -> dict:
         report = {
             "time": time.time(),
             "server_pid": server_pid,
             "server_ready": ready,
             "restarting": self.restart or self.note,
+            "next_start": next_start,  # when a server that keeps ending is started again
             "failed": failed,
             "models": models,
             "events": self.events,
@@ -572,6 +588,7 @@ def supervise(
     def stop(signum, _frame):
         nonlocal stopping
         stopping = True
+        _stop_requested.set()
         if server is not None and server.poll() is None:
             server.send_signal(signum)
 
@@ -588,11 +605,15 @@ def supervise(
         watchdog = Watchdog(url, health_file, key, prefix, max_region_mib, repo)
         watchdog.events, watchdog.note = events, note
         server = subprocess.Popen(argv)
+        started = time.monotonic()  # Popen returns once tritonserver's exec has succeeded
         if hide:
             why_not = hide_argument(server.pid, key)
             watchdog.check_key = not why_not
             if why_not:
                 log(f"the admin key stays on tritonserver's command line: {why_not}")
+            else:  # what a local user could see meanwhile (docs/security.md: the residual)
+                shown = (time.monotonic() - started) * 1000
+                log(f"{KEY_SHOWN} {shown:.1f} ms (from its start until masked)")
         while server.poll() is None and not stopping and not watchdog.restart:
             try:
                 watchdog.step(server.pid)
@@ -611,21 +632,50 @@ def supervise(
             return code
         now = time.monotonic()
         restarts = [t for t in restarts if now - t < RESTART_WINDOW_S] + [now]
-        watchdog._event(f"server {'restarted: ' + why if why else f'exited ({code})'}")
+        last = why or f"it exited with status {code}{_signal_name(code)}"
+        watchdog._event(f"server {'restarted: ' + why if why else 'ended: ' + last}")
         events = watchdog.events
-        if len(restarts) > MAX_RESTARTS:
-            failed = (
-                f"tritonserver ended {len(restarts)} times within {RESTART_WINDOW_S} s (last: "
-                f"{why or f'exit status {code}'}); the watchdog gave up: run `{RECOVER}`"
-            )
-            log(failed)
-            watchdog.write(server.pid, False, {}, failed=failed)
-            return code or 1
-        watchdog.note = f"started again after: {why or f'it exited with status {code}'}"
+        delay = restart_delay(len(restarts))
+        if delay:
+            minutes = RESTART_WINDOW_S // 60
+            if not _wait_before_restart(watchdog, server.pid, delay, len(restarts), minutes, last):
+                remove_stale_regions(prefix)
+                return code
+        watchdog.note = f"started again after: {last}"
         watchdog.restart = ""
         watchdog.write(server.pid, False, {})
         note = watchdog.note
         log("starting tritonserver again")
+
+
+def _signal_name(code: int) -> str:
+    """', SIGSEGV' for a server killed by a signal (Popen's negative status), else ''."""
+    if code is not None and code < 0:
+        try:
+            return f", {signal.Signals(-code).name}"
+        except ValueError:
+            return ""
+    return ""
+
+
+def _wait_before_restart(dog, server_pid, delay, count, minutes, last) -> bool:
+    """Wait `delay` s before the next start, the report saying so (rewritten every second, so it
+    stays fresh); False if the watchdog was told to stop meanwhile."""
+    at = time.time() + delay
+    dog.note = (
+        f"tritonserver ended {count} times in {minutes} min (last: {last}); backing off: "
+        f"starting it again at {time.strftime('%T', time.localtime(at))}"
+    )
+    log(f"{dog.note} (in {delay:.0f} s)")
+    while time.time() < at:
+        if _stop_requested.is_set():
+            return False
+        dog.write(server_pid, False, {}, next_start=at)
+        _stop_requested.wait(min(1.0, max(0.0, at - time.time())))
+    return not _stop_requested.is_set()
+
+
+_stop_requested = threading.Event()  # SIGTERM or SIGINT to the watchdog
 
 
 def _end_orphaned_stubs(known: dict[int, str], prefix: str, wait: float = 10.0) -> None:
@@ -679,7 +729,10 @@ def check(url: str, health_file: Path) -> tuple[bool, list[str]]:
         return False, [f"FAILED: {report['failed']}"]
     if not _ok(f"{url}/v2/health/ready"):
         if report and report.get("restarting"):
-            return False, [f"server: not ready ({report['restarting']})"]
+            fresh = time.time() - report.get("time", 0) <= STALE_AFTER_S
+            wait = report.get("next_start", 0) - time.time()
+            when = f"; next start in {wait:.0f} s" if fresh and wait > 0 else ""
+            return False, [f"server: not ready ({report['restarting']}{when})"]
         return False, ["server: not ready"]
     if report is None or time.time() - report.get("time", 0) > STALE_AFTER_S:
         return False, [
