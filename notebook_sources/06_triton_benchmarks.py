@@ -898,13 +898,14 @@ table_66
 #
 # A batch size is also a tensor *shape*, and a GPU runtime may prepare its work per shape. ONNX
 # Runtime 1.20 and later, on its CUDA provider, rebuild their convolution plans whenever a
-# session's batch size changes: on the lab's H100, one session fed mixed sizes took 1.2 s a batch,
-# the same sizes grouped 2.8 ms. Local mode's stand-in for `food_classifier_onnx` therefore keeps
-# one session per batch size, padding a batch up to the nearest: mixed sizes then cost 1.04x
-# grouped (both on the H100 page `docs/results/h100_2026-11-25/`). On the class's node the model
-# runs Triton's own onnxruntime backend instead, which this lab has not yet measured under
-# batching on a GPU: your runs below are the measurement, and 6.6's verdicts judge them. Few
-# sizes, known in advance, are also what `preferred_batch_size` and TensorRT's optimisation
+# session's batch size changes: on the lab's H100, one session fed mixed sizes took
+# <!--fig h100_6_switch_seconds-->0.9 s a batch, the same sizes grouped 2.1 ms<!--/fig-->. Local
+# mode's stand-in for `food_classifier_onnx` therefore keeps one session per batch size, padding a
+# batch up to the nearest: mixed sizes then cost <!--fig h100_6_switch_labs-->1.06x<!--/fig-->
+# grouped (both on the H100 page `docs/results/h100/06_triton_benchmarks/`). On the class's node
+# the model runs Triton's own onnxruntime backend instead, which this lab has not yet measured
+# under batching on a GPU: your runs below are the measurement, and 6.6's verdicts judge them.
+# Few sizes, known in advance, are also what `preferred_batch_size` and TensorRT's optimisation
 # profiles are for.
 #
 # **Exercise 6.6e: turn it on, in the file.** Open `food_classifier_onnx`'s `config.pbtxt` in the

@@ -10,8 +10,8 @@
 # # 7. How close to the hardware? (optional)
 #
 # Notebook 6 ended with a model that batches requests and absorbs bursts (on the H100 reference,
-# at 140 % of one instance's capacity, 130x lower mean latency than without batching:
-# `docs/results/h100_2026-11-25/`). This notebook asks a
+# at 140 % of one instance's capacity, <!--fig h100_6_batching_gain-->161x<!--/fig--> lower mean
+# latency than without batching: `docs/results/h100/06_triton_benchmarks/`). This notebook asks a
 # harder question: **how much of what the hardware can do with this model does the served model
 # deliver?** First you measure the limit: the model alone, the batch already in memory, no server.
 # Then you close the gap between that and a server answering one-image requests, one change at a
@@ -41,13 +41,17 @@
 #
 # **The goal, and what is known.** Issue 27 of this project sets a goal for the H100 reference:
 # the best configuration serves at least **70 %** of the limit (median over separately started
-# servers). This notebook's reference run there served 28,970 and 30,114 inferences/s against a
-# limit of 45,372 images/s: **0.64 and 0.66** in one start (`docs/results/h100_2026-11-24/`);
-# three separately started servers served **0.49, 0.53 and 0.55** (median 0.525,
-# `docs/results/h100_2026-11-25/`). The goal is not reached, and the claim at the end says whether
-# your run reaches it: *holds*, *does not hold*, or *inconclusive*. Without a GPU the same steps
-# run, the GPU-only ones are skipped with the reason, and the goal is not checked (it is set for
-# a GPU).
+# servers). This notebook's reference run there served
+# <!--fig h100_7_in_one_start_served-->28,970 and 30,114<!--/fig--> inferences/s against a limit
+# of <!--fig h100_7_limit-->45,372<!--/fig--> images/s:
+# **<!--fig h100_7_in_one_start-->0.64 and 0.66<!--/fig-->** in one start;
+# <!--fig h100_7_fresh_count-->three<!--/fig--> separately started servers served
+# **<!--fig h100_7_fresh_starts_short-->0.49, 0.53 and 0.55<!--/fig-->** (median
+# <!--fig h100_7_fresh_median-->0.525<!--/fig-->; both in
+# `docs/results/h100/07_how_close_to_the_hardware/`). The goal is not reached, and the claim at
+# the end says whether your run reaches it: *holds*, *does not hold*, or *inconclusive*. Without
+# a GPU the same steps run, the GPU-only ones are skipped with the reason, and the goal is not
+# checked (it is set for a GPU).
 #
 # ## Setup
 
@@ -67,6 +71,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import requests
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from PIL import Image
@@ -154,8 +159,9 @@ def measure(line: str, name: str, **options) -> perf.Run:
 # - on a GPU, fp16 in the channels_last layout with the forward pass replayed as a CUDA graph;
 # - on a GPU of compute capability 7.0 or newer, the same **compiled** by `torch.compile`:
 #   BatchNorm folded into the convolutions, then inductor's fused kernels. On the H100 reference it
-#   is the fastest path by far (47,030 images/s at batch 128 with the compile this lab serves,
-#   against 26,630 for fp16 + CUDA graph, in `docs/results/h100_levers/`), so a limit without it
+#   is the fastest path by far (<!--fig h100_7_limit-->45,372<!--/fig--> images/s at batch
+#   <!--fig h100_7_limit_batch-->128<!--/fig--> with the compile this lab serves, against
+#   <!--fig h100_7_graph_limit-->26,105<!--/fig--> for fp16 + CUDA graph), so a limit without it
 #   would not be the device's. Compiling takes about a minute, so this cell is slower on a GPU;
 # - ONNX Runtime on the model's ONNX export (on a CPU, with every core: the fastest there).
 #
@@ -323,9 +329,12 @@ pixels = np.asarray(
 tensor = httpclient.InferInput("input", [1, 224, 224, 3], "UINT8")
 tensor.set_data_from_numpy(pixels[None])
 tuned = food11.top_class(client.infer(MODEL, [tensor]).as_numpy("output")[0])[0]
-image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
-image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
-reference = client.infer("food_classifier", [image]).as_numpy("FOOD_LABEL")[0][0].decode()
+
+# %%
+jpeg = food11.encode_file(photo)  # as in 5.2, here as the JSON body of Triton's HTTP API
+body = {"inputs": [{"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "BYTES", "data": [jpeg]}]}
+answer = requests.post(f"{TRITON}/v2/models/food_classifier/infer", json=body, timeout=60)
+reference = next(o["data"][0] for o in answer.json()["outputs"] if o["name"] == "FOOD_LABEL")
 claims.fact(
     "7.3: the uint8 model gives the same class as food_classifier on a test photo",
     tuned == reference,
@@ -560,10 +569,13 @@ with judgement.verdict_after(answer_74, "7.4"):
 # **Inputs in GPU memory: measured, and worse here.** perf_analyzer can also put each input in
 # *CUDA* shared memory (`--shared-memory cuda`), and the tuned model can take inputs already on the
 # GPU (`FORCE_CPU_ONLY_INPUT_TENSORS: "no"`, see the config's header). On the H100 reference that
-# served **13,115** inferences/s against **19,450** with system shared memory (8 instances, max
-# batch 64, fp16 + CUDA graphs; `docs/results/h100_levers/`): each request's tensor reaches the
-# Python backend's process through CUDA IPC, and the input and output times per execution grew
-# about five-fold (2.6 to 12.2 ms, 2.2 to 10.3 ms). It is not a step of this notebook.
+# served **<!--fig h100_7_levers_cuda_shm_infer-->13,115<!--/fig-->** inferences/s against
+# **<!--fig h100_7_levers_system_shm_infer-->19,450<!--/fig-->** with system shared memory (8
+# instances, max batch 64, fp16 + CUDA graphs; the `levers/` folder of
+# `docs/results/h100/07_how_close_to_the_hardware/`): each request's tensor reaches the Python
+# backend's process through CUDA IPC, and the input and output times per execution grew about
+# five-fold (<!--fig h100_7_levers_input_ms-->2.6 to 12.2 ms<!--/fig-->,
+# <!--fig h100_7_levers_output_ms-->2.2 to 10.3 ms<!--/fig-->). It is not a step of this notebook.
 #
 # ## 7.5 Faster model execution: fp16 and CUDA graphs (GPU only)
 # Two switches in `config.pbtxt`, read by `model.py` at load time:
@@ -864,9 +876,11 @@ answer_78 = """
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_78, "7.8"):
     print(
-        "On the H100 reference, repeats inside one start agreed within a few percent (0.64 and "
-        "0.66 of the limit, 2026-11-24), while three separately started servers served 0.488, "
-        "0.525 and 0.545 (2026-11-25, `gpu_reference/run_reference.py --parts stability`). A "
+        "On the H100 reference, repeats inside one start agreed within a few percent ("
+        "0.64 and 0.66"  # fig h100_7_in_one_start
+        " of the limit), while separately started servers served "
+        "0.488, 0.525 and 0.545"  # fig h100_7_fresh_starts
+        " (`gpu_reference/run_reference.py --parts stability`). A "
         "start decides where each instance's memory lands, what each compile produced and how "
         "the stubs share the cores; one start shows one draw of those."
     )

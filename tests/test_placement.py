@@ -101,7 +101,7 @@ def test_a_claim_is_decided_only_on_its_premises():
 
 
 def test_the_laws_of_a_triton_row_on_the_h100_reference():
-    """6.1 c8 on the H100 (docs/results/h100/results/triton/summary.csv): 94.86 infer/s, 84.0 ms
+    """6.1 c8 on the H100 (the reference run of 2026-11-23, in git history): 94.86 infer/s, 84.0 ms
     mean latency, 72.97 ms queued, 10.48 ms per execution, one instance: busy 99 % of the time,
     8 in flight (the concurrency, as Little's law says), 6.9 of them waiting."""
     laws = queueing.laws(94.86, 84.0, 10.48, 72.97)

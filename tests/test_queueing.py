@@ -60,7 +60,7 @@ def test_batching_moves_the_saturation_point():
 
 
 def test_the_laws_and_the_models_miss_on_the_h100_reference():
-    """4.6 on the H100 reference (docs/results/h100/results/fastapi/requests_onnx_*.csv): at 16 in
+    """4.6 on the H100 reference of 2026-11-23 (in git history: requests_onnx_*.csv): at 16 in
     flight 144.95 req/s, a mean latency of 109.15 ms, a mean `infer` of 5.136 ms (2.081 ms one
     request at a time); the model's line printed 30.9 ms. The lock was busy 74 % of the time
     while requests waited for it: they waited for something the model does not have."""
