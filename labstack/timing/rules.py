@@ -147,7 +147,7 @@ WAITS = (
         2.0,
         6.0,
         "estimate: a venv with CPU-only torch (~200 MB download); the build itself took 15 s on "
-        "the GPU reference (docs/results/h100_2026-11-26/notes.md)",
+        "the GPU reference (docs/results/h100/04_fastapi_benchmarks/notes.md)",
         0.2,
         downloads=True,
     ),

@@ -40,7 +40,7 @@ PROSE_STEPS = (
 )
 HOST_CALL = re.compile(r"services\.(use_fastapi_backend|use_flask_triton_model|ask_host)\(")
 CHECK = re.compile(r"\b(exercises|judgement)\.(\w+)\(")
-DECISIONS = ("fewest_near_best", "bottleneck", "choice", "number_in")
+DECISIONS = ("decide", "fewest_near_best", "bottleneck", "choice", "number_in")
 INTERROGATIVE = r"(?:what|how|which|why|where|when|who|did|does|do|is|was|were|could|would|can)"
 CLAUSE = re.compile(
     rf"(?:^|[.?!]\s+|[,;:]\s+(?:and\s+|or\s+|so\s+)?|\band\s+){INTERROGATIVE}\b", re.I

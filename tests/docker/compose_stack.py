@@ -2,7 +2,7 @@
 
 The tests run only when LAB_DOCKER_TESTS=1 (`make test-docker` sets it after installing and
 starting a Docker engine, and making the base images available: pulled, or local stand-ins
-where no registry answers, see docker/standins/README.md). `make test` lists them as skipped.
+where no registry answers, see docker/standins/README.md). `make test` does not collect them.
 
 What a student does, the tests do, with the same files and commands: docker/init_env.sh, then
 `docker compose -f <the stack's file> [-f <its CPU override>] up -d --build --wait` from docker/.
