@@ -1,7 +1,7 @@
 """docker/build_images.sh without Docker: the script runs for real, with a stub `docker` (and, for
 a GPU host, a stub `nvidia-smi`) first on PATH that records each command with the
 FASTAPI_BACKEND it saw, and can hold a build until the test lets it go or make one part fail.
-What the builds produce is tests/docker/test_build_images.py's (make test-docker).
+What the builds produce is tests/docker/test_build_script_images.py's (make test-docker).
 """
 
 from __future__ import annotations
