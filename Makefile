@@ -1,5 +1,6 @@
 # The lab's entry points (`make help`). The instructors' part at the end (the solved edition, the
-# tests) is left out of the class edition, what students receive (labstack/class_edition.py).
+# tests, the maintainers' benchmark and reliability suite) is left out of the class edition, what
+# students receive (labstack/class_edition.py).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -7,7 +8,7 @@ PY := $(VENV)/bin/python
 PIP_INSTALL := $(PY) -m pip install -q -c requirements/constraints.txt
 STAMP := $(VENV)/.installed
 
-.PHONY: help setup artifacts artifacts-only ray-node up down restart status bench reliability soak clean
+.PHONY: help setup artifacts artifacts-only ray-node up down restart status clean
 
 help::
 	@echo "make up / down  start / stop the local stack (FastAPI, Flask, Triton, JupyterLab)"
@@ -16,9 +17,6 @@ help::
 	@echo "make restart SERVICE=triton   bring one service back (same port, token, model configs)"
 	@echo "make artifacts  set up the venv and build the model files (artifacts/)"
 	@echo "make ray-node   a class node's Ray for notebook 9 on two nodes (notebook 2, section 5)"
-	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
-	@echo "make reliability  fuzzing, soak, faults, safe defaults, make up RAY=1's stack -> docs/reliability.md"
-	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300)"
 
 # --- environment: system packages + one venv with every pin from requirements/constraints.txt
 $(STAMP): requirements/constraints.txt requirements/lab.txt scripts/install_system_packages.sh
@@ -84,35 +82,33 @@ SERVICE ?= triton
 restart: setup
 	$(PY) -m labstack.launcher restart $(SERVICE)
 
-bench: artifacts
-	$(PY) scripts/bench_fastapi.py
-
-# --- reliability (reliability/): the report's command, and the long form of its soak
-SOAK_SECONDS ?= 300
-
-reliability: artifacts
-	$(PY) -m reliability
-
-soak: artifacts
-	$(PY) -m reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
-
 clean: down
 	rm -rf .lab results model_repository solutions
 
 # ==== instructors and maintainers: not in the class edition (labstack/class_edition.py cuts here)
-# The solved edition, the tests, the GPU reference's lease plan and the class edition itself.
-.PHONY: lab test test-docker docker-images notebooks solutions timing class-edition
+# The solved edition, the tests, the maintainers' benchmark and reliability suite, the GPU
+# reference's lease plan and figures, and the class edition itself.
+.PHONY: lab test test-fast test-chameleon test-extended test-docker docker-images
+.PHONY: notebooks solutions timing figures class-edition
+.PHONY: bench reliability soak
 
 help::
 	@echo ""
 	@echo "instructors and maintainers (not in the class edition):"
 	@echo "make lab        the solved benchmark notebooks run headless on the local stack -> results/"
 	@echo "make lab QUICK=1  the same with small counts (a few minutes)"
-	@echo "make test       run the test suite (real servers, real Triton, real perf_analyzer)"
+	@echo "make test-fast  the fast tier, pytest -m 'not slow' (no server; under a minute)"
+	@echo "make test       the fast tier, the core slow tests, notebooks 3-7 run (under 15 min)"
+	@echo "make test-chameleon  the fake Chameleon's class scenarios (notebooks 1-2)"
+	@echo "make test-extended   notebooks 8 and 9, the reliability suite's faults and fuzzing"
 	@echo "make test-docker  every Docker Compose stack built, started and used (~25 min)"
+	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
+	@echo "make reliability  fuzzing, soak, faults, safe defaults, make up RAY=1's stack -> docs/reliability.md"
+	@echo "make soak       longer soak of every service, SOAK_SECONDS each (default 300)"
 	@echo "make notebooks  the student edition notebooks/*.ipynb from notebook_sources/"
 	@echo "make solutions  the solved edition solutions/*.ipynb (make lab and make test run it)"
 	@echo "make timing     the lease plan per pass (docs/timing_plan.md) and the minutes quoted"
+	@echo "make figures    every figure the texts quote, from its page in docs/results/"
 	@echo "make class-edition  what students receive, no answers -> dist/class_edition/ (git)"
 
 # --- the main job
@@ -120,16 +116,28 @@ help::
 lab: artifacts solutions
 	$(PY) -m labstack.lab $(if $(QUICK),--quick,)
 
+# The tests in tiers, each with its time budget on a 2-core machine (README, "Tests"): a slow
+# test belongs to one of test, test-chameleon, test-extended or test-docker, by its file's name
+# (tests/conftest.py, TIERS). --tier=NAME, never `--tier NAME`: pytest would read NAME as a path.
+test-fast: artifacts
+	$(PY) -m pytest -m "not slow"
+
 # lint-imports first: a broken layers contract (pyproject.toml) fails in seconds
 test: artifacts solutions
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest
+	$(PY) -m pytest --tier=core
+
+test-chameleon: setup
+	$(PY) -m pytest --tier=chameleon
+
+test-extended: artifacts solutions
+	$(PY) -m pytest --tier=extended
 
 # The classroom path: a Docker engine (installed and started if missing), the registry base images
 # (pulled, or local stand-ins where no registry answers: docker/standins/), then every compose
 # stack built, started and used for real (tests/docker/). LAB_DOCKER_KEEP_IMAGES=1 keeps the images.
 test-docker: docker-images
-	LAB_DOCKER_TESTS=1 $(PY) -m pytest tests/docker -v -s
+	LAB_DOCKER_TESTS=1 $(PY) -m pytest --tier=docker -v -s
 
 # What test-docker needs before its tests: the engine, the base images, every stack's images
 # built (CI's .ci/run builds them while `make test` runs; a second build is all cache)
@@ -137,6 +145,19 @@ docker-images: artifacts solutions
 	bash scripts/install_docker_engine.sh $(PY)
 	$(PY) docker/standins/ensure_base_images.py
 	$(PY) tests/docker/compose_stack.py
+
+# --- the maintainers' checks of the lab's own tools and services (not for a class)
+bench: artifacts
+	$(PY) scripts/bench_fastapi.py
+
+# reliability (reliability/): the report's command, and the long form of its soak
+SOAK_SECONDS ?= 300
+
+reliability: artifacts
+	$(PY) -m reliability
+
+soak: artifacts
+	$(PY) -m reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
 
 # One source per notebook (notebook_sources/, with nbgrader's solution regions), two editions:
 # the student edition (notebooks/, committed) and the solved one (solutions/, git-ignored)
@@ -150,6 +171,10 @@ solutions: setup
 # and the minutes notebook 0, docs/instructors.md and docs/class_edition/README.md quote
 timing: setup
 	$(PY) -m labstack.timing
+
+# the figures README.md, docs/ and the notebooks' prose quote from docs/results/ (labstack/figures/)
+figures: setup
+	$(PY) -m labstack.figures
 
 # What Trovi publishes and the class's nodes clone (docs/instructors.md): the student edition and
 # what it runs, without notebook_sources/, solutions/, the answer key or the tests.

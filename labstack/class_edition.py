@@ -3,15 +3,18 @@
     python -m labstack.class_edition [OUT]     # make class-edition; OUT: dist/class_edition/
 
 It is this repository's tracked files as they are in the working tree, less what holds the
-answers or runs the solved edition (LEFT_OUT, each with its reason), with three files made for it
-(made()): the README (docs/class_edition/README.md), the Makefile down to its instructors' part,
-and notebook 8's ensemble config without the step mapping that exercise 8.1 has students write.
+answers, runs the solved edition or serves only the maintainers (LEFT_OUT, each with its reason),
+with four files made for it (made()): the README (docs/class_edition/README.md), the Makefile down
+to its instructors' part, pyproject.toml without the packages left out, and notebook 8's ensemble
+config without the step mapping that exercise 8.1 has students write.
 Every top-level entry of the repository is in KEPT or LEFT_OUT: a new one stops the build until
 someone decides where it goes.
 
 Nothing is written until the edition passes check(): no nbgrader marker in any file; no solution
-region's text in any file but the notebooks (ALLOWED lists the exceptions, with why); notebooks/
-is the student edition of notebook_sources/ as they are now (else `make notebooks`).
+region's text in any file, the notebooks' cells included (a region's whole text, or one of its
+lines long enough to be an answer rather than an idiom: issue 43 found two lines of 5.2's answer
+in notebooks 6 and 7; ALLOWED lists the exceptions, with why); notebooks/ is the student edition
+of notebook_sources/ as they are now (else `make notebooks`).
 
 OUT ends up a git repository with one new commit (a fresh repository the first time; in a clone
 of the class's repository, on top of its history), tagged with REPO_REF of
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import re
 import shutil
 import subprocess
@@ -37,8 +41,8 @@ DEFAULT_OUT = REPO_ROOT / "dist" / "class_edition"
 # top-level entries students get (inside them, LEFT_OUT still applies)
 KEPT = {
     ".gitignore", "Makefile", "README.md", "pyproject.toml", "docs", "docker", "fastapi_onnx",
-    "fastapi_pt", "flask_app", "labstack", "models_staging", "notebooks", "reliability",
-    "requirements", "scripts", "servelab",
+    "fastapi_pt", "flask_app", "labstack", "models_staging", "notebooks", "requirements",
+    "scripts", "servelab",
 }  # fmt: skip
 LEFT_OUT = {
     "notebook_sources/": "the notebooks' sources: every answer, between nbgrader's markers",
@@ -51,26 +55,44 @@ LEFT_OUT = {
     "tests/": "the test suite: it writes answers (notebooks 6 and 7's configs) and runs the "
     "solved edition (make test, make test-docker)",
     "gpu_reference/": "the maintainers' GPU runs of the solved notebooks; notebook 7's configs",
-    ".ci/": "CI's script: make test and make test-docker, which need the solved edition",
+    "reliability/": "the maintainers' reliability suite (make reliability, make soak): fuzzing, "
+    "faults and hostile clients against the services; docs/reliability.md is its report",
+    "scripts/bench_fastapi.py": "make bench, the maintainers' check of the lab's own tools",
+    ".ci/": "CI's script: the test tiers, which need the solved edition",
+    "CONTRIBUTING.md": "the maintainers' notes: commits, the test tiers, the reference pages",
     "labstack/editions.py": "makes both editions from notebook_sources/",
     "labstack/lab.py": "make lab: runs the solved edition",
     "labstack/notebook_runner.py": "runs the solved edition for make lab and the tests",
     "labstack/script_runner.py": "runs notebook_sources/ as scripts (the GPU reference)",
     "labstack/timing/": "make timing: counts the answers in notebook_sources/",
+    "labstack/figures/": "make figures: the texts' figures from docs/results/, which stays out",
     "labstack/ensemble_compare.py": "the maintainers' ensemble runs: they need 8.1's mapping",
     "labstack/class_edition.py": "this builder",
 }
 ENSEMBLE_CONFIG = "models_staging/food_classifier_ensemble/config.pbtxt"
+# what pyproject.toml's package search includes that stays out (the rest is found where it is, and
+# a package left out of the edition, labstack/figures/, is simply not there to find), and where
+# its maintainers' part starts (the import-linter contracts name the packages left out)
+PACKAGES_LEFT_OUT = ("reliability*",)
+PYPROJECT_CUT = "# Layers import downward only"
 MAKEFILE_CUT = "# ==== instructors and maintainers"  # the Makefile's line where the edition's ends
 MARKERS = tuple(f"### {b} {k}" for k in ("SOLUTION", "HIDDEN TESTS") for b in ("BEGIN", "END"))
 REGION = re.compile(
     r"^[ \t]*### BEGIN (SOLUTION|HIDDEN TESTS)\n(.*?)^[ \t]*### END \1", re.M | re.S
 )
+# an answer shows when a region's whole text does (this long or more, without whitespace), or one
+# of its lines this long: shorter lines are idioms (`start = time.perf_counter()`) that any code
+# may hold
+REGION_CHARS, LINE_CHARS = 30, 40
 # (file, the region's first line): an answer's text that may show there, and why
 ALLOWED = {
     ("models_staging/food_classifier_tuned/config.pbtxt", "dynamic_batching {"): (
         "notebook 7's model starts with dynamic batching; 6.6d's prose gives every value of its "
         "block (preferred 4, 6, 8; at most 100 us), so the block transcribes them"
+    ),
+    ("notebooks/06_triton_benchmarks.ipynb", 'placed_now.get("GPU 0", placed_now.get("CPU", 0))'): (
+        "decision 6.3's answer is a count the student reads off nvidia-smi; the solved edition "
+        "stands in with Triton's placement, which the check cell compares the count with"
     ),
 }
 
@@ -100,6 +122,21 @@ def gathered() -> dict[str, Path]:
     return {p: REPO_ROOT / p for p in files if p.split("/")[0] in KEPT and not left_out(p)}
 
 
+def pyproject() -> str:
+    """pyproject.toml for the edition: its package search without PACKAGES_LEFT_OUT, without the
+    maintainers' import contracts."""
+    text = (REPO_ROOT / "pyproject.toml").read_text()
+    if PYPROJECT_CUT not in text:
+        raise SystemExit(f"pyproject.toml: no line starting {PYPROJECT_CUT!r}")
+    text = text[: text.index(PYPROJECT_CUT)].rstrip() + "\n"
+    found = re.search(r"^include = \[(.*)\]$", text, re.M)
+    if not found:
+        raise SystemExit("pyproject.toml: no `include = [...]` of [tool.setuptools.packages.find]")
+    globs = [g.strip().strip('"') for g in found[1].split(",") if g.strip()]
+    kept = ", ".join(f'"{g}"' for g in globs if g not in PACKAGES_LEFT_OUT)
+    return text[: found.start()] + f"include = [{kept}]" + text[found.end() :]
+
+
 def made() -> dict[str, str]:
     """The files the edition has in place of the repository's."""
     makefile = (REPO_ROOT / "Makefile").read_text()
@@ -109,6 +146,7 @@ def made() -> dict[str, str]:
     return {
         "README.md": (REPO_ROOT / "docs/class_edition/README.md").read_text(),
         "Makefile": makefile[: makefile.index(MAKEFILE_CUT)].rstrip() + "\n",
+        "pyproject.toml": pyproject(),
         ENSEMBLE_CONFIG: config_text.replace_fields(ensemble, "", ("ensemble_scheduling",))
         + "# ensemble_scheduling { ... }: the step mapping, which you write in notebook 8 (8.1)\n",
     }
@@ -119,15 +157,26 @@ def _plain(text: str) -> str:
     return re.sub(r"\s+", "", re.sub(r"#[^\n]*", "", text.replace('"""', "")))
 
 
-def answers() -> list[tuple[str, str, str]]:
-    """(source file, first line, plain text) of every solution and hidden-test region."""
+def answers() -> list[tuple[str, str, list[str]]]:
+    """(source file, first line, plain texts) of every solution and hidden-test region: the
+    texts that would show it, its whole text and each of its lines long enough to."""
     found = []
     for source in editions.sources():
         for m in REGION.finditer(source.read_text()):
             lines = [ln.strip() for ln in m.group(2).splitlines()]
             first = next((ln for ln in lines if re.search(r"\w", ln)), "")
-            found.append((source.name, first, _plain(m.group(2))))
+            whole = _plain(m.group(2))
+            shown = [whole] if len(whole) >= REGION_CHARS else []
+            shown += [p for p in map(_plain, lines) if len(p) >= LINE_CHARS and p != whole]
+            found.append((source.name, first, shown))
     return found
+
+
+def visible(path: str, text: str) -> str:
+    """What a reader sees in a file: a notebook's cell sources, any other file's text."""
+    if not path.endswith(".ipynb"):
+        return text
+    return "\n".join("".join(cell["source"]) for cell in json.loads(text)["cells"])
 
 
 def check(texts: dict[str, str]) -> list[str]:
@@ -140,13 +189,11 @@ def check(texts: dict[str, str]) -> list[str]:
     ]
     regions = answers()
     for path, text in texts.items():
-        if path.startswith("notebooks/") and path.endswith(".ipynb"):
-            continue  # the student edition: compared with a fresh one below
-        plain = _plain(text)
+        plain = _plain(visible(path, text))
         problems += [
             f"{path}: the answer of a region of {source} ({first!r} ...)"
-            for source, first, answer in regions
-            if len(answer) >= 30 and answer in plain and (path, first) not in ALLOWED
+            for source, first, shown in regions
+            if any(answer in plain for answer in shown) and (path, first) not in ALLOWED
         ]
     for source in editions.sources():
         name = f"notebooks/{source.stem}.ipynb"

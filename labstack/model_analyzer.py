@@ -11,8 +11,8 @@ Model Analyzer's CSV and summary, the variants' config.pbtxt, pareto.png, model_
 Model Analyzer (PyPI triton-model-analyzer, pinned in requirements/constraints.txt) measures each
 configuration with perf_analyzer. It needs a Triton to load them into, in one of two ways:
 
-- **local** (local mode, `make test`): Model Analyzer starts `tritonserver` itself, once per
-  configuration, from a repository of its own. Both binaries are the lab's: the Triton 2.51 of
+- **local** (local mode, `make test-extended`): Model Analyzer starts `tritonserver` itself, once
+  per configuration, from a repository of its own. Both binaries are the lab's: the Triton 2.51 of
   the nvidia-pytriton wheel and the perf_analyzer of tritonclient 2.51, with the environment
   labstack.triton_local builds for them. That Triton has only the Python backend, so the model
   searched there is the ONNX classifier's Python-backend stand-in (same model.onnx).

@@ -20,7 +20,8 @@
 #    prepared here to it, and runs `docker/setup_host.sh` (it waits for the node's first-boot
 #    setup to finish, then installs Docker Engine, puts your user in the docker group, installs
 #    the NVIDIA container toolkit with its cgroup-driver fix and nvtop, and checks that a
-#    container sees the GPUs), builds the model files and writes the stacks' settings,
+#    container sees the GPUs), writes the stacks' settings, starts building the stacks' images in
+#    the background (they are ready when notebooks 3 to 5 need them), and builds the model files,
 # 4. prints the ssh command.
 #
 # Chameleon takes its time: a lease is STARTING for a few minutes, a bare-metal server boots in
@@ -220,26 +221,6 @@ chi_files.carry_notebooks(node, Path.cwd(), REPO_DIR)
 node.execute(f"bash {REPO_DIR}/docker/setup_host.sh")
 
 # %% [markdown]
-# Build the model artifacts the containers serve (`artifacts/food11.pth`, `model.onnx`, test
-# images) with `make artifacts-only`: a small Python environment with just what the build needs
-# (a CPU-only PyTorch from PyTorch's own package index: the files are the same, the download a
-# tenth), not the lab's whole local-mode environment. A few minutes the first time; later runs
-# (or a node booted from a prepared image) see everything up to date and return at once. Only the
-# last lines are shown; `pipefail` makes a failed build fail this cell, not just the `tail`.
-
-# %%
-from invoke.exceptions import UnexpectedExit
-
-try:
-    build = "make artifacts-only TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu"
-    node.execute(f"cd {REPO_DIR} && bash -o pipefail -c '{build} 2>&1 | tail -n 15'")
-except UnexpectedExit as err:
-    raise RuntimeError(
-        f"`make artifacts-only` failed on the node (exit code {err.result.exited}; its last lines "
-        "are above). Fix what they say, then run this cell again."
-    ) from None
-
-# %% [markdown]
 # Settings for the Docker stacks: `docker/init_env.sh` writes `docker/.env` with a random Jupyter
 # token and your user id on the node (it keeps a `.env` that already exists), and makes the
 # folders the containers write to.
@@ -252,6 +233,39 @@ node.execute(f"cd {REPO_DIR} && bash docker/init_env.sh")
 
 # %%
 node.execute("docker info --format 'docker {{.ServerVersion}}, runtimes: {{json .Runtimes}}'")
+
+# %% [markdown]
+# From here on the node builds the images of both stacks in the background while you go on, so
+# that their downloads (NVIDIA's Triton image is the lab's largest) are done when notebooks 3, 4
+# and 5 need them: `docker/build_images.sh start` returns at once, each of those notebooks waits
+# for its part before it starts a stack, and the build's log is `.lab/build_images.log` in the
+# clone.
+
+# %%
+node.execute(f"cd {REPO_DIR} && bash docker/build_images.sh start")
+
+# %% [markdown]
+# While the images build, build the model artifacts the containers serve (`artifacts/food11.pth`,
+# `model.onnx`, test images) with `make artifacts-only`: a small Python environment with just what
+# the build needs (a CPU-only PyTorch from PyTorch's own package index: the files are the same,
+# the download a tenth), not the lab's whole local-mode environment. It runs beside the image
+# build (pip in its own folder, Docker in its own: they share only the node's network), and after
+# the host setup, which installs the `make` and `python3-venv` it needs. A few minutes the first
+# time; later runs (or a node booted from a prepared image) see everything up to date and return
+# at once. Only the last lines are shown; `pipefail` makes a failed build fail this cell, not just
+# the `tail`.
+
+# %%
+from invoke.exceptions import UnexpectedExit
+
+try:
+    build = "make artifacts-only TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu"
+    node.execute(f"cd {REPO_DIR} && bash -o pipefail -c '{build} 2>&1 | tail -n 15'")
+except UnexpectedExit as err:
+    raise RuntimeError(
+        f"`make artifacts-only` failed on the node (exit code {err.result.exited}; its last lines "
+        "are above). Fix what they say, then run this cell again."
+    ) from None
 
 # %% [markdown]
 # ## 4. How to reach the node
@@ -267,7 +281,8 @@ print(f"""ssh command (from your computer; use the path of your own private key 
     ssh -i {key} cc@{FLOATING_IP}
 
 Next: notebook 3, in that ssh session:
-    cd ~/{REPO_DIR}/docker && docker compose -f docker-compose-fastapi.yaml up -d --build --wait
+    cd ~/{REPO_DIR}/docker && bash build_images.sh wait fastapi
+    docker compose -f docker-compose-fastapi.yaml up -d --build --wait
 The lab's Jupyter will be at http://{FLOATING_IP}:8888/lab?token=<JUPYTER_TOKEN in docker/.env>
 If port 8888 is not reachable from your network, use an SSH tunnel:
     ssh -i {key} -L 8888:127.0.0.1:8888 cc@{FLOATING_IP}   then http://127.0.0.1:8888/lab?token=...""")

@@ -10,8 +10,8 @@
 # # 7. How close to the hardware? (optional)
 #
 # Notebook 6 ended with a model that batches requests and absorbs bursts (on the H100 reference,
-# at 140 % of one instance's capacity, 130x lower mean latency than without batching:
-# `docs/results/h100_2026-11-25/`). This notebook asks a
+# at 140 % of one instance's capacity, <!--fig h100_6_batching_gain-->161x<!--/fig--> lower mean
+# latency than without batching: `docs/results/h100/06_triton_benchmarks/`). This notebook asks a
 # harder question: **how much of what the hardware can do with this model does the served model
 # deliver?** First you measure the limit: the model alone, the batch already in memory, no server.
 # Then you close the gap between that and a server answering one-image requests, one change at a
@@ -20,7 +20,7 @@
 # | step | what changes | why it could help |
 # |---|---|---|
 # | 7.1 | nothing: the raw model, every runtime the lab has | the ceiling to compare with |
-# | 7.2 | the start: notebook 6's best setup, a PyTorch model | the gap to close |
+# | 7.2 | the start: where notebook 6 ended, a PyTorch model | the gap to close |
 # | 7.3 | raw uint8 pixels instead of normalised floats | 4x fewer bytes per request |
 # | 7.4 | the transport: gRPC, shared memory, decided on repeats | less work per request |
 # | 7.5 | fp16 and CUDA graphs in the model (GPU only) | less model time per batch |
@@ -41,13 +41,17 @@
 #
 # **The goal, and what is known.** Issue 27 of this project sets a goal for the H100 reference:
 # the best configuration serves at least **70 %** of the limit (median over separately started
-# servers). This notebook's reference run there served 28,970 and 30,114 inferences/s against a
-# limit of 45,372 images/s: **0.64 and 0.66** in one start (`docs/results/h100_2026-11-24/`);
-# three separately started servers served **0.49, 0.53 and 0.55** (median 0.525,
-# `docs/results/h100_2026-11-25/`). The goal is not reached, and the claim at the end says whether
-# your run reaches it: *holds*, *does not hold*, or *inconclusive*. Without a GPU the same steps
-# run, the GPU-only ones are skipped with the reason, and the goal is not checked (it is set for
-# a GPU).
+# servers). This notebook's reference run there served
+# <!--fig h100_7_in_one_start_served-->28,970 and 30,114<!--/fig--> inferences/s against a limit
+# of <!--fig h100_7_limit-->45,372<!--/fig--> images/s:
+# **<!--fig h100_7_in_one_start-->0.64 and 0.66<!--/fig-->** in one start;
+# <!--fig h100_7_fresh_count-->three<!--/fig--> separately started servers served
+# **<!--fig h100_7_fresh_starts_short-->0.49, 0.53 and 0.55<!--/fig-->** (median
+# <!--fig h100_7_fresh_median-->0.525<!--/fig-->; both in
+# `docs/results/h100/07_how_close_to_the_hardware/`). The goal is not reached, and the claim at
+# the end says whether your run reaches it: *holds*, *does not hold*, or *inconclusive*. Without
+# a GPU the same steps run, the GPU-only ones are skipped with the reason, and the goal is not
+# checked (it is set for a GPU).
 #
 # ## Setup
 
@@ -67,6 +71,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import requests
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from PIL import Image
@@ -112,6 +117,11 @@ ROUNDS = labenv.param("HW_ROUNDS", 3 if ON_GPU else 2)  # runs of each transport
 REPEATS = labenv.param("HW_REPEATS", 2)  # runs of the best configuration, 7.8
 runs, served_config = {}, {}  # name -> perf run; name -> the config.pbtxt it measured
 
+# %%
+# the values your lines and your shape() are checked with
+exercises.given(MODEL=MODEL, HOST=HOST, GRPC_HOST=GRPC_HOST, CLIENTS=CLIENTS)
+exercises.given(N_GPUS=N_GPUS, SWEEP=SWEEP)
+
 # %% [markdown]
 # The model is not loaded at Triton's start: copy it into the model repository and ask Triton to
 # load it (the repository API, with the node's secret). The header of its `config.pbtxt` lists
@@ -149,8 +159,9 @@ def measure(line: str, name: str, **options) -> perf.Run:
 # - on a GPU, fp16 in the channels_last layout with the forward pass replayed as a CUDA graph;
 # - on a GPU of compute capability 7.0 or newer, the same **compiled** by `torch.compile`:
 #   BatchNorm folded into the convolutions, then inductor's fused kernels. On the H100 reference it
-#   is the fastest path by far (47,030 images/s at batch 128 with the compile this lab serves,
-#   against 26,630 for fp16 + CUDA graph, in `docs/results/h100_levers/`), so a limit without it
+#   is the fastest path by far (<!--fig h100_7_limit-->45,372<!--/fig--> images/s at batch
+#   <!--fig h100_7_limit_batch-->128<!--/fig--> with the compile this lab serves, against
+#   <!--fig h100_7_graph_limit-->26,105<!--/fig--> for fp16 + CUDA graph), so a limit without it
 #   would not be the device's. Compiling takes about a minute, so this cell is slower on a GPU;
 # - ONNX Runtime on the model's ONNX export (on a CPU, with every core: the fastest there).
 #
@@ -221,9 +232,10 @@ with judgement.verdict_after(answer_71, "7.1"):
         )
 
 # %% [markdown]
-# ## 7.2 The start: notebook 6's best setup
-# One instance, dynamic batching (preferred batch sizes 4/6/8, at most 100 µs of waiting),
-# `max_batch_size: 16`, normalised FP32 tensors over HTTP.
+# ## 7.2 The start: where notebook 6 ended
+# Notebook 6's last setup, not its best (6.3's decision may have deployed more instances): one
+# instance, dynamic batching (preferred batch sizes 4/6/8, at most 100 µs of waiting),
+# `max_batch_size: 16`, normalised FP32 tensors over HTTP; the model here is PyTorch.
 #
 # **Exercise 7.2: the first line.** Write the perf_analyzer line that measures `MODEL` at the
 # address in `HOST` with `CLIENTS` requests in flight (`--concurrency-range`). Two flags are new:
@@ -248,18 +260,9 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(
-    line,
-    "7.2",
-    f"the start, {CLIENTS} one-image requests in flight",
-    needs={
-        "-m": MODEL,
-        "-u": HOST,
-        "--concurrency-range": CLIENTS,
-        "--async": None,
-        "--shape": "input:3,224,224",
-    },
-)
+line = exercises.perf_line(line, "7.2")
+
+# %%
 measure(line, "7.2 start").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -309,12 +312,9 @@ text = (
 )
 
 # %%
-text = exercises.config_fragment(
-    text,
-    "7.3",
-    "raw pixels, 224 x 224 x 3 bytes per image",
-    needs={"input.name": "input", "input.data_type": "TYPE_UINT8", "input.dims": [224, 224, 3]},
-)
+text = exercises.config_fragment(text, "7.3a")
+
+# %%
 assert triton_config.edit(MODEL, text).ok, "Triton refused the config (see above)"
 
 # %% [markdown]
@@ -329,9 +329,12 @@ pixels = np.asarray(
 tensor = httpclient.InferInput("input", [1, 224, 224, 3], "UINT8")
 tensor.set_data_from_numpy(pixels[None])
 tuned = food11.top_class(client.infer(MODEL, [tensor]).as_numpy("output")[0])[0]
-image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
-image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], dtype=np.object_))
-reference = client.infer("food_classifier", [image]).as_numpy("FOOD_LABEL")[0][0].decode()
+
+# %%
+jpeg = food11.encode_file(photo)  # as in 5.2, here as the JSON body of Triton's HTTP API
+body = {"inputs": [{"name": "INPUT_IMAGE", "shape": [1, 1], "datatype": "BYTES", "data": [jpeg]}]}
+answer = requests.post(f"{TRITON}/v2/models/food_classifier/infer", json=body, timeout=60)
+reference = next(o["data"][0] for o in answer.json()["outputs"] if o["name"] == "FOOD_LABEL")
 claims.fact(
     "7.3: the uint8 model gives the same class as food_classifier on a test photo",
     tuned == reference,
@@ -351,16 +354,9 @@ line = (
 )
 
 # %%
-NEEDS_73 = {
-    "-m": MODEL,
-    "-u": HOST,
-    "--concurrency-range": CLIENTS,
-    "--async": None,
-    "--shape": "input:224,224,3",
-}
-line = exercises.perf_line(
-    line, "7.3", "the same load, with uint8 pixels of 224 x 224 x 3", needs=NEEDS_73
-)
+line = exercises.perf_line(line, "7.3b")
+
+# %%
 measure(line, "7.3 uint8 HTTP").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -414,16 +410,9 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(
-    line,
-    "7.4",
-    "the same load over gRPC",
-    needs={**NEEDS_73, "-u": GRPC_HOST, "-i": "grpc"},
-    leave_out={
-        "--shared-memory": "this run measures gRPC alone; shared "
-        "memory is the next part of the step"
-    },
-)
+line = exercises.perf_line(line, "7.4a")
+
+# %%
 measure(line, "7.4 uint8 gRPC").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -443,13 +432,13 @@ with warnings.catch_warnings():  # tritonclient 2.51 finds its C library via pkg
     import tritonclient.utils.shared_memory as shm
 
 grpc_client, ADMIN = grpcclient.InferenceServerClient(GRPC_HOST), labenv.admin_headers()
-nbytes = pixels.nbytes  # 224 x 224 x 3 uint8 = 150,528 bytes
+nbytes, REGION = pixels.nbytes, "lab_photo"  # 224 x 224 x 3 uint8 = 150,528 bytes
 status = grpc_client.get_system_shared_memory_status(headers=ADMIN, as_json=True)
-if "lab_photo" in {r["name"] for r in status.get("regions", {}).values()}:
-    grpc_client.unregister_system_shared_memory("lab_photo", headers=ADMIN)  # an earlier run's
-region = shm.create_shared_memory_region("lab_photo", "/lab_photo", nbytes)
+if REGION in {r["name"] for r in status.get("regions", {}).values()}:
+    grpc_client.unregister_system_shared_memory(REGION, headers=ADMIN)  # an earlier run's
+region = shm.create_shared_memory_region(REGION, f"/{REGION}", nbytes)
 shm.set_shared_memory_region(region, [pixels[None]])  # the pixels, written once
-grpc_client.register_system_shared_memory("lab_photo", "/lab_photo", nbytes, headers=ADMIN)
+grpc_client.register_system_shared_memory(REGION, f"/{REGION}", nbytes, headers=ADMIN)
 
 # %% [markdown]
 # **Exercise 7.4: a request that names the region.** Write the body of `by_reference`. It builds
@@ -473,14 +462,9 @@ def by_reference(region: str, nbytes: int) -> str:
 
 
 # %%
-by_region = exercises.function(
-    by_reference,
-    "7.4",
-    "the class of the photo in the region",
-    args=("lab_photo", nbytes),
-    check=lambda answer: answer in food11.CLASSES,
-    hint="it returns the class name, e.g. 'Soup', of the one image in the region",
-)
+by_region = exercises.function(by_reference, "7.4b", REGION, nbytes)
+
+# %%
 claims.fact(
     "7.4: a request naming a shared-memory region gets the class of one carrying the pixels",
     by_region == tuned,
@@ -491,7 +475,7 @@ claims.fact(
 # Shared memory outlives a process that forgets it: unregister the region and free it.
 
 # %%
-grpc_client.unregister_system_shared_memory("lab_photo", headers=ADMIN)
+grpc_client.unregister_system_shared_memory(REGION, headers=ADMIN)
 shm.destroy_shared_memory_region(region)
 
 # %% [markdown]
@@ -508,12 +492,9 @@ line = (
 )
 
 # %%
-line = exercises.perf_line(
-    line,
-    "7.4",
-    "gRPC with the pixels in system shared memory",
-    needs={**NEEDS_73, "-u": GRPC_HOST, "-i": "grpc", "--shared-memory": "system"},
-)
+line = exercises.perf_line(line, "7.4c")
+
+# %%
 measure(line, "7.4 uint8 gRPC + shm").row["throughput_infer_s"]
 
 # %% [markdown]
@@ -588,10 +569,13 @@ with judgement.verdict_after(answer_74, "7.4"):
 # **Inputs in GPU memory: measured, and worse here.** perf_analyzer can also put each input in
 # *CUDA* shared memory (`--shared-memory cuda`), and the tuned model can take inputs already on the
 # GPU (`FORCE_CPU_ONLY_INPUT_TENSORS: "no"`, see the config's header). On the H100 reference that
-# served **13,115** inferences/s against **19,450** with system shared memory (8 instances, max
-# batch 64, fp16 + CUDA graphs; `docs/results/h100_levers/`): each request's tensor reaches the
-# Python backend's process through CUDA IPC, and the input and output times per execution grew
-# about five-fold (2.6 to 12.2 ms, 2.2 to 10.3 ms). It is not a step of this notebook.
+# served **<!--fig h100_7_levers_cuda_shm_infer-->13,115<!--/fig-->** inferences/s against
+# **<!--fig h100_7_levers_system_shm_infer-->19,450<!--/fig-->** with system shared memory (8
+# instances, max batch 64, fp16 + CUDA graphs; the `levers/` folder of
+# `docs/results/h100/07_how_close_to_the_hardware/`): each request's tensor reaches the Python
+# backend's process through CUDA IPC, and the input and output times per execution grew about
+# five-fold (<!--fig h100_7_levers_input_ms-->2.6 to 12.2 ms<!--/fig-->,
+# <!--fig h100_7_levers_output_ms-->2.2 to 10.3 ms<!--/fig-->). It is not a step of this notebook.
 #
 # ## 7.5 Faster model execution: fp16 and CUDA graphs (GPU only)
 # Two switches in `config.pbtxt`, read by `model.py` at load time:
@@ -623,9 +607,7 @@ text = (
 # and compares the two sets of logits.
 
 # %%
-fp16_text = exercises.config_fragment(
-    text, "7.5", "half precision", needs={"parameters.precision.string_value": "fp16"}
-)
+fp16_text = exercises.config_fragment(text, "7.5a")
 
 # %%
 if ON_GPU:
@@ -674,9 +656,9 @@ text = (
 )
 
 # %%
-graphs_text = exercises.config_fragment(
-    text, "7.5", "CUDA graphs", needs={"parameters.cuda_graphs.string_value": "on"}
-)
+graphs_text = exercises.config_fragment(text, "7.5b")
+
+# %%
 if ON_GPU:
     assert triton_config.edit(MODEL, graphs_text).ok, "Triton refused the config (see above)"
     measure(runs["7.5 + fp16"].row["command"], "7.5 + CUDA graphs")
@@ -741,21 +723,10 @@ def shape(instances: int, max_batch: int, delay_us: int) -> str:
 
 
 # %%
-for instances, max_batch, delay in SWEEP:  # every configuration the sweep will load
-    args = (instances, max_batch, delay)
-    text = exercises.function(
-        shape,
-        "7.6",
-        "the three fields of one configuration",
-        args=args,
-        check=lambda answer: isinstance(answer, str),
-        hint="it returns the fragment as one text",
-    )
-    what = f"shape{args}: {instances} instances on the first device, max batch {max_batch}"
-    needs = {**exercises.on_first_gpu(instances, N_GPUS), "max_batch_size": max_batch}
-    needs["dynamic_batching.max_queue_delay_microseconds"] = delay
-    exercises.config_fragment(text, "7.6", f"{what}, {delay} µs", needs=needs)
-print(text)
+shapes = exercises.function(shape, "7.6")  # called at every setting of the sweep
+
+# %%
+print("\n\n".join(shapes.values()))
 
 # %% [markdown]
 # Your `shape` now writes every configuration of the sweep, and the loop measures each with the
@@ -830,9 +801,9 @@ text = (
 )
 
 # %%
-compile_text = exercises.config_fragment(
-    text, "7.7", "the compiled model", needs={"parameters.compile.string_value": "on"}
-)
+compile_text = exercises.config_fragment(text, "7.7")
+
+# %%
 why_not = raw.get("skipped", {}).get(COMPILED, "") if ON_GPU else "no GPU"
 if why_not:
     print(f"7.7 skipped: {why_not}")
@@ -905,9 +876,11 @@ answer_78 = """
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_78, "7.8"):
     print(
-        "On the H100 reference, repeats inside one start agreed within a few percent (0.64 and "
-        "0.66 of the limit, 2026-11-24), while three separately started servers served 0.488, "
-        "0.525 and 0.545 (2026-11-25, `gpu_reference/run_reference.py --parts stability`). A "
+        "On the H100 reference, repeats inside one start agreed within a few percent ("
+        "0.64 and 0.66"  # fig h100_7_in_one_start
+        " of the limit), while separately started servers served "
+        "0.488, 0.525 and 0.545"  # fig h100_7_fresh_starts
+        " (`gpu_reference/run_reference.py --parts stability`). A "
         "start decides where each instance's memory lands, what each compile produced and how "
         "the stubs share the cores; one start shows one draw of those."
     )
@@ -975,7 +948,7 @@ claims.at_most(
     float(table["served_over_limit"].max()),
     1.0,
 )
-goal = f"goal (issue 27): the best configuration serves at least {hardware.GOAL:.0%} of the limit"
+goal = f"goal: the best configuration serves at least {hardware.GOAL:.0%} of the limit"
 if ON_GPU:
     claims.at_least(goal, ratio, hardware.GOAL)
 else:

@@ -43,6 +43,7 @@ from servelab.passes import node_calls, record
 
 RESULTS: list[dict] = []
 PREDICTIONS: dict[str, dict] = {}
+DECISIONS: dict[str, dict] = {}  # step -> your choice and your reason (exercises.judgement)
 HOLDS, FAILS, INCONCLUSIVE, NOT_CHECKED = (
     "holds",
     "does not hold",
@@ -272,13 +273,25 @@ def given(premises: dict[str, bool], check, claim: str, *args, **kwargs) -> str:
     return check(claim, *args, **kwargs)
 
 
+def decided(step: str, question: str, choice, reason: str, numbers: str) -> None:
+    """Your decision of a step, with your reason beside it and the numbers it was judged on:
+    saved to decisions.csv with the claims."""
+    DECISIONS[step] = {
+        "step": step,
+        "question": question,
+        "choice": choice,
+        "reason": " ".join(str(reason).split()),
+        "judged_on": numbers,
+    }
+
+
 CLAIM_FIELDS = ["claim", "verdict", "value", "interval", "rule", "how", "numbers", "note"]
 
 
 def save(folder: Path) -> Path:
-    """claims.csv (and predictions.csv, if any) in folder; the measure pass keeps a copy of both
-    in the notebook's bundle. In the review pass a claim only the node could judge (its cell runs
-    in the measure pass) comes from the bundle, and says so."""
+    """claims.csv (and predictions.csv and decisions.csv, if any) in folder; the measure pass
+    keeps a copy of them in the notebook's bundle. In the review pass a claim only the node
+    could judge (its cell runs in the measure pass) comes from the bundle, and says so."""
     kept = node_calls.kept_by_pass()
     rows = RESULTS + _judged_on_the_node()
     for where in [folder] + ([kept.folder] if kept else []):
@@ -293,6 +306,12 @@ def save(folder: Path) -> Path:
                 writer = csv.DictWriter(f, fieldnames=fields)
                 writer.writeheader()
                 writer.writerows({"measured": "", "made": "", **p} for p in PREDICTIONS.values())
+        if DECISIONS:
+            with open(where / "decisions.csv", "w", newline="") as f:
+                fields = ["step", "question", "choice", "reason", "judged_on"]
+                writer = csv.DictWriter(f, fieldnames=fields)
+                writer.writeheader()
+                writer.writerows(DECISIONS.values())
     return folder / "claims.csv"
 
 

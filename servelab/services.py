@@ -166,8 +166,11 @@ def _use_fastapi_backend(runtime: str, workers: int, timeout: float) -> dict:
         assignments = f"FASTAPI_BACKEND={shlex.quote(setting)}" + (
             f" WEB_CONCURRENCY={int(workers)}" if workers != 1 else ""
         )
+        # ONNX: first the image notebook 2 started building (at once if built, or never started)
+        first = "bash build_images.sh wait onnx; " if setting == "onnx" else ""
         ask_host(
-            f"{assignments} docker compose {compose_files()} up -d --build --wait fastapi_server"
+            f"{first}{assignments} docker compose {compose_files()} up -d --build --wait "
+            "fastapi_server"
         )
     serving = _fastapi_serving(FASTAPI_BACKENDS[setting], workers)  # the name /health answers
     health = wait_healthy(f"{url('FASTAPI_SERVER_URL')}/health", timeout, check=serving)

@@ -18,6 +18,79 @@ PY = sys.executable
 SERVER_FIXTURES = {"start_service", "fastapi_servers", "services", "triton", "flask_url"}
 SERVER_FIXTURES |= {"review_venv"}  # builds a virtual environment (about a minute): slow too
 
+# The tiers beside `make test` (README, "Tests"), by file name, so that a new file joins its tier
+# without a marker to forget: each slow test runs in exactly one of make test, make
+# test-chameleon, make test-extended and make test-docker (tests/docker/).
+TIERS = {
+    # the fake Chameleon's class scenarios (notebooks 1 and 2) and python-chi's contract
+    "chameleon": ("test_chameleon_*.py", "test_chi_contract.py"),
+    # the optional notebooks 8 and 9 and what only they use (notebook 8's ensemble and Model
+    # Analyzer's search, notebook 9's Ray cluster closed to strangers), and the reliability
+    # suite (make reliability's code: faults and crashes, fuzzing, hostile clients, costly
+    # uploads, soak): outside make test's 15 minutes, run by CI
+    "extended": (
+        "test_notebook_08.py",
+        "test_notebook_09.py",
+        "test_ensemble.py",
+        "test_model_analyzer.py",
+        "test_ray_security.py",
+        "test_decode_cost.py",
+        "test_decode_fuzz.py",
+        "test_faults.py",
+        "test_watchdog_faults.py",
+        "test_triton_crashes.py",
+        "test_fuzz_*.py",
+        "test_hostile_clients.py",
+        "test_soak.py",
+    ),
+}
+
+
+def tier_of(path: Path) -> str:
+    """The tier of a test file's slow tests: 'core' (make test) unless TIERS or tests/docker/
+    says otherwise."""
+    if path.parent.name == "docker":
+        return "docker"
+    return next((t for t, names in TIERS.items() if any(path.match(n) for n in names)), "core")
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--tier",
+        choices=("core", "chameleon", "extended", "docker"),
+        help="core (make test): every fast test and the slow tests of no other tier; "
+        "chameleon, extended, docker: every test of that tier's files, the others not collected",
+    )
+
+
+def pytest_ignore_collect(collection_path, config):
+    """--tier: the files of other tiers are not even imported (make test keeps every file's fast
+    tests, so it collects all but tests/docker/)."""
+    tier = config.getoption("tier")
+    if tier is None:
+        return None
+    if collection_path.is_dir():  # tests/docker/ (and its conftest) only for its own tier
+        return True if collection_path.name == "docker" and tier != "docker" else None
+    if not collection_path.name.startswith("test_"):
+        return None
+    mine = tier_of(collection_path)
+    if tier == "core":
+        return True if mine == "docker" else None
+    return True if mine != tier else None
+
+
+def pytest_collection_modifyitems(config, items):
+    tier, left = config.getoption("tier"), []
+    for item in items:
+        mine = tier_of(Path(item.fspath))
+        if mine != "core":
+            item.add_marker(mine)
+        if tier == "core" and mine != "core" and item.get_closest_marker("slow"):
+            left.append(item)  # runs in its own tier
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [i for i in items if i not in left]
+
 
 def pytest_runtest_setup(item):
     servers = SERVER_FIXTURES.intersection(item.fixturenames)

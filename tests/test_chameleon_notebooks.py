@@ -240,6 +240,43 @@ def test_setup_waits_for_first_boot_then_installs(class_day):
     assert [c["rc"] for c in setup] == [0, 0]
 
 
+def test_the_images_are_built_in_the_background_once_the_host_is_set_up(class_day):
+    """Notebook 2 starts docker/build_images.sh in the background after the host setup and
+    docker/.env, before the model files: its SSH command returns, and the build goes on to build
+    every image of the stacks with their own files (two GPUs, no CPU override) and settings, in
+    the order notebooks 3, 4 and 5 need them; notebook 2 run again builds again (Docker's cache)."""
+    commands = [c["command"] for c in class_day["node_commands"]]
+
+    def first(part):
+        return next(i for i, c in enumerate(commands) if part in c)
+
+    start = "cd serve-system-lab && bash docker/build_images.sh start"
+    assert [c["rc"] for c in class_day["node_commands"] if c["command"] == start] == [0, 0]
+    assert first("setup_host.sh") < first("init_env.sh") < commands.index(start)
+    assert commands.index(start) < first("make artifacts-only")
+    calls = class_day["node_calls"]
+    builds = [c for c in calls if c.startswith("compose FASTAPI_BACKEND=")]
+    once = [
+        "compose FASTAPI_BACKEND= compose -f docker-compose-fastapi.yaml build",
+        "compose FASTAPI_BACKEND=onnx compose -f docker-compose-fastapi.yaml build fastapi_server",
+        "compose FASTAPI_BACKEND= compose -f docker-compose-triton.yaml build",
+    ]
+    assert builds == once * 2, builds
+    # after the setup restarted Docker with the nvidia runtime: the GPU files were chosen
+    assert calls.index("systemctl restart docker") < calls.index(builds[0])
+    status = class_day["node"]["images"]["status"].splitlines()
+    assert status[0].startswith("start ") and status[0].endswith(" gpu")
+    assert [line.split()[:2] for line in status[1:]] == [
+        ["fastapi", "ok"],
+        ["onnx", "ok"],
+        ["triton", "ok"],
+        ["end", "0"],
+    ]
+    assert "Building the lab's images in the background on this node, for the GPUs" in text(
+        run(class_day, "02_provision", "first")
+    )
+
+
 def test_the_jupyter_token_stays_on_the_node(class_day):
     token = class_day["jupyter_token"]
     assert token and len(token) == 32

@@ -51,7 +51,7 @@ def _git(cwd: Path, *args: str) -> str:
     ).stdout.strip()
 
 
-def test_no_answer_key_no_sources_no_solved_notebooks(edition):
+def test_no_answer_key_no_sources_no_solved_notebooks_no_maintainers_tools(edition):
     for path in (
         "notebook_sources",
         "solutions",
@@ -59,6 +59,11 @@ def test_no_answer_key_no_sources_no_solved_notebooks(edition):
         "docs/results",
         "tests",
         "docs/instructors.md",
+        "reliability",
+        "scripts/bench_fastapi.py",
+        "gpu_reference",
+        "labstack/figures",
+        "labstack/timing.py",
     ):
         assert not (edition / path).exists(), path
     for path in _files(edition):
@@ -84,6 +89,35 @@ def test_every_answer_is_a_blank_in_the_editions_notebooks(edition, source):
                     assert line not in theirs[i].source, f"{source.stem} cell {i} shows {line}"
 
 
+def _seen(path: Path) -> str:
+    """A file's text as a reader sees it, without whitespace: a notebook's cells' sources."""
+    text = path.read_text(errors="replace")
+    if path.suffix == ".ipynb":
+        text = "\n".join(c.source for c in nbformat.reads(text, as_version=4).cells)
+    return re.sub(r"\s+", "", text)
+
+
+def test_no_exercises_answer_is_anywhere_in_the_edition(edition):
+    """Every solution region of notebook_sources/, whole or any line of it that is not an idiom
+    (40 characters and more without spaces), is in no file of the edition: issue 43 found two
+    lines of 5.2's answer in notebooks 6 and 7. Exceptions are the builder's ALLOWED, each with
+    its reason."""
+    files = {p.relative_to(edition).as_posix(): _seen(p) for p in _files(edition)}
+    found = []
+    for source in editions.sources():
+        for answer in REGION.findall(source.read_text()):
+            lines = [ln.strip() for ln in answer.splitlines() if re.search(r"\w", ln)]
+            whole = re.sub(r"\s+", "", "\n".join(ln for ln in lines if not ln.startswith("#")))
+            texts = [whole] if len(whole) >= 30 else []
+            texts += [t for t in (re.sub(r"\s+", "", ln) for ln in lines) if len(t) >= 40]
+            found += [
+                f"{path}: {source.name}'s {lines[0]!r}"
+                for path, seen in files.items()
+                if any(t in seen for t in texts) and (path, lines[0]) not in class_edition.ALLOWED
+            ]
+    assert found == []
+
+
 def test_notebook_8s_step_mapping_is_left_for_the_student(edition):
     config = "models_staging/food_classifier_ensemble/config.pbtxt"
     ours, theirs = (
@@ -96,16 +130,30 @@ def test_notebook_8s_step_mapping_is_left_for_the_student(edition):
 def test_the_check_finds_an_answer_and_a_marker():
     mapping = (REPO_ROOT / "models_staging/food_classifier_ensemble/config.pbtxt").read_text()
     tuned = "models_staging/food_classifier_tuned/config.pbtxt"
+    # issue 43: two lines of 5.2's answer in a cell of another notebook
+    leak = nbformat.v4.new_notebook()
+    leak.cells = [
+        nbformat.v4.new_code_cell(
+            'image = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")\n'
+            "image.set_data_from_numpy(np.array([[food11.encode_file(photo).encode()]], "
+            "dtype=np.object_))\nprint(image)"
+        )
+    ]
     found = class_edition.check(
         {
             "docs/notes.md": mapping,
             "docs/how.md": "write it after\n### BEGIN SOLUTION\n",
             tuned: (REPO_ROOT / tuned).read_text(),  # allowed, with its reason
+            "notebooks/06_triton_benchmarks.ipynb": nbformat.writes(leak),
         }
     )
     assert any(p.startswith("docs/notes.md: the answer of a region of 08_") for p in found)
     assert any(p.startswith("docs/how.md: nbgrader's marker") for p in found)
     assert not any(p.startswith(tuned) for p in found)
+    assert any(
+        p.startswith("notebooks/06_triton_benchmarks.ipynb: the answer of a region of 05_")
+        for p in found
+    )
 
 
 def _imports_of_notebooks(edition: Path) -> list[str]:
@@ -202,11 +250,21 @@ def test_the_makefile_has_the_students_targets_only(edition):
     built = make("artifacts-only", "TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu")
     assert built.returncode == 0 and "-m labstack.artifacts" in built.stdout, built.stderr
     assert make("up").returncode == 0 and make("down").returncode == 0
-    for target in ("lab", "test", "test-docker", "solutions", "notebooks", "class-edition"):
+    maintainers = ("bench", "reliability", "soak", "timing", "figures")
+    for target in (
+        "lab",
+        "test",
+        "test-docker",
+        "solutions",
+        "notebooks",
+        "class-edition",
+        *maintainers,
+    ):
         done = make(target)  # notebooks/ is a folder: "Nothing to be done" for it
         assert "No rule to make target" in done.stderr or "Nothing to be done" in done.stdout
     shown = subprocess.run(["make"], cwd=edition, capture_output=True, text=True).stdout
     assert "make up" in shown and "make lab" not in shown and "make test" not in shown
+    assert not [t for t in maintainers if f"make {t}" in shown]
 
 
 def test_a_git_repository_with_one_commit_and_nothing_left_over(edition):

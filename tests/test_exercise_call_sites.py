@@ -1,26 +1,26 @@
 """The checks of notebooks 4 to 7 as the notebooks call them, without a server: the solved answer
 passes, and wrong ones are refused naming what is wrong. The solution cell runs with stand-ins
-for the notebook's variables, then the statements of the next cell that define a step's needs
-or call its check (exercises.perf_line, exercises.config_fragment, ...), nothing else."""
+for the notebook's variables (handed to the checks as the notebook does, exercises.given), then
+the statements of the next cell that call its check (exercises.perf_line(line, "6.1b"), ...),
+nothing else: what each step needs is servelab/exercises/steps.py's."""
 
 import ast
 import time
-import types
 
 import pytest
 from test_notebooks import exercises_of
 
 from labstack import editions
 from servelab import exercises
-from servelab.exercises import NotYet
+from servelab.exercises import NotYet, step_needs
 
 HOST, RATE = "127.0.0.1:8000", 185
 
 
 def stand_ins(n_gpus: int) -> dict:
-    """The variables the exercises of notebooks 6 and 7 use, as a class node would set them."""
-    return {
-        "exercises": exercises,
+    """The variables the exercises of notebooks 6 and 7 use, as a class node would set them,
+    handed to the checks as the notebooks do (exercises.given)."""
+    values = {
         "HOST": HOST,
         "GRPC_HOST": "127.0.0.1:8001",
         "TRITON": f"http://{HOST}",
@@ -28,16 +28,18 @@ def stand_ins(n_gpus: int) -> dict:
         "RATE": RATE,
         "RATES": [RATE, 308, 431],
         "N_GPUS": n_gpus,
-        "GPUS": "[ " + ", ".join(str(i) for i in range(n_gpus)) + " ]",  # as notebook 6 writes it
         "MODEL": "food_classifier_tuned",
         "CLIENTS": 128,
         "SWEEP": [(4, 64, 500), (8, 64, 500)],  # notebook 7's on a GPU
     }
+    exercises.given(**values)
+    gpus = "[ " + ", ".join(str(i) for i in range(n_gpus)) + " ]"  # as notebook 6 writes it
+    return {"exercises": exercises, "GPUS": gpus, **values}
 
 
 def the_checks(notebook: str, check: str) -> list[tuple[str, str, str]]:
     """(solution cell, the variable it sets, the next cell's lines that check it) of each exercise
-    whose next cell calls exercises.<check>; a step's NEEDS_* come along with them."""
+    whose next cell calls exercises.<check>."""
     source = editions.source_of(notebook)
     cells = editions.solved(source).cells
     found = []
@@ -68,15 +70,14 @@ def perf_lines():
     ]
 
 
-def checked(notebook: str, index: int, check: str, n_gpus: int = 2):
-    """(namespace, the variable, the check's code) of one exercise, its solution already run and
-    the needs of every exercise before it defined."""
+def checked(notebook: str, index, check: str, n_gpus: int = 2):
+    """(namespace, the variable, the check's code) of one exercise (its index among the checks of
+    its kind, or its step's name), its solution already run."""
     scope = stand_ins(n_gpus)
     for k, (solution, name, check_code) in enumerate(the_checks(notebook, check)):
-        exec(solution, scope)
-        if k == index:
+        if index in (k, f'"{index}"') or f'"{index}"' in check_code:
+            exec(solution, scope)
             return scope, name, check_code
-        exec(check_code, scope)
     raise IndexError(index)
 
 
@@ -102,14 +103,13 @@ def test_each_solved_perf_line_passes_and_a_flag_beyond_it_is_refused(notebook, 
 
 
 def test_the_testers_lines_of_notebook_6():
-    """6.1a with -b 16 (run again in 6.3, three rows measured wrong), 6.2 in perf_analyzer's other
-    spellings, 6.6a with -b 8 and with its rate written 185.0."""
-    c8 = "perf_analyzer -m food_classifier -u {HOST} --concurrency-range 8 --input-data {PERF}"
-    scope, name, check = checked("06_triton_benchmarks", 0, "perf_line")
-    scope[name] = c8.format(HOST=HOST, PERF=scope["PERF_INPUT"]) + " -b 16"
+    """6.1b with -b 16 (run again in 6.3, three rows measured wrong), 6.2 in perf_analyzer's other
+    spellings, 6.6c with -b 8 and with its rate written 185.0."""
+    scope, name, check = checked("06_triton_benchmarks", "6.1b", "perf_line")
+    scope[name] = scope[name] + " -b 16"
     with pytest.raises(NotYet, match="leave `-b 16` out of your line: it makes every request"):
         exec(check, scope)
-    scope, name, check = checked("06_triton_benchmarks", 1, "perf_line")  # 6.2
+    scope, name, check = checked("06_triton_benchmarks", "6.2", "perf_line")
     solved = scope[name]
     assert " -b 16 " in solved
     for batch in ("-b16", "-b 16.0"):
@@ -118,7 +118,7 @@ def test_the_testers_lines_of_notebook_6():
     scope[name] = solved.replace("-b 16", "--batch-size 16")  # perf_analyzer 2.51 refuses it
     with pytest.raises(NotYet, match="no `--batch-size`: its flag is `-b`"):
         exec(check, scope)
-    scope, name, check = checked("06_triton_benchmarks", 3, "perf_line")  # 6.6a
+    scope, name, check = checked("06_triton_benchmarks", "6.6c", "perf_line")
     solved = scope[name]
     assert f"--request-rate-range {RATE} " in solved and "constant" in solved
     for rate in (f"{RATE}.0", f"{RATE}.0:{RATE}.0", f"{RATE}:{RATE}:1"):
@@ -126,6 +126,21 @@ def test_the_testers_lines_of_notebook_6():
         exec(check, scope)
     scope[name] = solved + " -b 8"
     with pytest.raises(NotYet, match="leave `-b 8` out"):
+        exec(check, scope)
+
+
+def test_the_sweeps_line_is_checked_at_every_rate():
+    """6.6g: poisson_at(rate) is right at each of RATES; one right at the first rate only (the
+    rate written in) is refused at the second, naming what it says."""
+    scope = stand_ins(2)
+    solution, name, check = the_checks("06_triton_benchmarks", "function")[-1]
+    assert name == "poisson_at" and '"6.6g"' in check
+    exec(solution, scope)
+    exec(check, scope)
+    assert list(scope["sweep_lines"]) == scope["RATES"]
+    solved = scope["poisson_at"]
+    scope["poisson_at"] = lambda rate: solved(RATE)
+    with pytest.raises(NotYet, match=r"poisson_at\(308\): .*says `--request-rate-range 185`"):
         exec(check, scope)
 
 
@@ -174,7 +189,7 @@ def test_76_checks_shape_at_every_setting_of_the_sweep(n_gpus):
     """A shape() right at the sweep's first setting only is refused at the second."""
     scope = stand_ins(n_gpus)
     solution, name, check = the_checks("07_how_close_to_the_hardware", "function")[-1]
-    assert name == "shape" and check.startswith("for instances, max_batch, delay in SWEEP:")
+    assert name == "shape" and '"7.6"' in check
     exec(solution, scope)
     exec(check, scope)  # the solved shape(), at both settings
     solved = scope["shape"]
@@ -209,13 +224,13 @@ class FakeSession:
         return FakeResponse()
 
 
-def test_44_checks_send_one_against_the_servers_own_timing():
+def test_44_checks_send_one_against_the_servers_own_timing(monkeypatch):
     """4.4 as notebook 4 calls it: the solved send_one passes, one in seconds is refused."""
     (solution, name, check), *_ = the_checks("04_fastapi_benchmarks", "function")
-    assert name == "send_one" and "exercises.timed_request" in check
-    fake_requests = types.SimpleNamespace(Session=FakeSession)
-    scope = {"exercises": exercises, "time": time, "requests": fake_requests}
-    scope |= {"FASTAPI": "http://127.0.0.1:8000", "payload": {}}
+    assert name == "send_one" and '"4.4"' in check
+    monkeypatch.setattr(step_needs.requests, "Session", FakeSession)
+    exercises.given(FASTAPI="http://127.0.0.1:8000")
+    scope = {"exercises": exercises, "time": time, "payload": {}}
     exec(solution, scope)
     exec(check, scope)
     assert 15 < scope["record"]["latency_ms"] < 1000

@@ -8,7 +8,7 @@ import pytest
 
 from servelab import exercises
 from servelab import perf as perf_runs
-from servelab.exercises import NotYet
+from servelab.exercises import NotYet, step_needs
 from servelab.perf import flags as perf_flags
 
 HOST = "127.0.0.1:8000"
@@ -318,12 +318,14 @@ def test_results_and_functions():
         return value["name"] == "food_classifier"
 
     answer = {"name": "food_classifier"}
-    assert exercises.result(answer, "5.3", "the config", check=check) is answer
+    assert exercises.result(answer, "5.3", what="the config", check=check) is answer
     assert "replace the `...` in the cell above with the call" in sentence(
-        lambda: exercises.result(..., "5.3", "the config", check=check)
+        lambda: exercises.result(..., "5.3", what="the config", check=check)
     )
     assert "your answer is {'name': 'x'}; name the model" in sentence(
-        lambda: exercises.result({"name": "x"}, "5.3", "the config", check, "name the model")
+        lambda: exercises.result(
+            {"name": "x"}, "5.3", what="the config", check=check, hint="name the model"
+        )
     )
 
     def send_one(x):
@@ -337,15 +339,18 @@ def test_results_and_functions():
         return x / 0
 
     assert "with the body of send_one()" in sentence(
-        lambda: exercises.function(send_one, "4.4", "time one request", (1,))
+        lambda: exercises.function(send_one, "4.4", what="time one request", args=(1,))
     )
-    assert exercises.function(twice, "4.4", "double", (2,), check=lambda r: r == 4) == 4
+    double = exercises.function(twice, "4.4", what="double", args=(2,), check=lambda r: r == 4)
+    assert double == 4
     assert re.search(
         r"broken\(\) stopped with ZeroDivisionError: .*fix it in the cell above",
-        sentence(lambda: exercises.function(broken, "4.4", "divide", (1,))),
+        sentence(lambda: exercises.function(broken, "4.4", what="divide", args=(1,))),
     )
     assert "twice() returned 4; a dict" in sentence(
-        lambda: exercises.function(twice, "4.4", "x", (2,), check=lambda r: False, hint="a dict")
+        lambda: exercises.function(
+            twice, "4.4", what="x", args=(2,), check=lambda r: False, hint="a dict"
+        )
     )
 
 
@@ -521,35 +526,49 @@ class FakeSession:
     def __init__(self, seconds=0.03, server="decode;dur=4.000, queue;dur=0.010, infer;dur=20.0"):
         self.seconds, self.server, self.status = seconds, server, 200
 
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
     def post(self, url, json=None, timeout=None):
         time.sleep(self.seconds)
         headers = {"Server-Timing": self.server} if self.server else {}
         return types.SimpleNamespace(status_code=self.status, headers=headers)
 
 
-def timed(unit: float = 1000, start=time.perf_counter, status=200, **session):
-    """A send_one that writes its latency with `unit` (1000: ms, right; 1: seconds, wrong)."""
+@pytest.fixture
+def session(monkeypatch):
+    """4.4's check sends through a requests.Session of its own: here a FakeSession."""
+    fake = FakeSession()
+    monkeypatch.setattr(step_needs.requests, "Session", lambda: fake)
+    exercises.given(FASTAPI="http://127.0.0.1:9")
+    return fake
+
+
+def timed(unit: float = 1000, start=time.perf_counter, after_the_answer=False):
+    """The step 4.4 on a send_one that writes its latency with `unit` (1000: ms, right; 1:
+    seconds, wrong), reads its start with `start`, or after the answer came back."""
 
     def send_one(session, url, payload):
         """Docstring."""
         t_start, t0 = start(), time.perf_counter()
         resp = session.post(url, json=payload, timeout=60)
+        latency_ms = (time.perf_counter() - t0) * unit
+        if after_the_answer:  # the tester's: t_start read once the answer is back
+            t_start = time.perf_counter()
         return {
             "t_start": t_start,
-            "latency_ms": (time.perf_counter() - t0) * unit,
+            "latency_ms": latency_ms,
             "status": resp.status_code,
             "server_timing": resp.headers.get("Server-Timing"),
         }
 
-    fake = FakeSession(**session)
-    fake.status = status
-    what = "send one request, time it, collect its status and Server-Timing"
-    return exercises.function(
-        send_one, "4.4", what, args=(fake, "u", {}), check=exercises.timed_request
-    )
+    return exercises.function(send_one, "4.4", {})
 
 
-def test_a_latency_in_milliseconds_against_the_servers_own_time():
+def test_a_latency_in_milliseconds_against_the_servers_own_time(session):
     record = timed()
     assert 24 <= record["latency_ms"] < 1000 and record["status"] == 200
 
@@ -570,7 +589,7 @@ def test_a_latency_in_milliseconds_against_the_servers_own_time():
         ),
     ],
 )
-def test_a_latency_in_another_unit_is_refused(unit, said):
+def test_a_latency_in_another_unit_is_refused(session, unit, said):
     got = sentence(lambda: timed(unit))
     assert got.startswith(
         "4.4: send one request, time it, collect its status and Server-Timing: "
@@ -579,11 +598,18 @@ def test_a_latency_in_another_unit_is_refused(unit, said):
     assert got.endswith(said), got
 
 
-def test_a_record_that_is_not_what_its_docstring_says():
-    assert "the status is 500, the service answers a good request 200" in sentence(
-        lambda: timed(status=500)
-    )
-    assert "server_timing is not the Server-Timing header" in sentence(lambda: timed(server=None))
+def test_a_start_taken_after_the_answer_is_refused(session):
+    """Issue 42's probe: t_start read once the answer came back, the latency itself right."""
+    got = sentence(lambda: timed(after_the_answer=True))
+    assert "t_start was read after the answer came back; read it just before session.post" in got
+
+
+def test_a_record_that_is_not_what_its_docstring_says(session):
+    session.status = 500
+    assert "the status is 500, the service answers a good request 200" in sentence(timed)
+    session.status, session.server = 200, None
+    assert "server_timing is not the Server-Timing header" in sentence(timed)
+    session.server = FakeSession().server
     assert "t_start is not the time.perf_counter() reading" in sentence(
         lambda: timed(start=time.time)
     )
@@ -591,7 +617,159 @@ def test_a_record_that_is_not_what_its_docstring_says():
         lambda: exercises.function(
             lambda: {"t_start": 1.0, "server_timing": "infer;dur=1"},
             "4.4",
-            "time one request",
+            what="time one request",
             check=exercises.timed_request,
         )
     )
+
+
+# ---------------------------------------------------------------- issue 42's probes, step by step
+# Each check cell names its step only (servelab/exercises/steps.py holds what it needs): right
+# answers in every spelling the tool accepts pass, wrong ones are refused in the student's terms.
+
+
+@pytest.fixture
+def class_node():
+    """The values notebook 6 hands its checks on the class's node (exercises.given)."""
+    exercises.given(
+        HOST=HOST,
+        TRITON=f"http://{HOST}",
+        PERF_INPUT="in.json",
+        N_GPUS=2,
+        RATE=185,
+        RATES=[185, 308, 431],
+        MODEL="food_classifier_tuned",
+        GRPC_HOST="127.0.0.1:8001",
+        CLIENTS=128,
+    )
+
+
+def test_a_protocol_in_capitals_is_the_same_protocol(class_node):
+    """perf_analyzer lowers -i's value (ParseProtocol): `-i HTTP` is its default, `-i GRPC` gRPC."""
+    assert exercises.perf_line(LINE_61 + " -i HTTP", "6.1b")
+    assert exercises.perf_line(LINE_61 + " -i Http", "6.1b")
+    grpc = (
+        "perf_analyzer -m food_classifier_tuned -u 127.0.0.1:8001 -i GRPC --concurrency-range 128 "
+        "--async --shape input:224,224,3"
+    )
+    assert exercises.perf_line(grpc, "7.4a")
+    assert "leave `-i grpc` out of your line: it sets the protocol" in sentence(
+        lambda: exercises.perf_line(LINE_61 + " -i grpc", "6.1b")
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        "-s -H 'Accept: application/json'",  # the tester's
+        "-s -H 'Accept: application/json' -H 'X-Other: 1'",
+        "-sH 'Accept: application/json'",
+        "-s --header 'Accept: application/json'",
+        "-s -X GET",
+        "-s --max-time 5 -A lab",
+    ],
+)
+def test_curl_options_with_values_are_not_the_url(class_node, options):
+    url = f"http://{HOST}/v2/models/food_classifier/versions/1/stats"
+    for line in (
+        f"curl {options} {url} | python -m json.tool",
+        f"curl {url} {options} | python3 -m json.tool",
+        f"curl {options} --url {url} | python -m json.tool",
+    ):
+        assert exercises.curl_line(line, "6.1d") == line
+
+
+def test_curl_lines_that_ask_otherwise_are_refused(class_node):
+    url = f"http://{HOST}/v2/models/food_classifier/versions/1/stats"
+    assert "is read with GET; leave `-X POST` out" in sentence(
+        lambda: exercises.curl_line(f"curl -X POST {url} | python -m json.tool", "6.1d")
+    )
+    assert "`-d` makes curl send a body with POST" in sentence(
+        lambda: exercises.curl_line(f"curl -d x {url} | python -m json.tool", "6.1d")
+    )
+    assert "your curl line names no URL" in sentence(
+        lambda: exercises.curl_line("curl -H 'Accept: x/y' | python -m json.tool", "6.1d")
+    )
+    assert "asks for `/v2/models/food_classifier/stats`, the step needs" in sentence(
+        lambda: exercises.curl_line(
+            f"curl -s http://{HOST}/v2/models/food_classifier/stats | python -m json.tool", "6.1d"
+        )
+    )
+
+
+BATCHING = "dynamic_batching { preferred_batch_size: [ %s ] max_queue_delay_microseconds: 100 }"
+ONNX_CONFIG = (
+    'name: "food_classifier_onnx"\nbackend: "onnxruntime"\nmax_batch_size: 16\n'
+    "instance_group [\n  {\n    count: 1\n    kind: KIND_GPU\n    gpus: [ 0 ]\n  }\n]\n"
+)
+
+
+@pytest.mark.parametrize("sizes", ["4, 6, 8", "8, 6, 4", "6, 4, 8", "4, 6, 8, 8"])
+def test_preferred_batch_sizes_are_a_set(tmp_path, class_node, sizes):
+    """Triton keeps preferred_batch_size as a set: [8, 6, 4] is what the step asks."""
+    path = tmp_path / "config.pbtxt"
+    path.write_text(f"{ONNX_CONFIG}\n{BATCHING % sizes}\n")
+    assert "+dynamic_batching" in exercises.file_edit(path, ONNX_CONFIG, "6.6e")
+
+
+def test_preferred_batch_sizes_other_than_the_steps_are_refused(tmp_path, class_node):
+    path = tmp_path / "config.pbtxt"
+    path.write_text(f"{ONNX_CONFIG}\n{BATCHING % '4, 8'}\n")
+    assert "has `dynamic_batching.preferred_batch_size: [ 4, 8 ]`, not" in sentence(
+        lambda: exercises.file_edit(path, ONNX_CONFIG, "6.6e")
+    )
+
+
+def test_an_edit_that_changes_more_than_the_step_asked_is_refused_with_its_lines(
+    tmp_path, class_node
+):
+    """The tester's: 6.6e's block, and `count: 2` too (6.6's one-instance runs would use two)."""
+    path = tmp_path / "config.pbtxt"
+    path.write_text(ONNX_CONFIG.replace("count: 1", "count: 2") + f"\n{BATCHING % '4, 6, 8'}\n")
+    said = sentence(lambda: exercises.file_edit(path, ONNX_CONFIG, "6.6e"))
+    assert said == (
+        "6.6e: add dynamic batching, preferred 4, 6, 8, at most 100 µs: your edit also changes "
+        "instance_group (`- count: 1`; `+ count: 2`): the step asks for nothing else, so put the "
+        "rest back as it was."
+    )
+    # a field the step's block does not ask for, inside the block
+    path.write_text(f"{ONNX_CONFIG}\n{BATCHING % '4, 6, 8'}"[:-2] + " preserve_ordering: true }\n")
+    assert "your edit also changes dynamic_batching.preserve_ordering" in sentence(
+        lambda: exercises.file_edit(path, ONNX_CONFIG, "6.6e")
+    )
+    # comments and layout are not fields: only the block changed
+    path.write_text(f"# mine\n{ONNX_CONFIG}\n{BATCHING % '4, 6, 8'}\n".replace("  ", "    "))
+    assert exercises.file_edit(path, ONNX_CONFIG, "6.6e")
+
+
+def test_an_instance_edit_changes_the_instances_only(tmp_path, class_node):
+    path = tmp_path / "config.pbtxt"
+    path.write_text(
+        ONNX_CONFIG.replace("gpus: [ 0 ]", "gpus: [ 0, 1 ]").replace("count: 1", "count: 2")
+    )
+    assert exercises.file_edit(path, ONNX_CONFIG, "6.4b")
+    path.write_text(
+        ONNX_CONFIG.replace("gpus: [ 0 ]", "gpus: [ 0, 1 ]")
+        .replace("count: 1", "count: 2")
+        .replace("max_batch_size: 16", "max_batch_size: 8")
+    )
+    assert (
+        "your edit also changes max_batch_size (`- max_batch_size: 16`; `+ max_batch_size: 8`)"
+        in (sentence(lambda: exercises.file_edit(path, ONNX_CONFIG, "6.4b")))
+    )
+
+
+def test_a_check_cell_names_its_step_only_and_the_step_knows_its_needs(class_node):
+    """The check cell passes the answer and the step; the module reads the step's needs with the
+    notebook's values: 6.6c's rate is RATE as the notebook handed it over."""
+    line = (
+        f"perf_analyzer -m food_classifier_onnx -u {HOST} --shape input:3,224,224 --async "
+        "--request-rate-range 185 --request-distribution constant"
+    )
+    assert exercises.perf_line(line, "6.6c") == line
+    exercises.given(RATE=200)
+    assert "says `--request-rate-range 185`, the step needs `--request-rate-range 200`" in sentence(
+        lambda: exercises.perf_line(line, "6.6c")
+    )
+    with pytest.raises(KeyError, match="no Perf step named '6.9z'"):
+        exercises.perf_line(line, "6.9z")

@@ -409,7 +409,7 @@ def test_the_reference_runs_placement_part_loads_both_forms_and_reports_them(tmp
     assert run_reference.placement_lines(tmp_path) == []  # a page without the part
 
 
-FACTS = Path(__file__).resolve().parent.parent / "docs/results/h200x2_2026-11-27"
+FACTS = Path(__file__).resolve().parent.parent / "docs/results/h200x2/gpu_facts"
 
 
 def test_the_two_h200s_numbered_their_gpus_as_gpu_names_predicts():
@@ -428,32 +428,3 @@ def test_the_two_h200s_numbered_their_gpus_as_gpu_names_predicts():
     for g in listed:
         assert f"`{g.uuid[:12]}-...`" in page and f"`{g.bus_id}`" in page
     assert f"holding {held['nvidia_smi_sees'][0]['used_mib']:.0f} MiB" in page
-
-
-def test_the_answer_keys_one_gpu_or_two_quotes_the_h100_rows():
-    """The key's laws per GPU for 1, 2 and 4 instances on the H100's one GPU, recomputed from the
-    2026-11-25 rows it cites with gpu_scaling.laws_per_gpu."""
-    root = Path(__file__).resolve().parent.parent
-    key = " ".join((root / "docs/answer_key.md").read_text().split())
-    section = key[key.index("### One GPU or two") : key.index("## Notebook 7")]
-    rows = pd.read_csv(root / "docs/results/h100_2026-11-25/results/triton/summary.csv")
-    rows = rows.set_index("run")
-    laws = [
-        gpu_scaling.laws_per_gpu(rows.loc[name].to_dict(), {"GPU 0": n}, 1).loc["GPU 0"]
-        for name, n in (("6.1 c8", 1), ("6.3 2 inst c8", 2), ("6.3 4 inst c8", 4))
-    ]
-    said = {
-        "executions": ", ".join(f"{law.executions_s:.1f}" for law in laws[:2])
-        + f" and {laws[2].executions_s:.1f} executions/s",
-        "busy": ", ".join(f"{law.util_pct:.1f}" for law in laws[:2])
-        + f" and {laws[2].util_pct:.1f} %",
-        "gpu ms": ", ".join(f"{law.gpu_ms_per_execution:.3f}" for law in laws[:2])
-        + f" and {laws[2].gpu_ms_per_execution:.3f} ms",
-        "execution": ", ".join(f"{law.execution_ms:.3f}" for law in laws[:2])
-        + f" and {laws[2].execution_ms:.3f} ms",
-        "share": ", ".join(f"{law.gpu_share_of_execution:.3g}" for law in laws[:2])
-        + f" and {laws[2].gpu_share_of_execution:.3g}",
-    }
-    for what, text in said.items():
-        assert text in section, (what, text)
-    assert f"{100 * (1 - laws[2].gpu_share_of_execution):.0f} % or more" in section

@@ -18,7 +18,7 @@ from servelab.perf import output as perf_output
 from servelab.serving import raw_limit, tuned_runtime
 from servelab.triton import config_text, triton_stats
 
-REFERENCE_2026_11_24 = REPO_ROOT / "docs" / "results" / "h100_2026-11-24"
+REFERENCE = REPO_ROOT / "docs" / "results" / "h100" / "07_how_close_to_the_hardware"
 RAW = {
     "device_name": "NVIDIA H100 80GB HBM3",
     "compute_capability": "9.0",
@@ -204,7 +204,7 @@ def test_time_per_execution_is_tritons_not_the_request_weighted_mean():
     to 13.08 ms, but a request in a batch of 60 counts its batch's time once for each of the 60;
     Triton's batch statistics give 11.33 ms per execution, 9.1x the raw compiled model's 1.24 ms
     for a batch of 47, and each of the 8 instances busy 0.87 of the time."""
-    folder = REFERENCE_2026_11_24 / "results" / "hardware"
+    folder = REFERENCE / "results" / "hardware"
     summary = pd.read_csv(folder / "summary.csv").set_index("run")
     row = summary.loc["7.7 compiled, 8 inst, max batch 64, delay 500 us, c1024"].to_dict()
     record = json.loads((folder / "served_over_limit.json").read_text())
@@ -221,7 +221,7 @@ def test_time_per_execution_is_tritons_not_the_request_weighted_mean():
 def test_the_answer_key_quotes_the_per_execution_laws_of_the_best_run():
     """Notebook 7's hand-in answer 1 quotes the laws of the 7.7 row as hardware.laws_worked_out
     prints them and the 9.1x of time_split, not the request-weighted 13.1 ms."""
-    folder = REFERENCE_2026_11_24 / "results" / "hardware"
+    folder = REFERENCE / "results" / "hardware"
     summary = pd.read_csv(folder / "summary.csv").set_index("run")
     row = summary.loc["7.7 compiled, 8 inst, max batch 64, delay 500 us, c1024"].to_dict()
     key = " ".join((REPO_ROOT / "docs" / "answer_key.md").read_text().split())

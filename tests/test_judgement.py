@@ -6,8 +6,10 @@ import re
 import pytest
 
 from labstack import editions
+from servelab import claims
 from servelab.claims import Measured
 from servelab.exercises import NotYet, judgement
+from servelab.passes import node_calls
 
 
 def test_a_verdict_prints_only_once_its_answer_is_written(capsys):
@@ -46,14 +48,145 @@ def test_the_fewest_copies_near_the_best_is_judged_on_the_rows():
     assert judgement.fewest_near_best(2, "4.7", "workers", edge) == 2
 
 
-def test_the_bottleneck_is_what_was_full():
-    assert judgement.bottleneck("instances", "6.4", 0.98, 77.0, "GPU 0") == "instances"
-    with pytest.raises(NotYet, match=r"busy 98% of the time \(busy_U\) and GPU 0 77 %"):
-        judgement.bottleneck("device", "6.4", 0.98, 77.0, "GPU 0")
-    assert judgement.bottleneck("Device", "6.4", 0.98, 99.0, "the CPU") == "device"
-    assert judgement.bottleneck("neither", "6.4", 0.5, 40.0, "GPU 0") == "neither"
-    with pytest.raises(NotYet):
-        judgement.bottleneck("neither", "6.4", 0.95, None, "GPU 0")
+# -------------------------------------------------------------- the decisions of notebooks 4 and 6
+# Each is asked by its step (steps.STEPS) with the student's own rows; a wrong choice is refused
+# with those rows' numbers, a right one accepted in every spelling, and the reason kept beside it.
+
+WHY = "my rows say so"
+
+
+def decide(step, answer, *evidence, why=WHY):
+    return judgement.decide(step, answer, why, *evidence)
+
+
+def refused(step, answer, *evidence) -> str:
+    with pytest.raises(NotYet) as caught:
+        decide(step, answer, *evidence)
+    said = str(caught.value)
+    assert said.startswith(f"{step}: not ") and "\n" not in said and said.endswith("."), said
+    return said
+
+
+def test_47_real_or_noise_is_judged_on_the_two_intervals():
+    one, two = run(312), run(607)  # the H100's 4.7: far apart
+    assert decide("4.7", "Real", one, two) == "real"
+    said = refused("4.7", "noise", one, two)
+    assert (
+        "one worker 312.0/s (windows 302.6 to 321.4), two 607.0/s (windows 588.8 to 625.2)" in said
+    )
+    close = run(300), run(305)  # a 2-core machine where the second worker adds little
+    assert decide("4.7", "noise", *close) == "noise"
+    said = refused("4.7", "real", *close)
+    assert "overlap from 295.8 to 309.0, so noise could put either above the other" in said
+    assert "90" not in said  # the numbers, never a rule
+
+
+def test_47_keeps_the_reason_and_asks_for_one():
+    claims.DECISIONS.clear()
+    decide("4.7", "real", run(312), run(607), why="two workers 607 against 312, no overlap")
+    kept = claims.DECISIONS["4.7"]
+    assert kept["choice"] == "real" and "607 against 312" in kept["reason"]
+    assert "one worker 312.0/s" in kept["judged_on"]
+    with pytest.raises(NotYet, match="write your reason beside your choice"):
+        decide("4.7", "real", run(312), run(607), why="\n...\n")
+
+
+class Run:
+    """A perf run as the judges read it: its row, and its p95 with the windows' spread."""
+
+    def __init__(self, **row):
+        self.row = row
+
+    def measured(self, column):
+        return run(self.row[column])
+
+    @property
+    def windows(self):
+        latency = self.row["avg_latency_ms"]
+        return [{"avg_latency_ms": latency * f, "throughput_infer_s": 1.0} for f in (0.97, 1, 1.03)]
+
+
+def test_63g_the_cheapest_instances_that_meet_the_objective():
+    per_device = {1: Run(p95_ms=95.0), 2: Run(p95_ms=58.0), 4: Run(p95_ms=31.0)}
+    assert decide("6.3g", 2, per_device, 60.0) == 2  # 58 (56.3 to 59.7) is under 60
+    assert decide("6.3g", "2.0", per_device, 60.0) == 2  # a number in any spelling
+    said = refused("6.3g", 4, per_device, 60.0)
+    assert (
+        "2 per device already kept your p95 at 58.0 ms (windows 56.3 to 59.7), under the "
+        "objective of 60.0 ms, and costs less" in said
+    )
+    said = refused("6.3g", 1, per_device, 60.0)
+    assert (
+        "with 1 per device your p95 was 95.0 ms (windows 92.1 to 97.9), over the objective" in said
+    )
+    assert "none" in refused("6.3g", "none", per_device, 60.0)
+    slow = {n: Run(p95_ms=200.0 / n) for n in (1, 2, 4)}  # none meets 30 ms
+    assert decide("6.3g", "none", slow, 30.0) == "none"
+    said = refused("6.3g", 4, slow, 30.0)
+    assert "with 4 per device your p95 was 50.0 ms" in said
+    # noise decides nothing: 61 (59.2 to 62.8) may be under 60, so 2 and 4 are both accepted
+    edge = {1: Run(p95_ms=95.0), 2: Run(p95_ms=61.0), 4: Run(p95_ms=31.0)}
+    assert decide("6.3g", 2, edge, 60.0) == 2 and decide("6.3g", 4, edge, 60.0) == 4
+
+
+def test_63h_the_bottleneck_is_read_off_the_row():
+    # the H100's four per device: each instance busy all the time, the GPU at 68 %
+    h100 = Run(busy_U=0.99, gpu0_util_pct=67.6, cpu_util_pct=40.0, waiting_N=3.8)
+    assert decide("6.3h", "instances", h100) == "instances"
+    said = refused("6.3h", "GPU", h100)
+    assert said == (
+        "6.3h: not 'GPU': during your run each instance was busy 99% of the time (busy_U), "
+        "GPU 0 68%, the CPU 40%, 3.8 requests waited on average (waiting_N): the GPU was not "
+        "full."
+    )
+    assert "one of them was full" in refused("6.3h", "load", h100)
+    # two GPUs, eight instances at 8 in flight: nothing full, nothing waits
+    idle = Run(
+        busy_U=0.62, gpu0_util_pct=31.0, gpu1_util_pct=29.0, cpu_util_pct=55.0, waiting_N=0.1
+    )
+    assert decide("6.3h", "load", idle) == "load"
+    assert "the instances were not full" in refused("6.3h", "instances", idle)
+    # a 2-core machine: the cores are full, and so is every instance waiting for them
+    cpu = Run(busy_U=0.97, cpu_util_pct=98.0, waiting_N=4.0)
+    assert decide("6.3h", "CPU", cpu) == "CPU" and decide("6.3h", "instances", cpu)
+    assert "the run reported no GPU utilisation" in refused("6.3h", "gpu", cpu)
+
+
+def test_66h_the_cheapest_configuration_for_the_load():
+    # the H100 at 100 % of capacity: 341 ms without batching, 10.1 ms with it, objective 22 ms
+    options = {
+        "one instance": Run(avg_latency_ms=341.0),
+        "batching": Run(avg_latency_ms=10.1),
+    }
+    assert decide("6.6h", "Batching", options, 22.0) == "batching"
+    said = refused("6.6h", "one instance", options, 22.0)
+    assert (
+        "with one instance your mean latency was 341.0 ms (windows 330.8 to 351.2), over the"
+        " objective of 22.0 ms" in said
+    )
+    said = refused("6.6h", "more instances", options, 22.0)
+    assert "batching already kept your mean latency at 10.1 ms" in said
+    # the 2-core CPU: batching cannot lift the capacity, neither meets it
+    cpu = {"one instance": Run(avg_latency_ms=900.0), "batching": Run(avg_latency_ms=700.0)}
+    assert decide("6.6h", "more instances", cpu, 120.0) == "more instances"
+    assert "your mean latency was 700.0 ms" in refused("6.6h", "batching", cpu, 120.0)
+
+
+def test_a_blank_decision_waits_for_the_review_pass_in_the_measure_pass(capsys):
+    with pytest.raises(NotYet, match="replace the `...`"):
+        decide("4.7", ..., run(1), run(2))  # no pass started: it stops
+    node_calls.STATE["pass"] = "measure"
+    try:
+        assert decide("4.7", ..., run(1), run(2)) is None
+    finally:
+        node_calls.STATE["pass"] = None
+    assert "decide in the review pass" in capsys.readouterr().out
+
+
+def test_a_choice_among_numbers_takes_any_spelling_of_the_number():
+    rows = {1: run(86), 2: run(135), 4: run(271)}
+    for spelling in (4, "4", "4.0", 4.0, " 4 "):
+        assert judgement.fewest_near_best(spelling, "6.3", "instances", rows) == 4
 
 
 def test_a_number_is_judged_between_the_rows_that_bound_it():

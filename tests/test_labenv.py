@@ -111,9 +111,9 @@ def test_host_commands_keep_the_compose_files_the_stack_runs_with(
         "LAB_COMPOSE_FILES", "-f docker-compose-fastapi.yaml -f docker-compose-cpu.yaml"
     )
     services.use_fastapi_backend("onnx", timeout=5)
-    assert capsys.readouterr().out.splitlines()[1] == (
-        "  FASTAPI_BACKEND=onnx docker compose -f docker-compose-fastapi.yaml -f "
-        "docker-compose-cpu.yaml up -d --build --wait fastapi_server"
+    assert capsys.readouterr().out.splitlines()[1] == (  # the image notebook 2 builds, first
+        "  bash build_images.sh wait onnx; FASTAPI_BACKEND=onnx docker compose -f "
+        "docker-compose-fastapi.yaml -f docker-compose-cpu.yaml up -d --build --wait fastapi_server"
     )
 
 

@@ -20,7 +20,7 @@ import requests
 from triton_helpers import start_local_triton
 
 from servelab import perf
-from servelab.triton import live_metrics, triton_stats
+from servelab.triton import gpu_names, live_metrics, triton_stats
 
 matplotlib.use("Agg")
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -74,6 +74,8 @@ def test_interval_arithmetic():
             }
         },
         "gpus": {"GPU-b": 0.5, "GPU-a": 0.25},
+        # the server's own CUDA indices, as its GPU instances report them: not the uuids' order
+        "cuda_devices": {"GPU-b": 0, "GPU-a": 1},
         "cpu": 0.9,
     }
     row = live_metrics.interval(before, after, 2.0)
@@ -81,10 +83,11 @@ def test_interval_arithmetic():
     assert row["m:queue_ms"] == 2.0  # 20 ms queued over 10 requests
     assert row["m:compute_ms"] == 4.0  # 40 ms computing over 10 requests
     assert row["m:pending"] == 3
-    assert row["gpu0_util_pct"] == 25.0 and row["gpu1_util_pct"] == 50.0  # sorted by GPU uuid
+    assert row["gpu0_util_pct"] == 50.0 and row["gpu1_util_pct"] == 25.0  # by index, not uuid
     assert "cpu_util_pct" not in row  # with GPUs the figure shows the GPUs
     empty = live_metrics.interval(after, after, 1.0)
     assert empty["m:infer_per_s"] == 0 and math.isnan(empty["m:queue_ms"])
+    gpu_names.forget()  # the reported indices are kept per process: not for the next test
 
 
 def line(triton, concurrency: int, window_ms: int) -> str:
@@ -128,7 +131,8 @@ def test_the_figure_refreshes_in_one_notebook_output(triton, tmp_path):
 
     source = (
         "from pathlib import Path\n"
-        "from servelab import live_metrics, perf\n"
+        "from servelab import perf\n"
+        "from servelab.triton import live_metrics\n"
         f"line = {line(triton, 2, 1500)!r}\n"
         f"watch = live_metrics.Watch('{triton.metrics_url}', models=['{MODEL}'], interval_s=0.4)\n"
         f"run = lambda: perf.run_line(line, 'nb', out=Path('{tmp_path}'), verbose=False)\n"

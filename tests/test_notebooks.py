@@ -28,8 +28,12 @@ SOURCES = editions.sources()
 NOTEBOOKS = sorted(editions.STUDENT.glob("[0-9][0-9]_*.ipynb"))
 SMALL = {
     **lab.QUICK_PARAMS,
-    "PERF_INTERVAL_MS": 1500,
-}  # a little longer than make lab QUICK=1
+    "PERF_INTERVAL_MS": 1500,  # windows a little longer than make lab QUICK=1's
+    # a closed-loop run whose windows have not agreed after 5 rarely does by 10 on a busy
+    # 2-core machine: it goes on to its longer, relaxed windows sooner (under load, 8 of 25 runs
+    # of notebooks 6 and 7 did; each of them then spent 5 windows, 7.5 s, to no end)
+    "PERF_MAX_TRIALS": 5,
+}
 REGION = re.compile(
     r"^[ \t]*### BEGIN (SOLUTION|HIDDEN TESTS)\n(.*?)^[ \t]*### END \1", re.M | re.S
 )
@@ -395,46 +399,150 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts, review_ve
 
 
 TRITONCLIENT_CALL = re.compile(r"\b(?:client|aio|httpclient|grpcclient)\.\w+\(")
+CORE = ("03", "04", "05", "06")  # the core path: notebooks 3 to 6
 
 
-def left_for_the_student() -> dict[str, int]:
-    """What the students write in notebooks 4-7, counted over their solution regions (each one a
-    blank in the student edition, as test_student_edition_is_current_and_shows_no_solution
-    checks): perf_analyzer lines, config.pbtxt fragments (checked by exercises.config_fragment or
-    made in an editor, exercises.file_edit), curl lines, and exercises that call tritonclient."""
-    counts = {"perf_analyzer": 0, "config": 0, "curl": 0, "tritonclient": 0}
+def left_for_the_student(numbers=CORE) -> dict[str, int]:
+    """What the students write in the given notebooks, counted over their solution regions (each
+    one a blank in the student edition, as test_student_edition_is_current_and_shows_no_solution
+    checks): perf_analyzer lines, config.pbtxt fragments (exercises.config_fragment), edits made
+    in an editor on the file itself (exercises.file_edit), curl lines, exercises that call
+    tritonclient, and decisions judged on the student's rows (judgement.decide)."""
+    counts = {"perf_analyzer": 0, "fragment": 0, "file_edit": 0, "curl": 0, "tritonclient": 0}
+    counts["decision"] = 0
     for source in SOURCES:
-        if not "04" <= source.name[:2] <= "07":
+        if source.name[:2] not in numbers:
             continue
         for _, text, following in exercises_of(source):
             counts["perf_analyzer"] += text.count("perf_analyzer")
-            counts["config"] += bool(re.search(r"exercises\.config_fragment\(", following))
+            counts["fragment"] += bool(re.search(r"exercises\.config_fragment\(", following))
             counts["curl"] += len(re.findall(r"\bcurl ", text))
             counts["tritonclient"] += bool(TRITONCLIENT_CALL.search(text))
+            counts["decision"] += bool(re.search(r"judgement\.decide\(", following))
         # an edit made in an editor has no solution region (the student edits the file, and the
         # solved edition's own edit is a hidden-tests region): its check is exercises.file_edit
-        counts["config"] += sum(
+        counts["file_edit"] += sum(
             "exercises.file_edit(" in cell.source for cell in editions.solved(source).cells
         )
     return counts
 
 
+def test_the_core_path_has_the_student_write_every_line_that_is_the_lesson():
+    """Issue 42: in notebooks 3-6 at least 12 perf_analyzer lines (the original lab's 15 are the
+    reference: each concurrency, batch, instance, ONNX, rate and batching step), at least 5 edits
+    of the real config.pbtxt, curl and tritonclient lines, and 4 decisions no rule makes."""
+    counts = left_for_the_student()
+    assert counts["perf_analyzer"] >= 12, counts
+    assert counts["file_edit"] >= 5, counts
+    assert counts["curl"] >= 3 and counts["tritonclient"] >= 3, counts
+    assert counts["decision"] >= 4, counts
+    assert left_for_the_student(("07",))["perf_analyzer"] >= 4  # notebook 7 (optional) too
+
+
 def test_the_core_path_asks_for_decisions_judged_on_the_students_rows():
-    """Issue 33: at least 4 decisions in notebooks 4-6, each judged by servelab.exercises.judgement
-    against what the student measured (never a fixed answer)."""
-    decisions = 0
-    for name in ("04_fastapi_benchmarks", "05_triton_setup", "06_triton_benchmarks"):
-        for _, _, following in exercises_of(editions.source_of(name)):
-            if re.search(r"judgement\.(?!verdict_after)\w+\(", following):
-                decisions += 1
-    assert decisions >= 4, decisions
+    """Issues 33 and 42: at least 4 decisions in notebooks 3-6, each judged by its step's judge
+    (judgement.decide, servelab/exercises/steps.py) on the rows the check cell hands it, each with
+    the student's reason beside the choice (a second blank in the same cell)."""
+    from servelab.exercises import steps
+
+    decided = []
+    for source in SOURCES:
+        if source.name[:2] not in CORE:
+            continue
+        cells = editions.solved(source).cells
+        for i, _, following in exercises_of(source):
+            found = re.search(r'judgement\.decide\("([\d.a-z]+)", (\w+), (\w+)', following)
+            if found:
+                step, _, reason = found.groups()
+                assert isinstance(steps.STEPS[step], steps.Decision), step
+                assert re.search(rf'^{reason} = """$', cells[i].source, re.M), (source.name, step)
+                assert len(regions(cells[i].source)) == 2, "the choice and its reason, both blank"
+                decided.append(step)
+    assert len(decided) >= 4, decided
+
+
+# a step's name as a check cell gives it: 6.1b, 4.7, 7.3a
+STEP_NAME = re.compile(r"\d\.\d[a-z]?")
+
+
+def check_cells(source) -> list[tuple[int, str]]:
+    """(index, source in the student edition) of every cell that checks what the student wrote:
+    the code cell after each solution region, and each check of an edit made in an editor."""
+    student = editions.student(source).cells
+    code = [i for i, c in enumerate(student) if c.cell_type == "code"]
+    exercises = {i for i, _, _ in exercises_of(source)}
+    found = []
+    for here, after in zip(code, code[1:]):
+        check = student[after].source
+        if "judgement.verdict_after(" in check:
+            continue  # an answer's verdict, not a check
+        if here in exercises or "exercises.file_edit(" in check:
+            found.append((after, re.sub(r"^%%runs_in[^\n]*\n", "", check)))
+    return found
+
+
+@pytest.mark.parametrize("source", [s for s in SOURCES if "03" <= s.name[:2] <= "07"], ids=str)
+def test_a_check_cell_names_the_step_never_the_answer(source):
+    """Issue 42: under a blank the student sees the check naming its step, and the answer's own
+    variables; no flag, value, URL, number or keyword (`needs=`) that would give the answer away.
+    Every constant of the cell is the step's name; its needs are servelab/exercises/steps.py's."""
+    cells = check_cells(source)
+    assert cells, source.name
+    for i, cell in cells:
+        tree = ast.parse(cell)
+        calls = [
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and getattr(n.func.value, "id", "") in ("exercises", "judgement")
+        ]
+        assert calls, f"{source.name} cell {i}: no check"
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value is not None:
+                assert isinstance(node.value, str) and STEP_NAME.fullmatch(node.value), (
+                    f"{source.name} cell {i} shows {node.value!r}: {cell}"
+                )
+            assert not isinstance(node, ast.keyword), f"{source.name} cell {i}: {cell}"
+            assert not isinstance(node, (ast.Dict, ast.JoinedStr)), f"{source.name} cell {i}"
+
+
+def prose_per_code(source) -> float:
+    """Characters of prose (markdown cells) per character of code (code cells) of a source, as
+    issue 42 counts them."""
+    cells = editions.solved(source).cells
+    prose = sum(len(c.source) for c in cells if c.cell_type == "markdown")
+    return prose / sum(len(c.source) for c in cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("name", ["04", "06", "07"])
+def test_the_why_is_back_in_the_prose(name):
+    """Issue 42: at least as much prose as code in notebooks 4, 6 and 7 (notebook 6 had fallen to
+    0.68 when reading was cut to fit the lease; reading is the prepare pass's now)."""
+    [source] = [s for s in SOURCES if s.name.startswith(name)]
+    assert prose_per_code(source) >= 1.0, f"{source.name}: {prose_per_code(source):.2f}"
+
+
+def test_the_why_is_said_where_the_lesson_needs_it():
+    """The ideas issue 42 names, each said before the experiment that needs it."""
+    text = editions.source_of("06_triton_benchmarks").read_text()
+
+    def before(idea: str, step: str) -> bool:
+        return -1 < text.find(idea) < text.find(step)
+
+    assert before("Little's law", "**Exercise 6.1a")
+    assert before("**What an instance is.**", "**Exercise 6.3a") and "Why more may not help" in text
+    assert before("**What a batch costs, and what it saves.**", "**Exercise 6.2")
+    assert before("**Why random arrivals queue.**", "**Exercises 6.6c and 6.6d")
+    assert (
+        before("Little's law", "## 4.7")
+        or "Little's law" in editions.source_of("04_fastapi_benchmarks").read_text()
+    )
 
 
 def test_what_is_left_for_the_student_in_notebooks_4_to_7():
-    counts = left_for_the_student()
-    # the lines whose flag is the lesson; the variations (16 in flight after 8, Poisson after
-    # evenly spaced, the sweep's rates) are the lab's runs of the student's own checked line
-    assert counts["perf_analyzer"] >= 8, counts
-    assert counts["config"] >= 6, counts
+    counts = left_for_the_student(("04", "05", "06", "07"))
+    assert counts["perf_analyzer"] >= 16, counts
+    assert counts["fragment"] + counts["file_edit"] >= 10, counts
     assert counts["curl"] >= 2, counts
     assert counts["tritonclient"] >= 3, counts

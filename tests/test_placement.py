@@ -101,7 +101,7 @@ def test_a_claim_is_decided_only_on_its_premises():
 
 
 def test_the_laws_of_a_triton_row_on_the_h100_reference():
-    """6.1 c8 on the H100 (docs/results/h100/results/triton/summary.csv): 94.86 infer/s, 84.0 ms
+    """6.1 c8 on the H100 (the reference run of 2026-11-23, in git history): 94.86 infer/s, 84.0 ms
     mean latency, 72.97 ms queued, 10.48 ms per execution, one instance: busy 99 % of the time,
     8 in flight (the concurrency, as Little's law says), 6.9 of them waiting."""
     laws = queueing.laws(94.86, 84.0, 10.48, 72.97)
@@ -203,3 +203,22 @@ def test_execution_time_comes_from_the_batches():
     delta = triton_stats.stats_delta(before, after)
     assert delta["execution_ms_avg"] == pytest.approx(19 / 3)
     assert delta["compute_infer_ms_avg"] == pytest.approx(8.0)  # the per-request view
+
+
+def test_a_runs_row_says_how_busy_the_cores_were_on_a_gpu_node_too():
+    """6.3h asks which resource limited four instances per GPU: the Python backend's stubs decode
+    on the cores, so the row keeps the CPU's utilisation beside each GPU's (the figure over time
+    shows the GPUs)."""
+    sampler = triton_stats.Sampler("http://unused")
+    named = {"GPU-a": 1, "GPU-b": 0}
+    sampler.readings = [
+        {"t_s": t, "gpus": {"GPU-a": 0.5, "GPU-b": 0.25}, "cpu": c, "cuda_devices": named}
+        for t, c in ((0.0, 0.9), (0.5, 0.7))
+    ]
+    assert sampler.summary() == {
+        "util_samples": 2,
+        "gpu0_util_pct": 25.0,
+        "gpu1_util_pct": 50.0,
+        "cpu_util_pct": 80.0,
+    }
+    assert all("cpu_util_pct" not in row for row in sampler.over_time())

@@ -60,7 +60,7 @@ def test_batching_moves_the_saturation_point():
 
 
 def test_the_laws_and_the_models_miss_on_the_h100_reference():
-    """4.6 on the H100 reference (docs/results/h100/results/fastapi/requests_onnx_*.csv): at 16 in
+    """4.6 on the H100 reference of 2026-11-23 (in git history: requests_onnx_*.csv): at 16 in
     flight 144.95 req/s, a mean latency of 109.15 ms, a mean `infer` of 5.136 ms (2.081 ms one
     request at a time); the model's line printed 30.9 ms. The lock was busy 74 % of the time
     while requests waited for it: they waited for something the model does not have."""
@@ -72,3 +72,15 @@ def test_the_laws_and_the_models_miss_on_the_h100_reference():
     assert "(3.53x)" in said and "more than ±30% off" in said
     assert "busy only 74% of the time" in said and "grew 2.5x under load" in said
     assert "within ±30%" in queueing.model_miss(100, 120, 0.95, 2.0, 2.1)
+
+
+def test_a_closed_loop_busy_81_percent_waited_for_the_interpreter_not_a_steep_queue():
+    """Notebook 4's 4.6 on the H100 (2026-11-26: the lock busy 81 %, 9 requests waiting for it):
+    the reading names what they waited for; a steep wait near saturation is an open loop's."""
+    said = queueing.model_miss(28.9, 46.7, 0.81, 1.8, 2.39)
+    assert "busy only 81% of the time (U = X·S) while requests waited" in said
+    assert "the interpreter" in said and "steeply" not in said
+    steep = queueing.model_miss(4.7, 25.5, 0.95, 2.2, 4.5, open_loop=True)
+    assert "busy 95% of the time (U = X·S), where the model's wait grows steeply" in steep
+    saturated = queueing.model_miss(100, 140, 1.0, 6.0, 8.5)  # one instance, 16 in flight
+    assert "busy only" not in saturated and "grew 1.4x under load" in saturated

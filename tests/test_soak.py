@@ -1,9 +1,10 @@
 """Bounded soak of FastAPI (PyTorch, ONNX) and Flask -> FastAPI: sustained concurrent load for a
 set time.
 
-Short in `make test` (SOAK_SECONDS, default 10 s per service); `make soak SOAK_SECONDS=300` runs the
-long form through python -m reliability --only soak. Expected: zero failed requests and
-bounded growth of the server's resident memory (RSS summed over its process tree).
+Short in `make test-extended` (SOAK_SECONDS, default 10 s per service); `make soak
+SOAK_SECONDS=300` runs the long form through python -m reliability --only soak. Expected: zero
+failed requests and bounded growth of the server's resident memory (RSS summed over its process
+tree).
 Triton's soak: test_fuzz_triton.py.
 """
 

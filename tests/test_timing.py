@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from labstack import timing
-from labstack.timing import machine, notebook, pages, plan, rules, steps, walkthrough
+from labstack.timing import background, machine, notebook, pages, plan, rules, steps, walkthrough
 
 SMALL = '''# %% [markdown]
 # # A notebook
@@ -189,8 +189,11 @@ def test_the_class_notebooks_have_each_step_the_issue_names():
         assert kinds[nb]["editor"] == core.count("exercises.file_edit("), nb
         assert kinds[nb]["prediction"] == core.count("claims.predict("), nb
         assert kinds[nb]["answer"] == len(re.findall(r"judgement\.verdict_after\(answer", core))
-    anchored = {s.what for nb in plan.NOTEBOOKS for s in steps.waits(notebook.cells(nb))}
+    found = [s for nb in plan.NOTEBOOKS for s in steps.waits(notebook.cells(nb))]
+    anchored = {s.what for s in found if s.kind == "wait"}
     assert anchored == {w.name for w in rules.WAITS}, "a wait's anchor is gone from its notebook"
+    [start] = [s for s in found if s.kind == "background"]  # notebook 2 starts the image build
+    assert start.notebook == "02_provision" and start.what == rules.BACKGROUND_NAME
 
 
 def test_machine_minutes_are_the_pages_carried_over_by_runs(tmp_path):
@@ -255,3 +258,62 @@ def test_the_walkthrough_orders_its_students_and_shares_the_measurement():
         if ("measure", "machine (measured)") in by
     )
     assert measured == pytest.approx(sum(nb.machine.seconds for nb in fresh) / 60)
+
+
+def test_the_parts_are_those_the_build_script_builds_in_its_order():
+    script = (notebook.REPO_ROOT / "docker" / "build_images.sh").read_text()
+    parts = re.search(r"^PARTS=\((.*)\)$", script, flags=re.M).group(1).split()
+    assert list(background.PARTS) == parts
+
+
+def _step(kind, what="", cell=0, notebook_="02_provision", amount=0.0):
+    return steps.Step(notebook_, cell, "", "measure", kind, amount, what)
+
+
+def test_the_lease_pays_only_what_is_left_of_the_build_at_its_wait():
+    """A build started at minute 0: a minute of the student's steps, a wait that downloads beside
+    it (2 alone: 4 shared, while the build does 2), the FastAPI part (4.5) waited for at minute 5
+    (1.5 left), 4 minutes of steps, the ONNX part (1.5) waited for (built), then the Triton part
+    (8), of which 2.5 was done. Without the start, each part is built at its wait, in full."""
+    waits = {w.part: w.name for w in rules.WAITS if w.part}
+    downloads = next(w.name for w in rules.WAITS if w.downloads)
+    lease = [
+        _step("background", rules.BACKGROUND_NAME, 0),
+        _step("run cell", cell=1, amount=1.0),
+        _step("wait", downloads, 2, amount=2.0),
+        _step("wait", waits["fastapi"], 3, amount=4.5),
+        _step("run cell", cell=4, amount=4.0),
+        _step("wait", waits["onnx"], 5, amount=1.5),
+        _step("wait", waits["triton"], 6, amount=8.0),
+    ]
+    timeline = background.lease(lease, lambda s: s.amount, ["02_provision"])
+    assert timeline.costs == pytest.approx([0, 1, 4, 1.5, 4, 0, 5.5])
+    assert timeline.contention == pytest.approx(2.0) and timeline.shared_until == pytest.approx(5)
+    fastapi, onnx, triton = (timeline.parts[p] for p in ("fastapi", "onnx", "triton"))
+    assert (fastapi.reached, fastapi.paid, fastapi.built) == pytest.approx((5, 1.5, 6.5))
+    assert (onnx.built, onnx.reached, onnx.paid) == pytest.approx((8, 10.5, 0))
+    assert (triton.began, triton.paid, timeline.ended) == pytest.approx((8, 5.5, 16))
+    alone = background.lease(lease[1:], lambda s: s.amount, ["02_provision"])
+    assert alone.costs == [s.amount for s in lease[1:]] and alone.started is None
+
+
+def test_both_estimates_time_the_build_by_the_same_rule_and_it_ends_before_the_gpu_runs():
+    """The plan and every walkthrough student: what each notebook's waits add up to is what the
+    timeline paid; the build ends before notebook 4's first GPU run (else the runs would share
+    the node's CPU and disk with it), and the model files' download beside it ends before the
+    build reaches NVIDIA's image (the contention rule assumes the build's pip there)."""
+    fresh, timeline = plan.timed(plan.NOTEBOOKS)
+    timelines = {"plan": timeline} | {name: t for name, (_, t) in walkthrough.walks().items()}
+    for name, t in timelines.items():
+        assert t.started is not None and set(t.parts) == set(background.PARTS), name
+        assert t.ended < t.first_run, (name, t.ended, t.first_run)
+        assert t.shared_until <= t.parts["triton"].began, name
+        for part in t.parts.values():
+            assert part.paid == pytest.approx(max(0.0, part.built - part.reached)), (name, part)
+            assert part.paid == 0, (name, part)  # docs/timing_plan.md: built before its wait
+    waits = sum(nb.by[("measure", "waits")] for nb in fresh)
+    paid = sum(c for nb in fresh for s, c in zip(nb.steps, nb.costs) if s.kind == "wait")
+    assert waits == pytest.approx(paid)
+    fastapi = next(w for w in rules.WAITS if w.part == "fastapi")
+    alone = plan.notebook("03_fastapi_setup")  # no start before it: a self-paced host
+    assert alone.by[("measure", "waits")] >= fastapi.minutes

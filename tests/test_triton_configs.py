@@ -350,14 +350,20 @@ def test_make_up_keeps_an_edited_config_and_says_so(tmp_path, built_artifacts, c
 
 
 def test_a_utilisation_summary_says_what_it_measured():
-    """Per GPU when there are GPUs (one busy GPU of two reads 100%, not 50%), else the CPU."""
+    """Per GPU when there are GPUs (one busy GPU of two reads 100%, not 50%), and the CPU's (all
+    cores) wherever Triton reports it."""
     sampler = triton_stats.Sampler("http://unused")
     two, named = {"GPU-a": 1.0, "GPU-b": 0.0}, {"cuda_devices": {"GPU-a": 0, "GPU-b": 1}}
     sampler.readings = [
         {"gpus": two, "cpu": 0.3, **named},
         {"gpus": {**two, "GPU-a": 0.8}, "cpu": 0.5, **named},
     ]
-    assert sampler.summary() == {"util_samples": 2, "gpu0_util_pct": 90.0, "gpu1_util_pct": 0.0}
+    assert sampler.summary() == {
+        "util_samples": 2,
+        "gpu0_util_pct": 90.0,
+        "gpu1_util_pct": 0.0,
+        "cpu_util_pct": 40.0,
+    }
     assert verdicts.busiest_gpu_pct(sampler.summary()) == 90.0
     sampler.readings = [{"gpus": {}, "cpu": 0.3}, {"gpus": {}, "cpu": 0.5}]
     assert sampler.summary() == {"util_samples": 2, "cpu_util_pct": 40.0}

@@ -11,6 +11,8 @@ checked by a second, independent estimate (`make timing`; docs/timing_plan.md).
     steps.py        what the student does in it, step by step, and in which pass
     rules.py        the plan's minutes per step, and each wait with its source
     machine.py      machine minutes measured on the GPU reference, carried over by runs
+    background.py   the image build notebook 2 starts in the background, on the lease's clock:
+                    what is left of it at each wait (one rule for both estimates)
     plan.py         the rule-based plan: steps at the rules' minutes, per pass
     walkthrough.py  the second estimate: the same steps timed cell by cell by other means
     pages.py        the tables and quoted figures, filled between markers

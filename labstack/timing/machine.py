@@ -10,7 +10,7 @@ over a literal (or a slice of a list made from one) counts once per item; a run 
 `if N_GPUS >= 2` counts, as the class's node has two GPUs.
 
 The page of a notebook is the first of PAGES that has its cell times: docs/results/<setup>/
-<notebook>/ (one page per notebook), else the dated folder of the current reference run.
+<notebook>/, one current page per notebook and setup (docs/results/README.md).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from servelab.passes.choice import MEASURE
 from servelab.paths import REPO_ROOT
 
 RESULTS = REPO_ROOT / "docs" / "results"
-PAGES = ("h100/{notebook}", "h100_2026-11-26")  # the class's 5 s windows
+PAGES = ("h100/{notebook}",)  # the class's 5 s windows
 CLASS_WINDOW_MS = "5000"  # the class's windows (servelab.perf.command.measurement_settings)
 RUNNERS = {"measure", "watched", "onnx_run", "run_line"}  # the notebooks' run helpers
 PART = {"04_fastapi_benchmarks": "fastapi", "06_triton_benchmarks": "triton"}

@@ -15,9 +15,9 @@ from collections import Counter
 from pathlib import Path
 
 from labstack import editions
+from labstack.timing import background, rules, walkthrough
 from labstack.timing import plan as rule_plan
-from labstack.timing import rules, walkthrough
-from labstack.timing.plan import CATEGORIES, GOALS, LEASE, Notebook, minutes, totals
+from labstack.timing.plan import CATEGORIES, GOALS, LEASE, NOTEBOOKS, Notebook, minutes, totals
 from servelab.paths import REPO_ROOT
 
 PLAN = REPO_ROOT / "docs" / "timing_plan.md"
@@ -79,13 +79,16 @@ def steps_list(fresh: list[Notebook]) -> str:
     for nb in fresh:
         written = Counter()
         node, waits, asked = [], [], []
-        for s in nb.steps:
+        for s, cost in zip(nb.steps, nb.costs):
             if rule_plan.CATEGORY.get(s.kind) == "writing":
                 written[s.kind] += 1
             elif s.kind in ("answer", "hand-in", "question", "decision", "observation"):
                 asked.append(f"{s.kind} ({_where(s)}): {s.amount:g}")
+            elif s.kind == "background":
+                waits.append(f"starts {s.what}")
             elif s.kind == "wait":
-                waits.append(f"{s.what} {s.amount:g}")
+                paid = "" if abs(cost - s.amount) < 0.05 else f" (the lease pays {cost:.1f})"
+                waits.append(f"{s.what} {s.amount:g}{paid}")
             elif s.kind in NODE_KINDS:
                 what = s.what or s.kind
                 node.append(f"{what} ({_where(s)}, {minutes(s):g} min)")
@@ -109,15 +112,51 @@ def rules_text() -> str:
     )
     waits = "\n".join(
         f"- {w.name} ({w.notebook}): {w.minutes:g} min ({w.low:g}–{w.high:g}; "
-        f"{w.with_image:g} on the prepared image){', at each' if w.every else ''}: {w.source}"
+        f"{w.with_image:g} on the prepared image){', at each' if w.every else ''}"
+        f"{', downloads (shares the network with a build beside it)' if w.downloads else ''}"
+        f": {w.source}"
         for w in rules.WAITS
     )
     return (
         f"Reading: prose at {rules.READING_WPM} words a minute, code at "
         f"{rules.CODE_LINES_PER_MIN} lines a minute (prepare; notebook 2's in the lease, while "
         f"the node boots), the prose again at {rules.SKIM_WPM} words a minute in the lease. "
-        f"Minutes per step: {per}. Waits (estimates, each with its source):\n\n{waits}"
+        f"Minutes per step: {per}. Waits (estimates, each with its source):\n\n{waits}\n\n"
+        f"Background work: {rules.BACKGROUND_RULE}"
     )
+
+
+def _at(minute: float | None) -> str:
+    return "—" if minute is None else f"{minute:.0f}"
+
+
+def background_table(timeline, timelines: dict) -> str:
+    """The image build notebook 2 starts, on the lease's clock: by the rules and walked."""
+    shown = [("the plan (rules)", timeline)] + [
+        (f"walkthrough: {name}", t) for name, t in timelines.items()
+    ]
+    lines = [
+        "| lease minute, or minutes (fresh node) | " + " | ".join(n for n, _ in shown) + " |",
+        "|---" * (len(shown) + 1) + "|",
+        "| the build starts (notebook 2) | " + " | ".join(_at(t.started) for _, t in shown) + " |",
+    ]
+    for part, wait in zip(background.PARTS, [w for w in rules.WAITS if w.part]):
+        cells = [
+            f"{p.work:.1f}: built at {_at(p.built)}, reached at {_at(p.reached)}, pays {p.paid:.1f}"
+            for p in (t.parts[part] for _, t in shown)
+        ]
+        lines.append(f"| {wait.name}, {wait.notebook[:2]} | " + " | ".join(cells) + " |")
+    lines.append(
+        "| the model files' wait, longer beside the build (minutes) | "
+        + " | ".join(f"{t.contention:.1f}" for _, t in shown)
+        + " |"
+    )
+    lines.append(
+        "| the build ends / notebook 4's first GPU run | "
+        + " | ".join(f"{_at(t.ended)} / {_at(t.first_run)}" for _, t in shown)
+        + " |"
+    )
+    return "\n".join(lines)
 
 
 def walk_table(walks: dict, walks_image: dict, fresh: list[Notebook]) -> str:
@@ -169,7 +208,8 @@ WHY = {
     "running cells": "the plan gives a cell 12 s to run and look at; the walkthrough a keystroke, "
     "a mental step and a glance, and scans what the reference's runs printed",
     "waits": "the plan's waits are stated estimates; the walkthrough's are built from megabytes "
-    "at a node's bandwidth plus build times measured here with local mirrors",
+    "at a node's bandwidth plus build times measured here with local mirrors; both count the "
+    "background build by the same overlap rule",
     "machine (measured)": "the same measurement in both",
 }
 
@@ -238,17 +278,24 @@ def fill(text: str, blocks: dict[str, str], figures: dict[str, str], per_noteboo
 
 def render() -> dict[Path, str]:
     """Every page the plan fills, as `make timing` writes it."""
-    fresh, image = rule_plan.plan(), rule_plan.plan(prepared_image=True)
-    walks, walks_image = walkthrough.estimate(), walkthrough.estimate(prepared_image=True)
+    (fresh, timeline), image = rule_plan.timed(NOTEBOOKS), rule_plan.plan(prepared_image=True)
+    walked = walkthrough.walks()
+    walks = {name: by for name, (by, _) in walked.items()}
+    walks_image = walkthrough.estimate(prepared_image=True)
     blocks = {
         "summary": summary(fresh, image),
         "breakdown": breakdown(fresh),
         "steps": steps_list(fresh),
         "rules": rules_text(),
+        "background": background_table(timeline, {n: t for n, (_, t) in walked.items()}),
         "walkthrough": walk_table(walks, walks_image, fresh),
         "disagreements": disagreements(fresh, walks),
     }
     figures = values(fresh, image, walks, walks_image)
+    figures["build_saves"] = f"{sum(p.work - p.paid for p in timeline.parts.values()):.0f} min"
+    figures["contention"] = f"{timeline.contention:.0f} min"
+    figures["build_ends"] = f"minute {timeline.ended:.0f}"
+    figures["first_run"] = f"minute {timeline.first_run:.0f}"
     per_notebook = {
         a.name: f"prepare {a.total('prepare'):.0f}, lease {a.total('measure'):.0f} "
         f"({b.total('measure'):.0f} on a prepared image), review {a.total('review'):.0f} min"

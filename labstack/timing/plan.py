@@ -2,9 +2,11 @@
 plus the machine minutes measured on the GPU reference (machine.py), per pass.
 
 Reading done in the lease (notebook 2's, read while the node boots, as notebook 0 says) costs
-the lease only what the boot does not cover. Two measure figures: the node as notebook 2 leaves
-it (a fresh image: every download and build in the lease), and on the class's prepared image
-(docs/instructors.md, "Images that are already there").
+the lease only what the boot does not cover. The image build notebook 2 starts in the background
+costs the lease only what is left of it where a notebook waits for it (background.py, one rule
+for both estimates). Two measure figures: the node as notebook 2 leaves it (a fresh image: every
+download and build in the lease), and on the class's prepared image (docs/instructors.md, "Images
+that are already there").
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from labstack.timing import rules
+from labstack.timing import background, rules
 from labstack.timing.machine import Machine, machine
 from labstack.timing.notebook import cells
 from labstack.timing.steps import Step, find
@@ -48,6 +50,7 @@ CATEGORY = {  # what each kind of step is, in the plan's table
     **{k: "answers and decisions" for k in ("answer", "decision", "hand-in", "observation")},
     **{k: "running cells" for k in ("run cell", "run cell offline", "open notebook", "output")},
     "wait": "waits",
+    "background": "waits",
     "machine": "machine (measured)",
 }
 CATEGORIES = (
@@ -62,7 +65,10 @@ CATEGORIES = (
 
 
 def minutes(step: Step) -> float:
-    """A step's minutes by the rules."""
+    """A step's minutes by the rules (a wait's: its work alone; background.py says what the
+    lease pays for it)."""
+    if step.kind == "background":
+        return 0.0
     if step.kind == "read":
         return step.amount / rules.READING_WPM
     if step.kind == "read code":
@@ -87,6 +93,7 @@ class Notebook:
     steps: list[Step]
     machine: Machine
     by: dict = field(default_factory=dict)  # (pass, category) -> minutes
+    costs: list[float] = field(default_factory=list)  # what each step cost, the background's too
 
     def total(self, pass_: str) -> float:
         return sum(m for (p, _), m in self.by.items() if p == pass_)
@@ -104,24 +111,47 @@ def machine_steps(name: str, all_cells, found: Machine) -> list[Step]:
     ]
 
 
-def notebook(name: str, prepared_image: bool = False) -> Notebook:
+def found(name: str, prepared_image: bool = False) -> tuple[list[Step], Machine]:
+    """A notebook's steps and its measured machine time."""
     all_cells = cells(name)
-    found = machine(name, all_cells)
-    steps = find(all_cells, prepared_image) + machine_steps(name, all_cells, found)
+    measured = machine(name, all_cells)
+    return find(all_cells, prepared_image) + machine_steps(name, all_cells, measured), measured
+
+
+def tally(steps: list[Step], costs: list[float]) -> dict:
+    """Minutes by (pass, category); reading in the lease happens during the lease's waits of the
+    same notebook (free hands)."""
     by: dict = defaultdict(float)
-    for step in steps:
-        by[(step.pass_, category(step))] += minutes(step)
-    # reading in the lease happens during the lease's waits of the same notebook (free hands)
+    for step, cost in zip(steps, costs):
+        by[(step.pass_, category(step))] += cost
     read_in_lease = sum(
-        minutes(s) for s in steps if s.pass_ == MEASURE and s.kind in ("read", "read code")
+        c for s, c in zip(steps, costs) if s.pass_ == MEASURE and s.kind in ("read", "read code")
     )
-    overlap = min(read_in_lease, by[(MEASURE, "waits")])
-    by[(MEASURE, "reading")] -= overlap
-    return Notebook(name, steps, found, dict(by))
+    by[(MEASURE, "reading")] -= min(read_in_lease, by[(MEASURE, "waits")])
+    return dict(by)
+
+
+def timed(names, prepared_image: bool = False) -> tuple[list[Notebook], background.Timeline]:
+    """The notebooks, in this order, by the rules, the background build beside the lease."""
+    each = {name: found(name, prepared_image) for name in names}
+    steps = [s for name in names for s in each[name][0]]
+    timeline = background.lease(steps, minutes, list(names))
+    out, at = [], 0
+    for name in names:
+        mine, measured = each[name]
+        costs = timeline.costs[at : at + len(mine)]
+        at += len(mine)
+        out.append(Notebook(name, mine, measured, tally(mine, costs), costs))
+    return out, timeline
+
+
+def notebook(name: str, prepared_image: bool = False) -> Notebook:
+    """One notebook on its own (a background build is counted only from a start it has)."""
+    return timed([name], prepared_image)[0][0]
 
 
 def plan(prepared_image: bool = False) -> list[Notebook]:
-    return [notebook(name, prepared_image) for name in NOTEBOOKS]
+    return timed(NOTEBOOKS, prepared_image)[0]
 
 
 def totals(notebooks: list[Notebook]) -> dict[str, float]:

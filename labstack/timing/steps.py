@@ -14,7 +14,8 @@ lands. What is recognised, and how:
 - in the prose: "ssh -L" (a tunnel), "*Try it out*" (Swagger), "Open the Flask page",
   "**Jupyter URL.**", "In a terminal on the node" (nvtop), "`nvidia-smi` on the node",
   "Copy the ssh command", "**Question.**", "Try it:", "**Hand in**", "**Your observation.**";
-- the waits of rules.WAITS, each at its anchor.
+- the waits of rules.WAITS, each at its anchor, and where notebook 2 starts the background
+  build of the class's images (rules.BACKGROUND_START).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ PROSE_STEPS = (
 )
 HOST_CALL = re.compile(r"services\.(use_fastapi_backend|use_flask_triton_model|ask_host)\(")
 CHECK = re.compile(r"\b(exercises|judgement)\.(\w+)\(")
-DECISIONS = ("fewest_near_best", "bottleneck", "choice", "number_in")
+DECISIONS = ("decide", "fewest_near_best", "bottleneck", "choice", "number_in")
 INTERROGATIVE = r"(?:what|how|which|why|where|when|who|did|does|do|is|was|were|could|would|can)"
 CLAUSE = re.compile(
     rf"(?:^|[.?!]\s+|[,;:]\s+(?:and\s+|or\s+|so\s+)?|\band\s+){INTERROGATIVE}\b", re.I
@@ -52,7 +53,8 @@ class Step:
     cell: int  # the cell it belongs to (its index in the notebook)
     section: str
     pass_: str  # prepare, measure or review
-    kind: str  # a key of rules.MINUTES, "read", "read code", "skim", "wait" or "machine"
+    kind: str  # a key of rules.MINUTES, "read", "read code", "skim", "wait", "background" (the
+    # start of the background build) or "machine"
     amount: float = 1.0  # words, lines, questions, minutes (a wait) or seconds (machine)
     what: str = ""
 
@@ -156,7 +158,8 @@ def _code_steps(cell: Cell, code_cells: list[Cell], prompt: dict, read_pass: str
 
 
 def waits(cells: list[Cell], prepared_image: bool = False) -> list[Step]:
-    """Each wait of rules.WAITS at its anchor in the class path of these cells."""
+    """Each wait of rules.WAITS at its anchor in the class path of these cells, and the start of
+    the background build (a step of no minutes of its own: background.py times what it saves)."""
     out = []
     for wait in rules.WAITS:
         hits = [
@@ -170,6 +173,16 @@ def waits(cells: list[Cell], prepared_image: bool = False) -> list[Step]:
             out.append(
                 Step(cell.notebook, cell.index, cell.section, MEASURE, "wait", minutes, wait.name)
             )
+    starts = [
+        c
+        for c in cells
+        if c.notebook == rules.BACKGROUND_NOTEBOOK
+        and MEASURE in c.passes
+        and re.search(rules.BACKGROUND_START, c.source)
+    ]
+    for cell in starts[:1]:
+        what = rules.BACKGROUND_NAME
+        out.append(Step(cell.notebook, cell.index, cell.section, MEASURE, "background", 0, what))
     return out
 
 

@@ -1,34 +1,32 @@
 """What you write, checked in your terms before anything long runs (introduced in notebook 3).
 
 An exercise cell holds a blank, `...`, that you replace with your answer; the cell after it hands
-your answer to one of these checks. A check returns your answer when it does what the step
-needs, so the next cell can use it. Otherwise it stops the notebook with one sentence that says
-what to write and where to look (a NotYet, which Jupyter shows without a traceback):
+your answer to one of these checks, naming the step and nothing else: what each step needs (the
+expected flags, fields, URLs) lives in one module, steps.py, as the answer key lives in docs/. A
+check returns your answer when it does what the step needs, so the next cell can use it.
+Otherwise it stops the notebook with one sentence that says what to write and where to look (a
+NotYet, which Jupyter shows without a traceback):
 
-    line = exercises.perf_line(line, "6.1", "the step measures 8 requests in flight",
-                               needs={"-m": "food_classifier", "--concurrency-range": "8"})
-    line = exercises.curl_line(line, "5.3", "Triton's statistics of food_classifier",
-                               url=f"{TRITON}/v2/models/food_classifier/stats")
-    text = exercises.config_fragment(text, "7.6", "two instances on every GPU",
-                                     needs=exercises.on_every_gpu(2, N_GPUS))
-    diff = exercises.file_edit(path, before, "6.3", "set count: 2", needs={...})
-    config = exercises.result(config, "5.1", "the config Triton serves", check=..., hint="...")
-    record = exercises.function(send_one, "4.4", "time one request", args=(...),
-                                check=exercises.timed_request)
+    exercises.given(HOST=HOST, PERF_INPUT=PERF_INPUT)   # the values the steps are written with
+    line = exercises.perf_line(line, "6.1b")            # a perf_analyzer line
+    line = exercises.curl_line(line, "5.3")             # a curl line
+    text = exercises.config_fragment(text, "6.3d")      # a config.pbtxt fragment
+    diff = exercises.file_edit(path, before, "6.3a")    # your edit of the file, in an editor
+    config = exercises.result(config, "5.1")            # what a call you wrote returned
+    answer = exercises.function(classify, "5.2", photo) # a function whose body you wrote
     deployment = exercises.deployment_options(deployment, "9.2", "two replicas", FoodClassifier,
                                               needs={"num_replicas": 2})
-    with judgement.verdict_after(answer_45, "4.5"): ...  # from servelab.exercises import judgement
-
-Every check has the same shape: your answer, the step, what the step needs in words, then what
-exactly to look for.
+    deploy = judgement.decide("6.3g", deploy, why_63g, per_device, OBJECTIVE_MS)
 
     answers.py        an answer as every check reads it (blank or written), and NotYet
+    steps.py          what each step of notebooks 3 to 7 needs: the expected answers
     command_lines.py  a perf_analyzer line (read once: perf.Line) and a curl line
     config_edits.py   a config.pbtxt fragment, or your edit of the file, by Triton's own schema
     calls.py          what a call or a function you wrote returns
     deployment.py     a Ray Serve deployment's options, read by Ray itself
     step_mapping.py   an ensemble's step mapping (notebook 8), as Triton would read it
-    step_needs.py     what a step needs beyond an answer's form: a latency in ms, instances per GPU
+    step_needs.py     what a step needs beyond an answer's form: a latency in ms, what the server
+                      answers, instances per GPU
     judgement.py      your explanation before the verdict; decisions judged on your own numbers
 """
 
@@ -45,6 +43,7 @@ from servelab.exercises.step_needs import (
     on_first_gpu,
     timed_request,
 )
+from servelab.exercises.steps import given
 
 __all__ = [
     "Instances",
@@ -56,6 +55,7 @@ __all__ = [
     "deployment_options",
     "file_edit",
     "function",
+    "given",
     "on_every_gpu",
     "on_first_gpu",
     "perf_line",

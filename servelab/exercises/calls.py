@@ -15,6 +15,7 @@ import inspect
 import textwrap
 
 from servelab import passes
+from servelab.exercises import steps
 from servelab.exercises.answers import NotYet, blank, not_written
 from servelab.exercises.step_needs import Wrong
 
@@ -32,24 +33,63 @@ def _judge(check, value, hint: str) -> tuple[bool, str]:
 def result(
     value,
     step: str,
-    what: str,
-    check=lambda value: True,
+    *evidence,
+    what: str | None = None,
+    check=lambda value, *evidence: True,
     hint: str = "",
     noun: str = "the call",
     where: str = "the text above it names the method",
 ):
     """The result of a call you wrote (e.g. a tritonclient call): stops while blank or while
-    check(value) is false (or raises); returns the value."""
+    check(value, *evidence) is false (or raises); returns the value. Without `what`, the step's
+    own (steps.STEPS), whose call is also checked as written where no node answers it."""
+    call = None
+    if what is None:
+        known = steps.step(step, steps.Result)
+        what, check, hint, noun, where, call = (
+            known.what,
+            known.check,
+            known.hint,
+            known.noun,
+            known.where,
+            known.call,
+        )
     if blank(value):
         raise not_written(step, noun, what, where)
     if isinstance(value, passes.OfflineCall):  # no node in this pass: the call as written
+        if call:
+            _written_as(value, call, step, what)
         print(f"{step}: your call `{value}` is written; the measure pass sends it ({what}).")
         return value
-    ok, hint = _judge(check, value, hint)
+    ok, hint = _judge(lambda v: check(v, *evidence), value, hint)
     if not ok:
         shown = textwrap.shorten(repr(value), 120, placeholder=" …")
         raise NotYet(f"{step}: {what}: your answer is {shown}; {hint or 'see the text above'}.")
     return value
+
+
+def _written_as(call: passes.OfflineCall, want: tuple, step: str, what: str) -> None:
+    """A call as written (client.load_model('food_classifier', headers={...})) names the method,
+    the arguments and the keywords the step needs."""
+    method, args, keywords = want
+    try:
+        node = ast.parse(str(call), mode="eval").body
+    except SyntaxError:
+        return  # an argument whose repr is no Python: the measure pass judges what it returns
+    said = f"{step}: {what}: your call"
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        raise NotYet(f"{said} is `{call}`, not a method of the client called with arguments.")
+    if node.func.attr != method:
+        raise NotYet(f"{said} uses `{node.func.attr}`; the text above names the method to use.")
+    given = [ast.literal_eval(a) if isinstance(a, ast.Constant) else None for a in node.args]
+    named = {k.arg for k in node.keywords}
+    if "model_name" in named:  # tritonclient's own name for the first argument
+        given[:0] = [ast.literal_eval(k.value) for k in node.keywords if k.arg == "model_name"]
+    if given[: len(args)] != list(args):
+        raise NotYet(f"{said} asks for {given[: len(args)]}, not for the model the step names.")
+    missing = [k for k in keywords if k not in named]
+    if missing:
+        raise NotYet(f"{said} has no `{missing[0]}=`: the text above says what it carries.")
 
 
 def _body_is_blank(fn) -> bool:
@@ -81,35 +121,55 @@ def _body_is_blank(fn) -> bool:
 def function(
     fn,
     step: str,
-    what: str,
+    *evidence,
+    what: str | None = None,
     args: tuple = (),
     check=lambda returned: True,
     hint: str = "",
     where: str = "its docstring says what it returns",
 ):
-    """A function whose body you wrote: stops while the body is `...`, when calling it with
-    `args` raises, or while check(what it returned) is false; returns what it returned (None in
-    the prepare pass, which checks the body only: calling it needs the node)."""
+    """A function whose body you wrote: stops while the body is `...`, when calling it raises, or
+    while what it returned is not what the step needs; returns what the step made of it (None in
+    the prepare pass when calling it needs the node: that pass checks the body only). Without
+    `what`, the step's own (steps.STEPS): how it calls your function with `evidence` and judges
+    what came back. Otherwise fn(*args), judged by check."""
     name = getattr(fn, "__name__", "the function")
+    run, offline = (lambda f: check_returned(f(*args), check, hint)), False
+    if what is None:
+        known = steps.step(step, steps.Function)
+        what, where, offline = known.what, known.where, known.offline
+        run = lambda f: known.run(f, *evidence)  # noqa: E731
     if blank(fn) or _body_is_blank(fn):
         raise not_written(step, f"the body of {name}()", what, where)
+    if offline:  # it needs no node: called and checked in every pass
+        made = _called(fn, name, step, what, run, where)
+        print(f"{step}: {name}() gives what the step needs ({what}).")
+        return made
     if passes.current() == passes.PREPARE:
         print(f"{step}: {name}() is written; the measure pass calls it and checks what it returns.")
         return None
-    checked = lambda: _called(fn, name, step, what, args, check, hint, where)  # noqa: E731
+    checked = lambda: _called(fn, name, step, what, run, where)  # noqa: E731
     return passes.on_node(f"{step} {name}()", "value", checked)
 
 
-def _called(fn, name: str, step: str, what: str, args: tuple, check, hint: str, where: str):
-    """fn(*args), checked: what it returned, or NotYet saying what is wrong."""
+def check_returned(returned, check, hint: str):
+    """What a function returned, if check(returned) holds; Wrong with the hint otherwise."""
+    ok, said = _judge(check, returned, hint)
+    if not ok:
+        shown = textwrap.shorten(repr(returned), 120, placeholder=" …")
+        raise Wrong(f"returned {shown}; {said}" if said else f"returned {shown}")
+    return returned
+
+
+def _called(fn, name: str, step: str, what: str, run, where: str):
+    """run(fn): what the step made of your function, or NotYet saying what is wrong."""
     try:
-        returned = fn(*args)
+        return run(fn)
+    except NotYet:
+        raise
+    except Wrong as exc:
+        raise NotYet(f"{step}: {what}: {name}() {exc}.") from None
     except Exception as exc:
         raise NotYet(
             f"{step}: {name}() stopped with {type(exc).__name__}: {exc} (fix it in the cell above)."
         ) from None
-    ok, hint = _judge(check, returned, hint)
-    if not ok:
-        shown = textwrap.shorten(repr(returned), 120, placeholder=" …")
-        raise NotYet(f"{step}: {what}: {name}() returned {shown}; {hint or where}.")
-    return returned

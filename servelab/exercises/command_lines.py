@@ -3,13 +3,15 @@ perf_analyzer reads it (servelab.perf.Line), a curl line split as the shell spli
 in your terms.
 
 Introduced in notebook 3 (curl); notebooks 6 and 7 check every perf_analyzer line with it. The
-notebooks call these as exercises.perf_line and exercises.curl_line.
+notebooks call these as exercises.perf_line(line, "6.1b") and exercises.curl_line(line, "3.1"):
+what each step needs is in servelab/exercises/steps.py.
 """
 
 from __future__ import annotations
 
 import shlex
 
+from servelab.exercises import steps
 from servelab.exercises.answers import NotYet, written_text
 from servelab.passes import record
 from servelab.perf import flags
@@ -19,18 +21,23 @@ from servelab.perf.line import Line
 def perf_line(
     line,
     step: str,
-    what: str,
+    what: str | None = None,
     needs: dict[str, object] | None = None,
     leave_out: dict[str, str] | None = None,
     allows: set[str] = frozenset(),
     where: str = "the text above it explains each flag",
+    record: bool = True,
 ) -> Line:
     """Your perf_analyzer line, read once as perf_analyzer reads it (servelab.perf.Line: `-b 16`
-    is `-b16`, 185.0 is 185); stops unless it carries every flag of `needs` ({flag: value}, value
-    None: the flag alone) and no other flag that changes what is measured: none of `leave_out`
-    ({flag: why}), and beyond `needs` only the flags of `allows` and those that change how long or
-    how verbosely perf_analyzer measures (perf.flags.LENGTH_ONLY). Returns the line as read (a
-    perf.Line, a str too), which perf.run_line runs without reading it again."""
+    is `-b16`, 185.0 is 185, `-i HTTP` is `-i http`); stops unless it carries every flag of
+    `needs` ({flag: value}, value None: the flag alone) and no other flag that changes what is
+    measured: none of `leave_out` ({flag: why}), and beyond `needs` only the flags of `allows` and
+    those that change how long or how verbosely perf_analyzer measures (perf.flags.LENGTH_ONLY).
+    Without `what`, the step's own (steps.STEPS). Returns the line as read (a perf.Line, a str
+    too), which perf.run_line runs without reading it again."""
+    if what is None:
+        known = steps.step(step, steps.Perf)
+        (what, needs), leave_out = known.resolved(), known.leave_out
     line = _read(written_text(line, step, "your perf_analyzer line, in quotes", what, where), step)
     needs = {flags.canonical(f): v for f, v in (needs or {}).items()}
     may_stay = {flags.canonical(f) for f in allows} | flags.LENGTH_ONLY
@@ -45,8 +52,13 @@ def perf_line(
             raise NotYet(
                 f"{step}: {what}: your line says `{line.shown(flag)}`, the step needs `{shown}`."
             )
-    record.line(step, what, line)
+    if record:
+        _kept(step, what, line)
     return line
+
+
+def _kept(step: str, what: str, text: str) -> None:
+    record.line(step, what, text)
 
 
 def _read(text: str, step: str) -> Line:
@@ -86,20 +98,49 @@ def _extra(flag: str, line: Line, leave_out: dict, may_stay: set, said: str) -> 
 def curl_line(
     line,
     step: str,
-    what: str,
-    url: str,
+    what: str | None = None,
+    url: str | None = None,
     json_tool: bool = True,
     where: str = "the text above it says how",
 ) -> str:
     """Your curl line: stops unless it asks `url` (as this Jupyter reaches the service) and, with
-    json_tool, pipes the answer through `python -m json.tool`."""
+    json_tool, pipes the answer through `python -m json.tool`. Without `what`, the step's own
+    (steps.STEPS). The URL is the word no option takes as its value (`-H 'Accept: ...'` is a
+    header), or the one after --url."""
+    if what is None:
+        known = steps.step(step, steps.Curl)
+        what, url = known.what, steps.filled(known.url)
     line = written_text(line, step, "your curl line, in quotes", what, where)
     commands = _pipeline(line, step)
     if not commands[0] or commands[0][0] != "curl":
         raise NotYet(f"{step}: the line starts with `curl`, yours with `{commands[0][:1]}`.")
-    asked = next((w for w in commands[0][1:] if "/" in w and not w.startswith("-")), None)
+    _asks_for(_curl_url(commands[0][1:]), url, step, what)
+    _asks_with_get(commands[0][1:], step, what)
+    if json_tool:
+        tool = commands[1] if len(commands) > 1 else []
+        if len(tool) < 3 or not tool[0].startswith("python") or tool[1:3] != ["-m", "json.tool"]:
+            raise NotYet(
+                f"{step}: pipe curl's answer through `| python -m json.tool`, which prints "
+                "the JSON one field per line."
+            )
+    _kept(step, what, line)
+    return line
+
+
+# curl's options that take the next word as their value (curl 8's, those a student may write):
+# the word after one of them is never the URL. A short one may end a word of switches (-sH).
+_CURL_SHORT_VALUES = set("AbcdeEFHKmorTuwxXyYz")
+_CURL_LONG_VALUES = {
+    *"--user-agent --cookie --cookie-jar --data --data-raw --data-binary --data-urlencode".split(),
+    *"--referer --cert --form --header --config --max-time --output --range --upload-file".split(),
+    *"--user --write-out --proxy --request --connect-timeout --retry --json --resolve".split(),
+}
+
+
+def _asks_for(asked: str | None, url: str, step: str, what: str) -> None:
+    """The URL a curl line asks is the step's, at the address this Jupyter reaches it by."""
     if asked is None:
-        raise NotYet(f"{step}: {what}: your curl line names no URL (it is {url}).")
+        raise NotYet(f"{step}: {what}: your curl line names no URL.")
     want_base, want_path = _split_url(url)
     got_base, got_path = _split_url(asked)
     if got_path.rstrip("/") != want_path.rstrip("/"):
@@ -111,15 +152,47 @@ def curl_line(
             f"{step}: your line asks `{got_base}`, but from this Jupyter the service is at "
             f"`{want_base}` (use the notebook's variable for it)."
         )
-    if json_tool:
-        tool = commands[1] if len(commands) > 1 else []
-        if len(tool) < 3 or not tool[0].startswith("python") or tool[1:3] != ["-m", "json.tool"]:
+
+
+def _asks_with_get(words: list[str], step: str, what: str) -> None:
+    """A reading is a GET: no other method, and no body (curl POSTs one)."""
+    for at, word in enumerate(words):
+        method = words[at + 1] if word in ("-X", "--request") and at + 1 < len(words) else None
+        if word.startswith("-X") and len(word) > 2:
+            method = word[2:]
+        if method and method.upper() != "GET":
+            raise NotYet(f"{step}: {what}: it is read with GET; leave `{word} {method}` out.")
+        if word in ("-d", "--data", "--data-raw", "--data-binary", "--json", "-F", "--form"):
             raise NotYet(
-                f"{step}: pipe curl's answer through `| python -m json.tool`, which prints "
-                "the JSON one field per line."
+                f"{step}: {what}: `{word}` makes curl send a body with POST; leave it out."
             )
-    record.line(step, what, line)
-    return line
+
+
+def _takes_next(word: str) -> bool:
+    """Does this curl word take the next word as its value?"""
+    if word.startswith("--"):
+        return word in _CURL_LONG_VALUES
+    letters = word[1:] if word.startswith("-") else ""
+    for at, letter in enumerate(letters):
+        if letter in _CURL_SHORT_VALUES:
+            return at == len(letters) - 1  # -HAccept:... carries its value in the word
+    return False
+
+
+def _curl_url(words: list[str]) -> str | None:
+    """The URL among curl's words: after --url, else the first word that is no option and no
+    option's value."""
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word == "--url" and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith("--url="):
+            return word.split("=", 1)[1]
+        if not word.startswith("-"):
+            return word
+        i += 2 if _takes_next(word) else 1
+    return None
 
 
 def _pipeline(line: str, step: str) -> list[list[str]]:

@@ -6,25 +6,36 @@ Introduced in notebook 4.
     with judgement.verdict_after(answer_45, "4.5"):    # the verdict cell after it
         claims.at_least(...)                           # printed once your answer is there
 
-    count = judgement.fewest_near_best(count, "6.3", "the instances to deploy", {1: m1, 2: m2})
-    where = judgement.bottleneck(where, "6.4", busy_u=0.98, device_pct=77.0, device="GPU 0")
-    rate = judgement.number_in(rate, "6.6", "the highest rate under the budget", 273, 455,
-                               why="...")
+    real = judgement.decide("4.7", real, why_47, one_worker, two_workers)
 
 A verdict cell always computes (later cells use what it finds) but shows its output only once the
-answer cell above it holds text, so you write what you see before reading what the lab says. A
-decision is checked against the rows you measured, not against a fixed answer: the same choice
-can be right on one machine and wrong on another, and a wrong one is answered with the numbers
-that make it wrong.
+answer cell above it holds text, so you write what you see before reading what the lab says.
+
+A decision names a goal (a latency objective at a load, the resource that limited a run, whether
+a difference is more than noise) and you choose, with your reason beside the choice. It is judged
+on the rows you measured, never against a fixed answer: the same choice can be right on one
+machine and wrong on another, and a wrong one is answered with the numbers that make it wrong.
+Noise decides nothing: where a number's interval straddles a line, either side is accepted. What
+each step asks is in servelab/exercises/steps.py; the judges are here:
+
+    real_or_noise   is a difference between two runs more than their windows' spread?
+    cheapest        the cheapest option whose latency meets an objective (else the fallback)
+    bottleneck      which resource limited a run: instances, GPU, CPU, or the load itself
+
+Each decision is kept with your reason (decisions.csv beside claims.csv). In the measure pass a
+decision still blank waits for the review pass, where your rows come back from the bundle.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import re
 from collections.abc import Callable
 
+from servelab import claims, passes
 from servelab.exercises.answers import NotYet, blank
+from servelab.passes.node_calls import STATE
 
 
 @contextlib.contextmanager
@@ -41,19 +52,67 @@ def verdict_after(answer, step: str):
     )
 
 
-def choice(answer, step: str, what: str, options, right: Callable, why: Callable):
-    """A choice among `options` (compared as text, case-insensitive), judged by right(choice)
-    on your numbers; why(choice) says, with those numbers, what makes a wrong one wrong."""
-    names = {str(o).lower(): o for o in options}
+def decide(step: str, answer, reason, *evidence):
+    """Your choice for decision `step`, judged by its judge (steps.STEPS) on `evidence`, your
+    rows; your reason is kept beside it. In the measure pass a blank choice waits for review."""
+    from servelab.exercises import steps  # steps names these judges
+
+    if blank(answer) and STATE["pass"] == passes.MEASURE:
+        print(f"{step}: decide in the review pass (or now), from your rows; the bundle keeps them.")
+        return None
+    return steps.step(step, steps.Decision).judge(answer, reason, step, *evidence)
+
+
+def _reason(reason, step: str) -> str:
+    if blank(reason):
+        raise NotYet(
+            f"{step}: write your reason beside your choice, in the quotes under it: a sentence "
+            "that names the numbers of your rows you decided on."
+        )
+    # the solved edition's reason keeps nbgrader's markers around it: not part of the reason
+    lines = [ln for ln in str(reason).splitlines() if not ln.strip().startswith("### ")]
+    return "\n".join(lines).strip()
+
+
+def _picked(answer, options, step: str, what: str):
+    """The option `answer` names: compared as text in any case, numbers as numbers (2.0 is 2)."""
     if blank(answer):
         listed = ", ".join(repr(o) for o in options)
         raise NotYet(f"{step}: replace the `...` in the cell above with {what} (one of {listed}).")
-    picked = names.get(str(answer).strip().lower())
-    if picked is None:
-        raise NotYet(f"{step}: {answer!r} is not one of {', '.join(map(repr, options))}.")
+    for option in options:
+        if str(option).lower() == str(answer).strip().lower() or _same_number(option, answer):
+            return option
+    raise NotYet(f"{step}: {answer!r} is not one of {', '.join(map(repr, options))}.")
+
+
+def _same_number(option, answer) -> bool:
+    try:
+        return not isinstance(option, str) and float(answer) == float(option)
+    except (TypeError, ValueError):
+        return False
+
+
+def choice(
+    answer,
+    step: str,
+    what: str,
+    options,
+    right: Callable,
+    why: Callable,
+    reason=None,
+    numbers: str = "",
+):
+    """A choice among `options` (text in any case, numbers as numbers), judged by right(choice)
+    on your numbers; why(choice) says, with those numbers, what makes a wrong one wrong. With a
+    `reason` (not None), it must be written, and is kept beside the choice with `numbers`, the
+    rows it was judged on."""
+    picked = _picked(answer, options, step, what)
+    said = None if reason is None else _reason(reason, step)
     if not right(picked):
         raise NotYet(f"{step}: not {picked!r}: {why(picked)}")
     print(f"{step}: {what}: {picked!r}, as your rows say.")
+    if said is not None:
+        claims.decided(step, what, picked, said, numbers)
     return picked
 
 
@@ -76,7 +135,7 @@ def number_in(answer, step: str, what: str, low: float, high: float, why: str):
 def fewest_near_best(answer, step: str, what: str, measured: dict, share: float = 0.9):
     """The fewest of `measured`'s keys (instances, workers: {n: claims.Measured throughput}) that
     serve at least `share` of the best. Noise decides nothing: a choice is right when its
-    interval reaches `share` of the best's and no smaller one surely does."""
+    interval reaches `share` of the best's and no smaller one surely does. (Notebook 9.)"""
     best = max(measured.values(), key=lambda m: m.value)
 
     def enough(n):
@@ -106,25 +165,132 @@ def fewest_near_best(answer, step: str, what: str, measured: dict, share: float 
     )
 
 
-def bottleneck(answer, step: str, busy_u: float, device_pct: float | None, device: str):
-    """What limited a run: "instances" (each busy at least 90 % of the time, U = X·S), "device"
-    (the busiest device at least 90 % busy) or "neither" (the load itself). Both can be right."""
-    full = {"instances": busy_u >= 0.9, "device": (device_pct or 0) >= 90}
-    full["neither"] = not any(full.values())
-    shown = "not reported" if device_pct is None else f"{device_pct:.0f} %"
+# ---------------------------------------------------------------- the judges of notebooks 4 and 6
+
+
+def _interval(m, unit: str = "") -> str:
+    return f"{m.value:.1f}{unit} (windows {m.lo:.1f} to {m.hi:.1f})"
+
+
+def real_or_noise(answer, reason, step: str, what: str, runs: dict):
+    """Is the difference between two measured numbers ({name: claims.Measured}) real, or could
+    noise explain it? Real when their intervals do not overlap, noise when they do."""
+    (name_a, a), (name_b, b) = runs.items()
+    apart = a.hi < b.lo or b.hi < a.lo
 
     def why(picked):
-        return (
-            f"each instance was busy {busy_u:.0%} of the time (busy_U) and {device} {shown}: "
-            f"{'it' if picked != 'neither' else 'one of them'} "
-            f"{'was not' if picked != 'neither' else 'was'} near full."
-        )
+        numbers = f"{name_a} {_interval(a, '/s')}, {name_b} {_interval(b, '/s')}"
+        if picked == "real":
+            low, high = max(a.lo, b.lo), min(a.hi, b.hi)
+            return (
+                f"{numbers}: the two overlap from {low:.1f} to {high:.1f}, so noise could put "
+                "either above the other."
+            )
+        return f"{numbers}: no window of one reached the other's, so noise cannot explain it."
 
-    return choice(
-        answer,
-        step,
-        "the bottleneck",
-        ("instances", "device", "neither"),
-        right=lambda c: full[c],
-        why=why,
-    )
+    right = {"real": apart, "noise": not apart}
+    numbers = f"{name_a} {_interval(a, '/s')}, {name_b} {_interval(b, '/s')}"
+    question = f"{what}: real or noise"
+    return choice(answer, step, question, ("real", "noise"), right.get, why, reason, numbers)
+
+
+def cheapest(
+    answer,
+    reason,
+    step: str,
+    what: str,
+    options: dict,
+    objective: float,
+    measure: str,
+    fallback: str,
+    per: str = "",
+):
+    """The cheapest of `options` ({option: claims.Measured latency in ms}, cheapest first) whose
+    latency meets `objective` (ms), or `fallback` when none does (`per`: what a number option
+    counts, " per device"). A choice is right when its interval reaches under the objective and
+    no cheaper option's whole interval is under it; the fallback, when no option's is."""
+    order = list(options)
+
+    def right(picked):
+        cheaper = order if picked == fallback else order[: order.index(picked)]
+        could = picked == fallback or options[picked].lo <= objective
+        return could and not any(options[c].hi <= objective for c in cheaper)
+
+    said = _Latencies(options, objective, measure, per)
+    return choice(answer, step, what, (*order, fallback), right, said.why, reason, said.numbers)
+
+
+class _Latencies:
+    """cheapest()'s sentences: each option's latency against the objective, in your numbers."""
+
+    def __init__(self, options: dict, objective: float, measure: str, per: str):
+        self.options, self.objective, self.measure, self.per = options, objective, measure, per
+        shown = "; ".join(f"{self.named(n)}: {_interval(m, ' ms')}" for n, m in options.items())
+        self.numbers = f"{shown}; objective {objective:.1f} ms ({measure})"
+
+    def named(self, option) -> str:
+        return f"{option}{self.per}" if not isinstance(option, str) else option
+
+    def why(self, picked) -> str:
+        goal, options = f"the objective of {self.objective:.1f} ms", self.options
+        if picked in options and options[picked].lo > self.objective:
+            shown = _interval(options[picked], " ms")
+            return f"with {self.named(picked)} your {self.measure} was {shown}, over {goal}."
+        met = [c for c in options if options[c].hi <= self.objective] or [picked]
+        kept = f"your {self.measure} at {_interval(options[met[0]], ' ms')}, under {goal}"
+        if met[0] == picked:  # a right choice: what it kept
+            return f"{self.named(picked)} kept {kept}."
+        return f"{self.named(met[0])} already kept {kept}, and costs less."
+
+
+RESOURCES = ("instances", "GPU", "CPU", "load")
+FULL, NEARLY = 0.9, 0.8  # busy this share of the time: surely full; perhaps full
+
+
+def bottleneck(answer, reason, step: str, row: dict):
+    """Which resource limited a run (its row): "instances" (each busy nearly all the time,
+    busy_U), "GPU" (the busiest GPU), "CPU" (the machine's cores), or "load" (none of them full:
+    too little work offered). A resource busy 80 to 90 % of the time may be named, or not."""
+    busy, numbers = _busy(row)
+    known = [v for v in busy.values() if v is not None]
+
+    def right(picked):
+        if picked == "load":
+            return not any(v >= FULL for v in known)
+        return busy[picked] is not None and busy[picked] >= NEARLY
+
+    def why(picked):
+        if picked == "load":
+            verdict = "one of them was full"
+        elif busy[picked] is None:
+            verdict = f"the run reported no {picked} utilisation"
+        else:
+            verdict = f"{'the instances were' if picked == 'instances' else f'the {picked} was'}"
+            verdict += " not full"
+        return f"during your run {numbers}: {verdict}."
+
+    return choice(answer, step, "the bottleneck", RESOURCES, right, why, reason, numbers)
+
+
+def _busy(row: dict) -> tuple[dict, str]:
+    """Each resource's busy share in a run's row (None where the run did not report it), and the
+    row's numbers in words."""
+
+    def read(column, scale=1.0):
+        value = row.get(column)
+        return None if value is None or value != value else value / scale
+
+    gpus = {c: read(c, 100) for c in sorted(row) if re.fullmatch(r"gpu\d+_util_pct", c)}
+    gpus = {c: v for c, v in gpus.items() if v is not None}
+    busy = {
+        "instances": read("busy_U"),
+        "GPU": max(gpus.values()) if gpus else None,
+        "CPU": read("cpu_util_pct", 100),
+    }
+    shown = [f"{c[:-9].replace('gpu', 'GPU ')} {v:.0%}" for c, v in gpus.items()]
+    if busy["instances"] is not None:
+        shown.insert(0, f"each instance was busy {busy['instances']:.0%} of the time (busy_U)")
+    shown += [f"the CPU {busy['CPU']:.0%}"] if busy["CPU"] is not None else []
+    if read("waiting_N") is not None:
+        shown += [f"{read('waiting_N'):.1f} requests waited on average (waiting_N)"]
+    return busy, ", ".join(shown)

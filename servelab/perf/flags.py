@@ -198,12 +198,19 @@ def _keep(line: Flags, flag: str, value: str | None, written: str, place: tuple)
     line.places.append((flag, *place))
 
 
+# flags whose value perf_analyzer reads in any case (ParseProtocol lowers it: -i HTTP is -i http)
+ANY_CASE = {"-i"}
+
+
 def same(flag: str, got, want) -> bool:
     """Does a flag's value say what `want` says? Numbers as numbers, ranges part by part (a range
-    of one number is start:start:1), the rest as text; spaces never count. want None: any."""
+    of one number is start:start:1), the rest as text (in any case where perf_analyzer reads it
+    so, ANY_CASE); spaces never count. want None: any."""
     if want is None:
         return True
     got, want = str(got or "").replace(" ", ""), str(want).replace(" ", "")
+    if flag in ANY_CASE:
+        got, want = got.lower(), want.lower()
     if flag in RANGES:
         got_parts, want_parts = _range(got), _range(want)
         return len(got_parts) == len(want_parts) and all(map(_same_word, got_parts, want_parts))

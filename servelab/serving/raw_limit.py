@@ -18,7 +18,8 @@ model's own arithmetic, so this is the ceiling a served configuration is compare
   food_classifier_tuned serves with `compile: on`. About a minute to build; --no-compile skips it
   (it is skipped with the reason if it fails, or on a GPU older than compute capability 7.0, such
   as the P100, where inductor's Triton kernels cannot run). On an H100 it is the fastest path
-  (docs/results/h100_levers/), so without it the limit would not be the device's;
+  (docs/results/h100/07_how_close_to_the_hardware/), so without it the limit would not be the
+  device's;
 - "onnxruntime fp32": the ONNX export of the same model (FOOD11_ONNX_PATH) in ONNX Runtime, on
   the CPU with all its cores, or with the CUDA provider when onnxruntime has it; on a CPU it is
   the fastest path, so the limit there is what the served path could at best reach.

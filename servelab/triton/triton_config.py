@@ -35,7 +35,8 @@ import requests
 from google.protobuf import text_format
 
 from servelab import labenv, passes
-from servelab.paths import model_repository_dir
+from servelab.passes import node_calls, record
+from servelab.paths import STAGING, model_repository_dir
 from servelab.triton.config_text import parse_config, replace_fields, to_cpu
 
 
@@ -50,6 +51,30 @@ def file_text(model: str, repo: Path | str | None = None) -> str:
     return passes.on_node(f"config.pbtxt of {model}", "value", path.read_text)
 
 
+def to_edit(model: str, step: str) -> tuple[Path, str]:
+    """(the config.pbtxt you edit in `step`, its text before your edit), printed as what to open.
+
+    measure: the node's file in the model repository (its text kept in the bundle); review: the
+    same, read back. prepare (no node): this notebook's own copy of the model's config, made from
+    its source (models_staging/) at the first edit and carried from edit to edit, so each edit
+    is made and checked before the lease; what it held before each step is kept in the bundle's
+    prepared.json, so running the cell again after your edit still compares with it."""
+    if passes.current() != passes.PREPARE or node_calls.STATE["bundle"] is None:
+        path = config_path(model)
+        before = passes.on_node(f"config.pbtxt of {model} before {step}", "value", path.read_text)
+    else:
+        bundle = node_calls.STATE["bundle"]
+        path = bundle.folder / "prepare" / model / "config.pbtxt"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text((STAGING / model / "config.pbtxt").read_text())
+        kept = bundle.read(record.PREPARED).get("before_edits", {})
+        before = kept.get(step) or path.read_text()
+        bundle.record(record.PREPARED, "before_edits", {**kept, step: before})
+    print(f"{step}: open {path} in the editor")
+    return path, before
+
+
 # ---------------------------------------------------------------- talking to Triton
 
 
@@ -61,15 +86,18 @@ def model_ready(model: str, url: str | None = None, timeout: float = 5.0) -> boo
         return False
 
 
-def served_config(model: str, url: str | None = None, timeout: float = 10.0) -> dict:
-    """The config Triton is using now (GET /v2/models/<model>/config), as JSON."""
+def served_config(
+    model: str, url: str | None = None, timeout: float = 10.0, when: str = ""
+) -> dict:
+    """The config Triton is using now (GET /v2/models/<model>/config), as JSON; `when` names the
+    moment where a notebook reads it more than once (each reading kept apart in the bundle)."""
 
     def read() -> dict:
         resp = requests.get(f"{labenv.triton_url(url)}/v2/models/{model}/config", timeout=timeout)
         resp.raise_for_status()
         return resp.json()
 
-    return passes.on_node(f"served config {model}", "value", read)
+    return passes.on_node(f"served config {model} {when}".rstrip(), "value", read)
 
 
 def _refusal(resp) -> str:
@@ -229,6 +257,29 @@ def _edit(model, fragment, remove, repo, url, timeout, verbose) -> ReloadResult:
     say(changes if changes else f"{model}: config unchanged; reloading it anyway")
     path.write_text(new_text)
     return _reload(model, path, old_text, changes, url, timeout, say)
+
+
+def reload_edited(
+    model: str, before: str, step: str, url: str | None = None, timeout: float = 300.0
+) -> ReloadResult:
+    """Load the model again after your edit of its config.pbtxt in an editor (the file as you
+    saved it; its instances changed: unloaded first). If Triton refuses it, the file goes back to
+    `before`, the model loads as it was, and the cell stops saying why. The measure pass keeps
+    what it printed; the review pass prints it again."""
+
+    def reload() -> ReloadResult:
+        path = config_path(model)
+        diff = "".join(
+            difflib.unified_diff(before.splitlines(True), path.read_text().splitlines(True))
+        )
+        return _reload(model, path, before, diff, url, timeout, print)
+
+    result = passes.change(f"reload {model} after your edit of {step}", reload)
+    if result is not None and not result.ok:
+        raise RuntimeError(
+            f"Triton refused the edited config (the file is back as it was): {result.error}"
+        )
+    return result
 
 
 def _instances_changed(old_text: str, new_text: str) -> bool:

@@ -248,12 +248,17 @@ class Sampler:
 
     def summary(self) -> dict:
         """Mean utilisation during the run, per device (one busy GPU of two is 100% busy, not
-        50%), labelled as in utilisation()."""
+        50%), labelled as in utilisation(); and the CPU's (all cores) wherever Triton reports it,
+        GPUs or not: a run's row says whether the cores were full (the figure over time shows
+        the GPUs where there are any)."""
         rows = [utilisation(r) for r in self.readings]
         out: dict = {"util_samples": len(self.readings)}
         for column in dict.fromkeys(c for row in rows for c in row):
             values = [row[column] for row in rows if column in row]
             out[column] = round(sum(values) / len(values), 1)
+        cpu = [100 * r["cpu"] for r in self.readings if r.get("cpu") is not None]
+        if cpu and "cpu_util_pct" not in out:
+            out["cpu_util_pct"] = round(sum(cpu) / len(cpu), 1)
         return out
 
 

@@ -8,10 +8,15 @@ Introduced in notebook 6.
 from __future__ import annotations
 
 import os
+import re
+
+import requests
 
 from servelab import claims
+from servelab.exercises import step_needs
+from servelab.paths import TEST_IMAGES
 from servelab.perf.output import DELAYED_LIMIT_PCT
-from servelab.triton import gpu_scaling
+from servelab.triton import gpu_scaling, triton_config
 
 
 def busiest_gpu_pct(row: dict) -> float | None:
@@ -115,7 +120,13 @@ def onnx_serves_faster(onnx_c1, python_c1, c8, c16, n_gpus: int, provider: str) 
         c16.measured("server_queue_ms") / c8.measured("server_queue_ms"),
         1.0,
     )
-    print(f"the server ran food_classifier_onnx with {provider}")
+    served = triton_config.served_config("food_classifier_onnx", when="6.4 backend")
+    ran = (
+        "Triton's onnxruntime backend"
+        if served.get("backend") == "onnxruntime"
+        else "local mode's stand-in (a Python-backend model running ONNX Runtime)"
+    )
+    print(f"the server ran food_classifier_onnx on {ran}, with {provider}")
     busy = "6.4: every GPU is busy more than half the time"
     if provider == "CUDAExecutionProvider" or not n_gpus:
         claim_each_gpu(claims.at_least, busy, c16, n_gpus, 50)
@@ -213,4 +224,23 @@ def second_gpu_buys(step: str, on_one, on_two, n_gpus: int) -> str:
             "instances busy (busy_U)": float(one.row.get("busy_U", float("nan"))),
         },
         note="the stubs' CPU work, not the GPU, limits the Python-backend model",
+    )
+
+
+def flask_names_the_same_class(flask_url: str, triton_url: str) -> str:
+    """6.5: a photo uploaded to the Flask page (pre-processing in Flask, the ONNX model on
+    Triton) gets the class the Python-backend model gives the same photo."""
+    photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
+    with open(photo, "rb") as f:
+        page = requests.post(f"{flask_url}/predict", files={"file": (photo.name, f)}, timeout=60)
+    shown = re.search(r'class="label">([^<]+)<', page.text)
+    flask_label = shown[1] if shown else None
+    direct, _ = step_needs.infer_one(triton_url, "food_classifier", photo)
+    print(
+        f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, {page.status_code}"
+    )
+    return claims.fact(
+        "6.5: Flask with the ONNX model shows the same class as the Python-backend model",
+        page.status_code == 200 and flask_label == direct,
+        {"flask_onnx": flask_label, "python_backend": direct},
     )

@@ -58,7 +58,13 @@ PUBLISHED = [
     "chi_files.py",
     "chi_waits.py",
 ]
-NODE_FILES = [".gitignore", "docker/setup_host.sh", "docker/init_env.sh", "docker/.env.example"]
+NODE_FILES = [
+    ".gitignore",
+    "docker/setup_host.sh",
+    "docker/init_env.sh",
+    "docker/.env.example",
+    "docker/build_images.sh",
+]
 SERVER, SECOND = "node-serve-system-student", "node2-serve-system-student"
 CLONE = "serve-system-lab"
 # What the instructor fills in before publishing ("{repo}": the published repository's URL).
@@ -361,6 +367,12 @@ class World:
             if clone.exists()
             else None,
             "disks": node.disks,
+            # docker/build_images.sh's record of the background build notebook 2 started
+            "images": {
+                name: (clone / ".lab" / f"build_images.{name}").read_text()
+                for name in ("status", "log")
+                if (clone / ".lab" / f"build_images.{name}").exists()
+            },
         }
 
     def result(self) -> dict:

@@ -5,8 +5,9 @@ the fake's Nova, on the simulated clock: minutes after ACTIVE), and takes the st
 once cloud-init has put it there (`keys_ok`), so a notebook that attached the wrong IP, or goes
 on before SSH answers, cannot reach it. A new server is a new disk (`fresh_disk`).
 
-The commands run for real (git clones for real, docker/setup_host.sh and docker/init_env.sh run
-for real), with PATH limited to links to harmless real tools, git, and the stub system commands
+The commands run for real (git clones for real, docker/setup_host.sh, docker/init_env.sh and
+docker/build_images.sh, in the background as notebook 2 starts it, run for real), with PATH
+limited to links to harmless real tools, git, flock, setsid, nohup, and the stub system commands
 of host_stubs (apt-get, systemctl, docker, nvidia-smi, cloud-init, ..., and `make`, whose exit
 status a scenario sets in $STATE/make_rc and whose `ray-node` target leaves a stub `ray` in
 .venv-ray/bin), and with docker/setup_host.sh pointed at a fake root. Every stub appends its
@@ -27,7 +28,7 @@ from pathlib import Path
 import paramiko
 
 from .common import now
-from .host_stubs import GPU_STUB, SAFE_REAL_TOOLS, STUBS, make_bin
+from .host_stubs import DOCKER_INFO, GPU_STUB, SAFE_REAL_TOOLS, STUBS, make_bin
 
 MAKE_STUB = (
     'echo "make $*: building the lab environment and the model files ..."\n'
@@ -62,6 +63,13 @@ case "$1" in
   stop) rm -f "$STATE/ray" ;;
 esac
 """
+# `docker`; a `docker compose` command is also recorded with the FASTAPI_BACKEND it ran with
+# (which FastAPI image it builds, docker/services.yaml), in one line: the background build's lines
+# and the foreground's interleave
+DOCKER_STUB = (
+    '[ "$1" = compose ] && echo "compose FASTAPI_BACKEND=${FASTAPI_BACKEND-} $*" >> "$CALLS"'
+    + DOCKER_INFO
+)
 HOME_ON_NODE = "/home/cc"  # the home SFTP shows (the shell's $HOME is the fake's folder)
 
 
@@ -109,8 +117,9 @@ class FakeNode:
         self.disks = 0  # how many servers' disks this node has had
         make_bin(
             self.bin,
-            {**STUBS, **GPU_STUB, "make": MAKE_STUB},
-            real_tools=[*SAFE_REAL_TOOLS, "git", "ls", "cmp"],
+            {**STUBS, **GPU_STUB, "make": MAKE_STUB, "docker": DOCKER_STUB},
+            # flock, setsid, nohup: docker/build_images.sh's lock and its build in the background
+            real_tools=[*SAFE_REAL_TOOLS, "git", "ls", "cmp", "flock", "setsid", "nohup"],
         )
         self.host_key = paramiko.RSAKey.generate(2048)
         self._socks: dict[str, socket.socket] = {}
