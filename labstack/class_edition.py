@@ -58,6 +58,8 @@ LEFT_OUT = {
     "reliability/": "the maintainers' reliability suite (make reliability, make soak): fuzzing, "
     "faults and hostile clients against the services; docs/reliability.md is its report",
     "scripts/bench_fastapi.py": "make bench, the maintainers' check of the lab's own tools",
+    "scripts/run_notebook_9.py": "the maintainers' page of notebook 9's claims: it runs the "
+    "solved edition (labstack/lab.py)",
     ".ci/": "CI's script: the test tiers, which need the solved edition",
     "CONTRIBUTING.md": "the maintainers' notes: commits, the test tiers, the reference pages",
     "labstack/editions.py": "makes both editions from notebook_sources/",

@@ -61,8 +61,12 @@ from servelab.triton import triton_stats
 TRITON_MODEL = "food_classifier_tuned"  # notebook 7's model
 ONNX_MODEL = "food_classifier_onnx"  # notebook 6's and 9.5's: ONNX Runtime, as Ray's and FastAPI's
 ORDER = ("triton", "triton_onnx", "ray", "fastapi")
-# notebook 7's best configuration on the H100 reference of 2026-11-24 (its served_over_limit.json)
-REFERENCE_BEST = REPO_ROOT / "docs/results/h100_2026-11-24/results/hardware/served_over_limit.json"
+# notebook 7's best configuration on its H100 page (that run's served_over_limit.json)
+REFERENCE_BEST = (
+    REPO_ROOT
+    / "docs/results/h100/07_how_close_to_the_hardware"
+    / "results/hardware/served_over_limit.json"
+)
 NAMES = {
     "triton": "Triton (notebook 7's best)",
     "triton_onnx": "Triton, ONNX Runtime (9.5's)",
