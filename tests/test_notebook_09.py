@@ -5,7 +5,8 @@ tests/test_ray_serving.py: running it here would cost 40 s of CI's budget): 1, 2
 replicas over the two nodes at one rate, the autoscaler adding a replica during the load step and
 removing it after, a replica killed mid-run and replaced while every request in flight gets an
 answer (an HTTP error with a message for the ones inside it, none hangs), and Triton's two
-instances at the same rate. Then `down` stops the cluster: none of its processes is left (not
+instances at the same rate; without a GPU, 9.6 prints what the three-way comparison's CPU page
+measured. Then `down` stops the cluster: none of its processes is left (not
 even a defunct one in ps), nor its temporary folder.
 
 CI's budget is tight, so the settings are small (4 s fixed-rate runs, a 4 + 20 + 24 s step): about
@@ -22,12 +23,14 @@ import json
 import time
 from pathlib import Path
 
+import nbformat
 import pandas as pd
 import pytest
 from launcher_cli import run_launcher
 from test_notebooks import findings, run_solved, stack_env, up_with_triton
 
 from labstack import ray_cluster
+from servelab import three_way
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 SMALL = {"LAB_RAY_RATE_SECONDS": "4", "LAB_RAY_STEP_SECONDS": "4,20,24"}
@@ -86,3 +89,9 @@ def test_notebook_9_runs_top_to_bottom(tmp_path, built_artifacts):
     assert (out / "autoscaling_step.png").stat().st_size > 10_000
     predictions = pd.read_csv(out / "predictions.csv")
     assert len(predictions) == 4 and predictions["value"].notna().all()
+    # 9.6 without a GPU: what the CPU page measured, read from its files
+    cells = nbformat.read(tmp_path / "09_ray_serve_cluster.ipynb", as_version=4).cells
+    section = next(c for c in cells if "three_way.cpu_page()" in c.source)
+    printed = "".join(o.get("text", "") for o in section.outputs if o.output_type == "stream")
+    assert printed == three_way.cpu_page() + "\n", printed
+    assert "docs/results/cpu/three_way/" in printed and "held the objective up to" in printed
