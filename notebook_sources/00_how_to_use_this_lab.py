@@ -89,14 +89,14 @@
 #
 # | pass | when | how long |
 # |---|---|---|
-# | prepare | before the lease, as homework | <!-- timing:prepare -->189 min<!-- /timing --> |
-# | measure | in the lease (180 minutes) | <!-- timing:measure -->137 min<!-- /timing --> |
+# | prepare | before the lease, as homework | <!-- timing:prepare -->206 min<!-- /timing --> |
+# | measure | in the lease (180 minutes) | <!-- timing:measure -->120 min<!-- /timing --> |
 # | review | after the lease, as homework | <!-- timing:review -->127 min<!-- /timing --> |
 #
 # The measure pass counts a freshly installed node, where the images download and build in the
 # lease (in the background, from notebook 2 on, while you work); on a node image your instructor
 # prepared, it takes
-# <!-- timing:measure_image -->129 min<!-- /timing -->. Prepare and review are long because that is
+# <!-- timing:measure_image -->111 min<!-- /timing -->. Prepare and review are long because that is
 # where the thinking is: every line you write, every prediction, every answer. The lease keeps
 # only what needs the node.
 #
@@ -109,7 +109,7 @@
 # ## Time budget for a ~3-hour Chameleon lease
 #
 # A lease ends on time, with or without you: plan for it. The measure pass of notebooks 2 to 6
-# takes about <!-- timing:measure -->137 min<!-- /timing --> of its 180 minutes
+# takes about <!-- timing:measure -->120 min<!-- /timing --> of its 180 minutes
 # (`docs/timing_plan.md` has them notebook by notebook). In the lease:
 #
 # * finish the prepare pass before it starts: every prediction made and every line written and
@@ -117,9 +117,10 @@
 # * start notebook 2 right when the lease begins, and read it while the server boots (10–20 min:
 #   wait, do not restart it);
 # * run notebooks 3 to 6 in the measure pass, in order; the steps on the node (the SSH tunnel, the
-#   Flask page, nvtop, each edit of a config file in the editor, each command a cell prints for the
-#   node's terminal) happen here. A decision cell left with `...` stops "Run All": run the cells
-#   below it (*Run > Run Selected Cell and All Below*) and make the decision in the review pass;
+#   Flask page, nvtop, each command a cell prints for the node's terminal) happen here. Each
+#   config file edit you made and checked in the prepare pass is made again in the node's file
+#   for you (its diff is checked again); a decision left with `...` says "decide in the review
+#   pass" and the run goes on;
 # * bring the results bundles back before the lease ends: the last cell of notebook 2 does it,
 #   then deletes the server (everything on the node is erased when the lease ends).
 #

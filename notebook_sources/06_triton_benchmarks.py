@@ -388,7 +388,8 @@ with judgement.verdict_after(answer_61, "6.1 and 6.2"):
 # `instance_group` so that **two** copies run on every GPU (either form), change nothing else,
 # save, and run the cell after it: it shows your diff and checks it. (In the prepare pass the
 # file is a copy of the model's config in your results folder; in the measure pass, the node's
-# own, which Triton loads.)
+# own, which Triton loads: there the next cell makes the edit you made in the prepare pass
+# again, so the lease runs what you wrote; without a prepare pass, you make it there.)
 
 # %%
 path, before = triton_config.to_edit("food_classifier", "6.3a")

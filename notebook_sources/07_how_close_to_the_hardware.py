@@ -502,10 +502,11 @@ measure(line, "7.4 uint8 gRPC + shm").row["throughput_infer_s"]
 # Three runs, one per transport, each a sample of a noisy machine. On the H100 reference one
 # such comparison (2,069 against 1,974 inferences/s, 5 % apart) once picked plain gRPC over
 # shared memory, every later step inherited the choice, and the notebook's final figure fell from
-# about 0.78 to 0.67 of the limit of that time (issue 27). So the lab measures each transport
-# `ROUNDS` times in all (3 on a GPU, 2 on a CPU), alternating short runs of three windows (of one
-# second on a GPU; a busy CPU keeps the lab's longer windows, or a window may see no answer) so
-# that a slow moment of the machine hits all three, and applies a rule written down before the
+# about 0.78 to 0.67 of the limit of that time (an earlier H100 run). So the lab measures each
+# transport `ROUNDS` times in all (3 on a GPU, 2 on a CPU), alternating short runs of three
+# windows (of one second on a GPU; a busy CPU keeps the lab's longer windows, or a window may see
+# no answer) so that a slow moment of the machine hits all three, and applies a rule written
+# down before the
 # numbers are in: a transport wins only if its **slowest** run beats the **fastest** run of every
 # other. If none wins so, the runs cannot tell the tied ones apart, and the lab keeps the one that
 # puts the fewest bytes on the wire: shared memory (a name and a size instead of 150,528 bytes),

@@ -3,7 +3,9 @@
 student does is lost between the passes (notebook 0):
 
 - `carry_notebooks`: the notebooks prepared here (the prepare pass) go to the node's clone, where
-  the measure pass runs them; a notebook changed on the node since is never overwritten.
+  the measure pass runs them, with what the prepare pass kept beside them (each notebook's
+  prepared.json: your predictions with their times, your config.pbtxt edits); a notebook
+  changed on the node since is never overwritten.
 - `bring_back_bundles`: the measure pass's result bundles come back here before the server is
   deleted (the review pass reads them here).
 - `share_ray_token`: notebook 9's Ray token, made once on the first node and copied to the
@@ -15,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -67,8 +70,33 @@ def carry_notebooks(node, here: Path, clone: str) -> None:
                 continue
             carried[name] = mine
             print(f"{name}: {what}")
+        _carry_prepared(conn, here, clone, [p.stem for p in local])
         conn.run(f"mkdir -p {clone}/.lab", hide=True)
         conn.put(io.BytesIO(json.dumps(carried, indent=1).encode()), f"{clone}/{CARRIED}")
+
+
+def _carry_prepared(conn, here: Path, clone: str, notebooks: list[str]) -> None:
+    """Each notebook's prepared.json of the prepare pass here (results/bundles/ beside
+    `here`, or where LAB_BUNDLE points) to the bundle folder of the node's clone, where the
+    measure pass reads it; only the prepare pass writes it, so the latest one goes."""
+    root = Path(os.environ.get("LAB_BUNDLE") or here.parent / BUNDLES)
+    found = [n for n in notebooks if (root / n / "prepared.json").is_file()]
+    there = _node_bundles(conn, clone) if found else ""
+    for name in found:
+        conn.run(f"mkdir -p {there}/{name}", hide=True)
+        conn.put(
+            io.BytesIO((root / name / "prepared.json").read_bytes()),
+            f"{there}/{name}/prepared.json",
+        )
+        print(f"{name}: what its prepare pass kept (prepared.json) carried to the node")
+
+
+def _node_bundles(conn, clone: str) -> str:
+    """Where the measure pass keeps its bundles on the node: LAB_BUNDLE there, else the clone's
+    results/bundles/."""
+    named = conn.run('printf "%s" "${LAB_BUNDLE-}"', hide=True).stdout.strip()
+    root = named or BUNDLES
+    return root if root.startswith("/") else f"{clone}/{root}"
 
 
 def _node_notebooks(conn, clone: str) -> dict:
@@ -123,9 +151,7 @@ def bring_back_bundles(node, clone: str, dest: Path) -> list[Path]:
 
     try:
         with node.ssh_connection(connect_timeout=10) as conn:
-            named = conn.run('printf "%s" "${LAB_BUNDLE-}"', hide=True).stdout.strip()
-            root = named or BUNDLES
-            root = root if root.startswith("/") else f"{clone}/{root}"
+            root = _node_bundles(conn, clone)
             sftp = conn.sftp()
             files = _walk(sftp, root)
             if files is None:

@@ -26,6 +26,7 @@ from fake_chameleon.results import (
     scenarios_ahead,  # noqa: F401 - autouse: the class's scenarios run side by side
     text,
 )
+from fake_chameleon.scenarios import PREPARED
 
 pytestmark = [needs_namespace, pytest.mark.slow]
 NB3 = "03_fastapi_setup.ipynb"
@@ -52,6 +53,9 @@ def test_the_prepared_notebook_arrives_in_the_nodes_clone(class_day):
     assert f"{NB3}: carried to the node" in text(first)
     puts = [t for t in class_day["node"]["transfers"] if t["path"].endswith(f"notebooks/{NB3}")]
     assert [t["op"] for t in puts] == ["put"]
+    # with what its prepare pass kept, where the node's measure pass reads it
+    assert class_day["node"]["prepared"] == {"03_fastapi_setup": PREPARED}
+    assert "03_fastapi_setup: what its prepare pass kept (prepared.json) carried" in text(first)
     # notebooks 1 and 2 run in Chameleon's Jupyter only: never carried
     carried = {t["path"].rsplit("/", 1)[1] for t in class_day["node"]["transfers"]}
     assert not carried & {"01_reserve.ipynb", "02_provision.ipynb"}

@@ -11,14 +11,16 @@ import pandas as pd
 import pytest
 import yaml
 
-from servelab import claims, labenv, passes, perf
+from servelab import claims, exercises, labenv, passes, perf
+from servelab.exercises import steps
 from servelab.loadgen import saved as http_saved
 from servelab.passes import bundle as bundles
 from servelab.passes import cells, node_calls, record
-from servelab.paths import REPO_ROOT
+from servelab.paths import REPO_ROOT, STAGING
 from servelab.perf import flags
 from servelab.perf import output as perf_output
 from servelab.perf import saved as perf_saved
+from servelab.triton import config_text, instances, triton_config
 
 NOTEBOOK = "06_triton_benchmarks"
 PERF_CSV = (
@@ -217,6 +219,38 @@ def test_a_measure_pass_adds_to_no_other_bundle(in_pass, monkeypatch):
 
 
 # ---------------------------------------------------------------- what you wrote, with its time
+
+
+def test_an_edit_made_in_prepare_is_made_again_in_the_nodes_file(in_pass, monkeypatch, tmp_path):
+    """The lease runs what the student wrote: the config.pbtxt edit checked in the prepare pass
+    is made in the node's file by the measure pass, checked again there, and a node whose file
+    is not the one edited gets the prepared diff to make by hand."""
+    repo = tmp_path / "repo"
+    node_file = repo / "food_classifier" / "config.pbtxt"
+    node_file.parent.mkdir(parents=True)
+    node_file.write_text((STAGING / "food_classifier" / "config.pbtxt").read_text())
+    monkeypatch.setenv("TRITON_MODEL_REPOSITORY", str(repo))
+    monkeypatch.setitem(steps.GIVEN, "N_GPUS", 2)  # as notebook 6 hands it to the checks
+    in_pass("prepare")
+    copy, before = triton_config.to_edit("food_classifier", "6.3a")
+    assert copy != node_file and before == node_file.read_text()
+    edited = config_text.replace_fields(before, instances.instance_group(2, 2))
+    copy.write_text(edited)
+    assert "count: 2" in exercises.file_edit(copy, before, "6.3a")
+    assert node_file.read_text() == before  # prepare reaches no node
+
+    in_pass("measure")
+    path, measured_before = triton_config.to_edit("food_classifier", "6.3a")
+    assert path == node_file and measured_before == before and path.read_text() == edited
+    assert "count: 2" in exercises.file_edit(path, measured_before, "6.3a")
+    again = triton_config.to_edit("food_classifier", "6.3a")  # the cell run a second time
+    assert again == (node_file, before) and node_file.read_text() == edited
+
+    node_file.write_text(before.replace("max_batch_size", "# a node of its own\nmax_batch_size"))
+    changed = node_file.read_text()
+    in_pass("measure", notebook=NOTEBOOK)
+    assert triton_config.to_edit("food_classifier", "6.3a") == (node_file, changed)
+    assert node_file.read_text() == changed  # not the prepared text over another file
 
 
 def test_predictions_are_required_before_and_kept_after(in_pass, capsys):

@@ -304,6 +304,11 @@ def render() -> dict[Path, str]:
     for before in ("00_how_to_use_this_lab", "01_reserve"):  # read and run before the lease
         nb = rule_plan.notebook(before)
         per_notebook[before] = f"{sum(nb.by.values()):.0f} min"
+    optional = rule_plan.notebook("07_how_close_to_the_hardware")  # its own lease, if any
+    per_notebook[optional.name] = (
+        f"prepare {optional.total('prepare'):.0f}, measure {optional.total('measure'):.0f}, "
+        f"review {optional.total('review'):.0f} min"
+    )
     pages = {
         p: fill(p.read_text(), blocks, figures, per_notebook)
         for p in (PLAN, GUIDE, CLASS_README, NOTEBOOK_0)

@@ -145,10 +145,13 @@ def _code_steps(cell: Cell, code_cells: list[Cell], prompt: dict, read_pass: str
     if cell.solutions:
         out.append(_written(cell, _check_after(code_cells, i), prompt))
     out += [step(PREPARE, "prediction", 1, "claims.predict")] * cell.code.count("claims.predict(")
+    # a file edit is made in the editor in prepare, on the notebook's copy; the measure pass
+    # makes the same edit in the node's file (servelab.triton.triton_config.to_edit)
+    edits = cell.code.count("exercises.file_edit(")
+    out += [
+        step(PREPARE if PREPARE in cell.passes else MEASURE, "editor", 1, "config.pbtxt")
+    ] * edits
     if MEASURE in cell.passes:
-        out += [step(MEASURE, "editor", 1, "config.pbtxt")] * cell.code.count(
-            "exercises.file_edit("
-        )
         out += [step(MEASURE, "host command", 1, m) for m in HOST_CALL.findall(cell.code)]
         if "if DELETE_SERVER:" in cell.code:
             out.append(step(MEASURE, "clean-up", 1, "delete the server"))

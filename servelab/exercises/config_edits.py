@@ -105,6 +105,7 @@ def file_edit(
     edited = lambda: _edited(Path(path), before, step, what, needs or {})  # noqa: E731
     if passes.current() == passes.PREPARE:
         diff = edited()
+        record.edit(step, before, Path(path).read_text())
     else:
         key = f"{step} edit of {Path(path).parent.name}/{Path(path).name}"
         diff = passes.on_node(key, "value", edited)

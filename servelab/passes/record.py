@@ -1,4 +1,5 @@
-"""What you wrote, kept with the time you wrote it: your predictions and your checked lines.
+"""What you wrote, kept with the time you wrote it: your predictions, your checked lines and your
+file edits.
 
 Introduced in notebook 4 (claims.predict and the exercise checks keep them through it).
 
@@ -6,6 +7,10 @@ A prediction is made before the measurement it predicts. The prepare pass requir
 keeps it with its time in prepared.json; the measure pass keeps it in the bundle (with the time
 of prepare's when you did not change it since); the review pass reads it from the bundle, and a
 value changed after measuring does not replace it (it would not be a prediction).
+
+A config.pbtxt edit made and checked in the prepare pass is kept as the file before and after it;
+the measure pass makes the same edit in the node's file (triton_config.to_edit), where that file
+is the one you edited, so the lease runs what you wrote instead of having you type it again.
 """
 
 from __future__ import annotations
@@ -73,3 +78,20 @@ def line(step: str, what: str, text: str) -> None:
         bundle.record(PREPARED, "lines", _with(bundle.read(PREPARED), "lines", item))
     else:
         bundle.record(LINES, item["step"], item)
+
+
+def edit(step: str, before: str, after: str) -> None:
+    """Your edit of a file for `step` as its check accepted it in the prepare pass."""
+    if STATE["pass"] != PREPARE:
+        return
+    bundle = STATE["bundle"]
+    made = {"step": step, "before": before, "after": after, "made": bundles.now()}
+    bundle.record(PREPARED, "edits", _with(bundle.read(PREPARED), "edits", made))
+
+
+def prepared_edit(step: str) -> dict | None:
+    """{step, before, after, made} of your prepare pass's edit for `step`, if it made one."""
+    bundle = STATE["bundle"]
+    if bundle is None:
+        return None
+    return bundle.read(PREPARED).get("edits", {}).get(step)

@@ -62,6 +62,8 @@ def to_edit(model: str, step: str) -> tuple[Path, str]:
     if passes.current() != passes.PREPARE or node_calls.STATE["bundle"] is None:
         path = config_path(model)
         before = passes.on_node(f"config.pbtxt of {model} before {step}", "value", path.read_text)
+        if passes.measures():
+            before = _make_prepared_edit(path, before, step)
     else:
         bundle = node_calls.STATE["bundle"]
         path = bundle.folder / "prepare" / model / "config.pbtxt"
@@ -73,6 +75,28 @@ def to_edit(model: str, step: str) -> tuple[Path, str]:
         bundle.record(record.PREPARED, "before_edits", {**kept, step: before})
     print(f"{step}: open {path} in the editor")
     return path, before
+
+
+def _make_prepared_edit(path: Path, before: str, step: str) -> str:
+    """The measure pass: your prepare pass's edit for `step`, made again in the node's file when
+    that file is still the one you edited then (else you make it in the editor, as printed).
+    Returns the file's text before the edit (also when the cell runs again after it)."""
+    prepared = record.prepared_edit(step)
+    if prepared is None:
+        return before
+    if before == prepared["after"]:  # made already (this cell ran before)
+        return prepared["before"]
+    if before != prepared["before"]:
+        print(
+            f"{step}: this node's file differs from the copy you edited in the prepare pass, so "
+            "make your edit again in the editor; what you changed then:"
+        )
+        lines = (prepared[k].splitlines(keepends=True) for k in ("before", "after"))
+        print("".join(difflib.unified_diff(*lines, "before", "your prepared edit")), end="")
+        return before
+    path.write_text(prepared["after"])
+    print(f"{step}: your prepare pass's edit (made {prepared['made']}) is now in {path}")
+    return before
 
 
 # ---------------------------------------------------------------- talking to Triton

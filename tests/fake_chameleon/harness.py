@@ -277,6 +277,14 @@ class World:
         nb.cells.append(nbformat.v4.new_markdown_cell(answer))
         nbformat.write(nb, path)
 
+    def prepared_json(self, notebook: str, kept: dict) -> Path:
+        """What the prepare pass keeps beside a notebook here (results/bundles/NB/prepared.json
+        of the clone in Chameleon's Jupyter)."""
+        path = self.notebooks.parent / "results" / "bundles" / notebook / "prepared.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(kept, indent=1))
+        return path
+
     def notebook_ids(self) -> dict:
         """The notebooks in Chameleon's Jupyter now: {name: sha256}."""
         return {k: v for k, v in files_in(self.notebooks).items() if k.endswith(".ipynb")}
@@ -357,6 +365,10 @@ class World:
             "calls": node.call_lines(),
             "clone_head": self._clone_head(node),
             "notebooks": files_in(clone / "notebooks"),
+            "prepared": {  # what the prepare pass kept, carried to the node's bundles
+                p.parent.name: json.loads(p.read_text())
+                for p in sorted((clone / "results" / "bundles").glob("*/prepared.json"))
+            },
             "transfers": node.transfers,
             "ray_token": token.read_text() if token.exists() else None,
             "ray_token_mode": oct(token.stat().st_mode & 0o777) if token.exists() else None,

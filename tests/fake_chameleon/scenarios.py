@@ -26,6 +26,10 @@ REPLACE = "why = chi_servers.why_replace"  # notebook 2: the cell that clears a 
 BOOT = "chi_servers.wait_for_boot(node,"  # notebook 2: the cell that boots the server
 SSH = "chi_servers.wait_for_ssh(node)"  # notebook 2: the cell that waits for SSH
 BUNDLE = "results/bundles/03_fastapi_setup/summary.csv"  # a bundle the measure pass writes
+PREPARED = {  # what notebook 3's prepare pass kept in Chameleon's Jupyter (servelab.passes.record)
+    "predictions": {"4.1 ms": {"prediction": "4.1 ms", "value": 12, "made": "2026-11-26T20:00"}},
+    "edits": {"6.3a": {"step": "6.3a", "before": "count: 1\n", "after": "count: 2\n"}},
+}
 
 
 class NoStop(Exception):
@@ -63,6 +67,7 @@ def class_day(world):
     f.add_lease("serve_system_student", f.user_id, -50, status="TERMINATED")
     f.add_lease("serve_system_student_20250101-1200", f.user_id, -40, status="TERMINATED")
     world.prepare("03_fastapi_setup", "My prediction: the ONNX service answers first.")
+    world.prepared_json("03_fastapi_setup", PREPARED)
     world.notes["prepared"] = world.notebook_ids()
     for round_ in ("first", "again"):
         with world.session("01_reserve") as s:
