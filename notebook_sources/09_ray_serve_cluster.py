@@ -541,7 +541,11 @@ from servelab.triton import model_repository
 WAY = labenv.param("RAY_THREE_WAY", "auto")  # auto: where Triton has a GPU
 run_96 = triton_up and (WAY == "on" or (WAY == "auto" and N_GPUS > 0))
 compared = None
-if run_96:
+if not run_96:
+    print(three_way.cpu_page())
+
+# %%
+if run_96:  # Triton with notebook 7's best configuration; FastAPI with ONNX Runtime
     SETTING = three_way.SETTINGS["gpu" if N_GPUS else "cpu"]
     own = RESULTS / "hardware" / "served_over_limit.json"  # your notebook 7's, if on this node
     best, where = three_way.best_config(own, gpu=N_GPUS > 0)
@@ -549,6 +553,9 @@ if run_96:
     model_repository.add_model(three_way.TRITON_MODEL, kind="gpu" if N_GPUS else "cpu")
     triton_config.edit(three_way.TRITON_MODEL, best, timeout=900, verbose=False)
     services.use_fastapi_backend("onnx", workers=4 if N_GPUS else 1)
+
+# %%
+if run_96:  # Ray Serve: your deployment, its replicas sharing the GPU; then the comparison
     on_gpu = {"num_cpus": 0.5, "num_gpus": 0.25} if N_GPUS else {"num_cpus": 0.5}
     ray_serving.deploy(
         deployment.options(num_replicas=4 if N_GPUS else 2, ray_actor_options=on_gpu)
@@ -560,8 +567,6 @@ if run_96:
         print(f"{three_way.NAMES[way.name]} receives {way.receives}")
     with spread.Senders(SETTING.senders) as senders:
         compared = three_way.run_all(ways_96, SETTING, senders)
-else:
-    print(three_way.cpu_page())
 
 # %%
 if compared is not None:
@@ -574,6 +579,8 @@ if compared is not None:
 # stopped each of the others: the model, the work around it, or a queue? One request at a time,
 # how much of each path's latency is outside the model? Would batching in Ray's deployment
 # (`@serve.batch`) change its row, and what would it cost?
+#
+# **Your answer:** *(double-click this cell and write it here)*
 
 # %% [markdown]
 # ## What you measured

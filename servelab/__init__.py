@@ -21,6 +21,7 @@ __init__.py. README.md's table of the notebooks names the same entries (tests ke
                  model_analyzer   Model Analyzer's results read: table, best per objective, Pareto
     notebook 9   ray_serving      Ray Serve: the cluster, the deployment, its replicas watched
                  serve_options    a deployment's options read as Ray reads them (its exercises)
+                 three_way        Triton, Ray Serve and FastAPI: same model, same load (9.6)
     (all)        paths            where things live in the repository
                  decode_budget    what decoding one image may cost, each limit with its reason
                  serving/         what runs inside the services and Triton's models

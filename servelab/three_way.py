@@ -177,6 +177,14 @@ def triton_body(array: np.ndarray, datatype: str) -> tuple[bytes, dict]:
     return body, headers
 
 
+def _triton_way(name: str, base: str, model: str, array, dtype: str, what: str) -> Way:
+    body, headers = triton_body(array, dtype)
+    described = f"{what}, Triton's binary tensor format ({len(body):,} bytes)"
+    return Way(
+        name, f"{base}/v2/models/{model}/infer", body, headers, described, "outputs", base, model
+    )
+
+
 def ways(photo: Path, urls: dict[str, str]) -> dict[str, Way]:
     """The ways named in `urls` (ORDER's names: Triton's base URL for "triton" and "triton_onnx",
     Ray's app route, FastAPI's base URL), each with the same photo as it takes it."""
@@ -184,28 +192,14 @@ def ways(photo: Path, urls: dict[str, str]) -> dict[str, Way]:
     fastapi_body = json.dumps({"image": base64.b64encode(made["jpeg"]).decode()}).encode()
     out = {}
     if "triton" in urls:
-        body, headers = triton_body(made["pixels"], "UINT8")
-        out["triton"] = Way(
-            "triton",
-            f"{urls['triton']}/v2/models/{TRITON_MODEL}/infer",
-            body,
-            headers,
-            f"uint8 pixels 224x224x3, Triton's binary tensor format ({len(body):,} bytes)",
-            "outputs",
-            urls["triton"],
-            TRITON_MODEL,
+        pixels = "uint8 pixels 224x224x3"
+        out["triton"] = _triton_way(
+            "triton", urls["triton"], TRITON_MODEL, made["pixels"], "UINT8", pixels
         )
     if "triton_onnx" in urls:
-        body, headers = triton_body(made["tensor"], "FP32")
-        out["triton_onnx"] = Way(
-            "triton_onnx",
-            f"{urls['triton_onnx']}/v2/models/{ONNX_MODEL}/infer",
-            body,
-            headers,
-            f"float32 tensor 3x224x224, Triton's binary tensor format ({len(body):,} bytes)",
-            "outputs",
-            urls["triton_onnx"],
-            ONNX_MODEL,
+        tensor = "float32 tensor 3x224x224"
+        out["triton_onnx"] = _triton_way(
+            "triton_onnx", urls["triton_onnx"], ONNX_MODEL, made["tensor"], "FP32", tensor
         )
     if "ray" in urls:
         out["ray"] = Way(

@@ -12,6 +12,8 @@ Its files:
     summary.py      a run's rows read: the summary row with the laws, medians and throughputs with
                     their intervals
     saved.py        a run as plain files in the results bundle, and back (the review pass)
+    spread.py       an open loop sent from several processes at once, for rates one Python
+                    process cannot send (notebook 9's optional three-way comparison)
 """
 
 from servelab.loadgen.closed_loop import post_once, run

@@ -89,16 +89,8 @@ class Senders:
         """POST `body` at `rate` requests/s (Poisson) for `seconds` from every process together;
         one row per request, as open_loop.run's."""
         if self.pool is None:
-            return open_loop.run(
-                url,
-                body,
-                rate=rate,
-                seconds=seconds,
-                headers=headers,
-                label=label,
-                seed=seed,
-                max_in_flight=self.max_in_flight,
-            )
+            kwargs = dict(headers=headers, label=label, seed=seed, max_in_flight=self.max_in_flight)
+            return open_loop.run(url, body, rate=rate, seconds=seconds, **kwargs)
         t0 = time.perf_counter() + START_AHEAD_S
         share = rate / self.processes
         args = [
