@@ -100,7 +100,7 @@ help::
 	@echo "make test-fast  the fast tier, pytest -m 'not slow' (no server; under a minute)"
 	@echo "make test       the fast tier, the core slow tests, notebooks 3-7 run (under 15 min)"
 	@echo "make test-chameleon  the fake Chameleon's class scenarios (notebooks 1-2)"
-	@echo "make test-extended   notebooks 8 and 9, the reliability suite's faults and fuzzing"
+	@echo "make test-extended   notebooks 8 and 9 headless, the reliability suite (maintainers'; not CI)"
 	@echo "make test-docker  every Docker Compose stack built, started and used (~25 min)"
 	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
 	@echo "make reliability  fuzzing, soak, faults, safe defaults, make up RAY=1's stack -> docs/reliability.md"

@@ -538,7 +538,7 @@ from servelab.loadgen import spread
 from servelab.paths import test_photo
 from servelab.triton import model_repository
 
-WAY = labenv.param("RAY_THREE_WAY", "auto")  # auto: where Triton has a GPU
+WAY = labenv.param_word("RAY_THREE_WAY", "auto")  # auto: where Triton has a GPU
 run_96 = triton_up and (WAY == "on" or (WAY == "auto" and N_GPUS > 0))
 compared = None
 if not run_96:

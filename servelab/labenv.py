@@ -165,6 +165,11 @@ def param(name: str, default: int) -> int:
     return int(node_calls.setting("settings", name, int(os.environ.get(f"LAB_{name}", default))))
 
 
+def param_word(name: str, default: str) -> str:
+    """A word from LAB_<NAME> (e.g. LAB_RAY_THREE_WAY=on), kept in the bundle as param's are."""
+    return str(node_calls.setting("settings", name, os.environ.get(f"LAB_{name}", default)))
+
+
 def param_list(name: str, default: str) -> list[int]:
     """A comma-separated list of numbers from LAB_<NAME> (e.g. LAB_HW_INSTANCES=1,2,4)."""
     text = node_calls.setting("settings", name, os.environ.get(f"LAB_{name}", default))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import re
 
 import pytest
@@ -78,9 +79,14 @@ def test_work_done_on_the_node_is_never_overwritten(class_day):
 
 
 def test_the_bundle_comes_back_before_the_server_is_deleted(class_day):
-    assert class_day["jupyter_bundles"] == {BUNDLE: sha(CSV)}
+    # the measure pass's files, and prepared.json as it was carried there (the same text)
+    prepared = "03_fastapi_setup/prepared.json"
+    assert class_day["jupyter_bundles"] == {
+        BUNDLE: sha(CSV),
+        prepared: sha(json.dumps(PREPARED, indent=1)),
+    }
     deleted = run(class_day, "02_provision", "delete server")
-    assert "brought back 1 file(s) of 1 bundle(s) (03_fastapi_setup)" in text(deleted)
+    assert "brought back 2 file(s) of 1 bundle(s) (03_fastapi_setup)" in text(deleted)
     (got,) = [t for t in class_day["node"]["transfers"] if t["path"].endswith(BUNDLE)]
     assert got["op"] == "get"
     (delete,) = requests(class_day, "DELETE", r"/tacc/nova/v2\.1/servers/.*", deleted)

@@ -41,6 +41,9 @@ def _interrupt(argv: list[str], state: Path, at: str, delay: float = 0.5) -> tup
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        # a terminal's foreground job takes Ctrl-C; a job started with `&` by a non-interactive
+        # shell (a CI runner's, say) inherits SIGINT ignored, and so would make and the launcher
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     seen = []
     for line in proc.stdout:

@@ -19,7 +19,11 @@ pytestmark = pytest.mark.slow  # builds images and creates containers
 # each image the script builds, by the stack (and FastAPI runtime) whose `up` uses it
 IMAGES = {
     ("fastapi", "pt"): ["servelab/fastapi-pt:lab", "servelab/flask:lab", "servelab/jupyter:lab"],
-    ("fastapi", "onnx"): ["servelab/fastapi-onnx:lab"],
+    ("fastapi", "onnx"): [
+        "servelab/fastapi-onnx:lab",
+        "servelab/flask:lab",
+        "servelab/jupyter:lab",
+    ],
     ("triton", "pt"): ["servelab/triton:lab", "servelab/flask:lab", "servelab/jupyter:lab"],
 }
 
