@@ -119,7 +119,8 @@
 # * run notebooks 3 to 6 in the measure pass, in order; the steps on the node (the SSH tunnel, the
 #   Flask page, nvtop, each command a cell prints for the node's terminal) happen here. Each
 #   config file edit you made and checked in the prepare pass is made again in the node's file
-#   for you (its diff is checked again); a decision left with `...` says "decide in the review
+#   for you where that file is the one you edited (its diff is checked again; otherwise the cell
+#   prints your edit to make by hand); a decision left with `...` says "decide in the review
 #   pass" and the run goes on;
 # * bring the results bundles back before the lease ends: the last cell of notebook 2 does it,
 #   then deletes the server (everything on the node is erased when the lease ends).
