@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import textwrap
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +19,7 @@ import yaml
 
 from servelab import claims
 from servelab.serving import gpu_report
-from servelab.triton import gpu_names, gpu_scaling, gpus, triton_stats
+from servelab.triton import gpu_names, gpu_scaling, gpus, triton_config, triton_stats
 from servelab.verdicts import triton as triton_checks
 
 # index 0 sorts last by uuid, index 1 first
@@ -428,3 +429,74 @@ def test_the_two_h200s_numbered_their_gpus_as_gpu_names_predicts():
     for g in listed:
         assert f"`{g.uuid[:12]}-...`" in page and f"`{g.bus_id}`" in page
     assert f"holding {held['nvidia_smi_sees'][0]['used_mib']:.0f} MiB" in page
+
+
+# ---------------------------------------------------------------- instance-group changes
+
+PER_GPU = (
+    "instance_group [ { count: 2, kind: KIND_GPU, gpus: [ 0 ] }, "
+    "{ count: 2, kind: KIND_GPU, gpus: [ 1 ] } ]"
+)
+ALL_ON_GPU0 = "instance_group [ { count: 4, kind: KIND_GPU, gpus: [ 0 ] } ]"
+
+
+@pytest.fixture
+def standin(node, tmp_path):
+    """A repository with food_classifier as two per GPU, a group per GPU; returns a function that
+    starts the stand-in Triton on it (tests/triton_standin.py)."""
+    from tests.triton_standin import FakeTriton
+
+    folder = tmp_path / "repo" / "food_classifier"
+    folder.mkdir(parents=True)
+    (folder / "config.pbtxt").write_text(f'name: "food_classifier"\nbackend: "python"\n{PER_GPU}\n')
+    return lambda **behaviour: FakeTriton(tmp_path / "repo", "food_classifier", **behaviour)
+
+
+def test_a_changed_instance_group_ends_with_exactly_the_instances_its_config_names(standin):
+    """The two-H200 run of 2026-11-28: after "a group per GPU", "all on GPU 0" left the old
+    instance food_classifier_1_0 running on GPU 1 when the lab listed them. Triton finalizes an
+    unloaded model's instances one process after another, after the unload has answered; here
+    food_classifier_1_0 outlives the unload by 1 s. The lab's edit waits until the index no
+    longer says UNLOADING before it loads, so the listing shows the four new instances alone."""
+    with standin(linger={"food_classifier_1_0": 1.0}) as triton:
+        repo = triton.repo
+        result = triton_config.edit("food_classifier", ALL_ON_GPU0, repo=repo, url=triton.url)
+        assert result.ok, result.error
+        events = [what for _, what in triton.events]
+        ended = events.index("ended food_classifier_1_0 (pid 1002)")
+        assert events[ended + 1] == "load"  # the new instances start once the old one is gone
+        frame = gpus.where_instances_run(
+            "6.3d", "food_classifier", 2, triton.url, triton.metrics_url, settle_s=0.1
+        )
+    assert claims.RESULTS[-1]["verdict"] == claims.HOLDS
+    assert frame["runs_on"].tolist() == ["GPU 0"] * 4 and min(frame["pid"]) > 1003
+
+
+def test_an_unload_answers_once_the_old_instances_are_gone(standin):
+    """6.3a's form: the student unloads, then loads with the client library. unload_model
+    returns when Triton's index says the old instances are finalized, not when the model stops
+    answering READY."""
+    with standin(linger={"food_classifier_1_1": 0.8}) as triton:
+        start = time.monotonic()
+        assert triton_config.unload_model("food_classifier", triton.url) == "unloaded"
+        assert time.monotonic() - start >= 0.7
+        assert triton_config.model_state("food_classifier", triton.url) == "UNAVAILABLE"
+        assert "lab_instance_gpu" not in triton.metrics().split("gauge", 2)[-1]
+
+
+def test_an_old_instance_kept_after_a_reload_is_caught(standin):
+    """A server that keeps an old instance after the reload and whose index does not say so: the
+    listing waits for the config's instances, then the claim says DOES NOT HOLD, with the
+    instance that stayed on GPU 1."""
+    with standin(linger={"food_classifier_1_0": 30.0}, index_says_unloading=False) as triton:
+        triton_config.edit("food_classifier", ALL_ON_GPU0, repo=triton.repo, url=triton.url)
+        start = time.monotonic()
+        frame = gpus.where_instances_run(
+            "6.3d", "food_classifier", 2, triton.url, triton.metrics_url, settle_s=1.0
+        )
+        assert time.monotonic() - start >= 1.0  # it waited for the listing to settle
+    assert claims.RESULTS[-1]["verdict"] == claims.FAILS
+    assert claims.RESULTS[-1]["numbers"] == (
+        "the config = 4 on GPU 0, their processes = 4 on GPU 0, 1 on GPU 1"
+    )
+    assert "food_classifier_1_0" in frame["instance"].tolist()

@@ -182,15 +182,16 @@ def where_instances_run(
 ):
     """After an instance-group change: where each instance of `model` runs (instance_table,
     printed and returned), with Triton's memory per GPU, and the claim that the served config's
-    placement was honoured. Waits up to `settle_s` for every instance the config asks for to
-    report (a reload's last instance may publish a moment after the model answers READY)."""
+    placement was honoured. Waits up to `settle_s` until the instances reporting are exactly
+    those the config asks for, GPU by GPU: a reload's last instance may publish a moment after
+    the model answers READY, and an instance being finalized still reports until its process
+    ends (so a count alone could take an old instance for a new one)."""
     placed = instances.placement(triton_config.served_config(model, url), n_gpus)
-    want = sum(n for d, n in placed.items() if d.startswith("GPU"))
+    on_gpus = {d: n for d, n in placed.items() if d.startswith("GPU")}
     deadline = time.monotonic() + settle_s
     while True:
         scrape = _scrape(metrics_url)
-        mine = [i for i in scrape.get("instances", []) if i.get("model") == model]
-        if len(mine) >= want or time.monotonic() > deadline:
+        if _reported(model, scrape) == on_gpus or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     stubs = instances.python_stubs(model, repository)
@@ -206,6 +207,13 @@ def where_instances_run(
         print("in Docker the Triton container's processes are its own: on the node, `ps` or nvtop")
     placement_honoured(step, frame, placed)
     return frame
+
+
+def _reported(model: str, scrape: dict) -> dict[str, int]:
+    """Instances of `model` per GPU as they report themselves (by the GPU their model sits on)."""
+    named = gpu_names.names(scrape)
+    mine = [i for i in scrape.get("instances", []) if i.get("model") == model]
+    return dict(Counter(_device(named.index.get(i["gpu_uuid"], "?")) for i in mine))
 
 
 def both_forms(count: int, n_gpus: int) -> bool:
