@@ -60,6 +60,7 @@ def node(tmp_path, monkeypatch):
     """This machine as a two-GPU node: the fake nvidia-smi first on PATH, names asked afresh."""
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("NVIDIA_VISIBLE_DEVICES", raising=False)
     gpu_names.forget()
     claims.RESULTS.clear()
     yield tmp_path
@@ -500,3 +501,64 @@ def test_an_old_instance_kept_after_a_reload_is_caught(standin):
         "the config = 4 on GPU 0, their processes = 4 on GPU 0, 1 on GPU 1"
     )
     assert "food_classifier_1_0" in frame["instance"].tolist()
+
+
+# ---------------------------------------------------------------- the GPUs a process may use
+
+
+def test_a_server_given_one_gpu_of_two_counts_one(node, monkeypatch):
+    """CUDA_VISIBLE_DEVICES=1 on the two-GPU node: Triton's metrics (it collects the GPUs its
+    process sees), else its instances' report, else nvidia-smi through the variable, say 1."""
+    fake_smi(node, TWO_GPUS)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    served = {"instance_group": [{"kind": "KIND_GPU", "count": 1, "gpus": [0]}]}
+    monkeypatch.setattr(triton_config, "served_config", lambda *a, **k: served)
+
+    def count(text: str) -> int:
+        monkeypatch.setattr(triton_stats, "_metrics", lambda url: triton_stats.parse_metrics(text))
+        return triton_stats.gpu_count("http://unused", "http://unused")
+
+    one_gpu = f'nv_gpu_utilization{{gpu_uuid="{UUID1}"}} 0.1\n'
+    assert count(one_gpu) == 1
+    assert count(report([("food_classifier_0_0", 0, UUID1, 7)], visible=(UUID1,))) == 1
+    assert count("") == 1  # nvidia-smi lists two; the variable gives the server one
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert count("") == 2
+
+
+def test_a_gpu_seen_through_cuda_visible_devices_is_named_both_ways(node, monkeypatch):
+    """The server's GPU 0 is nvidia-smi's GPU 1: the fact that the numbers agree holds (it is the
+    first GPU of the list), and every table writes it "GPU 0 (nvidia-smi's GPU 1)"."""
+    fake_smi(node, TWO_GPUS, apps_csv({7: UUID1}))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    mine = report([("food_classifier_0_0", 0, UUID1, 7)], visible=(UUID1,))
+    scrape = triton_stats.reading(metrics(0.0, 0.3, mine))
+    assert gpus.names_agree("6.1", scrape=scrape) == claims.HOLDS
+    said = claims.RESULTS[-1]
+    assert said["claim"].endswith("is the i-th GPU of CUDA_VISIBLE_DEVICES=1")
+    assert said["numbers"] == "GPU 0 in Triton = nvidia-smi's 1"
+    assert "GPU 0 (nvidia-smi's GPU 1)" in said["note"]
+    assert gpus.table(scrape=scrape)["gpu"].tolist()[0] == "GPU 0 (nvidia-smi's GPU 1)"
+    apps = gpu_names.compute_apps()
+    frame = gpus.instance_table("food_classifier", {"GPU 0": 1}, scrape, None, apps)
+    assert frame[["runs_on", "nvidia_smi_sees_it_on"]].values.tolist() == [
+        ["GPU 0", "GPU 0 (nvidia-smi's GPU 1)"]
+    ]
+    assert gpus.placement_honoured("6.1", frame, {"GPU 0": 1}) == claims.HOLDS
+    # the same uuid under another subset than the server's own is still caught
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert gpus.names_agree("6.1", scrape=scrape) == claims.FAILS
+
+
+def test_a_container_given_the_nodes_second_gpu_names_it_by_the_nodes_number(node, monkeypatch):
+    """NVIDIA_VISIBLE_DEVICES=1: inside the container nvidia-smi lists one GPU, index 0; the node's
+    nvidia-smi and nvtop call it 1, and the lab says so beside `gpus: [ 0 ]`."""
+    fake_smi(node, f"0, {UUID1}, NVIDIA H200, {BUS1}, 591, 143771, 0\n")
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "1")
+    named = gpu_names.names({})
+    assert named.index == {UUID1: 0} and named.smi == {UUID1: 1}
+    assert named.title(UUID1) == "GPU 0 (nvidia-smi's GPU 1)"
+    assert gpu_names.visible() == {"NVIDIA_VISIBLE_DEVICES": "1"}
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "all")
+    gpu_names.forget()
+    assert gpu_names.visible() == {} and gpu_names.names({}).title(UUID1) == "GPU 0"

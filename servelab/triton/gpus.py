@@ -41,7 +41,7 @@ def table(metrics_url: str | None = None, scrape: dict | None = None):
     uuids = set(scrape.get("gpus", {})) | set(named.index)
     rows = [
         {
-            "gpu": f"GPU {named.index[uuid]}" if uuid in named.index else "not named",
+            "gpu": named.title(uuid) if uuid in named.index else "not named",
             "uuid": uuid,
             "nvidia_smi_index_here": named.smi.get(uuid, "not visible here"),
             "util_pct": round(100 * scrape.get("gpus", {}).get(uuid, float("nan")), 1),
@@ -59,14 +59,18 @@ def names_agree(
     step: str, metrics_url: str | None = None, scrape: dict | None = None
 ) -> str | None:
     """A fact, where both sides are known: each GPU's index in Triton (`gpus: [ i ]`, as its
-    instances report it) is nvidia-smi's index for the same uuid on this machine. Nothing to
-    decide (None) where Triton reports no GPU."""
+    instances report it) is nvidia-smi's index for the same uuid on this machine, or, where the
+    server sees only some GPUs (CUDA_VISIBLE_DEVICES), the place of that GPU in that list.
+    Nothing to decide (None) where Triton reports no GPU."""
     scrape = _scrape(metrics_url) if scrape is None else scrape
     if not scrape.get("gpus") and not scrape.get("cuda_devices"):
         print("Triton reports no GPU: every instance runs on the CPU")
         return None
     named = gpu_names.names(scrape)
-    claim = f"{step}: each GPU has one number: Triton's gpus: [ i ] is nvidia-smi's GPU i"
+    subset = gpu_names.visible().get("CUDA_VISIBLE_DEVICES")
+    claim = f"{step}: each GPU has one number: Triton's gpus: [ i ] is " + (
+        f"the i-th GPU of CUDA_VISIBLE_DEVICES={subset}" if subset else "nvidia-smi's GPU i"
+    )
     reported = scrape.get("cuda_devices") or {}
     if not reported or not named.smi:
         missing = (
@@ -77,17 +81,26 @@ def names_agree(
         )
         return claims.not_checkable(claim, missing)
     pairs = {u: (reported[u], named.smi[u]) for u in reported if u in named.smi}
+    expected = gpu_names.from_smi(gpu_names.listing())  # CUDA's order through the subset
+    wrong = [u for u in pairs if expected.get(u) != reported[u]]
     differ = [u for u, (mine, smi) in pairs.items() if mine != smi]
+    if wrong:
+        note = (
+            "Triton sees another subset or order than this environment gives it "
+            "(CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER in its own): name these GPUs by uuid"
+        )
+    elif differ:
+        note = (
+            "the server sees only some GPUs, numbered from 0: the lab writes each as "
+            + ", ".join(named.title(u) for u in sorted(pairs, key=lambda u: pairs[u]))
+        )
+    else:
+        note = "the same uuid has the same number on both sides"
     return claims.fact(
         claim,
-        bool(pairs) and not differ and len(pairs) == len(reported),
+        bool(pairs) and not wrong and len(pairs) == len(reported),
         {f"GPU {t} in Triton": f"nvidia-smi's {s}" for t, s in sorted(pairs.values())},
-        note=(
-            "the same uuid has the same number on both sides"
-            if not differ
-            else "Triton sees a subset or another order (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER "
-            "in its environment): name these GPUs by uuid"
-        ),
+        note=note,
     )
 
 
@@ -111,13 +124,13 @@ def instance_table(model: str, placed: dict, scrape: dict, stubs=None, apps=None
     for inst in sorted(mine, key=lambda i: i["instance"]):
         seen, device_id = by_pid.get(inst["pid"]), str(inst.get("device_id", ""))
         smi = "not visible here" if apps is None else "not listed"
-        smi = _device(named.smi.get(seen["gpu_uuid"], "?")) if seen else smi
+        smi = named.title(seen["gpu_uuid"]) if seen else smi
         rows.append(
             {
                 "instance": inst["instance"],
                 "triton_put_it_on": _device(int(device_id)) if device_id.isdigit() else "?",
                 "pid": inst["pid"],
-                "runs_on": _device(named.index.get(inst["gpu_uuid"], "?")),
+                "runs_on": _device(named.index.get(inst["gpu_uuid"], "?")),  # gpus: [ i ]
                 "nvidia_smi_sees_it_on": smi,
                 "gpu_memory_mib": seen["used_mib"] if seen else float("nan"),
             }
@@ -153,7 +166,9 @@ def placement_honoured(step: str, frame, placed: dict) -> str | None:
     elsewhere = frame[frame["runs_on"] != frame["triton_put_it_on"]]
     smi = frame.get("nvidia_smi_sees_it_on")
     checked = smi is not None and bool(smi.str.startswith(("GPU", "CPU", "not listed")).any())
-    smi_differs = frame[smi != frame["runs_on"]] if checked else frame.iloc[0:0]
+    # nvidia-smi's own number, where it differs, is in brackets: "GPU 0 (nvidia-smi's GPU 1)"
+    smi_base = smi.str.split(" (", regex=False).str[0] if checked else smi
+    smi_differs = frame[smi_base != frame["runs_on"]] if checked else frame.iloc[0:0]
     return claims.fact(
         claim,
         seen == dict(sorted(placed.items())) and elsewhere.empty and smi_differs.empty,
@@ -197,7 +212,7 @@ def where_instances_run(
     stubs = instances.python_stubs(model, repository)
     frame = instance_table(model, placed, scrape, stubs, gpu_names.compute_apps())
     named, memory = gpu_names.names(scrape), scrape.get("gpu_memory_bytes", {})
-    used = sorted((named.label(u).replace("gpu", "GPU ", 1), b) for u, b in memory.items())
+    used = sorted((named.title(u), b) for u, b in memory.items())
     if used:
         print("Triton's memory per GPU: " + ", ".join(f"{g} {b / 2**20:,.0f} MiB" for g, b in used))
     print(f"{model}: the config puts {_per_device(placed)}")
