@@ -201,9 +201,10 @@ def unload_model(model: str, url: str | None = None, timeout: float = 120.0) -> 
 
     Triton answers an unload at once and finalizes the instances afterwards, one Python-backend
     process after another (seconds on a GPU). A load sent meanwhile starts the new instances
-    beside the old ones, and the old ones can outlive the new model's READY (2.3 s on the two-H200
-    run of 2026-11-28). So this waits until Triton's repository index no longer says UNLOADING:
-    the next load starts from no instance at all, and ends with exactly those its config names."""
+    beside the old ones, and the old ones can outlive the new model's READY by seconds (notebook
+    6's Triton log on two H200s: docs/results/h200x2/06_triton_benchmarks/). So this waits until
+    Triton's repository index no longer says UNLOADING: the next load starts from no instance at
+    all, and ends with exactly those its config names."""
     return passes.on_node(f"unload {model}", "value", lambda: _unload(model, url, timeout))
 
 
