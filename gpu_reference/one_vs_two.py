@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -175,6 +174,8 @@ def serve(server: str, visible: str | None, folder: Path, out: Path) -> dict:
 
     entry: dict = {"CUDA_VISIBLE_DEVICES": visible, "runs": []}
     start = time.time()
+    log = Path(os.environ["LAB_STATE_DIR"]) / "logs" / "triton.log"  # each start appends to it
+    before = log.stat().st_size if log.is_file() else 0
     with visible_gpus(visible):
         try:
             # the staged configs, not the ones an earlier part or server left
@@ -194,10 +195,9 @@ def serve(server: str, visible: str | None, folder: Path, out: Path) -> dict:
             print(f"{server}: {entry['error']}", flush=True)
         finally:
             launcher.down()
-            logs = Path(os.environ["LAB_STATE_DIR"]) / "logs"
-            tag = server.replace(" ", "_")
-            if (logs / "triton.log").is_file():
-                shutil.copy(logs / "triton.log", out / f"service_triton_one_vs_two_{tag}.log")
+            if log.is_file():  # this server's part of Triton's log
+                kept = out / f"service_triton_one_vs_two_{server.replace(' ', '_')}.log"
+                kept.write_bytes(log.read_bytes()[before:])
     entry["seconds"] = round(time.time() - start)
     return entry
 
