@@ -83,25 +83,26 @@ def names_agree(
     pairs = {u: (reported[u], named.smi[u]) for u in reported if u in named.smi}
     expected = gpu_names.from_smi(gpu_names.listing())  # CUDA's order through the subset
     wrong = [u for u in pairs if expected.get(u) != reported[u]]
-    differ = [u for u, (mine, smi) in pairs.items() if mine != smi]
-    if wrong:
-        note = (
-            "Triton sees another subset or order than this environment gives it "
-            "(CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER in its own): name these GPUs by uuid"
-        )
-    elif differ:
-        note = (
-            "the server sees only some GPUs, numbered from 0: the lab writes each as "
-            + ", ".join(named.title(u) for u in sorted(pairs, key=lambda u: pairs[u]))
-        )
-    else:
-        note = "the same uuid has the same number on both sides"
     return claims.fact(
         claim,
         bool(pairs) and not wrong and len(pairs) == len(reported),
         {f"GPU {t} in Triton": f"nvidia-smi's {s}" for t, s in sorted(pairs.values())},
-        note=note,
+        note=_agreement(pairs, wrong, named),
     )
+
+
+def _agreement(pairs: dict, wrong: list, named) -> str:
+    """names_agree's note: {uuid: (Triton's index, nvidia-smi's)}, the uuids out of place."""
+    if wrong:
+        return (
+            "Triton sees another subset or order than this environment gives it "
+            "(CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER in its own): name these GPUs by uuid"
+        )
+    if any(mine != smi for mine, smi in pairs.values()):
+        return "the server sees only some GPUs, numbered from 0: the lab writes each as " + (
+            ", ".join(named.title(u) for u in sorted(pairs, key=lambda u: pairs[u]))
+        )
+    return "the same uuid has the same number on both sides"
 
 
 def _device(index) -> str:
