@@ -401,9 +401,15 @@ if not passes.replays():  # the solved edition's edit, in place of yours in the 
 # %%
 print(exercises.file_edit(path, before, "6.3a"))
 
+# %% [markdown]
+# **Why unload first, and wait.** Loaded again while it serves, a model whose `instance_group`
+# alone changed is updated in place: Triton keeps old instances, sized for the old count.
+# Unloaded, every instance starts from your config; and as Triton ends the old processes seconds
+# after the unload answers, the next cell waits until its index stops saying `UNLOADING`.
+
 # %%
 # %%runs_in measure
-print(triton_config.unload_model("food_classifier"))  # the new instances start from scratch
+print(triton_config.unload_model("food_classifier"))  # returns once the old instances are gone
 
 # %% [markdown]
 # **Exercise 6.3b: load it, with the client library.** `client.load_model(name, headers=...)` asks
