@@ -909,7 +909,7 @@ table_66
 # <!--fig h100_6_switch_seconds-->0.9 s a batch, the same sizes grouped 2.1 ms<!--/fig-->. Local
 # mode's stand-in for `food_classifier_onnx` therefore keeps one session per batch size, padding a
 # batch up to the nearest: mixed sizes then cost <!--fig h100_6_switch_labs-->1.06x<!--/fig-->
-# grouped (both on the H100 page `docs/results/h100/06_triton_benchmarks/`). On the class's node
+# grouped (both on the lab's H100 reference run). On the class's node
 # the model runs Triton's own onnxruntime backend instead, which this lab has not yet measured
 # under batching on a GPU: your runs below are the measurement, and 6.6's verdicts judge them.
 # Few sizes, known in advance, are also what `preferred_batch_size` and TensorRT's optimisation

@@ -423,7 +423,7 @@ with judgement.verdict_after(answer_85, "8.5"):
 
 # %% [markdown]
 # The same endpoint can feed a dashboard (Prometheus and Grafana) that keeps the history of a
-# whole class session; `docs/instructors.md` says how to point one at the stack's Triton.
+# whole class session; the instructors' guide says how to point one at the stack's Triton.
 #
 # ## 8.6 A search instead of hand tuning: Model Analyzer
 # Notebook 7 asked which configuration you would deploy if p99 had to stay under 100 ms, and left

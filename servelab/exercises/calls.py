@@ -69,7 +69,7 @@ def call_words(field: str, value, n_gpus: int = 0) -> tuple:
 
 
 def _written_as(call: passes.OfflineCall, needs: Needs, step: str, what: str) -> None:
-    """A call as written (client.load_model('food_classifier', headers={...})) names the method,
+    """A call as written (client.method('a model', keyword=...)) names the method,
     the arguments and the keywords the step needs."""
     try:
         node = ast.parse(str(call), mode="eval").body

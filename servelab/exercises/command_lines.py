@@ -132,8 +132,8 @@ def perf_line(
     record: bool = True,
     values: dict | None = None,
 ) -> Line:
-    """Your perf_analyzer line, read once as perf_analyzer reads it (servelab.perf.Line: `-b 16`
-    is `-b16`, 185.0 is 185, `-i HTTP` is `-i http`); stops unless each flag the step sets
+    """Your perf_analyzer line, read once as perf_analyzer reads it (servelab.perf.Line: `-b 3`
+    is `-b3`, 185.0 is 185, `-i HTTP` is `-i http`); stops unless each flag the step sets
     (`needs`: a key.Needs, or {flag: value}, value None: the flag alone) takes the step's value,
     written or by default, and no other flag changes what is measured: none of `leave_out`
     ({flag: why}), and beyond the step's only the flags of `allows`, those that change how long

@@ -4,8 +4,8 @@ Introduced in notebook 3:
 
     exercises.given(HOST=HOST, PERF_INPUT=PERF_INPUT)   # notebook 6's first cells
 
-A step that needs `-u {HOST}` is met by a line whose -u is the value of HOST, however you wrote
-it (an f-string with {HOST}, or the address typed out).
+A step whose answer holds the notebook's HOST is met by an answer that holds HOST's value,
+however you wrote it (an f-string with {HOST}, or the address typed out).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Introduced in notebook 3 (every check of servelab/exercises/ compares through it).
 
 A check reads your answer into its canonical form, a few words that say the same whatever the
-spelling (`--concurrency-range=8:8` and `--concurrency-range 8` are both "8:8:1"), and asks the
+spelling (`--concurrency-range=5:5` and `--concurrency-range 5` are both "5:5:1"), and asks the
 step's needs about it. The needs come in two shapes that answer the same questions:
 
     Plain   the answer key as written (answer_key.py in the solved edition and the tests); a need
