@@ -25,7 +25,7 @@
 # It works as notebook 4 did. You write every perf_analyzer line, every edit of a
 # `config.pbtxt` and the client calls; each is checked the moment you run the cell under it. You
 # predict before each experiment, explain what you see before the lab's verdict appears, and
-# make four **decisions** the lab cannot make for you: it tells you the goal, you choose from
+# make three **decisions** the lab cannot make for you: it tells you the goal, you choose from
 # your own rows and say why, and a wrong choice is answered with your own numbers.
 #
 # The class's node has 2 GPUs and the instance steps use both; without a GPU, claims only a GPU

@@ -273,3 +273,13 @@ def test_63g_measures_each_option_it_offers():
     assert "if N_GPUS >= 2:" in cell
     assert "instances.instance_group(1, N_GPUS)" in cell and "one_each = measure(line_63" in cell
     assert source.count("per_device = {1: one_each, 2: two, 4: four}") == 1
+
+
+@pytest.mark.parametrize("source", editions.sources(), ids=lambda p: p.name)
+def test_a_notebook_counts_its_decisions_as_it_makes_them(source):
+    """Issue 51: notebook 6's introduction said four decisions where it makes three."""
+    text = source.read_text()
+    made = len(re.findall(r"judgement\.decide\(", text))
+    words = {2: "two", 3: "three", 4: "four", 5: "five"}
+    for said in re.findall(r"\b(one|two|three|four|five) \*\*decisions\*\*", text):
+        assert said == words.get(made), (source.name, said, made)
