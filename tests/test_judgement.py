@@ -283,3 +283,64 @@ def test_a_notebook_counts_its_decisions_as_it_makes_them(source):
     words = {2: "two", 3: "three", 4: "four", 5: "five"}
     for said in re.findall(r"\b(one|two|three|four|five) \*\*decisions\*\*", text):
         assert said == words.get(made), (source.name, said, made)
+
+
+# ------------------------------------------- notebook 6's decisions, its own cells on other rows
+
+
+def decision(step: str) -> tuple[str, str]:
+    """(the cell that sets decision `step`'s choice, the cell that checks it) of notebook 6's
+    solved edition, without their pass lines."""
+    cells = editions.solved(editions.source_of("06_triton_benchmarks")).cells
+    at = next(i for i, c in enumerate(cells) if f'judgement.decide("{step}"' in c.source)
+    return tuple(re.sub(r"(?m)^%%runs_in[^\n]*\n", "", cells[i].source) for i in (at - 1, at))
+
+
+def decided(step: str, **scope):
+    """Decision `step` made by the solved edition's cell on `scope`'s rows, then checked by the
+    check cell: the solved answer is the judge's choice (or the check would stop)."""
+    from servelab.verdicts import triton as verdicts
+
+    solution, check = decision(step)
+    scope |= {"judgement": judgement, "verdicts": verdicts}
+    exec(solution, scope)
+    exec(check, scope)
+    return scope
+
+
+@pytest.mark.parametrize(
+    "rows, right",
+    [  # two GPUs, instances busy and nothing full; one GPU, full; the 2-core CPU, full
+        (
+            {"busy_U": 0.94, "gpu0_util_pct": 62.0, "gpu1_util_pct": 62.0, "cpu_util_pct": 25.0},
+            "instances",
+        ),
+        ({"busy_U": 0.99, "gpu0_util_pct": 96.0, "cpu_util_pct": 30.0}, "GPU"),
+        ({"busy_U": 0.99, "cpu_util_pct": 99.0}, "CPU"),
+        ({"busy_U": 0.55, "gpu0_util_pct": 30.0, "cpu_util_pct": 40.0}, "load"),
+    ],
+)
+def test_63h_the_notebooks_answer_is_the_judges_on_each_row(rows, right):
+    assert decided("6.3h", four=Run(**rows))["limit"] == right
+
+
+def test_63g_the_notebooks_answer_turns_on_the_rows():
+    fast = {1: Run(p95_ms=95.0), 2: Run(p95_ms=33.0), 4: Run(p95_ms=27.0)}
+    assert decided("6.3g", c1=Run(p95_ms=12.0), per_device=fast)["deploy"] == 2
+    slow = {1: Run(p95_ms=400.0), 2: Run(p95_ms=300.0), 4: Run(p95_ms=250.0)}
+    assert decided("6.3g", c1=Run(p95_ms=12.0), per_device=slow)["deploy"] == "none"
+
+
+@pytest.mark.parametrize(
+    "busy_ms, rates, one, batching, right",
+    [  # the H100's sweep; a node of 708/s; the 2-core CPU, whose sweep ends below 400/s
+        (1.715, [349, 583, 816], [9.5, 1237.0, 3022.0], [6.6, 10.1, 18.8], "batching"),
+        (1.411, [425, 708, 992], [4.5, 454.0, 3433.0], [3.9, 4.3, 9.7], "one instance"),
+        (9.0, [66, 111, 155], [30.0, 900.0, 2000.0], [31.0, 700.0, 1500.0], "more instances"),
+    ],
+)
+def test_66h_the_notebooks_answer_turns_on_the_node(busy_ms, rates, one, batching, right):
+    alone = {r: Run(avg_latency_ms=ms) for r, ms in zip(rates, one)}
+    batched = {r: Run(avg_latency_ms=ms) for r, ms in zip(rates, batching)}
+    scope = decided("6.6h", BUSY_MS=busy_ms, RATES=rates, alone=alone, batched=batched)
+    assert scope["config_66"] == right
