@@ -364,17 +364,17 @@ UNEVEN = {  # 6.3c on the class's 2-GPU node, all of 6.3a's four instances on GP
 @pytest.mark.parametrize("text, passes", UNEVEN.items())
 def test_the_uneven_placement_is_judged_by_where_triton_puts_it(text, passes):
     from servelab import exercises
-    from servelab.exercises import NotYet
+    from servelab.exercises import NotYet, config_edits
     from servelab.triton import instances
 
     def check():
         needs = exercises.on_first_gpu(4, 2)
-        return exercises.config_fragment(text, "6.3", "all on GPU 0", needs=needs)
+        return config_edits.config_fragment(text, "6.3", "all on GPU 0", needs)
 
     if passes:
         check()
     else:
-        with pytest.raises(NotYet, match="the step needs 4 on GPU 0"):
+        with pytest.raises(NotYet, match="not where the step puts them"):
             check()
     # both spellings of 6.3a's placement put the same instances, and say so
     assert gpus.both_forms(2, 2) is True
