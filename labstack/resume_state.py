@@ -4,11 +4,15 @@
 the calls (the launcher starts them in their own sessions); only the notebook's namespace must
 cross over, through this file.
 
-Saved: every value of the namespace that pickles by itself, and for the rest (a client, an object
-of a class the notebook defined) the last top-level statement of the cells run so far that bound
-the name. Restored in a new process: the imports, functions and classes of those cells again
+Saved: every value of the namespace that pickles and loads again by itself (checked at save time:
+a value whose pickle does not load, such as a str subclass whose __new__ needs more than the
+text, counts as not pickling), all of them in one pickle so that two names of one object (a run
+in a dict and in its own variable) stay one object; for the rest (a client, a process pool, an
+object of a class the notebook defined) the last top-level statement of the cells run so far that
+bound the name. Restored in a new process: the imports, functions and classes of those cells again
 (definitions only: no measurement runs twice), then the pickled values, then the statements of
 the values that did not pickle, in the order the notebook ran them, each reported.
+tests/test_resume_state.py round-trips every servelab type a notebook holds.
 """
 
 from __future__ import annotations
@@ -25,6 +29,16 @@ BINDINGS = (ast.Assign, ast.AnnAssign)  # never a loop or a with: their bodies m
 
 def digest(cells: list[str]) -> str:
     return hashlib.sha256("\n# %%\n".join(cells).encode()).hexdigest()
+
+
+def round_trips(value) -> bool:
+    """Whether `value` pickles and its pickle loads again (a dump alone proves nothing: a class
+    whose pickle calls its __new__ with too few arguments fails only when loaded)."""
+    try:
+        pickle.loads(pickle.dumps(value))
+    except Exception:  # noqa: BLE001 - whatever the reason, it is re-made instead
+        return False
+    return True
 
 
 def _bound(node: ast.stmt) -> set[str]:
@@ -46,9 +60,9 @@ def save(path: Path, cells: list[str], next_cell: int, namespace: dict, measured
     for name, value in namespace.items():
         if name.startswith("__") or isinstance(value, (types.ModuleType, types.FunctionType, type)):
             continue
-        try:
-            values[name] = pickle.dumps(value)
-        except Exception:  # noqa: BLE001 - any value that does not pickle is re-made instead
+        if round_trips(value):
+            values[name] = value
+        else:  # re-made instead, by the statement that bound it
             lost[name] = None
     # the last plain assignment that bound each lost name, run again in the notebook's order
     for number, node, source in _statements(cells[: next_cell - 1]):
@@ -59,7 +73,7 @@ def save(path: Path, cells: list[str], next_cell: int, namespace: dict, measured
     state = {
         "digest": digest(cells),
         "next_cell": next_cell,
-        "values": values,
+        "values": pickle.dumps(values),  # one pickle: shared objects stay shared
         "remake": [source for _, _, source in order],
         "not_remade": sorted(n for n, v in lost.items() if not v),
         "measured": measured,
@@ -78,8 +92,7 @@ def load(path: Path, cells: list[str], namespace: dict, say=print) -> tuple[int,
     for number, node, _ in _statements(done):
         if isinstance(node, DEFINITIONS):
             exec(compile(ast.Module([node], []), f"[cell {number}]", "exec"), namespace)
-    for name, blob in state["values"].items():
-        namespace[name] = pickle.loads(blob)
+    namespace.update(pickle.loads(state["values"]))
     for source in state["remake"]:
         say(f"(resumed: run again, its value did not pickle) {source.splitlines()[0][:100]}")
         exec(compile(source, "[resumed]", "exec"), namespace)

@@ -203,6 +203,14 @@ class Replicas:
         self._stop.set()
         self._thread.join()
 
+    def __getstate__(self) -> dict:
+        # the samples are kept across a saved namespace (labstack/resume_state.py), not the thread
+        return {"interval_s": self.interval_s, "samples": self.samples}
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update(state)
+        self._stop = threading.Event()
+
     def wait_for(self, running: int, timeout: float = 90.0) -> bool:
         """Keep sampling until `running` replicas run and none starts or stops (the autoscaler
         done), at most `timeout` s; True if it happened."""
