@@ -89,13 +89,20 @@ def figures(out: Path) -> dict:
     }
 
 
+def requests_file(out: Path, kind: str, way: str) -> Path:
+    """A part's requests of one way (kind "ladder" or "fixed"): the CSV the run wrote, or the
+    same gzipped (a committed page keeps its large request files so: `gzip -n`)."""
+    plain = out / f"{kind}_requests_{way}.csv"
+    return plain if plain.exists() else plain.with_name(plain.name + ".gz")
+
+
 def latency_ratios(out: Path, names: list[str]) -> dict:
     """At the fixed rate: each batching way against the same way without, and every other way
     against Triton with notebook 7's best configuration; median and p95, each ratio with its
     bootstrap interval (three_way.latency_ratio), from the rounds' pooled requests."""
 
     def answered(way: str):
-        df = pd.read_csv(out / f"fixed_requests_{way}.csv", low_memory=False)
+        df = pd.read_csv(requests_file(out, "fixed", way), low_memory=False)
         return df[df["status"].astype(str) == "200"]["latency_ms"].dropna().to_numpy()
 
     pairs = [(a, b) for a, b in three_way.BATCHED.items() if a in names and b in names]

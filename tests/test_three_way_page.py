@@ -54,8 +54,9 @@ def test_the_page_is_what_its_files_give(page):
     assert {"triton", "triton_onnx", "ray", "fastapi"} <= ways <= set(three_way.ORDER)
     assert set(figures["configurations"]) == ways  # each way's configuration is on the page
     for name in ways:
-        for kind in ("sequential", "ladder_requests", "fixed_requests"):
-            assert (page / f"{kind}_{name}.csv").stat().st_size > 0
+        assert (page / f"sequential_{name}.csv").stat().st_size > 0
+        for kind in ("ladder", "fixed"):
+            assert report.requests_file(page, kind, name).stat().st_size > 0
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.parent.name)
@@ -67,7 +68,8 @@ def test_the_verdicts_follow_the_rule(page):
     figures = _report().figures(page)
     setting = three_way.Setting(**figures["setup"]["setting"])
     for way in figures["answers"]["labels"]:
-        requests = pd.read_csv(page / f"ladder_requests_{way}.csv", float_precision="round_trip")
+        path = _report().requests_file(page, "ladder", way)
+        requests = pd.read_csv(path, float_precision="round_trip")
         codes = [int(c) if str(c).isdigit() else c for c in requests["status"]]
         requests["status"] = pd.Series(codes, index=requests.index, dtype=object)
         steps = [s for s in figures["ladder"] if s["way"] == way]
@@ -84,10 +86,12 @@ def test_the_verdicts_follow_the_rule(page):
         assert figures["at_objective"][way]["held_rps"] == (held[-1] if held else 0.0)
 
 
-def test_the_cpu_notes_quote_the_files():
-    notes = (CPU / "notes.md").read_text()
-    f = json.loads((CPU / "three_way.json").read_text())
-    _in(notes, "python gpu_reference/three_way.py")
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.parent.name)
+def test_the_notes_quote_the_files(page):
+    """Every figure the hand-written notes give in the forms below is the page's files'."""
+    notes = (page / "notes.md").read_text()
+    f = json.loads((page / "three_way.json").read_text())
+    _in(notes, "gpu_reference/three_way.py")
     _in(notes, f"load average at the start {f['setup']['machine']['load_average_1_5_15'][0]}")
     for way, o in f["at_objective"].items():
         for figure in re.findall(rf"{re.escape(three_way.NAMES[way])}: held (\S+)/s", notes):
@@ -101,6 +105,39 @@ def test_the_cpu_notes_quote_the_files():
             assert figure == f"{seq[way]['outside_ms']:.1f}", (way, figure)
         for figure in re.findall(rf"\[{way}\] fixed p95 (\S+) ms", notes):
             assert figure == f"{pooled[way]['p95_ms']:.1f}", (way, figure)
+
+
+H200 = REPO_ROOT / "docs" / "results" / "h200" / "three_way"
+
+
+def test_the_first_h200_page_says_what_went_wrong_in_its_files_words():
+    """The archive's name, the best line's refusal as perf.json has it, the overloaded step's
+    unanswered requests as its requests' file counts them, the rounds' tails."""
+    import pandas as pd
+
+    notes = _flat((H200 / "notes.md").read_text())
+    f = json.loads((H200 / "three_way.json").read_text())
+    _in(notes, "`h200_three_way`")
+    machine = f["setup"]["machine"]
+    assert machine["gpu"] == "NVIDIA H200" and "one H200 of a two-H200 host" in notes
+    _in(notes, f"{machine['cores']} cores")
+    error = json.loads((H200 / "perf.json").read_text())["best_line"]["error"]
+    assert "exited with code 99" in error and "exit 99" in notes
+    log = (H200 / "tw2.log").read_text()
+    _in(log, "This protocol is restricted, expecting header 'triton-grpc-protocol-lab-admin-key'")
+    _in(notes, "This protocol is restricted, expecting header 'triton-grpc-protocol-lab-admin-key'")
+    steps = pd.read_csv(_report().requests_file(H200, "ladder", "triton"), low_memory=False)
+    last = [s for s in f["ladder"] if s["way"] == "triton"][-1]
+    step = steps[steps["step"] == f"triton ladder {last['rate_rps']:g}/s"]
+    unanswered = int((step["status"].astype(str) != "200").sum())
+    _in(notes, f"{unanswered:,} of its {len(step):,} requests were never answered")
+    _in(notes, f"reads {last['served_rps']:.1f}/s")
+    setup = f["setup"]
+    assert setup["fastapi"]["workers"] == 4 and "FastAPI with 4 uvicorn workers" in notes
+    assert setup["ray"]["replicas"] == 4 and "4 replicas" in notes
+    cpu = f["cpu_ms_per_request"]["ray"]
+    _in(notes, f"the proxy used {cpu['ray: proxy']:.2f} ms of CPU")
+    _in(notes, f"the replicas {cpu['ray: replicas']:.2f} ms")
 
 
 def test_notebook_9s_section_quotes_its_settings_and_the_pages():
