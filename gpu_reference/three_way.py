@@ -232,12 +232,15 @@ def _ray_deploy(gpu: bool, setting: str, cpus: int) -> dict:
     return apps
 
 
+def server_of(way: str) -> str:
+    """The server a way is served by: triton, ray or fastapi."""
+    return way.split("_", 1)[0]
+
+
 def alive(servers: dict) -> bool:
     from labstack.processes import is_running
 
-    return bool(servers) and all(
-        is_running(servers[n]["pid"], servers[n]["marker"]) for n in ("triton", "ray", "fastapi")
-    )
+    return bool(servers) and all(is_running(s["pid"], s["marker"]) for s in servers.values())
 
 
 def stop_all(servers: dict) -> None:
@@ -276,13 +279,24 @@ def setup(servers: dict, run) -> dict:
         "ways": list(run.names),
         "batching": three_way.BATCHING[run.setting.name],
         "gpu_processes": _gpu_processes(servers),
-        "triton": {k: servers["triton"][k] for k in ("ready_s", "configs")},
-        "ray": {k: servers["ray"][k] for k in ("apps", "cpus", "gpus")},
-        "fastapi": {
-            "workers": servers["fastapi"]["workers"],
-            "health": {k: v for k, v in servers["fastapi"]["health"].items() if k != "pid"},
-        },
+        **_configured(servers),
     }
+
+
+def _configured(servers: dict) -> dict:
+    """Each server's configuration as setup.json keeps it (the servers this run started)."""
+    out = {}
+    if "triton" in servers:
+        out["triton"] = {k: servers["triton"][k] for k in ("ready_s", "configs")}
+    if "ray" in servers:
+        out["ray"] = {k: servers["ray"][k] for k in ("apps", "cpus", "gpus")}
+    if "fastapi" in servers:
+        health = servers["fastapi"]["health"]
+        out["fastapi"] = {
+            "workers": servers["fastapi"]["workers"],
+            "health": {k: v for k, v in health.items() if k != "pid"},
+        }
+    return out
 
 
 def _gpu_processes(servers: dict) -> list[dict]:
@@ -333,9 +347,6 @@ def groups(servers: dict, senders) -> dict[str, list[int]]:
     its figures count."""
     import psutil
 
-    from labstack import ray_cluster
-    from servelab import three_way
-
     def command(pid: int) -> str:
         try:
             return " ".join(psutil.Process(pid).cmdline())
@@ -343,9 +354,22 @@ def groups(servers: dict, senders) -> dict[str, list[int]]:
             return ""
 
     out: dict[str, list[int]] = {"generator": [os.getpid(), *senders.pids()]}
-    fastapi = psutil.Process(servers["fastapi"]["pid"])
-    out["fastapi: uvicorn"] = [fastapi.pid] + [p.pid for p in fastapi.children(recursive=True)]
-    watchdog = psutil.Process(servers["triton"]["pid"])
+    if "fastapi" in servers:
+        fastapi = psutil.Process(servers["fastapi"]["pid"])
+        out["fastapi: uvicorn"] = [fastapi.pid, *(p.pid for p in fastapi.children(recursive=True))]
+    if "triton" in servers:
+        _triton_groups(servers["triton"], out, command)
+    if "ray" in servers:
+        _ray_groups(servers["ray"], out, command)
+    return out
+
+
+def _triton_groups(triton: dict, out: dict, command) -> None:
+    import psutil
+
+    from servelab import three_way
+
+    watchdog = psutil.Process(triton["pid"])
     below = watchdog.children(recursive=True)
     server = [p.pid for p in below if _name(p) == "tritonserver"]
     stubs = [p.pid for p in below if _name(p) != "tritonserver"]
@@ -356,9 +380,14 @@ def groups(servers: dict, senders) -> dict[str, list[int]]:
     ):
         out[f"{way}: tritonserver"] = server  # shared: counted in each way's own runs
         out[f"{way}: stubs"] = [p for p in stubs if f"/{model}/" in command(p)]
-    apps = {v["app"]: way for way, v in servers["ray"]["apps"].items()}
+
+
+def _ray_groups(ray: dict, out: dict, command) -> None:
+    from labstack import ray_cluster
+
+    apps = {v["app"]: way for way, v in ray["apps"].items()}
     shared = {"ProxyActor": "proxy", "ServeController": "controller"}
-    for pid in ray_cluster.session_members(servers["ray"]["pid"]):
+    for pid in ray_cluster.session_members(ray["pid"]):
         text = command(pid)
         replica = next((a for a in apps if f"ServeReplica:{a}:" in text), None)
         if replica:
@@ -367,7 +396,6 @@ def groups(servers: dict, senders) -> dict[str, list[int]]:
         role = next((r for key, r in shared.items() if key in text), "the rest")
         for way in apps.values():
             out.setdefault(f"{way}: {role}", []).append(pid)
-    return out
 
 
 def _name(process) -> str:
@@ -463,10 +491,15 @@ class Run:
         from servelab import three_way
         from servelab.paths import test_photo
 
-        s = self.servers
-        urls = {n: s["triton"]["url"] for n in ("triton", "triton_onnx", "triton_onnx_batch")}
-        urls.update({way: app["url"] for way, app in s["ray"]["apps"].items()})
-        urls["fastapi"] = s["fastapi"]["url"]
+        s, urls = self.servers, {}
+        if "triton" in s:
+            urls.update(
+                {n: s["triton"]["url"] for n in ("triton", "triton_onnx", "triton_onnx_batch")}
+            )
+        if "ray" in s:
+            urls.update({way: app["url"] for way, app in s["ray"]["apps"].items()})
+        if "fastapi" in s:
+            urls["fastapi"] = s["fastapi"]["url"]
         return three_way.ways(test_photo(), {n: urls[n] for n in self.names})
 
     def ensure_up(self) -> None:
@@ -477,7 +510,7 @@ class Run:
                 self.progress["restarts"] += 1
                 stop_all(self.servers)
             self.part_up()
-        elif "RAY_ADDRESS" not in os.environ:
+        elif "RAY_ADDRESS" not in os.environ and "ray" in self.servers:
             os.environ.update(self.servers["ray"]["urls"])
 
     # -- up
@@ -487,12 +520,15 @@ class Run:
         workers, setting = fastapi_workers(self.setting.name), self.setting.name
         servers: dict = {}
         timings = {}
+        needed = {server_of(way) for way in self.names}
         try:
             for name, start in (
                 ("fastapi", lambda: start_fastapi(workers)),
                 ("ray", lambda: start_ray(self.gpu, setting)),
                 ("triton", lambda: start_triton(self.out / "work", self.gpu, setting)),
             ):
+                if name not in needed:
+                    continue
                 t0 = time.monotonic()
                 servers[name] = start()
                 timings[name] = round(time.monotonic() - t0, 1)
