@@ -215,11 +215,17 @@ def py_spy(pid: int, seconds: int, path: Path, delay: float) -> threading.Thread
 
 
 def measure(
-    server: Server, name: str, out: Path, profile_dir: Path, spy: bool, line: str | None = None
+    server: Server,
+    name: str,
+    out: Path,
+    profile_dir: Path,
+    spy: bool,
+    line: str | None = None,
+    warm_up: bool = True,
 ) -> dict:
-    """An uncounted warm-up run and the counted run of `line` (default: the variant's clients,
-    gRPC with system shared memory, async), with the stubs' phase clock, Triton's per-execution
-    statistics and the CPU of each process around the counted run."""
+    """An uncounted warm-up run (unless warm_up is False) and the counted run of `line` (default:
+    the variant's clients, gRPC with system shared memory, async), with the stubs' phase clock,
+    Triton's per-execution statistics and the CPU of each process around the counted run."""
     from servelab import perf
     from servelab.serving import stub_profile
     from servelab.triton import triton_stats
@@ -237,8 +243,9 @@ def measure(
         newest = max(procs["stubs"], key=lambda p: p.create_time())
         spy_thread = py_spy(newest.pid, 6, out / f"pyspy_{name}.txt", delay=3)
     try:
-        warm = perf.run_line(f"{line} {WARM_UP}", f"{name}_warm-up", out=out, url=server.url)
-        row["warm_up_infer_s"] = warm.row["throughput_infer_s"]
+        if warm_up:
+            warm = perf.run_line(f"{line} {WARM_UP}", f"{name}_warm-up", out=out, url=server.url)
+            row["warm_up_infer_s"] = warm.row["throughput_infer_s"]
     except perf.PerfAnalyzerError as exc:
         row["warm_up"] = f"did not settle: {str(exc)[:200]}"
     if spy_thread:

@@ -12,12 +12,15 @@ device call until enough starts are recorded:
 The spread of a served/limit figure lies between server starts (which instance lands where, the
 batcher's rhythm, the compile), not between repeats inside one start. Each start: tritonserver
 alone, food_classifier_tuned in the best run's full config.pbtxt loaded at the server's start (its
-only load), one uncounted warm-up run (the first batches after a load are slower), one counted run
-with the best run's perf_analyzer line at WINDOW_MS windows, the server stopped. Until issue 54 a
-start was the whole lab stack (FastAPI, Flask, notebook 6's models beside it) with the best config
-loaded after it, 191-277 s a start on the H100; Triton alone, with its one load, is what
-execution_costs.py's starts measured (docs/results/h100/execution_costs/), and what fits three
-starts into a few minutes of a device call.
+only load, its CUDA graphs captured there), one counted run with the best run's perf_analyzer line
+at WINDOW_MS windows, the server stopped. Until issue 54 a start was the whole lab stack (FastAPI,
+Flask, notebook 6's models beside it) with the best config loaded after it and an uncounted
+warm-up run before the counted one, 191-277 s a start on the H100. Triton alone, with its one
+load, is what execution_costs.py's starts measured (docs/results/h100/execution_costs/); there
+the warm-up runs served 7-8 % more than the counted runs after them (33,420 and 30,759 against
+30,941 and 28,751 infer/s): a load that captures every graph leaves nothing to warm, and a start
+without it is 15-20 s shorter. A start is then its load (64-99 s for notebook 7's compiled model
+on the H200, 2026-11-28) and about 40 s more.
 
 Each start also records where the served/limit gap goes (execution_costs.measure: the stubs' phase
 clock, Triton's per-execution statistics, the cores each process kept busy): served/limit is the
@@ -108,7 +111,9 @@ def run_one_start(out: Path) -> dict:
         entry["load_s"] = round(server.start_s, 1)  # the server answers once its model loaded
         target = server.grpc if " -i grpc" in line else server.url.split("://")[-1]
         line = re.sub(r"-u \S+", f"-u {target}", line)
-        row = execution_costs.measure(server, tag, folder, profile_dir, spy=False, line=line)
+        row = execution_costs.measure(
+            server, tag, folder, profile_dir, spy=False, line=line, warm_up=False
+        )
         entry.update(
             warm_up_infer_s=row.get("warm_up_infer_s"),
             infer_s=row["infer_s"],

@@ -88,56 +88,41 @@ def test_the_verdicts_follow_the_rule(page):
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.parent.name)
 def test_the_notes_quote_the_files(page):
-    """Every figure the hand-written notes give in the forms below is the page's files'."""
-    notes = (page / "notes.md").read_text()
+    """Every figure the hand-written notes give in one of these forms is the page's files':
+    "NAME: held R/s", "[way] model|outside|fixed p95 X ms", "[way] GROUP X ms of CPU",
+    "[way] ladder R/s: U of its N requests unanswered", "[perf LINE] exit CODE", "N cores"."""
+    import pandas as pd
+
+    notes = _flat((page / "notes.md").read_text())
     f = json.loads((page / "three_way.json").read_text())
     _in(notes, "gpu_reference/three_way.py")
     _in(notes, f"load average at the start {f['setup']['machine']['load_average_1_5_15'][0]}")
+    for cores in re.findall(r"(\d+) cores", notes):
+        assert int(cores) in (2, f["setup"]["machine"]["cores"]), cores  # the machine's, or 2
     for way, o in f["at_objective"].items():
         for figure in re.findall(rf"{re.escape(three_way.NAMES[way])}: held (\S+)/s", notes):
             assert float(figure) == o["held_rps"], (way, figure)
     seq = {row["way"]: row for row in f["sequential"]}
     pooled = {row["way"]: row for row in f["fixed_pooled"]}
-    for way in three_way.ORDER:
+    for way in f["answers"]["labels"]:
         for figure in re.findall(rf"\[{way}\] model (\S+) ms", notes):
             assert figure == f"{seq[way]['model_ms']:.1f}", (way, figure)
         for figure in re.findall(rf"\[{way}\] outside (\S+) ms", notes):
             assert figure == f"{seq[way]['outside_ms']:.1f}", (way, figure)
         for figure in re.findall(rf"\[{way}\] fixed p95 (\S+) ms", notes):
             assert figure == f"{pooled[way]['p95_ms']:.1f}", (way, figure)
-
-
-H200 = REPO_ROOT / "docs" / "results" / "h200" / "three_way"
-
-
-def test_the_first_h200_page_says_what_went_wrong_in_its_files_words():
-    """The archive's name, the best line's refusal as perf.json has it, the overloaded step's
-    unanswered requests as its requests' file counts them, the rounds' tails."""
-    import pandas as pd
-
-    notes = _flat((H200 / "notes.md").read_text())
-    f = json.loads((H200 / "three_way.json").read_text())
-    _in(notes, "`h200_three_way`")
-    machine = f["setup"]["machine"]
-    assert machine["gpu"] == "NVIDIA H200" and "one H200 of a two-H200 host" in notes
-    _in(notes, f"{machine['cores']} cores")
-    error = json.loads((H200 / "perf.json").read_text())["best_line"]["error"]
-    assert "exited with code 99" in error and "exit 99" in notes
-    log = (H200 / "tw2.log").read_text()
-    _in(log, "This protocol is restricted, expecting header 'triton-grpc-protocol-lab-admin-key'")
-    _in(notes, "This protocol is restricted, expecting header 'triton-grpc-protocol-lab-admin-key'")
-    steps = pd.read_csv(_report().requests_file(H200, "ladder", "triton"), low_memory=False)
-    last = [s for s in f["ladder"] if s["way"] == "triton"][-1]
-    step = steps[steps["step"] == f"triton ladder {last['rate_rps']:g}/s"]
-    unanswered = int((step["status"].astype(str) != "200").sum())
-    _in(notes, f"{unanswered:,} of its {len(step):,} requests were never answered")
-    _in(notes, f"reads {last['served_rps']:.1f}/s")
-    setup = f["setup"]
-    assert setup["fastapi"]["workers"] == 4 and "FastAPI with 4 uvicorn workers" in notes
-    assert setup["ray"]["replicas"] == 4 and "4 replicas" in notes
-    cpu = f["cpu_ms_per_request"]["ray"]
-    _in(notes, f"the proxy used {cpu['ray: proxy']:.2f} ms of CPU")
-    _in(notes, f"the replicas {cpu['ray: replicas']:.2f} ms")
+        for group, figure in re.findall(rf"\[{way}\] ([a-z ]+?) (\S+) ms of CPU", notes):
+            assert figure == f"{f['cpu_ms_per_request'][way][f'{way}: {group}']:.2f}", group
+        for rate, unanswered, sent in re.findall(
+            rf"\[{way}\] ladder (\S+)/s: ([\d,]+) of its ([\d,]+) requests unanswered", notes
+        ):
+            steps = pd.read_csv(_report().requests_file(page, "ladder", way), low_memory=False)
+            step = steps[steps["step"] == f"{way} ladder {rate}/s"]
+            assert len(step) == int(sent.replace(",", "")), (way, rate)
+            got = int((step["status"].astype(str) != "200").sum())
+            assert got == int(unanswered.replace(",", "")), (way, rate)
+    for name, code in re.findall(r"\[perf (\w+)\] exit (\d+)", notes):
+        assert f"exited with code {code}" in f["perf"][name]["error"], name
 
 
 def test_notebook_9s_section_quotes_its_settings_and_the_pages():
