@@ -125,7 +125,7 @@ def configurations(setup: dict) -> dict:
     """Each way's configuration, in words, from setup.json (this run's format or the first H200
     run's, which had no batching ways)."""
     out = {}
-    triton = setup["triton"]
+    triton = setup.get("triton", {"configs": {}})
     configs = triton.get("configs") or {
         three_way.TRITON_MODEL: triton["config"],
         three_way.ONNX_MODEL: triton["onnx_config"],
@@ -137,18 +137,21 @@ def configurations(setup: dict) -> dict:
     ):
         if model in configs:
             out[way] = f"`{model}`: " + _triton_config(configs[model])
-    ray = setup["ray"]
-    apps = ray.get("apps") or {
-        "ray": {
-            "num_replicas": ray["replicas"],
-            "max_ongoing_requests": ray["max_ongoing_requests"],
-            "ray_actor_options": {
-                "num_cpus": 1,
-                **({"num_gpus": round(1 / ray["replicas"], 4)} if ray["gpus"] else {}),
-            },
-            "deployment": "FoodClassifier",
+    ray = setup.get("ray")
+    if ray is None:  # a run of other ways only (--ways)
+        apps = {}
+    else:
+        apps = ray.get("apps") or {
+            "ray": {
+                "num_replicas": ray["replicas"],
+                "max_ongoing_requests": ray["max_ongoing_requests"],
+                "ray_actor_options": {
+                    "num_cpus": 1,
+                    **({"num_gpus": round(1 / ray["replicas"], 4)} if ray["gpus"] else {}),
+                },
+                "deployment": "FoodClassifier",
+            }
         }
-    }
     for way, app in apps.items():
         batch = app.get("batch")
         out[way] = (
@@ -162,7 +165,9 @@ def configurations(setup: dict) -> dict:
             )
             + "; ONNX Runtime, one thread"
         )
-    fastapi = setup["fastapi"]
+    fastapi = setup.get("fastapi")
+    if fastapi is None:
+        return out
     health = fastapi["health"]
     out["fastapi"] = (
         f"uvicorn, {fastapi['workers']} worker process(es), ONNX Runtime on "
