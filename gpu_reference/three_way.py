@@ -165,14 +165,23 @@ def start_triton(work: Path, gpu: bool, setting: str) -> dict:
 
 
 def start_fastapi(workers: int) -> dict:
+    import requests
+
     from labstack import processes
     from labstack.ports import free_port
     from labstack.stack_services import fastapi_service
 
     port = free_port()
     record = processes.start(fastapi_service(port, "onnx", workers))
-    health = __import__("requests").get(f"http://127.0.0.1:{port}/health", timeout=10).json()
-    return {**record, "url": f"http://127.0.0.1:{port}", "health": health, "workers": workers}
+    # the first worker's answer makes the service healthy; every worker loads its own session:
+    # asked until as many answers in a row as there are workers say ready (each goes to a worker)
+    deadline, ready = time.monotonic() + 180, 0
+    while ready < 2 * workers and time.monotonic() < deadline:
+        health = requests.get(f"http://127.0.0.1:{port}/health", timeout=10)
+        ready = ready + 1 if health.status_code == 200 else 0
+        time.sleep(0 if ready else 0.5)
+    url = f"http://127.0.0.1:{port}"
+    return {**record, "url": url, "health": health.json(), "workers": workers}
 
 
 def start_ray(gpu: bool, setting: str) -> dict:
