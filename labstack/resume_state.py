@@ -12,18 +12,34 @@ object of a class the notebook defined) the last top-level statement of the cell
 bound the name. Restored in a new process: the imports, functions and classes of those cells again
 (definitions only: no measurement runs twice), then the pickled values, then the statements of
 the values that did not pickle, in the order the notebook ran them, each reported.
-tests/test_resume_state.py round-trips every servelab type a notebook holds.
+The lab's own state, which its modules keep rather than the namespace (the claims and predictions
+made so far, the values the exercise checks compare with, the open pass and bundle), is saved and
+put back in place too (LAB_STATE), and so is every environment variable the cells set or removed
+(labenv.load() puts the services' URLs and the node's secret there): the file is the user's only
+(0600). tests/test_resume_state.py round-trips every servelab type a notebook holds and names
+every module-level container of servelab as state or as a table.
 """
 
 from __future__ import annotations
 
 import ast
 import hashlib
+import importlib
+import os
 import pickle
+import sys
 import types
 from pathlib import Path
 
 DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# What servelab's modules keep for a notebook, by module: put back in place on resume (other
+# modules hold the same objects: `from servelab.passes.node_calls import STATE`)
+LAB_STATE = {
+    "servelab.claims": ("RESULTS", "PREDICTIONS", "DECISIONS"),
+    "servelab.exercises.steps": ("GIVEN",),
+    "servelab.passes.node_calls": ("STATE",),
+    "servelab.ray_serving": ("_running",),  # Ray's deployments: kept where they pickle
+}
 BINDINGS = (ast.Assign, ast.AnnAssign)  # never a loop or a with: their bodies measure
 
 
@@ -54,8 +70,40 @@ def _statements(cells: list[str]):
             yield number, node, ast.get_source_segment(cell, node)
 
 
-def save(path: Path, cells: list[str], next_cell: int, namespace: dict, measured: list) -> dict:
-    """Write the state after cells[: next_cell - 1] ran; returns what it holds, by kind."""
+def lab_state() -> dict:
+    """LAB_STATE's values of the modules this process has imported, each that round-trips."""
+    out = {}
+    for module, names in LAB_STATE.items():
+        if module in sys.modules:
+            kept = {n: getattr(sys.modules[module], n) for n in names}
+            out[module] = {n: v for n, v in kept.items() if round_trips(v)}
+    return out
+
+
+def _put_back(saved: dict) -> None:
+    for module, values in saved.items():
+        loaded = importlib.import_module(module)
+        for name, value in values.items():
+            target = getattr(loaded, name)
+            if isinstance(target, dict):
+                target.clear()
+                target.update(value)
+            elif isinstance(target, list):
+                target[:] = value
+            else:
+                setattr(loaded, name, value)
+
+
+def save(
+    path: Path,
+    cells: list[str],
+    next_cell: int,
+    namespace: dict,
+    measured: list,
+    environ_before: dict | None = None,
+) -> dict:
+    """Write the state after cells[: next_cell - 1] ran; returns what it holds, by kind.
+    environ_before: os.environ as the run found it (what the cells changed is kept)."""
     values, lost = {}, {}
     for name, value in namespace.items():
         if name.startswith("__") or isinstance(value, (types.ModuleType, types.FunctionType, type)):
@@ -70,15 +118,21 @@ def save(path: Path, cells: list[str], next_cell: int, namespace: dict, measured
             for name in _bound(node) & lost.keys():
                 lost[name] = (number, node.lineno, source)
     order = sorted({v for v in lost.values() if v})
+    before = os.environ if environ_before is None else environ_before
     state = {
         "digest": digest(cells),
         "next_cell": next_cell,
-        "values": pickle.dumps(values),  # one pickle: shared objects stay shared
+        # one pickle: objects the namespace and the lab's modules share stay shared
+        "values": pickle.dumps({"namespace": values, "lab": lab_state()}),
+        "environ": {k: v for k, v in os.environ.items() if before.get(k) != v},
+        "unset": sorted(set(before) - set(os.environ)),
         "remake": [source for _, _, source in order],
         "not_remade": sorted(n for n, v in lost.items() if not v),
         "measured": measured,
     }
-    path.write_bytes(pickle.dumps(state))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # it may hold a secret
+    with os.fdopen(fd, "wb") as f:
+        f.write(pickle.dumps(state))
     return {"pickled": sorted(values), "remade": sorted(n for n, v in lost.items() if v)}
 
 
@@ -92,7 +146,12 @@ def load(path: Path, cells: list[str], namespace: dict, say=print) -> tuple[int,
     for number, node, _ in _statements(done):
         if isinstance(node, DEFINITIONS):
             exec(compile(ast.Module([node], []), f"[cell {number}]", "exec"), namespace)
-    namespace.update(pickle.loads(state["values"]))
+    os.environ.update(state["environ"])
+    for name in state["unset"]:
+        os.environ.pop(name, None)
+    saved = pickle.loads(state["values"])
+    _put_back(saved["lab"])
+    namespace.update(saved["namespace"])
     for source in state["remake"]:
         say(f"(resumed: run again, its value did not pickle) {source.splitlines()[0][:100]}")
         exec(compile(source, "[resumed]", "exec"), namespace)
