@@ -201,3 +201,57 @@ def test_an_open_loop_spread_over_processes_sends_the_sum_of_their_rates():
     assert df["t_scheduled"].is_monotonic_increasing and df["t_scheduled"].nunique() == len(df)
     assert df.attrs["senders"] == 2 and df.attrs["request_rate"] == pytest.approx(len(df) / 3)
     assert df["t_start"].min() >= 0 and df["t_start"].max() <= 3.5
+
+
+def _harness():
+    import importlib.util
+
+    path = REPO / "gpu_reference" / "three_way.py"
+    spec = importlib.util.spec_from_file_location("three_way_harness", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(("gpu", "setting", "cpus"), [(True, "gpu", 32), (False, "cpu", 2)])
+def test_ray_serves_both_deployments_alike_but_for_batching(monkeypatch, gpu, setting, cpus):
+    """The harness's two Ray applications: the same replicas and share of the machine each (the
+    GPU shared by all of them), notebook 9's max_ongoing_requests without batching, twice the
+    batch with @serve.batch, its size and wait as Triton's dynamic batcher's."""
+    from servelab import ray_serving
+
+    deployed = []
+    monkeypatch.setattr(ray_serving, "connect", lambda: "http://127.0.0.1:9/food")
+    monkeypatch.setattr(
+        ray_serving,
+        "deploy",
+        lambda d, app, route, init=None: deployed.append((d, app, route, init)),
+    )
+    apps = _harness()._ray_deploy(gpu, setting, cpus)
+    assert [app for _, app, _, _ in deployed] == ["food", "food_batch"]
+    assert apps["ray"]["url"] == "http://127.0.0.1:9/food"
+    assert apps["ray_batch"]["url"] == "http://127.0.0.1:9/food_batch"
+    plain, batched = (d for d, _, _, _ in deployed)
+    assert plain.num_replicas == batched.num_replicas
+    assert plain.ray_actor_options == batched.ray_actor_options
+    replicas = plain.num_replicas
+    assert 2 * replicas * plain.ray_actor_options["num_cpus"] <= cpus
+    if gpu:
+        assert 2 * replicas * plain.ray_actor_options["num_gpus"] <= 1.0
+    else:
+        assert "num_gpus" not in plain.ray_actor_options
+    batching = three_way.BATCHING[setting]
+    assert plain.max_ongoing_requests == 2
+    assert batched.max_ongoing_requests == 2 * batching["max_batch_size"]
+    init = deployed[1][3]
+    assert init == {
+        "max_batch_size": batching["max_batch_size"],
+        "batch_wait_timeout_s": batching["wait_us"] / 1e6,
+    }
+    assert apps["ray_batch"]["batch"] == init and "batch" not in apps["ray"]
+
+
+def test_fastapi_gets_a_worker_per_two_cores_on_the_gpu_machine(monkeypatch):
+    harness = _harness()
+    monkeypatch.setattr(harness.os, "cpu_count", lambda: 32)
+    assert harness.fastapi_workers("gpu") == 16 and harness.fastapi_workers("cpu") == 1
