@@ -352,10 +352,10 @@ def test_a_value_whose_pickle_does_not_load_is_made_again(tmp_path):
     """What broke the H200 run: a value that pickles but does not load counts as not pickling,
     so its statement runs again on resume instead of the load failing."""
 
-    cells = ["x = _Broken('a', 'b')"]
+    cells = ["x = _Broken('a', 'b')", "print(x)"]
     namespace = {"x": _Broken("a", "b"), "y": [1, 2]}
     kept = resume_state.save(tmp_path / "s", cells, 2, namespace, [])
-    assert kept == {"pickled": ["y"], "remade": ["x"]}
+    assert kept == {"pickled": ["y"], "remade": ["x"], "modules": []}
 
 
 class _Broken(str):
@@ -376,6 +376,8 @@ def test_two_names_of_one_object_stay_one_object(tmp_path):
 NOTEBOOK = """# %%
 import json
 import os
+import threading
+import warnings
 from pathlib import Path
 from servelab import claims, exercises, perf, three_way
 from servelab.loadgen import spread
@@ -395,7 +397,11 @@ claims.predict("7.2 served / limit at the start", 0.3, why="a guess")
 exercises.given(N_GPUS=1, SWEEP="4,8")
 os.environ["LAB_SET_BY_A_CELL"] = "yes"
 os.environ.pop("LAB_REMOVED_BY_A_CELL", None)
+with warnings.catch_warnings():  # an import inside a block (notebook 7's shared-memory module)
+    import statistics as stats
+twice = lambda x: 2 * x  # noqa: E731 - a lambda: no def makes it again
 ran.write_text("a")
+lock = (ran.write_text(ran.read_text() + "L"), threading.Lock())[1]  # no later cell uses it
 # %%
 served = claims.Measured.from_samples([240.0, 250.0, 260.0])
 claims.at_least("served at least 200/s", served, 200)
@@ -411,6 +417,7 @@ OUT.write_text(json.dumps({{
     "predicted": claims.PREDICTIONS["7.2 served / limit at the start"]["value"],
     "claims": [r["claim"] for r in claims.RESULTS], "given": steps.value("SWEEP"),
     "set": os.environ.get("LAB_SET_BY_A_CELL"), "removed": os.environ.get("LAB_REMOVED_BY_A_CELL"),
+    "median": stats.median([1, 2, 3]), "twice": twice(2),
 }}))
 """
 
@@ -443,7 +450,7 @@ def test_a_notebook_stopped_between_cells_is_taken_up_by_a_new_process(tmp_path)
         codes.append(done.returncode)
         assert done.returncode in (0, script_runner.STOPPED), done.stdout + done.stderr[-2000:]
     assert codes == [script_runner.STOPPED, script_runner.STOPPED, 0]
-    assert ran.read_text() == "abc"  # each cell once
+    assert ran.read_text() == "aLbc"  # each cell once, the lock no later cell uses not again
     got = json.loads(out.read_text())
     assert got == {
         "line": LINE,
@@ -460,5 +467,7 @@ def test_a_notebook_stopped_between_cells_is_taken_up_by_a_new_process(tmp_path)
         "given": "4,8",
         "set": "yes",
         "removed": None,
+        "median": 2,
+        "twice": 4,
     }
     assert not state.exists()
