@@ -191,7 +191,10 @@ def load(path: Path, cells: list[str], namespace: dict, say=print) -> tuple[int,
         if isinstance(node, DEFINITIONS):
             exec(compile(ast.Module([node], []), f"[cell {number}]", "exec"), namespace)
     for name, module in state["modules"].items():
-        namespace[name] = importlib.import_module(module)
+        try:
+            namespace[name] = importlib.import_module(module)
+        except ImportError as exc:  # a module made at run time: the cells that use it will say
+            say(f"(resumed without {name}: {type(exc).__name__}: {exc})")
     os.environ.update(state["environ"])
     for name in state["unset"]:
         os.environ.pop(name, None)
