@@ -639,6 +639,9 @@ class Run:
         from labstack.lab_secrets import lab_secrets
         from servelab import perf
 
+        if "triton" not in self.servers:  # perf_analyzer speaks only Triton's protocol
+            (self.out / "perf.json").write_text("{}\n")
+            return
         t = self.servers["triton"]
         host = t["url"].split("://")[-1]
         s = self.setting

@@ -126,10 +126,12 @@ def configurations(setup: dict) -> dict:
     run's, which had no batching ways)."""
     out = {}
     triton = setup.get("triton", {"configs": {}})
-    configs = triton.get("configs") or {
-        three_way.TRITON_MODEL: triton["config"],
-        three_way.ONNX_MODEL: triton["onnx_config"],
-    }
+    configs = triton.get("configs")
+    if configs is None:  # the first H200 run's setup.json
+        configs = {
+            three_way.TRITON_MODEL: triton["config"],
+            three_way.ONNX_MODEL: triton["onnx_config"],
+        }
     for way, model in (
         ("triton", three_way.TRITON_MODEL),
         ("triton_onnx", three_way.ONNX_MODEL),
