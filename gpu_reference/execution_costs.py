@@ -84,15 +84,23 @@ def config_text(name: str, profile_dir: Path | None) -> str:
 
 
 class Server:
-    """tritonserver with food_classifier_tuned alone, started fresh."""
+    """tritonserver with food_classifier_tuned alone, started fresh; with `config`, the model is
+    loaded in that configuration at the server's start (its only load: load_s is the time from
+    the start until the server answers), else in the repository's and changed by load(). The
+    admin key on tritonserver's command line is masked once the server has read it, as the lab's
+    watchdog does (docs/security.md)."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, config: str | None = None):
         from labstack import launcher, triton_local
+        from servelab.serving.triton_procs import hide_argument
         from servelab.triton import model_repository
 
         self.repo = workdir / "model_repository"
         self.repo.mkdir(parents=True, exist_ok=True)
-        self.model_dir = model_repository.add_model(MODEL, self.repo, mode="local", kind="gpu")
+        kind = "gpu" if config is None or "KIND_GPU" in config else "cpu"
+        self.model_dir = model_repository.add_model(MODEL, self.repo, mode="local", kind=kind)
+        if config is not None:
+            (self.model_dir / "config.pbtxt").write_text(config)
         http, grpc, metrics = (launcher.free_port() for _ in range(3))
         argv, env = triton_local.server_command(
             self.repo, http, grpc, metrics, backends=workdir / "b"
@@ -102,10 +110,13 @@ class Server:
             argv,
             health=f"http://127.0.0.1:{http}/v2/health/live",
             env=env,
-            timeout=300,
+            timeout=900,  # with a config, its compile happens before the server answers
             ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
         )
-        self.record = launcher.start(service)
+        key = os.environ["TRITON_ADMIN_KEY"]  # server_command made it if there was none
+        t0 = time.monotonic()
+        self.record = launcher.start(service, on_launch=lambda r: hide_argument(r["pid"], key))
+        self.start_s = time.monotonic() - t0
         self.url, self.grpc = f"http://127.0.0.1:{http}", f"127.0.0.1:{grpc}"
         os.environ.update(
             TRITON_SERVER_URL=self.url,
@@ -203,13 +214,24 @@ def py_spy(pid: int, seconds: int, path: Path, delay: float) -> threading.Thread
     return thread
 
 
-def measure(server: Server, name: str, out: Path, profile_dir: Path, spy: bool) -> dict:
+def measure(
+    server: Server,
+    name: str,
+    out: Path,
+    profile_dir: Path,
+    spy: bool,
+    line: str | None = None,
+    warm_up: bool = True,
+) -> dict:
+    """An uncounted warm-up run (unless warm_up is False) and the counted run of `line` (default:
+    the variant's clients, gRPC with system shared memory, async), with the stubs' phase clock,
+    Triton's per-execution statistics and the CPU of each process around the counted run."""
     from servelab import perf
     from servelab.serving import stub_profile
     from servelab.triton import triton_stats
 
-    clients = VARIANTS[name][4]
-    line = (
+    clients = VARIANTS[name][4] if name in VARIANTS else CLIENTS
+    line = line or (
         f"perf_analyzer -m {MODEL} -u {server.grpc} -i grpc --shared-memory system "
         f"--concurrency-range {clients} --async --shape input:224,224,3"
     )
@@ -221,8 +243,9 @@ def measure(server: Server, name: str, out: Path, profile_dir: Path, spy: bool) 
         newest = max(procs["stubs"], key=lambda p: p.create_time())
         spy_thread = py_spy(newest.pid, 6, out / f"pyspy_{name}.txt", delay=3)
     try:
-        warm = perf.run_line(f"{line} {WARM_UP}", f"{name}_warm-up", out=out, url=server.url)
-        row["warm_up_infer_s"] = warm.row["throughput_infer_s"]
+        if warm_up:
+            warm = perf.run_line(f"{line} {WARM_UP}", f"{name}_warm-up", out=out, url=server.url)
+            row["warm_up_infer_s"] = warm.row["throughput_infer_s"]
     except perf.PerfAnalyzerError as exc:
         row["warm_up"] = f"did not settle: {str(exc)[:200]}"
     if spy_thread:

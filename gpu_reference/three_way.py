@@ -1,23 +1,27 @@
 """The same model, the same load, three ways to serve it, side by side in one run (issue 47, item
-3): Triton with notebook 7's best configuration, Ray Serve with notebook 9's deployment, FastAPI
-with the lab's ONNX service. The protocol (what each receives and why that is fair, the ladder,
-the fixed rate, the intervals) is servelab/three_way.py; this script starts the three servers on
-this machine, measures and writes OUT. A maintainers' experiment.
+3; issue 54): Triton with notebook 7's best configuration, Ray Serve with notebook 9's deployment,
+FastAPI with the lab's ONNX service; and batching against none, for Triton's ONNX Runtime model
+(dynamic batching) and for Ray Serve (@serve.batch), in the same ladder. The protocol (what each
+receives and why that is fair, the ladder, the fixed rate, the intervals, the batchers' settings)
+is servelab/three_way.py; this script starts the servers on this machine, measures and writes OUT.
+A maintainers' experiment.
 
     python3 gpu_reference/three_way.py OUT                   # every part not done yet
     python3 gpu_reference/three_way.py OUT --setting cpu     # the small setting (default on a CPU)
     python3 gpu_reference/three_way.py OUT --parts report    # only rewrite OUT/README.md
+    python3 gpu_reference/three_way.py OUT --perf best_line  # of the perf part, only that line
+    python3 gpu_reference/three_way.py OUT --ways triton,fastapi   # only those ways
     LAB_RESUMABLE_S=420 python3 gpu_reference/three_way.py OUT   # stop between parts after 420 s
 
 Parts, in order, each recorded in OUT/progress.json once done (a second invocation goes on with
-the first part not done; each takes well under 10 minutes on the H100 and on 2 CPU cores):
-  up          the three servers started and recorded in OUT/servers.json, each warmed up, and the
-              same photo asked of each (answers.json); on a GPU Triton compiles its model (about
-              1.5-2.5 minutes on the H100 on 2026-11-27)
+the first part not done):
+  up          the servers started and recorded in OUT/servers.json, each warmed up, and the
+              same photo asked of each (answers.json); on a GPU Triton compiles notebook 7's
+              model once (--load-model=*, no second load: 64-99 s on the H200 on 2026-11-28)
   sequential  each way one request at a time: where a request's time goes (sequential.csv)
-  ladder      each way's rates up to the latency objective (ladder.csv)
   fixed       every way at one rate, rounds interleaved, with the CPU each process group used per
-              request (fixed.csv, cpu.csv)
+              request (fixed.csv, cpu.csv); before the ladder, whose last step overloads a server
+  ladder      each way's rates up to the latency objective (ladder.csv)
   perf        perf_analyzer against Triton at the fixed rate over HTTP (the lab's generator
               checked against Triton's own), and notebook 7's best line (perf_*.csv)
   down        the servers stopped
@@ -26,13 +30,23 @@ With LAB_RESUMABLE_S it stops between two parts once that many seconds have pass
 75), the servers left running (OUT/servers.json); the same command in the next device call, on
 the still-warm machine, goes on. A part that finds a server gone starts the servers again first.
 
-The servers: Triton (the local-mode tritonserver, food_classifier_tuned alone, explicit loads; on
-a GPU the best config.pbtxt of the 2026-11-24 H100 reference, LAB_THREEWAY_BEST=FILE for another
-served_over_limit.json; on a CPU that configuration's CPU form: fp32, one instance, max batch 8,
-2000 us, notebook 7's CPU sweep), Ray (one head node sized for the machine, token auth, on
-127.0.0.1 only: labstack/ray_cluster.py; the deployment servelab/serving/ray_app.py with
---ray-replicas replicas, on the GPU with num_gpus 1/replicas each), FastAPI (uvicorn with
-fastapi_onnx, --fastapi-workers processes, ONNX Runtime on the GPU where there is one).
+The servers (setup.json states each one's configuration, and the page shows it):
+- Triton: the local-mode tritonserver under the lab's watchdog, as `make up` runs it (its admin
+  key in OUT/lab/secrets.env, 0600, and on no command line: labstack/triton_local.py); explicit
+  model control, every model loaded at start: notebook 7's food_classifier_tuned in its best
+  configuration (on a GPU the best config.pbtxt of the 2026-11-24 H100 reference,
+  LAB_THREEWAY_BEST=FILE for another served_over_limit.json; on a CPU its CPU form: fp32, one
+  instance, max batch 8, 2000 us, notebook 7's CPU sweep), notebook 9.5's food_classifier_onnx
+  (ONNX Runtime, 2 instances, no batching) and food_classifier_onnx_batch (the same with
+  three_way.BATCHING's dynamic batcher);
+- Ray: one head node sized for the machine, token auth, on 127.0.0.1 only
+  (labstack/ray_cluster.py), two applications: notebook 9's deployment (servelab/serving/
+  ray_app.py's FoodClassifier, max_ongoing_requests 2) at /food and BatchedFoodClassifier
+  (@serve.batch with three_way.BATCHING's size and wait, max_ongoing_requests twice the batch) at
+  /food_batch, each with the same replicas, on the GPU a share of it each;
+- FastAPI: uvicorn with fastapi_onnx, ONNX Runtime on the GPU where there is one, one worker
+  process per two cores on a GPU machine (each decodes its requests' JPEGs on its own core and
+  holds its own session on the GPU; the first run had 4 on 32 cores), one on the CPU setting.
 """
 
 from __future__ import annotations
@@ -48,10 +62,22 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-PARTS = ("up", "sequential", "ladder", "fixed", "perf", "down", "report")
+# the fixed rate before the ladder: each way's ladder ends with an overloaded step, and in the
+# first H200 run (ladder first) Triton's p95 at 200/s after it was 3x its p95 at 225/s before it
+PARTS = ("up", "sequential", "fixed", "ladder", "perf", "down", "report")
 RESUME_EXIT = 75  # as labstack/resume_state.py: stopped between parts, go on next call
-# per setting: Ray replicas, Ray's max_ongoing_requests, FastAPI workers
-SERVERS = {"cpu": (2, 2, 1), "gpu": (4, 2, 4)}
+PERF_LINES = ("fixed_http", "onnx_fixed_http", "best_line")
+# per setting: Ray's replicas per application and max_ongoing_requests without batching (notebook
+# 9's); with @serve.batch a replica takes twice its largest batch
+RAY = {"cpu": (2, 2), "gpu": (4, 2)}
+RAY_APPS = {"ray": ("food", "/food"), "ray_batch": ("food_batch", "/food_batch")}
+
+
+def fastapi_workers(setting: str) -> int:
+    """uvicorn's worker processes: one per two cores on the GPU machine (each decodes JPEGs on a
+    core and holds an ONNX Runtime session on the GPU; the cores left serve the load generator),
+    one on the 2-core CPU setting."""
+    return max(1, (os.cpu_count() or 2) // 2) if setting == "gpu" else 1
 
 
 def on_gpu() -> bool:
@@ -74,106 +100,156 @@ def triton_config_text(gpu: bool) -> str:
     return three_way.best_config(Path(own) if own else None, gpu)[0]
 
 
-def start_triton(work: Path, gpu: bool) -> dict:
-    """tritonserver with notebook 7's model in its best configuration and, beside it, the ONNX
-    Runtime model of notebook 6 with 2 instances (notebook 9.5's): the same runtime as Ray's and
-    FastAPI's, so the serving path is compared apart from the runtime."""
+def start_triton(work: Path, gpu: bool, setting: str) -> dict:
+    """tritonserver under the lab's watchdog with notebook 7's model in its best configuration
+    and, beside it, the ONNX Runtime model of notebook 9.5 (2 instances) without and with dynamic
+    batching: the same runtime as Ray's and FastAPI's, so the serving path is compared apart from
+    the runtime. Every model is loaded once, at start (--load-model=*)."""
     import shutil
 
     from labstack import processes, triton_local
+    from labstack.lab_secrets import lab_secrets
     from labstack.ports import free_port
+    from servelab import three_way
     from servelab.triton import instances, model_repository, triton_config
 
     repo = work / "model_repository"
     kind = "gpu" if gpu else "cpu"
     model_repository.populate(repo, mode="local", kind=kind, verbose=False)
     shutil.rmtree(repo / "food_classifier")  # notebook 6's PyTorch model: not compared here
-    onnx_config = repo / "food_classifier_onnx" / "config.pbtxt"
+    onnx = repo / three_way.ONNX_MODEL
     group = instances.instance_group(2, 1 if gpu else 0)
-    onnx_config.write_text(
-        re.sub(r"instance_group \[.*?\n\]", group, onnx_config.read_text(), flags=re.S)
+    text = re.sub(
+        r"instance_group \[.*?\n\]", group, (onnx / "config.pbtxt").read_text(), flags=re.S
     )
+    (onnx / "config.pbtxt").write_text(text)
+    batched = repo / three_way.ONNX_BATCH_MODEL
+    shutil.rmtree(batched, ignore_errors=True)
+    shutil.copytree(onnx, batched)
+    text = text.replace(f'name: "{three_way.ONNX_MODEL}"', f'name: "{three_way.ONNX_BATCH_MODEL}"')
+    (batched / "config.pbtxt").write_text(text + "\n" + three_way.batching_fragment(setting) + "\n")
     folder = model_repository.add_model(
-        "food_classifier_tuned", repo, mode="local", kind=kind, verbose=False
+        three_way.TRITON_MODEL, repo, mode="local", kind=kind, verbose=False
     )
     (folder / "config.pbtxt").write_text(triton_config_text(gpu))
     http, grpc, metrics = (free_port() for _ in range(3))
-    argv, env = triton_local.server_command(repo, http, grpc, metrics, backends=work / "b")
+    key = lab_secrets()["TRITON_ADMIN_KEY"]  # OUT/lab/secrets.env, 0600: the next call's too
+    argv, env = triton_local.server_command(
+        repo, http, grpc, metrics, backends=work / "b", admin_key=key, key_on_command_line=False
+    )
+    health = work / "triton_health.json"
     service = processes.Service(
         "triton",
-        argv,
-        health=f"http://127.0.0.1:{http}/v2/health/live",
-        marker=f"--http-port={http}",
+        triton_local.watchdog_command(argv, http, health),
+        health=f"http://127.0.0.1:{http}/v2/health/ready",
+        marker=f"--health-file={health}",
         env=env,
-        timeout=300,
+        timeout=900,  # every model loads before the server answers (the compile: minutes)
     )
+    t0 = time.monotonic()
     record = processes.start(service)
     url = f"http://127.0.0.1:{http}"
-    loaded = {}
-    for model in ("food_classifier_onnx", "food_classifier_tuned"):  # --load-model=* began them
-        ok, load_s, error = triton_config.load_model(model, url, 900)
-        if not ok:
-            raise RuntimeError(f"Triton did not load {model}: {error}")
-        loaded[model] = round(load_s, 1)
+    models = (three_way.ONNX_MODEL, three_way.ONNX_BATCH_MODEL, three_way.TRITON_MODEL)
+    deadline = time.monotonic() + 900
+    while not all(triton_config.model_ready(m, url) for m in models):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"Triton did not make {models} ready within 900 s")
+        time.sleep(1)
     return {
         **record,
         "url": url,
         "grpc": f"127.0.0.1:{grpc}",
-        "load_s": loaded,
-        "config": (folder / "config.pbtxt").read_text(),
-        "onnx_config": onnx_config.read_text(),
+        "ready_s": round(time.monotonic() - t0, 1),
+        "configs": {m: (repo / m / "config.pbtxt").read_text() for m in models},
     }
 
 
 def start_fastapi(workers: int) -> dict:
+    import requests
+
     from labstack import processes
     from labstack.ports import free_port
     from labstack.stack_services import fastapi_service
 
     port = free_port()
     record = processes.start(fastapi_service(port, "onnx", workers))
-    health = __import__("requests").get(f"http://127.0.0.1:{port}/health", timeout=10).json()
-    return {**record, "url": f"http://127.0.0.1:{port}", "health": health, "workers": workers}
+    # the first worker's answer makes the service healthy; every worker loads its own session:
+    # asked until as many answers in a row as there are workers say ready (each goes to a worker)
+    deadline, ready = time.monotonic() + 180, 0
+    while ready < 2 * workers and time.monotonic() < deadline:
+        health = requests.get(f"http://127.0.0.1:{port}/health", timeout=10)
+        ready = ready + 1 if health.status_code == 200 else 0
+        time.sleep(0 if ready else 0.5)
+    url = f"http://127.0.0.1:{port}"
+    return {**record, "url": url, "health": health.json(), "workers": workers}
 
 
-def start_ray(gpu: bool, replicas: int, ongoing: int) -> dict:
+def start_ray(gpu: bool, setting: str) -> dict:
     from labstack import processes, ray_cluster
 
     cpus = os.cpu_count() or 1
     gpus = 1 if gpu else 0
     record = processes.start(ray_cluster.head_service(ray_cluster.temp_dir(), cpus, gpus))
     os.environ.update(ray_cluster.urls(record))
-    url = _ray_deploy(gpu, replicas, ongoing)
+    apps = _ray_deploy(gpu, setting, cpus)
     return {
         **record,
-        "url": url,
         "urls": ray_cluster.urls(record),
-        "replicas": replicas,
-        "max_ongoing_requests": ongoing,
+        "apps": apps,
         "cpus": cpus,
         "gpus": gpus,
     }
 
 
-def _ray_deploy(gpu: bool, replicas: int, ongoing: int) -> str:
-    """Notebook 9's deployment: `replicas` replicas, each a core and, on a GPU, its share of it."""
-    from servelab import ray_serving
+def _ray_deploy(gpu: bool, setting: str, cpus: int) -> dict:
+    """Notebook 9's deployment at /food and the same with @serve.batch at /food_batch, the same
+    replicas each, each replica a core (or its share of a small machine) and, on a GPU, its share
+    of it. Returns each application's URL and options."""
+    from servelab import ray_serving, three_way
+    from servelab.serving.ray_app import BatchedFoodClassifier, FoodClassifier
 
+    replicas, ongoing = RAY[setting]
+    batching = three_way.BATCHING[setting]
+    actor = {"num_cpus": min(1.0, cpus / (2 * replicas))}
+    if gpu:
+        actor["num_gpus"] = round(1 / (2 * replicas), 4)
     url = ray_serving.connect()
-    actor = {"num_cpus": 1, **({"num_gpus": round(1 / replicas, 4)} if gpu else {})}
-    deployment = ray_serving.FoodClassifier.options(
-        num_replicas=replicas, max_ongoing_requests=ongoing, ray_actor_options=actor
-    )
-    ray_serving.deploy(deployment)
-    return url
+    base = url.rsplit("/", 1)[0]
+    plain = {"num_replicas": replicas, "max_ongoing_requests": ongoing}
+    batched = {"num_replicas": replicas, "max_ongoing_requests": 2 * batching["max_batch_size"]}
+    init = {
+        "max_batch_size": batching["max_batch_size"],
+        "batch_wait_timeout_s": batching["wait_us"] / 1e6,
+    }
+    apps = {}
+    for way, deployment, options, args in (
+        ("ray", FoodClassifier, plain, None),
+        ("ray_batch", BatchedFoodClassifier, batched, init),
+    ):
+        name, route = RAY_APPS[way]
+        ray_serving.deploy(
+            deployment.options(**options, ray_actor_options=actor), name, route, init=args
+        )
+        apps[way] = {
+            "url": f"{base}{route}",
+            "app": name,
+            "deployment": deployment.name,
+            **options,
+            "ray_actor_options": actor,
+            **({"batch": init} if args else {}),
+        }
+    return apps
+
+
+def server_of(way: str) -> str:
+    """The server a way is served by: triton, ray or fastapi."""
+    return way.split("_", 1)[0]
 
 
 def alive(servers: dict) -> bool:
     from labstack.processes import is_running
 
-    return bool(servers) and all(
-        is_running(servers[n]["pid"], servers[n]["marker"]) for n in ("triton", "ray", "fastapi")
-    )
+    return bool(servers) and all(is_running(s["pid"], s["marker"]) for s in servers.values())
 
 
 def stop_all(servers: dict) -> None:
@@ -189,6 +265,8 @@ def stop_all(servers: dict) -> None:
 def setup(servers: dict, run) -> dict:
     """What ran: the machine, the setting, each server's configuration (no process ids)."""
     import platform
+
+    from servelab import three_way
 
     return {
         "machine": {
@@ -207,14 +285,27 @@ def setup(servers: dict, run) -> dict:
             "started": time.strftime("%F %T %Z"),
         },
         "setting": dict(run.setting.__dict__),
+        "ways": list(run.names),
+        "batching": three_way.BATCHING[run.setting.name],
         "gpu_processes": _gpu_processes(servers),
-        "triton": {k: servers["triton"][k] for k in ("load_s", "config", "onnx_config")},
-        "ray": {k: servers["ray"][k] for k in ("replicas", "max_ongoing_requests", "cpus", "gpus")},
-        "fastapi": {
-            "workers": servers["fastapi"]["workers"],
-            "health": {k: v for k, v in servers["fastapi"]["health"].items() if k != "pid"},
-        },
+        **_configured(servers),
     }
+
+
+def _configured(servers: dict) -> dict:
+    """Each server's configuration as setup.json keeps it (the servers this run started)."""
+    out = {}
+    if "triton" in servers:
+        out["triton"] = {k: servers["triton"][k] for k in ("ready_s", "configs")}
+    if "ray" in servers:
+        out["ray"] = {k: servers["ray"][k] for k in ("apps", "cpus", "gpus")}
+    if "fastapi" in servers:
+        health = servers["fastapi"]["health"]
+        out["fastapi"] = {
+            "workers": servers["fastapi"]["workers"],
+            "health": {k: v for k, v in health.items() if k != "pid"},
+        }
+    return out
 
 
 def _gpu_processes(servers: dict) -> list[dict]:
@@ -260,10 +351,10 @@ def _gpu_name() -> str:
 
 
 def groups(servers: dict, senders) -> dict[str, list[int]]:
-    """The processes of each server, by role, and the load generator's."""
+    """The processes of each way, by role, and the load generator's. A process two ways share
+    (tritonserver, Ray's proxy and controller) is named under each: a way's own rounds are what
+    its figures count."""
     import psutil
-
-    from labstack import ray_cluster
 
     def command(pid: int) -> str:
         try:
@@ -272,26 +363,57 @@ def groups(servers: dict, senders) -> dict[str, list[int]]:
             return ""
 
     out: dict[str, list[int]] = {"generator": [os.getpid(), *senders.pids()]}
-    fastapi = psutil.Process(servers["fastapi"]["pid"])
-    out["fastapi: uvicorn"] = [fastapi.pid] + [p.pid for p in fastapi.children(recursive=True)]
-    triton = psutil.Process(servers["triton"]["pid"])
-    stubs = [p.pid for p in triton.children(recursive=True)]
-    for way, model in (
-        ("triton", "food_classifier_tuned"),
-        ("triton_onnx", "food_classifier_onnx"),
-    ):
-        out[f"{way}: tritonserver"] = [triton.pid]  # shared: counted in each way's own runs
-        out[f"{way}: stubs"] = [p for p in stubs if f"/{model}/" in command(p)]
-    roles = {
-        "ServeReplica": "ray: replicas",
-        "ProxyActor": "ray: proxy",
-        "ServeController": "ray: controller",
-    }
-    for pid in ray_cluster.session_members(servers["ray"]["pid"]):
-        text = command(pid)
-        role = next((r for key, r in roles.items() if key in text), "ray: the rest")
-        out.setdefault(role, []).append(pid)
+    if "fastapi" in servers:
+        fastapi = psutil.Process(servers["fastapi"]["pid"])
+        out["fastapi: uvicorn"] = [fastapi.pid, *(p.pid for p in fastapi.children(recursive=True))]
+    if "triton" in servers:
+        _triton_groups(servers["triton"], out, command)
+    if "ray" in servers:
+        _ray_groups(servers["ray"], out, command)
     return out
+
+
+def _triton_groups(triton: dict, out: dict, command) -> None:
+    import psutil
+
+    from servelab import three_way
+
+    watchdog = psutil.Process(triton["pid"])
+    below = watchdog.children(recursive=True)
+    server = [p.pid for p in below if _name(p) == "tritonserver"]
+    stubs = [p.pid for p in below if _name(p) != "tritonserver"]
+    for way, model in (
+        ("triton", three_way.TRITON_MODEL),
+        ("triton_onnx", three_way.ONNX_MODEL),
+        ("triton_onnx_batch", three_way.ONNX_BATCH_MODEL),
+    ):
+        out[f"{way}: tritonserver"] = server  # shared: counted in each way's own runs
+        out[f"{way}: stubs"] = [p for p in stubs if f"/{model}/" in command(p)]
+
+
+def _ray_groups(ray: dict, out: dict, command) -> None:
+    from labstack import ray_cluster
+
+    apps = {v["app"]: way for way, v in ray["apps"].items()}
+    shared = {"ProxyActor": "proxy", "ServeController": "controller"}
+    for pid in ray_cluster.session_members(ray["pid"]):
+        text = command(pid)
+        replica = next((a for a in apps if f"ServeReplica:{a}:" in text), None)
+        if replica:
+            out.setdefault(f"{apps[replica]}: replicas", []).append(pid)
+            continue
+        role = next((r for key, r in shared.items() if key in text), "the rest")
+        for way in apps.values():
+            out.setdefault(f"{way}: {role}", []).append(pid)
+
+
+def _name(process) -> str:
+    import psutil
+
+    try:
+        return process.name()
+    except psutil.Error:
+        return ""
 
 
 def cpu_now(by_group: dict[str, list[int]]) -> dict:
@@ -323,7 +445,14 @@ def cpu_used(before: dict, after: dict) -> dict:
 
 
 class Run:
-    def __init__(self, out: Path, setting_name: str | None, overrides: dict | None = None):
+    def __init__(
+        self,
+        out: Path,
+        setting_name: str | None,
+        overrides: dict | None = None,
+        names: list[str] | None = None,
+        perf_lines: list[str] | None = None,
+    ):
         import dataclasses
 
         from servelab import three_way
@@ -342,6 +471,14 @@ class Run:
         if overrides and overrides != self.progress["overrides"]:
             raise SystemExit(f"{out} was started with --set {self.progress['overrides']}")
         self.setting = dataclasses.replace(three_way.SETTINGS[name], **self.progress["overrides"])
+        answers = out / "answers.json"
+        if "ways" not in self.progress and answers.exists():  # a run from before --ways
+            self.progress["ways"] = list(json.loads(answers.read_text())["labels"])
+        self.progress.setdefault("ways", names or list(three_way.ORDER))
+        if names and names != self.progress["ways"]:
+            raise SystemExit(f"{out} was started with --ways {','.join(self.progress['ways'])}")
+        self.names = self.progress["ways"]
+        self.perf_lines = perf_lines or list(PERF_LINES)
         self.servers_file = out / "servers.json"
         self.servers = (
             json.loads(self.servers_file.read_text()) if self.servers_file.exists() else {}
@@ -363,10 +500,16 @@ class Run:
         from servelab import three_way
         from servelab.paths import test_photo
 
-        s = self.servers
-        urls = {"triton": s["triton"]["url"], "triton_onnx": s["triton"]["url"]}
-        urls.update(ray=s["ray"]["url"], fastapi=s["fastapi"]["url"])
-        return three_way.ways(test_photo(), urls)
+        s, urls = self.servers, {}
+        if "triton" in s:
+            urls.update(
+                {n: s["triton"]["url"] for n in ("triton", "triton_onnx", "triton_onnx_batch")}
+            )
+        if "ray" in s:
+            urls.update({way: app["url"] for way, app in s["ray"]["apps"].items()})
+        if "fastapi" in s:
+            urls["fastapi"] = s["fastapi"]["url"]
+        return three_way.ways(test_photo(), {n: urls[n] for n in self.names})
 
     def ensure_up(self) -> None:
         if not alive(self.servers):
@@ -376,22 +519,25 @@ class Run:
                 self.progress["restarts"] += 1
                 stop_all(self.servers)
             self.part_up()
-        elif "RAY_ADDRESS" not in os.environ:
+        elif "RAY_ADDRESS" not in os.environ and "ray" in self.servers:
             os.environ.update(self.servers["ray"]["urls"])
 
     # -- up
     def part_up(self) -> None:
         from servelab import three_way
 
-        replicas, ongoing, workers = SERVERS[self.setting.name]
+        workers, setting = fastapi_workers(self.setting.name), self.setting.name
         servers: dict = {}
         timings = {}
+        needed = {server_of(way) for way in self.names}
         try:
             for name, start in (
                 ("fastapi", lambda: start_fastapi(workers)),
-                ("ray", lambda: start_ray(self.gpu, replicas, ongoing)),
-                ("triton", lambda: start_triton(self.out / "work", self.gpu)),
+                ("ray", lambda: start_ray(self.gpu, setting)),
+                ("triton", lambda: start_triton(self.out / "work", self.gpu, setting)),
             ):
+                if name not in needed:
+                    continue
                 t0 = time.monotonic()
                 servers[name] = start()
                 timings[name] = round(time.monotonic() - t0, 1)
@@ -401,10 +547,10 @@ class Run:
         except BaseException:
             stop_all(servers)
             raise
-        (self.out / "setup.json").write_text(json.dumps(setup(servers, self), indent=2) + "\n")
         ways = self.ways()
         for way in ways.values():
             three_way.warm_up(way, self.setting.warm_up_n)
+        (self.out / "setup.json").write_text(json.dumps(setup(servers, self), indent=2) + "\n")
         answers = three_way.same_answer(ways)
         answers.update(start_s=timings, receives={n: w.receives for n, w in ways.items()})
         answers["bytes_sent"] = {n: len(w.body) for n, w in ways.items()}
@@ -456,7 +602,10 @@ class Run:
                 label = f"{name} fixed {s.fixed_rps:g}/s round {r + 1}"
                 by_group = groups(self.servers, senders)
                 before, t0 = cpu_now(by_group), time.monotonic()
-                df = three_way.at_rate(all_ways[name], s.fixed_rps, s.fixed_s, senders, label, r)
+                wait = three_way.request_timeout_s(s.objective_ms)
+                df = three_way.at_rate(
+                    all_ways[name], s.fixed_rps, s.fixed_s, senders, label, r, timeout=wait
+                )
                 used, wall = cpu_used(before, cpu_now(by_group)), time.monotonic() - t0
                 df.attrs["way"] = name
                 runs[label] = df
@@ -487,8 +636,12 @@ class Run:
 
     # -- perf
     def part_perf(self) -> None:
+        from labstack.lab_secrets import lab_secrets
         from servelab import perf
 
+        if "triton" not in self.servers:  # perf_analyzer speaks only Triton's protocol
+            (self.out / "perf.json").write_text("{}\n")
+            return
         t = self.servers["triton"]
         host = t["url"].split("://")[-1]
         s = self.setting
@@ -505,11 +658,21 @@ class Run:
             own = os.environ.get("LAB_THREEWAY_BEST")
             record = three_way.best_config(Path(own) if own else None)[1]
             best = json.loads(record.read_text())
-            lines["best_line"] = re.sub(r"-u \S+", f"-u {t['grpc']}", best["command"])
-        else:
-            lines["best_line"] = f"{base} --concurrency-range 16 --async{windows}"
+            line = re.sub(r"-u \S+", f"-u {t['grpc']}", best["command"])
+            lines["best_line"] = f"{line} --measurement-interval 3000"  # notebook 7's windows
+        else:  # its flags on a CPU (gRPC, shared memory: the node's secret), a CPU's load
+            grpc = f"-u {t['grpc']} -i grpc --shared-memory system"
+            lines["best_line"] = (
+                f"perf_analyzer -m food_classifier_tuned {grpc} --concurrency-range 16 --async "
+                f"--shape input:224,224,3{windows}"
+            )
+        # the node's secret, for the shared-memory API of the best line: perf.run_line adds the
+        # header and keeps it off perf_analyzer's command line (servelab/serving/argv_tail.py)
+        os.environ["TRITON_ADMIN_KEY"] = lab_secrets()["TRITON_ADMIN_KEY"]
         summary = {}
         for name, line in lines.items():
+            if name not in self.perf_lines:
+                continue
             try:
                 run = perf.run_line(line, name, out=self.out, url=t["url"], timeout=240)
                 row = run.row
@@ -519,6 +682,7 @@ class Run:
                     "p50_ms": row.get("p50_ms"),
                     "p95_ms": row.get("p95_ms"),
                     "mode": row.get("mode"),
+                    "avg_batch_size": row.get("avg_batch_size"),
                 }
             except Exception as exc:  # noqa: BLE001 - kept in the page with its reason
                 summary[name] = {"line": line, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
@@ -550,6 +714,8 @@ class Run:
                 t0 = time.monotonic()
                 print(f"== {part}", flush=True)
                 getattr(self, f"part_{part}")()
+                if part == "report":  # made again from the files at will: no record of it
+                    continue
                 self.progress.setdefault("done", {})[part] = {
                     "seconds": round(time.monotonic() - t0, 1),
                     "finished": time.strftime("%F %T %Z"),
@@ -569,6 +735,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--set", action="append", default=[], metavar="FIELD=VALUE", help="a setting's field"
     )
+    parser.add_argument("--ways", help="the ways to compare (default every one, ORDER's names)")
+    parser.add_argument("--perf", help=f"the perf part's lines (default: {','.join(PERF_LINES)})")
     args = parser.parse_args(argv)
     overrides = {}
     for item in args.set:
@@ -586,7 +754,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown parts {sorted(unknown)}; parts: {', '.join(PARTS)}")
     stop_after = float(os.environ["LAB_RESUMABLE_S"]) if os.environ.get("LAB_RESUMABLE_S") else None
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    return Run(args.out, args.setting, overrides).run(parts, stop_after)
+    names = args.ways.split(",") if args.ways else None
+    perf_lines = args.perf.split(",") if args.perf else None
+    from servelab import three_way
+
+    if names and set(names) - set(three_way.ORDER):
+        parser.error(f"unknown ways {sorted(set(names) - set(three_way.ORDER))}")
+    if perf_lines and set(perf_lines) - set(PERF_LINES):
+        parser.error(f"unknown perf lines {sorted(set(perf_lines) - set(PERF_LINES))}")
+    return Run(args.out, args.setting, overrides, names, perf_lines).run(parts, stop_after)
 
 
 if __name__ == "__main__":

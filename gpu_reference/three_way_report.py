@@ -54,6 +54,19 @@ def figures(out: Path) -> dict:
     machine = cpu[cpu["group"] == "machine"].groupby("way")["cores"].mean()
     perf = json.loads((out / "perf.json").read_text()) if (out / "perf.json").exists() else {}
     progress = json.loads((out / "progress.json").read_text())
+    batch_gain = {
+        batched: {
+            "without": plain,
+            **three_way.rate_ratio(at_objective[batched], at_objective[plain]),
+        }
+        for batched, plain in three_way.BATCHED.items()
+        if batched in at_objective and plain in at_objective
+    }
+    rate_ratios = {
+        way: three_way.rate_ratio(at_objective[way], at_objective["triton"])
+        for way in at_objective
+        if way != "triton" and "triton" in at_objective
+    }
     return {
         "setup": setup,
         "answers": answers,
@@ -66,10 +79,143 @@ def figures(out: Path) -> dict:
         "cpu_ms_per_request": cpu_per_request,
         "generator_cpu_ms_per_request": {w: round(v, 2) for w, v in generator.items()},
         "machine_cores_busy": {w: round(v, 2) for w, v in machine.items()},
+        "batch_gain": batch_gain,
+        "rate_ratios": rate_ratios,
+        "latency_ratios": latency_ratios(out, list(pooled.index)),
+        "configurations": configurations(setup),
         "perf": perf,
         "parts_s": {p: d["seconds"] for p, d in progress.get("done", {}).items() if p != "report"},
         "restarts": progress.get("restarts", 0),
     }
+
+
+def requests_file(out: Path, kind: str, way: str) -> Path:
+    """A part's requests of one way (kind "ladder" or "fixed"): the CSV the run wrote, or the
+    same gzipped (a committed page keeps its large request files so: `gzip -n`)."""
+    plain = out / f"{kind}_requests_{way}.csv"
+    return plain if plain.exists() else plain.with_name(plain.name + ".gz")
+
+
+def latency_ratios(out: Path, names: list[str]) -> dict:
+    """At the fixed rate: each batching way against the same way without, and every other way
+    against Triton with notebook 7's best configuration; median and p95, each ratio with its
+    bootstrap interval (three_way.latency_ratio), from the rounds' pooled requests."""
+
+    def answered(way: str):
+        df = pd.read_csv(requests_file(out, "fixed", way), low_memory=False)
+        return df[df["status"].astype(str) == "200"]["latency_ms"].dropna().to_numpy()
+
+    pairs = [(a, b) for a, b in three_way.BATCHED.items() if a in names and b in names]
+    if "triton" in names:
+        pairs += [(w, "triton") for w in names if w != "triton"]
+    samples = {w: answered(w) for w in {x for pair in pairs for x in pair}}
+    return {
+        f"{a} / {b}": {
+            stat: {
+                k: round(v, 3)
+                for k, v in three_way.latency_ratio(samples[a], samples[b], stat).items()
+            }
+            for stat in ("median", "p95")
+        }
+        for a, b in pairs
+    }
+
+
+def configurations(setup: dict) -> dict:
+    """Each way's configuration, in words, from setup.json (this run's format or the first H200
+    run's, which had no batching ways)."""
+    out = {}
+    triton = setup.get("triton", {"configs": {}})
+    configs = triton.get("configs")
+    if configs is None:  # the first H200 run's setup.json
+        configs = {
+            three_way.TRITON_MODEL: triton["config"],
+            three_way.ONNX_MODEL: triton["onnx_config"],
+        }
+    for way, model in (
+        ("triton", three_way.TRITON_MODEL),
+        ("triton_onnx", three_way.ONNX_MODEL),
+        ("triton_onnx_batch", three_way.ONNX_BATCH_MODEL),
+    ):
+        if model in configs:
+            out[way] = f"`{model}`: " + _triton_config(configs[model])
+    ray = setup.get("ray")
+    if ray is None:  # a run of other ways only (--ways)
+        apps = {}
+    else:
+        apps = ray.get("apps") or {
+            "ray": {
+                "num_replicas": ray["replicas"],
+                "max_ongoing_requests": ray["max_ongoing_requests"],
+                "ray_actor_options": {
+                    "num_cpus": 1,
+                    **({"num_gpus": round(1 / ray["replicas"], 4)} if ray["gpus"] else {}),
+                },
+                "deployment": "FoodClassifier",
+            }
+        }
+    for way, app in apps.items():
+        batch = app.get("batch")
+        out[way] = (
+            f"`{app['deployment']}`: {app['num_replicas']} replicas, max_ongoing_requests "
+            f"{app['max_ongoing_requests']}, ray_actor_options {app['ray_actor_options']}, "
+            + (
+                f"@serve.batch max_batch_size {batch['max_batch_size']}, batch_wait_timeout_s "
+                f"{batch['batch_wait_timeout_s']:g}"
+                if batch
+                else "no batching"
+            )
+            + "; ONNX Runtime, one thread"
+        )
+    fastapi = setup.get("fastapi")
+    if fastapi is None:
+        return out
+    health = fastapi["health"]
+    out["fastapi"] = (
+        f"uvicorn, {fastapi['workers']} worker process(es), ONNX Runtime on "
+        f"{health.get('device')} with {health.get('threads')} thread(s) each, one request at a "
+        "time per worker (no batching)"
+    )
+    return out
+
+
+def _triton_config(text: str) -> str:
+    """A Triton config.pbtxt in a line: instances, where, max batch, the batcher, parameters."""
+    import re
+
+    text = "\n".join(line.split("#", 1)[0] for line in text.splitlines())  # no comments
+
+    def field(pattern: str) -> str | None:
+        found = re.search(pattern, text)
+        return found.group(1) if found else None
+
+    count, kind = field(r"count: (\d+)"), field(r"kind: (KIND_\w+)")
+    delay = field(r"dynamic_batching \{[^}]*max_queue_delay_microseconds: (\d+)")
+    batching = (
+        f"dynamic batching, {delay} us"
+        if delay
+        else ("dynamic batching" if "dynamic_batching" in text else "no batching")
+    )
+    params = re.findall(
+        r'key: "(precision|cuda_graphs|compile)" value \{ string_value: "(\w+)"', text
+    )
+    shown = ", ".join(f"{k} {v}" for k, v in params)
+    largest = field(r"max_batch_size: (\d+)")
+    return f"{count} x {kind}, max_batch_size {largest}, {batching}" + (
+        f", {shown}" if shown else ""
+    )
+
+
+def _ratio(r: dict) -> str:
+    return f"{r['ratio']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
+
+
+def _bracket(g: dict) -> str:
+    if g["ratio"] is None:
+        return "the second held no rate"
+    lo = "?" if g["lo"] is None else f"{g['lo']:.2f}"
+    hi = "open" if g["hi"] is None else f"{g['hi']:.2f}"
+    return f"{g['ratio']:.2f} (between {lo} and {hi})"
 
 
 def _interval(row: dict, column: str) -> str:
@@ -105,21 +251,45 @@ def markdown(f: dict) -> str:
         lines.append(f"| {NAMES[way]} | {a['receives'][way]} | {a['labels'][way]} |")
     lines += [
         "",
-        f"The three answered {'the same class' if a['agree'] else 'different classes'} for the "
+        f"The ways answered {'the same class' if a['agree'] else 'different classes'} for the "
         "photo.",
+        "",
+        "## How each was configured",
+        "",
+        "| way | configuration |",
+        "|---|---|",
+    ]
+    lines += [
+        f"| {NAMES[w]} | {f['configurations'][w]} |" for w in order if w in f["configurations"]
+    ]
+    lines += [
         "",
         f"## Throughput at the latency objective (p95 <= {s['objective_ms']:g} ms)",
         "",
-        "| way | highest rate that held | served there | next rate tried | its verdict |",
-        "|---|---|---|---|---|",
+        "| way | highest rate that held | served there | next rate tried | its verdict | "
+        "against Triton (notebook 7's best): ratio (bracket) |",
+        "|---|---|---|---|---|---|",
     ]
     for way in order:
         o = f["at_objective"][way]
         nxt = "-" if o["next_rps"] is None else f"{o['next_rps']:g}/s"
+        ratio = _bracket(f["rate_ratios"][way]) if way in f["rate_ratios"] else "-"
         lines.append(
             f"| {NAMES[way]} | {o['held_rps']:g}/s | {o['served_rps']:.1f}/s | {nxt} | "
-            f"{o['next_verdict']} |"
+            f"{o['next_verdict']} | {ratio} |"
         )
+    if f["batch_gain"]:
+        lines += [
+            "",
+            "Batching against none, the same runtime and copies of the model (the ratio of the",
+            "highest rates that held; the true ratio lies between the ends given, from each",
+            "ladder's bracket):",
+            "",
+            "| with batching | without | rate held, ratio (bracket) |",
+            "|---|---|---|",
+        ]
+        for batched, g in f["batch_gain"].items():
+            lines.append(f"| {NAMES[batched]} | {NAMES[g['without']]} | {_bracket(g)} |")
     lines += [
         "",
         "A rate holds when the 95 % bootstrap interval of its p95 is under the objective, at",
@@ -128,15 +298,24 @@ def markdown(f: dict) -> str:
         f"late (the 95th percentile of its delay over {slack:g} ms)",
         "measured the generator, not the server. Every step:",
         "",
-        "| way | rate | served | p95 ms [95 % interval] | sent late, p95 ms | verdict |",
-        "|---|---|---|---|---|---|",
+        "| way | rate | served | p95 ms [95 % interval] | mean batch | sent late, p95 ms | "
+        "verdict |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in f["ladder"]:
+        batch = row.get("mean_batch")
+        batch = "-" if batch is None or batch != batch else f"{batch:.1f}"
         lines.append(
             f"| {NAMES[row['way']]} | {row['rate_rps']:g}/s | {row['served_rps']:.1f}/s | "
-            f"{row['p95_ms']:.1f} [{row['p95_lo_ms']:.1f}, {row['p95_hi_ms']:.1f}] | "
+            f"{row['p95_ms']:.1f} [{row['p95_lo_ms']:.1f}, {row['p95_hi_ms']:.1f}] | {batch} | "
             f"{row['late_p95_ms']:.1f} | {row['verdict']} |"
         )
+    lines += [
+        "",
+        "Mean batch: Triton's executions of the step (its statistics), Ray's batches as each",
+        'request saw its own (`@serve.batch`); "-" where the way does not batch or the run',
+        "did not record it.",
+    ]
     lines += [
         "",
         f"## Latency at a fixed open-loop rate ({s['fixed_rps']:g}/s)",
@@ -153,6 +332,19 @@ def markdown(f: dict) -> str:
         )
     lines += ["", "By their intervals (first named against second):", ""]
     lines += [f"- {k}: {v}" for k, v in f["comparisons"].items()]
+    if f["latency_ratios"]:
+        lines += [
+            "",
+            "Ratios at that rate, with the 95 % bootstrap interval of each ratio:",
+            "",
+            "| ways | median, ratio [interval] | p95, ratio [interval] |",
+            "|---|---|---|",
+        ]
+        for pair, r in f["latency_ratios"].items():
+            a, b = pair.split(" / ")
+            lines.append(
+                f"| {NAMES[a]} / {NAMES[b]} | {_ratio(r['median'])} | {_ratio(r['p95'])} |"
+            )
     lines += [
         "",
         "## Where a request's time goes, one request at a time",

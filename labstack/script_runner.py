@@ -24,6 +24,7 @@ import ast
 import asyncio
 import inspect
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -72,6 +73,7 @@ def run(
     many seconds have passed after a cell, the namespace goes to `state` (labstack.resume_state)
     and a later run with the same `state` starts at the next cell."""
     namespace = {"__name__": "__main__", "__file__": str(path)}
+    environ_before = dict(os.environ)  # what the cells set is kept with a stopped run
     loop = asyncio.new_event_loop()  # one loop for every cell, as in a kernel
     cells = code_cells(path.read_text())
     first_cell, measured = 1, []
@@ -100,7 +102,7 @@ def run(
             times.write_text(json.dumps(measured, indent=1) + "\n")
         late = stop_after_s is not None and time.perf_counter() - began >= stop_after_s
         if late and state is not None and number < len(cells):
-            kept = resume_state.save(state, cells, number + 1, namespace, measured)
+            kept = resume_state.save(state, cells, number + 1, namespace, measured, environ_before)
             print(
                 f"(stopped after cell {number} of {len(cells)}: {len(kept['pickled'])} values "
                 f"saved, {len(kept['remade'])} to make again; run again with --state {state})",

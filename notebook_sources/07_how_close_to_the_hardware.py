@@ -479,7 +479,11 @@ shm.destroy_shared_memory_region(region)
 # %% [markdown]
 # **Exercise 7.4: shared memory for every request.** perf_analyzer does the same for each of its
 # requests with `--shared-memory system` (it creates, fills and registers the regions itself).
-# Write the gRPC line again with that flag.
+# Write the gRPC line again with that flag. Registering a region needs the node's secret, as
+# above: the lab adds `-H triton-grpc-protocol-lab-admin-key:$TRITON_ADMIN_KEY` to your line and
+# passes the key so that perf_analyzer's command line, which every user of the machine can read,
+# does not hold it (docs/security.md; typed by hand in a terminal, the same `-H` would show it to
+# all of them).
 
 # %%
 line = (

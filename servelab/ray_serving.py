@@ -102,9 +102,12 @@ def image_body(seed: int = 0) -> bytes:
 _running: dict = {}  # the deployment serve.run() last ran from here, by app
 
 
-def deploy(deployment) -> pd.DataFrame:
-    """serve.run() the deployment as the app `food` at /food and wait until it serves; an
-    autoscaling one gets LOOK added. Returns where its replicas run (placement()).
+def deploy(
+    deployment, app: str = APP, route: str = ROUTE, init: dict | None = None
+) -> pd.DataFrame:
+    """serve.run() the deployment as the app `food` at /food (or `app` at `route`, its class made
+    with `init`: the three-way comparison serves a batched one beside it) and wait until it
+    serves; an autoscaling one gets LOOK added. Returns where its replicas run (placement()).
 
     serve.run() from Python gives the code a new version each time, so Ray replaces every
     replica even when only num_replicas changed (seconds each on a small node): a fixed-size
@@ -112,8 +115,8 @@ def deploy(deployment) -> pd.DataFrame:
     from ray import serve
 
     fixed = deployment._deployment_config.autoscaling_config is None
-    if fixed and APP in _running and deployment == _running[APP]:
-        if replica_states() == {"RUNNING": deployment.num_replicas}:
+    if fixed and app in _running and (deployment, init) == _running[app]:
+        if replica_states(app) == {"RUNNING": deployment.num_replicas}:
             return placement()
     config = deployment._deployment_config.autoscaling_config
     with warnings.catch_warnings():  # Ray's deprecation notice of metrics_interval_s (above)
@@ -121,16 +124,16 @@ def deploy(deployment) -> pd.DataFrame:
         if config is not None:
             written = config.model_dump(exclude_unset=True)
             deployment = deployment.options(autoscaling_config={**written, **LOOK})
-        serve.run(deployment.bind(), name=APP, route_prefix=ROUTE)
-    _running[APP] = deployment
+        serve.run(deployment.bind(**(init or {})), name=app, route_prefix=route)
+    _running[app] = (deployment, init)
     return placement()
 
 
-def replica_states() -> dict:
+def replica_states(name: str = APP) -> dict:
     """{state: count} of the deployment's replicas (RUNNING, STARTING, STOPPING, ...)."""
     from ray import serve
 
-    app = serve.status().applications.get(APP)
+    app = serve.status().applications.get(name)
     if app is None:
         return {}
     return dict(next(iter(app.deployments.values())).replica_states)
@@ -202,6 +205,14 @@ class Replicas:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
+
+    def __getstate__(self) -> dict:
+        # the samples are kept across a saved namespace (labstack/resume_state.py), not the thread
+        return {"interval_s": self.interval_s, "samples": self.samples}
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update(state)
+        self._stop = threading.Event()
 
     def wait_for(self, running: int, timeout: float = 90.0) -> bool:
         """Keep sampling until `running` replicas run and none starts or stops (the autoscaler

@@ -1,5 +1,6 @@
 """The same model, the same load, three ways to serve it, measured alike: Triton (notebook 7's
-best configuration), Ray Serve (notebook 9's deployment) and FastAPI (notebook 4's ONNX service).
+best configuration), Ray Serve (notebook 9's deployment) and FastAPI (notebook 4's ONNX service);
+and, for Triton's ONNX Runtime model and for Ray Serve, the same with and without batching.
 
 Introduced in notebook 9's optional section; gpu_reference/three_way.py runs it on the GPU
 machine and on a CPU, starting the three servers itself.
@@ -10,6 +11,17 @@ machine and on a CPU, starting the three servers itself.
     steps = three_way.ladder(ways["ray"], setting, senders)   # rates up to the latency objective
     three_way.at_objective(steps, setting)      # the highest rate that held it, and the next
     rounds = three_way.fixed_rate(ways, setting, senders)     # one rate, rounds interleaved
+
+**Batching against none, in the same ladder.** Triton's dynamic batcher and Ray Serve's
+`@serve.batch` do the same thing: requests that arrive within a wait of the first, up to a
+largest batch, run as one. Each is compared with the same server without it, the same runtime
+(ONNX Runtime on the same device, one session per batch size) and the same number of model
+copies: Triton's food_classifier_onnx (2 instances, no batching, notebook 9.5's) against
+food_classifier_onnx_batch (the same with `dynamic_batching`), Ray's deployment (notebook 9's)
+against BatchedFoodClassifier (servelab/serving/ray_app.py). BATCHING sets both batchers alike:
+the ONNX model's max_batch_size (16) and the wait of notebook 7's best configuration on a GPU
+(500 us; on a CPU notebook 7's CPU sweep's 2000 us). rate_ratio() is the ratio of the highest
+rates that held the objective (rate_ratio), with the bracket the two ladders leave.
 
 **What each receives.** One photo per request (the same test photo for all three) and the class
 back, as each path's own client sends it in the lab:
@@ -37,7 +49,8 @@ is under the objective, it served at least 90 % of what it was offered and nothi
 figure is the highest rate that held, with the next one tried (the bracket the truth lies in).
 **Latency at a fixed rate**: `rounds` runs of each way at one rate, interleaved (A B C, B C A,
 ...) so drift of a shared machine falls on all three; the median and p95 over all rounds' requests
-with 95 % bootstrap intervals, and each round's own.
+with 95 % bootstrap intervals, and each round's own; latency_ratio() divides two ways' figures
+with a bootstrap interval of the ratio itself.
 """
 
 from __future__ import annotations
@@ -60,7 +73,10 @@ from servelab.triton import triton_stats
 
 TRITON_MODEL = "food_classifier_tuned"  # notebook 7's model
 ONNX_MODEL = "food_classifier_onnx"  # notebook 6's and 9.5's: ONNX Runtime, as Ray's and FastAPI's
-ORDER = ("triton", "triton_onnx", "ray", "fastapi")
+ONNX_BATCH_MODEL = "food_classifier_onnx_batch"  # the same with Triton's dynamic batching
+ORDER = ("triton", "triton_onnx", "triton_onnx_batch", "ray", "ray_batch", "fastapi")
+# each batching way and the same way without batching
+BATCHED = {"triton_onnx_batch": "triton_onnx", "ray_batch": "ray"}
 # notebook 7's best configuration on its H100 page (that run's served_over_limit.json)
 REFERENCE_BEST = (
     REPO_ROOT
@@ -70,7 +86,9 @@ REFERENCE_BEST = (
 NAMES = {
     "triton": "Triton (notebook 7's best)",
     "triton_onnx": "Triton, ONNX Runtime (9.5's)",
+    "triton_onnx_batch": "Triton, ONNX Runtime, dynamic batching",
     "ray": "Ray Serve",
+    "ray_batch": "Ray Serve, @serve.batch",
     "fastapi": "FastAPI",
 }
 
@@ -103,6 +121,18 @@ SETTINGS = {
 
 # notebook 7's CPU sweep: one instance, max batch 8, 2000 us (notebook 7's CPU defaults)
 CPU_FORM = {"instances": 1, "max_batch": 8, "delay_us": 2000}
+# Triton's dynamic batcher and Ray's @serve.batch, set alike: the ONNX model's max_batch_size and
+# the queue delay of notebook 7's best configuration (GPU) or of its CPU sweep
+BATCHING = {
+    "gpu": {"max_batch_size": 16, "wait_us": 500},
+    "cpu": {"max_batch_size": 16, "wait_us": CPU_FORM["delay_us"]},
+}
+
+
+def batching_fragment(setting_name: str) -> str:
+    """The config.pbtxt line that gives Triton's ONNX model BATCHING's dynamic batcher."""
+    wait = BATCHING[setting_name]["wait_us"]
+    return f"dynamic_batching {{ max_queue_delay_microseconds: {wait} }}"
 
 
 def best_config(own: Path | None = None, gpu: bool = True) -> tuple[str, Path]:
@@ -186,8 +216,8 @@ def _triton_way(name: str, base: str, model: str, array, dtype: str, what: str) 
 
 
 def ways(photo: Path, urls: dict[str, str]) -> dict[str, Way]:
-    """The ways named in `urls` (ORDER's names: Triton's base URL for "triton" and "triton_onnx",
-    Ray's app route, FastAPI's base URL), each with the same photo as it takes it."""
+    """The ways named in `urls` (ORDER's names: Triton's base URL for the three Triton ways, each
+    Ray app's route, FastAPI's base URL), each with the same photo as it takes it."""
     made = inputs(photo)
     fastapi_body = json.dumps({"image": base64.b64encode(made["jpeg"]).decode()}).encode()
     out = {}
@@ -196,20 +226,20 @@ def ways(photo: Path, urls: dict[str, str]) -> dict[str, Way]:
         out["triton"] = _triton_way(
             "triton", urls["triton"], TRITON_MODEL, made["pixels"], "UINT8", pixels
         )
-    if "triton_onnx" in urls:
-        tensor = "float32 tensor 3x224x224"
-        out["triton_onnx"] = _triton_way(
-            "triton_onnx", urls["triton_onnx"], ONNX_MODEL, made["tensor"], "FP32", tensor
-        )
-    if "ray" in urls:
-        out["ray"] = Way(
-            "ray",
-            urls["ray"],
-            made["tensor"].tobytes(),
-            {"Content-Type": "application/octet-stream"},
-            f"float32 tensor 3x224x224, raw bytes ({made['tensor'].nbytes:,} bytes)",
-            "label",
-        )
+    tensor = "float32 tensor 3x224x224"
+    for name, model in (("triton_onnx", ONNX_MODEL), ("triton_onnx_batch", ONNX_BATCH_MODEL)):
+        if name in urls:
+            out[name] = _triton_way(name, urls[name], model, made["tensor"], "FP32", tensor)
+    for name in ("ray", "ray_batch"):
+        if name in urls:
+            out[name] = Way(
+                name,
+                urls[name],
+                made["tensor"].tobytes(),
+                {"Content-Type": "application/octet-stream"},
+                f"float32 tensor 3x224x224, raw bytes ({made['tensor'].nbytes:,} bytes)",
+                "label",
+            )
     if "fastapi" in urls:
         out["fastapi"] = Way(
             "fastapi",
@@ -272,10 +302,18 @@ def sequential(way: Way, n: int) -> pd.DataFrame:
     return df
 
 
-def at_rate(way: Way, rate: float, seconds: float, senders, label: str, seed: int = 0):
-    """The open loop at `rate` for `seconds` from `senders` (a spread.Senders)."""
+def request_timeout_s(objective_ms: float) -> float:
+    """How long a request of an open-loop run is waited for: a hundred times the objective, at
+    least 5 s (a request that late fails the objective anyway; the overloaded Triton step of the
+    first H200 run waited 60 s for each of 1,088 answers that never came)."""
+    return max(5.0, objective_ms / 10)
+
+
+def at_rate(way: Way, rate: float, seconds: float, senders, label: str, seed: int = 0, **kw):
+    """The open loop at `rate` for `seconds` from `senders` (a spread.Senders); `timeout` in kw:
+    how long each request is waited for."""
     before = _triton_before(way)
-    df = senders.run(way.url, way.body, rate, seconds, way.headers, label, seed)
+    df = senders.run(way.url, way.body, rate, seconds, way.headers, label, seed, **kw)
     _triton_after(way, before, df)
     return df
 
@@ -303,6 +341,9 @@ def step_row(df: pd.DataFrame, objective_ms: float) -> dict:
     ok = df[df["status"] == 200]["latency_ms"].dropna().to_numpy()
     tail = p95(ok) if len(ok) >= MIN_ANSWERS else None
     served_share = row["throughput_rps"] / row["request_rate"] if row["request_rate"] else 0.0
+    batch = df.attrs.get("triton", {}).get("avg_batch_size")
+    if batch is None and "server_batch_ms" in df:  # Ray's batches: their size per request
+        batch = float(df["server_batch_ms"].mean())
     late_p95 = float(np.percentile(df["late_ms"], 95)) if len(df) else 0.0
     if late_p95 > generator_slack_ms(objective_ms):
         verdict = "generator late"  # the load generator did not offer this rate
@@ -330,6 +371,7 @@ def step_row(df: pd.DataFrame, objective_ms: float) -> dict:
         "p95_lo_ms": tail.lo if tail else float("nan"),
         "p95_hi_ms": tail.hi if tail else float("nan"),
         "in_flight_N": row["in_flight_N"],
+        "mean_batch": float("nan") if batch is None else float(batch),
         "verdict": verdict,
     }
 
@@ -343,7 +385,8 @@ def ladder(way: Way, setting: Setting, senders, runs: dict | None = None) -> lis
     while rate <= setting.max_rps:
         label = f"{way.name} ladder {rate:g}/s"
         seconds = max(setting.step_s, STEP_REQUESTS / rate)  # enough requests for a p95
-        df = at_rate(way, rate, seconds, senders, label, seed=len(rows))
+        timeout = request_timeout_s(setting.objective_ms)
+        df = at_rate(way, rate, seconds, senders, label, seed=len(rows), timeout=timeout)
         df.attrs["way"] = way.name
         if runs is not None:
             runs[label] = df
@@ -391,7 +434,8 @@ def fixed_rate(
         turn = names[r % len(names) :] + names[: r % len(names)]
         for name in turn:
             label = f"{name} fixed {setting.fixed_rps:g}/s round {r + 1}"
-            df = at_rate(all_ways[name], setting.fixed_rps, setting.fixed_s, senders, label, r)
+            way, wait = all_ways[name], request_timeout_s(setting.objective_ms)
+            df = at_rate(way, setting.fixed_rps, setting.fixed_s, senders, label, r, timeout=wait)
             df.attrs["way"] = name
             if runs is not None:
                 runs[label] = df
@@ -415,6 +459,36 @@ def latency_at_fixed_rate(runs: dict, name: str) -> dict:
         "p95_ms": tail.value,
         "p95_lo_ms": tail.lo,
         "p95_hi_ms": tail.hi,
+    }
+
+
+def rate_ratio(a: dict, b: dict) -> dict:
+    """How many times the rate way a held the objective at is way b's (at_objective() of each;
+    batching against none too): the ratio of the rates that held, and the bracket the two
+    ladders leave (each true figure lies between its rate that held and its next one tried);
+    an end not known (no next rate, nothing held) is None."""
+    hi_a, lo_b = a.get("next_rps"), b["held_rps"]
+    return {
+        "ratio": a["held_rps"] / lo_b if lo_b else None,
+        "lo": a["held_rps"] / b["next_rps"] if b.get("next_rps") else None,
+        "hi": hi_a / lo_b if hi_a and lo_b else None,
+    }
+
+
+def latency_ratio(a, b, stat: str = "median", rounds: int = 1000, seed: int = 0) -> dict:
+    """a's latency over b's (each the answered requests' latencies, ms) by `stat` ("median" or
+    "p95"), with the 95 % bootstrap interval of the ratio: both samples drawn again `rounds`
+    times, the ratio of each draw's figures."""
+    q = 50 if stat == "median" else 95
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    rng = np.random.default_rng(seed)
+    draws_a = np.percentile(rng.choice(a, (rounds, len(a))), q, axis=1)
+    draws_b = np.percentile(rng.choice(b, (rounds, len(b))), q, axis=1)
+    ratios = draws_a / draws_b
+    return {
+        "ratio": float(np.percentile(a, q) / np.percentile(b, q)),
+        "lo": float(np.percentile(ratios, 2.5)),
+        "hi": float(np.percentile(ratios, 97.5)),
     }
 
 

@@ -198,3 +198,54 @@ def test_the_student_edition_stops_first_at_decision_9_1():
     text = str(caught.value)
     assert caught.value._render_traceback_() == [text] and "\n" not in text
     assert text.startswith("9.1: ") and "max_ongoing_requests" in text and "..." in text, text
+
+
+@pytest.mark.slow
+def test_the_batched_deployment_answers_each_request_as_one_at_a_time_would(monkeypatch):
+    """BatchedFoodClassifier (the three-way comparison's Ray Serve with @serve.batch) in a plain
+    event loop, Ray's replica context stood in for: requests sent together run in batches of at
+    most max_batch_size, each answered with its own class (the unbatched model's), its batch's
+    size in Server-Timing; a body of the wrong size is refused."""
+    import asyncio
+    import json
+    import types
+
+    import ray
+    from ray import serve
+
+    from servelab import food11
+    from servelab.serving import ray_app
+    from servelab.serving.runtimes import OnnxClassifier
+
+    context = types.SimpleNamespace(get_node_id=lambda: "abcdef0123456789")
+    replica = types.SimpleNamespace(
+        _deployment_config=types.SimpleNamespace(max_ongoing_requests=16)
+    )
+    monkeypatch.setattr(ray, "get_gpu_ids", lambda: [])
+    monkeypatch.setattr(ray, "get_runtime_context", lambda: context)
+    monkeypatch.setattr(serve, "get_replica_context", lambda: replica)
+    batched = ray_app.BatchedFoodClassifier.func_or_class(
+        max_batch_size=4, batch_wait_timeout_s=0.2
+    )
+
+    class Request:
+        def __init__(self, body: bytes):
+            self._body = body
+
+        async def body(self) -> bytes:
+            return self._body
+
+    images = [np.random.default_rng(i).random(ray_app.IMAGE_SHAPE, np.float32) for i in range(6)]
+
+    async def send():
+        answers = await asyncio.gather(*(batched(Request(x.tobytes())) for x in images))
+        refused = await batched(Request(b"x"))
+        return answers, refused
+
+    answers, refused = asyncio.run(send())
+    sizes = [int(float(a.headers["Server-Timing"].split("batch;dur=")[1])) for a in answers]
+    assert sorted(sizes) == [2, 2, 4, 4, 4, 4]  # six requests at once: a batch of 4, then 2
+    alone = OnnxClassifier()
+    expected = [food11.top_class(alone(x)[0])[0] for x in images]
+    assert [json.loads(a.body)["label"] for a in answers] == expected
+    assert refused.status_code == 400 and b"602112 bytes" in refused.body

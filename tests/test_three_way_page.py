@@ -48,11 +48,15 @@ def test_the_page_is_what_its_files_give(page):
     assert (page / "README.md").read_text() == report.markdown(figures) + "\n" + notes
     kept = json.loads((page / "three_way.json").read_text())
     assert kept == json.loads(json.dumps(figures, default=str))
-    # every way answered, and the files the report names are there
-    assert set(figures["answers"]["labels"]) == set(three_way.ORDER)
-    for name in three_way.ORDER:
-        for kind in ("sequential", "ladder_requests", "fixed_requests"):
-            assert (page / f"{kind}_{name}.csv").stat().st_size > 0
+    # every way the run compared answered (the first runs had no batching ways), and the files
+    # the report names are there
+    ways = set(figures["answers"]["labels"])
+    assert {"triton", "triton_onnx", "ray", "fastapi"} <= ways <= set(three_way.ORDER)
+    assert set(figures["configurations"]) == ways  # each way's configuration is on the page
+    for name in ways:
+        assert (page / f"sequential_{name}.csv").stat().st_size > 0
+        for kind in ("ladder", "fixed"):
+            assert report.requests_file(page, kind, name).stat().st_size > 0
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.parent.name)
@@ -63,8 +67,9 @@ def test_the_verdicts_follow_the_rule(page):
 
     figures = _report().figures(page)
     setting = three_way.Setting(**figures["setup"]["setting"])
-    for way in three_way.ORDER:
-        requests = pd.read_csv(page / f"ladder_requests_{way}.csv", float_precision="round_trip")
+    for way in figures["answers"]["labels"]:
+        path = _report().requests_file(page, "ladder", way)
+        requests = pd.read_csv(path, float_precision="round_trip")
         codes = [int(c) if str(c).isdigit() else c for c in requests["status"]]
         requests["status"] = pd.Series(codes, index=requests.index, dtype=object)
         steps = [s for s in figures["ladder"] if s["way"] == way]
@@ -81,23 +86,43 @@ def test_the_verdicts_follow_the_rule(page):
         assert figures["at_objective"][way]["held_rps"] == (held[-1] if held else 0.0)
 
 
-def test_the_cpu_notes_quote_the_files():
-    notes = (CPU / "notes.md").read_text()
-    f = json.loads((CPU / "three_way.json").read_text())
-    _in(notes, "python gpu_reference/three_way.py")
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.parent.name)
+def test_the_notes_quote_the_files(page):
+    """Every figure the hand-written notes give in one of these forms is the page's files':
+    "NAME: held R/s", "[way] model|outside|fixed p95 X ms", "[way] GROUP X ms of CPU",
+    "[way] ladder R/s: U of its N requests unanswered", "[perf LINE] exit CODE", "N cores"."""
+    import pandas as pd
+
+    notes = _flat((page / "notes.md").read_text())
+    f = json.loads((page / "three_way.json").read_text())
+    _in(notes, "gpu_reference/three_way.py")
     _in(notes, f"load average at the start {f['setup']['machine']['load_average_1_5_15'][0]}")
+    for cores in re.findall(r"(\d+) cores", notes):
+        assert int(cores) in (2, f["setup"]["machine"]["cores"]), cores  # the machine's, or 2
     for way, o in f["at_objective"].items():
         for figure in re.findall(rf"{re.escape(three_way.NAMES[way])}: held (\S+)/s", notes):
             assert float(figure) == o["held_rps"], (way, figure)
     seq = {row["way"]: row for row in f["sequential"]}
     pooled = {row["way"]: row for row in f["fixed_pooled"]}
-    for way in three_way.ORDER:
+    for way in f["answers"]["labels"]:
         for figure in re.findall(rf"\[{way}\] model (\S+) ms", notes):
             assert figure == f"{seq[way]['model_ms']:.1f}", (way, figure)
         for figure in re.findall(rf"\[{way}\] outside (\S+) ms", notes):
             assert figure == f"{seq[way]['outside_ms']:.1f}", (way, figure)
         for figure in re.findall(rf"\[{way}\] fixed p95 (\S+) ms", notes):
             assert figure == f"{pooled[way]['p95_ms']:.1f}", (way, figure)
+        for group, figure in re.findall(rf"\[{way}\] ([a-z ]+?) (\S+) ms of CPU", notes):
+            assert figure == f"{f['cpu_ms_per_request'][way][f'{way}: {group}']:.2f}", group
+        for rate, unanswered, sent in re.findall(
+            rf"\[{way}\] ladder (\S+)/s: ([\d,]+) of its ([\d,]+) requests unanswered", notes
+        ):
+            steps = pd.read_csv(_report().requests_file(page, "ladder", way), low_memory=False)
+            step = steps[steps["step"] == f"{way} ladder {rate}/s"]
+            assert len(step) == int(sent.replace(",", "")), (way, rate)
+            got = int((step["status"].astype(str) != "200").sum())
+            assert got == int(unanswered.replace(",", "")), (way, rate)
+    for name, code in re.findall(r"\[perf (\w+)\] exit (\d+)", notes):
+        assert f"exited with code {code}" in f["perf"][name]["error"], name
 
 
 def test_notebook_9s_section_quotes_its_settings_and_the_pages():

@@ -27,7 +27,7 @@ from servelab.loadgen import open_loop
 START_AHEAD_S = 0.5  # t0 this far ahead: every process is ready to send at its first moment
 
 
-def _part(url, body, rate, seconds, headers, seed, t0, max_in_flight) -> tuple[list, dict]:
+def _part(url, body, rate, seconds, headers, seed, t0, max_in_flight, timeout) -> tuple[list, dict]:
     df = open_loop.run(
         url,
         body,
@@ -37,6 +37,7 @@ def _part(url, body, rate, seconds, headers, seed, t0, max_in_flight) -> tuple[l
         seed=seed,
         t0=t0,
         max_in_flight=max_in_flight,
+        timeout=timeout,
     )
     return df.to_dict("records"), dict(df.attrs)
 
@@ -85,16 +86,17 @@ class Senders:
         headers: dict | None = None,
         label: str = "",
         seed: int = 0,
+        timeout: float = 60.0,
     ) -> pd.DataFrame:
         """POST `body` at `rate` requests/s (Poisson) for `seconds` from every process together;
-        one row per request, as open_loop.run's."""
+        one row per request, as open_loop.run's (each waited for `timeout` s at most)."""
         if self.pool is None:
             kwargs = dict(headers=headers, label=label, seed=seed, max_in_flight=self.max_in_flight)
-            return open_loop.run(url, body, rate=rate, seconds=seconds, **kwargs)
+            return open_loop.run(url, body, rate=rate, seconds=seconds, timeout=timeout, **kwargs)
         t0 = time.perf_counter() + START_AHEAD_S
         share = rate / self.processes
         args = [
-            (url, body, share, seconds, headers, seed * 1000 + i, t0, self.max_in_flight)
+            (url, body, share, seconds, headers, seed * 1000 + i, t0, self.max_in_flight, timeout)
             for i in range(self.processes)
         ]
         # P tasks for P idle workers: each takes one, so all send at once

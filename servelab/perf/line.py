@@ -36,6 +36,11 @@ class Line(str):
         line.words, line.read_flags = tuple(words), read_flags
         return line
 
+    def __getnewargs__(self) -> tuple:
+        # pickle (and copy) make a str subclass again with __new__(cls, *these): all three, or a
+        # notebook's namespace saved between two device calls does not load (resume_state)
+        return (str(self), self.words, self.read_flags)
+
     @classmethod
     def read(cls, text: str) -> Line:
         """The line read once; ValueError unless its words split as a shell splits them and start

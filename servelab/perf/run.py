@@ -29,6 +29,7 @@ from servelab.perf import command as commands
 from servelab.perf import output, saved, tool
 from servelab.perf.line import Line
 from servelab.perf.result import Run
+from servelab.serving import argv_tail
 from servelab.serving.triton_procs import hide_argument
 from servelab.triton import instances, triton_config, triton_stats
 
@@ -37,20 +38,42 @@ class PerfAnalyzerError(RuntimeError):
     """perf_analyzer failed; the message carries the command and the end of its output."""
 
 
+def _off_the_command_line(cmd: list[str], key: str | None) -> tuple[list[str], dict]:
+    """The command and environment that give perf_analyzer each `-H` holding the node's secret
+    through its environment, not its command line (servelab/serving/argv_tail.py: a library
+    that appends them to the argv its main() receives); where that library cannot be built
+    (no C compiler), the command as it was."""
+    env = tool.perf_analyzer_env()
+    if not key:
+        return cmd, env
+    shown, hidden = [cmd[0]], []
+    for i in range(1, len(cmd)):
+        if cmd[i - 1] in ("-H", "--header") and key in cmd[i]:
+            hidden += [shown.pop(), cmd[i]]
+        else:
+            shown.append(cmd[i])
+    if not hidden:
+        return cmd, env
+    with_tail, why_not = argv_tail.environment(env, hidden)
+    return (shown, with_tail) if not why_not else (cmd, env)
+
+
 def _execute(cmd: list[str], limit: float, line: str) -> tuple[int, str]:
     """(exit code, stdout + stderr) of perf_analyzer, stopped after `limit` seconds."""
     key = os.environ.get("TRITON_ADMIN_KEY")
+    cmd, env = _off_the_command_line(cmd, key)
     with subprocess.Popen(
         cmd,
-        env=tool.perf_analyzer_env(),
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         stdin=subprocess.DEVNULL,
     ) as proc:
         if key and any(key in a for a in cmd):
-            # a -H with the node's secret: once perf_analyzer has read its options, the command
-            # line every local user can read shows a random mask instead (docs/security.md)
+            # no library to keep it off (no C compiler): once perf_analyzer has read its
+            # options, the command line every local user can read shows a random mask instead
+            # (docs/security.md)
             hide_argument(proc.pid, key)
         try:
             stdout, stderr = proc.communicate(timeout=limit)

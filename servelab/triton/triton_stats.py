@@ -241,6 +241,15 @@ class Sampler:
     def __exit__(self, *exc):
         self.stop()
 
+    def __getstate__(self) -> dict:
+        # its readings are data a later cell reads: kept when a notebook's namespace is saved
+        # between two device calls (labstack/resume_state.py); the thread and session are not
+        return {k: v for k, v in vars(self).items() if k not in ("_stop", "_thread", "_session")}
+
+    def __setstate__(self, state: dict) -> None:
+        vars(self).update(state)
+        self._stop, self._thread, self._session = threading.Event(), None, requests.Session()
+
     def over_time(self) -> list[dict]:
         """The utilisation of each reading as rows {t_s, gpu0_util_pct, ...} (or cpu_util_pct)."""
         return [{"t_s": r["t_s"], **utilisation(r)} for r in self.readings]
