@@ -9,8 +9,9 @@ of prepare's when you did not change it since); the review pass reads it from th
 value changed after measuring does not replace it (it would not be a prediction).
 
 A config.pbtxt edit made and checked in the prepare pass is kept as the file before and after it;
-the measure pass makes the same edit in the node's file (triton_config.to_edit), where that file
-is the one you edited, so the lease runs what you wrote instead of having you type it again.
+the measure pass makes the same change of fields in the node's file, whatever else that file
+holds (servelab/triton/prepared_edit.py), so the lease runs what you wrote instead of having you
+type it again.
 """
 
 from __future__ import annotations
