@@ -54,13 +54,18 @@ def _with(prepared: dict, part: str, item: dict) -> dict:
 
 
 def _as_measured(bundle: bundles.Bundle, key: str, value) -> dict:
-    kept = bundle.read(PREDICTIONS).get(key) or {
-        "prediction": key,
-        "value": None,
-        "why": "",
-        "made": "",
-        "pass": MEASURE,
-    }
+    """The prediction the measure pass kept; for a step it never reached (a bundle cut short),
+    the one the prepare pass kept, else this one: no measurement came after it either way."""
+    kept = bundle.read(PREDICTIONS).get(key)
+    if kept is None:
+        prepared = bundle.read(PREPARED).get("predictions", {}).get(key)
+        return prepared or {
+            "prediction": key,
+            "value": value,
+            "why": "",
+            "made": bundles.now(),
+            "pass": REVIEW,
+        }
     if value is not None and value != kept["value"]:
         print(
             f"(the bundle keeps the prediction you made before measuring, {kept['value']!r}; "
