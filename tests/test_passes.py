@@ -207,6 +207,19 @@ def test_review_refuses_only_another_notebooks_or_versions_bundle(in_pass, tmp_p
         assert says in refused(in_pass, tmp_path)
 
 
+def test_a_downloaded_zip_in_the_bundles_folder_is_reviewed(in_pass, capsys):
+    bundle = in_pass("measure")
+    passes.on_node("GPUs", "value", lambda: 2)
+    passes.finish()
+    for f in sorted(bundle.folder.rglob("*"), reverse=True):
+        f.rmdir() if f.is_dir() else f.unlink()
+    bundle.folder.rmdir()  # only the .zip, downloaded, is left where the review looks
+    capsys.readouterr()
+    in_pass("review")
+    assert f"{NOTEBOOK}.zip unpacked into {bundle.folder}" in capsys.readouterr().out
+    assert passes.on_node("GPUs", "value", pytest.fail) == 2
+
+
 def test_a_measure_pass_adds_to_no_other_bundle(in_pass, monkeypatch):
     bundle = in_pass("measure")
     bundles.write_json(bundle.folder / "manifest.json", {**bundle.manifest, "class_version": "0"})
@@ -284,6 +297,24 @@ def test_review_hands_in_the_claims_only_the_node_could_judge(in_pass, tmp_path)
         "6.5: Flask shows the same class",
     ]
     assert reviewed["note"].iloc[1] == "judged in the measure pass"
+
+
+def test_notebook_2_brings_the_bundles_back_where_the_review_pass_reads(monkeypatch, tmp_path):
+    """Issue 50: no setting between notebook 2's bring-back (Chameleon's Jupyter, or a laptop)
+    and the review pass, run from the same notebooks folder; a setting moves both."""
+    import sys
+
+    from servelab.paths import NOTEBOOKS
+
+    monkeypatch.syspath_prepend(str(NOTEBOOKS))
+    chi_files = __import__("chi_files")
+    for name in ("LAB_BUNDLE", "LAB_RESULTS_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(bundles, "RESULTS", NOTEBOOKS.parent / "results")  # read at import
+    assert chi_files.bundles_here(NOTEBOOKS) == bundles.bundles_root()
+    monkeypatch.setenv("LAB_BUNDLE", str(tmp_path / "mine"))
+    assert chi_files.bundles_here(NOTEBOOKS) == bundles.bundles_root() == tmp_path / "mine"
+    sys.modules.pop("chi_files", None)
 
 
 # ---------------------------------------------------------------- where the services are

@@ -34,8 +34,9 @@ import json
 import os
 import re
 import time
+import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from servelab.passes.choice import Stop
 from servelab.paths import RESULTS
@@ -48,6 +49,23 @@ def bundles_root() -> Path:
     """Where every notebook's bundle lives: LAB_BUNDLE, else results/bundles/."""
     chosen = os.environ.get("LAB_BUNDLE")
     return Path(chosen) if chosen else RESULTS / "bundles"
+
+
+def unpacked(notebook: str) -> Path | None:
+    """A bundle downloaded as its .zip (the measure pass's last cell packs it) and put in the
+    bundles folder as it is: unpacked there, when its folder is not; the folder (None: nothing
+    to unpack, or a file whose members are not all inside that notebook's folder)."""
+    root = bundles_root()
+    packed = root / f"{notebook}.zip"
+    if (root / notebook).exists() or not packed.is_file():
+        return None
+    with zipfile.ZipFile(packed) as archive:
+        for name in archive.namelist():
+            parts = PurePosixPath(name).parts
+            if parts[:1] != (notebook,) or ".." in parts or name.startswith("/"):
+                return None
+        archive.extractall(root)
+    return root / notebook
 
 
 def now() -> str:

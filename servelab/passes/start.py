@@ -32,6 +32,8 @@ def start(notebook: str, passes: tuple[str, ...] = PASSES) -> str:
             f"{notebook} runs in the {' and '.join(passes)} pass only (LAB_PASS={lab_pass}): "
             f"it needs the node throughout; set LAB_PASS={passes[0]} to run it."
         )
+    if lab_pass == REVIEW and (folder := bundles.unpacked(notebook)):
+        print(f"{notebook}.zip unpacked into {folder}")
     bundle = bundles.Bundle.of(notebook)
     if lab_pass == REVIEW:
         bundles.must_review(bundle, notebook)
@@ -86,7 +88,8 @@ def finish() -> None:
     entries = len(bundle.manifest["entries"])
     print(
         f"{notebook}: the bundle is complete, {entries} runs and readings in {bundle.folder}/, "
-        f"packed as {packed}.\nTo keep it: in JupyterLab's file browser open "
-        f"{bundle.folder.parent.name}/, right-click {notebook}.zip, Download. The review pass "
-        "reads the folder (unzip it into results/bundles/, or point LAB_BUNDLE at its parent)."
+        f"packed as {packed}.\nNotebook 2's last cell brings every bundle back to where the "
+        "review pass reads them (results/bundles/ beside your notebooks); by hand: in "
+        f"JupyterLab's file browser open {bundle.folder.parent.name}/, right-click "
+        f"{notebook}.zip, Download, and put it in results/bundles/ where you review."
     )
