@@ -187,6 +187,9 @@ def _record(
             "note": note,
         }
     )
+    kept = node_calls.kept_by_pass()
+    if kept is not None:  # each verdict kept as it comes: the lease may end before save()
+        _write_claims(kept.folder, RESULTS)
     strict = os.environ.get("LAB_STRICT_CLAIMS")
     if verdict == FAILS and (strict == "1" or (strict == "facts" and is_fact)):
         raise ClaimFailed(f"claim does not hold: {claim} (measured {measured}, needs {rule})")
@@ -295,11 +298,7 @@ def save(folder: Path) -> Path:
     kept = node_calls.kept_by_pass()
     rows = RESULTS + _judged_on_the_node()
     for where in [folder] + ([kept.folder] if kept else []):
-        where.mkdir(parents=True, exist_ok=True)
-        with open(where / "claims.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=CLAIM_FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
+        _write_claims(where, rows)
         if PREDICTIONS:
             with open(where / "predictions.csv", "w", newline="") as f:
                 fields = ["prediction", "value", "why", "made", "measured"]
@@ -313,6 +312,14 @@ def save(folder: Path) -> Path:
                 writer.writeheader()
                 writer.writerows(DECISIONS.values())
     return folder / "claims.csv"
+
+
+def _write_claims(where: Path, rows: list[dict]) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    with open(where / "claims.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CLAIM_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def _judged_on_the_node() -> list[dict]:

@@ -137,3 +137,21 @@ def test_an_entry_cannot_send_a_pass_outside_its_bundle(shell, capsys, monkeypat
         p for p in bundle.folder.parent.parent.rglob("*") if bundle.folder not in p.parents
     )
     assert after == before and (outside / "value.json").read_text() == "1\n"
+
+
+def test_each_verdict_is_in_the_bundle_before_the_notebooks_end(
+    shell, capsys, monkeypatch, tmp_path
+):
+    """A claim judged in a cell the review does not run (it needs the node) reaches the review
+    of a bundle cut short: the measure pass keeps each verdict as it comes, not only at save()."""
+    measure_until(shell, capsys, 1)
+    shell(
+        "from servelab import claims\nclaims.fact('6.1: placed where its config says', True)",
+        capsys,
+    )
+    monkeypatch.setenv("LAB_PASS", "review")
+    shell(MEASURED, capsys)
+    claims.RESULTS.clear()
+    saved = claims.save(tmp_path / "reviewed")
+    kept = saved.read_text()
+    assert "6.1: placed where its config says" in kept and "judged in the measure pass" in kept
