@@ -187,9 +187,7 @@ def _record(
             "note": note,
         }
     )
-    kept = node_calls.kept_by_pass()
-    if kept is not None:  # each verdict kept as it comes: the lease may end before save()
-        _write_claims(kept.folder, RESULTS)
+    _keep_in_bundle()
     strict = os.environ.get("LAB_STRICT_CLAIMS")
     if verdict == FAILS and (strict == "1" or (strict == "facts" and is_fact)):
         raise ClaimFailed(f"claim does not hold: {claim} (measured {measured}, needs {rule})")
@@ -312,6 +310,14 @@ def save(folder: Path) -> Path:
                 writer.writeheader()
                 writer.writerows(DECISIONS.values())
     return folder / "claims.csv"
+
+
+def _keep_in_bundle() -> None:
+    """The measure pass keeps every verdict in the bundle as it comes, not only at save(): the
+    lease may end before the notebook's last cell (servelab/passes/cut_short.py)."""
+    kept = node_calls.kept_by_pass()
+    if kept is not None:
+        _write_claims(kept.folder, RESULTS)
 
 
 def _write_claims(where: Path, rows: list[dict]) -> None:
