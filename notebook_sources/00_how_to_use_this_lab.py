@@ -68,20 +68,43 @@
 # first cell prints it; a cell that needs the node says so on its first line (`%%runs_in
 # measure`), and in another pass it prints one line instead of running.
 #
-# * **`prepare`**, before the lease, in Chameleon's Jupyter or on any machine with
-#   `pip install -r requirements/review.txt` (from the repository's folder): read everything,
-#   make every prediction (each is kept with the time you made it), write every exercise line
-#   (each is checked as you write it, offline).
+# * **`prepare`**, before the lease, in Chameleon's Jupyter or on a computer of your own (below):
+#   read everything, make every prediction (each is kept with the time you made it), write every
+#   exercise line and make every config file edit (each is checked as you write it, offline).
 # * **`measure`**, in the lease, in the lab's Jupyter on the node: run what you wrote, in order;
 #   every run, Triton's statistics, your lines and predictions go into the notebook's **results
 #   bundle**.
-# * **`review`**, after the lease, anywhere (as for prepare): answer the "What do you see, and
-#   why?" questions, make the decisions, read the verdicts, hand in: all from the bundle, with no
-#   node.
+# * **`review`**, after the lease, where you prepared: answer the "What do you see, and why?"
+#   questions, make the decisions, read the verdicts, hand in: all from the bundle, with no node.
 #
 # `measure` is the default: run alone (a self-paced reader on their own machine, `make lab`), a
-# notebook does all three in one go. To choose a pass in JupyterLab, run `%env LAB_PASS=prepare`
-# (or `review`) in a cell before the notebook's first cell.
+# notebook does all three in one go. To choose a pass in a JupyterLab that is already running
+# (Chameleon's), run `%env LAB_PASS=prepare` (or `review`) in a cell before the notebook's first
+# cell.
+#
+# **Where to prepare and review.** In *Chameleon's Jupyter*, open a terminal in the lab's folder
+# (the one Trovi unpacked) and run `pip install -r requirements/review.txt` once: the libraries
+# the notebooks import without a node (it keeps Chameleon's own JupyterLab). On *a computer of
+# your own* (Linux or macOS, Python 3.11 or newer; on Debian or Ubuntu also
+# `sudo apt install python3-venv git`), these commands get you from nothing to the prepare pass:
+# the class's repository (your instructor's link, `REPO_URL` in `notebooks/lab_settings.py`), a
+# virtual environment with those libraries and JupyterLab (its versions pinned by the lab), and
+# JupyterLab opened on the notebooks in the prepare pass:
+#
+# ```bash
+# git clone REPO_URL serve-system-lab && cd serve-system-lab
+# python3 -m venv .venv-review
+# .venv-review/bin/pip install -r requirements/review.txt jupyterlab
+# LAB_PASS=prepare .venv-review/bin/jupyter lab notebooks/
+# ```
+#
+# Then open `03_fastapi_setup.ipynb`: its first cell prints `LAB_PASS=prepare`. After the lease,
+# start it with `LAB_PASS=review` instead.
+#
+# **What to read in the code** of notebooks 3 to 6, in the prepare pass: the cells you write in,
+# the Setup cells (where each name you use comes from), each `def`, and the cells marked
+# `# Worth reading`. The other cells call the lab's helpers in `servelab/` to run, tabulate or
+# plot: run them and read what they print.
 #
 # **How long each pass takes**, notebooks 2 to 6, for a median student (`docs/timing_plan.md`
 # counts every step: reading, each line you write, each question, each step in a browser, SSH or
@@ -89,9 +112,9 @@
 #
 # | pass | when | how long |
 # |---|---|---|
-# | prepare | before the lease, as homework | <!-- timing:prepare -->207 min<!-- /timing --> |
+# | prepare | before the lease, as homework | <!-- timing:prepare -->184 min<!-- /timing --> |
 # | measure | in the lease (180 minutes) | <!-- timing:measure -->120 min<!-- /timing --> |
-# | review | after the lease, as homework | <!-- timing:review -->127 min<!-- /timing --> |
+# | review | after the lease, as homework | <!-- timing:review -->74 min<!-- /timing --> |
 #
 # The measure pass counts a freshly installed node, where the images download and build in the
 # lease (in the background, from notebook 2 on, while you work); on a node image your instructor
@@ -101,10 +124,12 @@
 # only what needs the node.
 #
 # The **results bundle** is one folder per notebook, `results/bundles/<notebook>/` (plain CSV
-# and JSON files you can open without the lab; `LAB_BUNDLE` names another place). The last cell of
-# each notebook says where it is, packs it into one `.zip` and how to download it from JupyterLab.
-# The review pass refuses, in one sentence, a bundle of another notebook, of another version of
-# the lab, or one whose measure pass did not reach its end, and changes nothing.
+# and JSON files you can open without the lab; `LAB_BUNDLE` names another place). Notebook 2's
+# last cell brings every bundle back from the node to `results/bundles/` beside your notebooks,
+# where the review pass reads them, with no setting. The review pass refuses, in one sentence, a
+# bundle of another notebook or of another version of the lab, and changes nothing; a bundle the
+# lease's end cut short is reviewed for every step it holds, and the review names the steps it
+# lacks.
 #
 # ## Time budget for a ~3-hour Chameleon lease
 #
@@ -118,12 +143,14 @@
 #   wait, do not restart it);
 # * run notebooks 3 to 6 in the measure pass, in order; the steps on the node (the SSH tunnel, the
 #   Flask page, nvtop, each command a cell prints for the node's terminal) happen here. Each
-#   config file edit you made and checked in the prepare pass is made again in the node's file
-#   for you where that file is the one you edited (its diff is checked again; otherwise the cell
-#   prints your edit to make by hand); a decision left with `...` says "decide in the review
-#   pass" and the run goes on;
+#   config file edit you made and checked in the prepare pass is made for you in the node's own
+#   file, as the fields you changed (the node's file holds more than your copy did): the cell
+#   shows the diff it made, and the next checks it again. Only where the block you changed is
+#   gone does it print your edit to make by hand. A decision left with `...` says "decide in the
+#   review pass" and the run goes on;
 # * bring the results bundles back before the lease ends: the last cell of notebook 2 does it,
-#   then deletes the server (everything on the node is erased when the lease ends).
+#   to where the review pass reads them, then deletes the server (everything on the node is
+#   erased when the lease ends; if the lease ends first, what a bundle holds is still reviewed).
 #
 # The "What do you see, and why?" answers, the decisions and the hand-in questions are for the
 # review pass, after the lease, from your bundle.

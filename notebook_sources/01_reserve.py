@@ -60,7 +60,6 @@
 import datetime
 import importlib.metadata
 import os
-from pathlib import Path
 
 import lab_settings as lab
 from packaging.version import Version
@@ -213,14 +212,14 @@ chi_helpers.stop_if_failed(my_lease)
 # last cell gives it back, and so do notebooks 1 and 2 whenever they find its lease over.
 #
 # If you finish early, or a lease went to ERROR, delete it so others can use the node: set
-# `DELETE_LEASE = True` here and run the cell. First it brings your result bundles back from
-# your server, as notebook 2's last cell does (to `bundles/` in this folder; a server that does
-# not answer stops the cell before anything is deleted, and `BRING_BACK_BUNDLES = False` deletes
-# without them). Then it deletes your leases for this lab that are running (ACTIVE, STARTING,
-# UPDATING) or failed (ERROR), with their servers and IPs (Blazar takes a few minutes:
-# DELETING), and says which; a PENDING lease, booked for a later session, stays unless you also
-# set `DELETE_LATER_LEASES = True`. Copy anything else you want from the node (`results/`)
-# before.
+# `DELETE_LEASE = True` here and run the cell. First it brings your result bundles back from your
+# server, as notebook 2's last cell does (to `results/bundles/` beside this folder, where the review
+# pass reads them; a server that does not answer stops the cell before anything is deleted, and
+# `BRING_BACK_BUNDLES = False` deletes without them). Then it deletes your leases for this lab that
+# are running (ACTIVE, STARTING, UPDATING) or failed (ERROR), with their servers and IPs (Blazar
+# takes a few minutes: DELETING), and says which; a PENDING lease, booked for a later session, stays
+# unless you also set `DELETE_LATER_LEASES = True`. Copy anything else you want from the node
+# (`results/`) before.
 
 # %%
 DELETE_LEASE = False
@@ -228,7 +227,7 @@ DELETE_LATER_LEASES = False  # True: a PENDING lease too, though it is for a lat
 BRING_BACK_BUNDLES = True  # False: delete without bringing the bundles back
 if DELETE_LEASE:
     if BRING_BACK_BUNDLES:  # from your first node, before its lease deletes it
-        chi_files.bring_back_before_delete(SERVER_NAME, lab.REPO_DIR, Path("bundles"))
+        chi_files.bring_back_before_delete(SERVER_NAME, lab.REPO_DIR, chi_files.bundles_here())
     for old in my_lab_leases():
         status = old.status
         if status == "PENDING" and not DELETE_LATER_LEASES:

@@ -376,17 +376,17 @@ if TWO_NODES:
 
 # %% [markdown]
 # ## When you are done
-# Free the node: set `DELETE_SERVER` to True and run the cell. First it brings your result
-# bundles back from the first node (the measure pass writes one folder per notebook in
-# `results/bundles/` of the clone, or where `LAB_BUNDLE` points on the node) to `bundles/` in
-# this folder, where the review pass reads them; a node that does not answer stops the cell
+# Free the node: set `DELETE_SERVER` to True and run the cell. First it brings your result bundles
+# back from the first node (the measure pass writes one folder per notebook in `results/bundles/` of
+# the clone, or where `LAB_BUNDLE` points on the node) to `results/bundles/` beside this folder,
+# where the review pass reads them with no setting; a node that does not answer stops the cell
 # before anything is deleted (`BRING_BACK_BUNDLES = False` deletes without them). Then it deletes
 # your server and the second one of section 5 (found by name in one look at the project's list,
-# without building an object for each of the class's servers; by id, which leaves their IPs
-# alone; Nova takes a few minutes to finish) and gives back a public IP this notebook took from
-# the site's pool, unless a classmate's server holds it (then it names that server); an IP
-# reserved with the lease goes back when the lease ends (or when you delete the lease: last cell
-# of notebook 1). Copy anything else you want from the node (`results/`) before.
+# without building an object for each of the class's servers; by id, which leaves their IPs alone;
+# Nova takes a few minutes to finish) and gives back a public IP this notebook took from the site's
+# pool, unless a classmate's server holds it (then it names that server); an IP reserved with the
+# lease goes back when the lease ends (or when you delete the lease: last cell of notebook 1). Copy
+# anything else you want from the node (`results/`) before.
 
 # %%
 DELETE_SERVER = False
@@ -394,7 +394,7 @@ BRING_BACK_BUNDLES = True  # False: delete without bringing the bundles back
 if DELETE_SERVER:
     doomed = chi_servers.lab_servers((SERVER_NAME, SECOND_NAME))  # one look at the list
     if BRING_BACK_BUNDLES:
-        chi_files.bring_back_before_delete(SERVER_NAME, REPO_DIR, Path("bundles"), doomed)
+        chi_files.bring_back_before_delete(SERVER_NAME, REPO_DIR, chi_files.bundles_here(), doomed)
     for s in doomed:
         server.delete_server(s.id)  # by id; it leaves floating IPs alone
         print(f"server {s.name} deleted (Nova finishes in a few minutes)")

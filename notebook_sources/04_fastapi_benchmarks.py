@@ -301,6 +301,7 @@ claims.compare_prediction(
 
 # %%
 # %%runs_in measure review
+# Worth reading: the model's line, then the laws by hand
 seq = loadgen.summarize(runs["onnx_sequential"])
 outside = seq["mean_ms"] - seq["infer_mean_ms"]  # a pure delay, in the model
 model = queueing.closed_loop(CONCURRENCY, seq["infer_mean_ms"], outside)
@@ -324,11 +325,11 @@ services.use_fastapi_backend("pt")
 measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
 
 # %% [markdown]
-# **What do you see, and why?** How far was the model's line from the measurement? How busy was the
-# lock, and how many requests waited for it? A request ready to run takes a free lock at once:
-# what were the waiting ones waiting for, and which of the model's assumptions does the run
-# break? For each runtime, how many times did the median grow from sequential, and how many times
-# the model's own time (`infer`)? Write your answer between the quotes.
+# **What do you see, and why?** From the lines above. How far was the model's mean from the
+# measured one? A request ready to run takes a free lock at once: by the lock's busy share (U) and
+# the requests waiting for it (X·W), what were the waiting ones waiting for? For each runtime, how
+# many times did the median grow from sequential, against the model's own time (`infer`)? Write
+# your answer between the quotes.
 
 # %%
 answer_46 = """
@@ -471,9 +472,9 @@ summary.round(2)
 # with its reason (`decisions.csv`) and your answers above, and answer:
 #
 # 1. A colleague proposes a GPU twice as fast to fix the concurrent p99. Using the breakdown plot,
-#    what would you answer, and what would you try first?
+#    what would you answer?
 # 2. On a machine with twice the cores, would the second worker's gain grow, shrink or stay the
-#    same, and why? What would you measure to decide how many workers to run there?
+#    same, and why?
 
 # %%
 passes.finish()

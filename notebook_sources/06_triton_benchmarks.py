@@ -80,6 +80,7 @@ client = httpclient.InferenceServerClient(HOST)
 GOING_FURTHER = labenv.param("GOING_FURTHER", 0)  # 1: also run the optional runs
 ONE_INSTANCE = "instance_group [ { count: 1, kind: KIND_GPU, gpus: [ 0 ] } ]"  # notebook 5's
 OUT = RESULTS / "triton"
+OUT.mkdir(parents=True, exist_ok=True)
 runs = []  # every perf_analyzer run of the notebook, for the summary at the end
 
 # %%
@@ -197,6 +198,7 @@ c1 = measure(line_c1, "6.1 c1")
 
 # %%
 # %%runs_in measure review
+# Worth reading: the two laws, by hand
 X = c1.row["throughput_infer_s"]  # requests per second (one image each)
 S = c1.row["execution_ms"]  # ms per execution of the model (Triton's statistics)
 R = c1.row["avg_latency_ms"]  # ms from sending a request to its answer (perf_analyzer)
@@ -330,12 +332,11 @@ b16 = measure(line, "6.2 b16")
 step_table.table([c1, b16])
 
 # %% [markdown]
-# **What do you see, and why?** 6.1: from 1 to 16 in flight, what happened to throughput and to
-# the queue time? How busy was the instance (`busy_U`), how many requests waited (`waiting_N`),
-# and did the model's line hold? How busy was the GPU meanwhile, so what was the instance doing?
-# (Notebook 5 showed `model.py`.) 6.2: `throughput_infer_s` counts images; how many times longer
-# did an execution of 16 take, and which part of it grew with the batch? Write your answer between
-# the quotes.
+# **What do you see, and why?** From your rows above. 6.1: what did 16 requests in flight change
+# against 1, in throughput, queue time and the instance's `busy_U`? What was the instance doing
+# most of its busy time, judging by the GPU's utilisation beside it (notebook 5 showed
+# `model.py`)? 6.2: which part of an execution grew with the batch of 16, by its `execution_ms`
+# against one image's? Write your answer between the quotes.
 
 # %%
 answer_61 = """
@@ -743,12 +744,11 @@ table_64 = step_table.against_model(
 table_64
 
 # %% [markdown]
-# **What do you see, and why?** 6.3: what did each added copy of the Python-backend model bring,
-# and which device did your terminal show busy? All on GPU 0 against spread out: what does a
-# second GPU buy this model, and why? 6.4: why does the ONNX model serve more at 1 in
-# flight? With two instances per GPU, how many requests waited at 16 (`waiting_N`), and did the
-# execution time stay what it was at 1 in flight? Where the model's line misses, which assumption
-# broke?
+# **What do you see, and why?** From your rows above. 6.3: what did each added copy of the
+# Python-backend model bring, in throughput and queue time, beside the device your terminal showed
+# busy? What does a second GPU buy this model, by your run with all on GPU 0 against spread out
+# (with one GPU: by that GPU's utilisation in your rows)? 6.4: why does the ONNX model serve more
+# at 1 in flight, by the two models' `execution_ms`?
 
 # %%
 answer_64 = """
@@ -1086,12 +1086,10 @@ at or above the users' load; none measured there: more instances.
 config_66 = judgement.decide("6.6h", config_66, why_66h, options_66, USERS, OBJECTIVE_66)
 
 # %% [markdown]
-# **What do you see, and why?** First the two runs at 60 %: which queued more, how many times
-# more, and what does a long tail do to requests that arrive on schedule behind it? Then the
-# sweep, at the highest rate: without batching, what was served against what was offered, and
-# what happened to the latency? With batching, how large were the batches,
-# and how busy was the instance? At the lowest rate, could batching help? Where does the model's
-# line sit against the measured one, and which of its assumptions do the rows show broken?
+# **What do you see, and why?** From your rows above. At 60 % of capacity, why did the Poisson run
+# queue more than the evenly spaced one, or not, by their tails (`p99_ms`)? At the highest rate,
+# what did batching change in what was served against what was offered, and in the latency? How
+# much could batching help at the lowest rate, by the batch sizes in your rows?
 
 # %%
 answer_66 = """
@@ -1210,6 +1208,7 @@ print(f"my client, {N} in flight: {mine:.0f}/s; perf_analyzer, 1 in flight: {the
 # %%runs_in measure review
 rows = pd.DataFrame([{**run.row, "run": run.name, "step": run.name.split()[0]} for run in runs])
 rows.drop(columns="step").to_csv(OUT / "summary.csv", index=False)
+claims.save(OUT)  # first: a review of a bundle cut short has no 6.6 to plot
 plots.latency_split_stacked(rows, "Average latency: queue / compute / network").savefig(
     OUT / "latency_split.png", dpi=110
 )
@@ -1221,7 +1220,6 @@ watched_runs = [c16, two, *[run for run in [all_on_gpu0] if run], four, onnx_c16
 plots.utilisation_over_time(
     {run.name: run.utilisation for run in watched_runs}, "Utilisation over time"
 ).savefig(OUT / "utilisation.png", dpi=110)
-claims.save(OUT)
 step_table.table(runs)
 
 # %% [markdown]
@@ -1230,8 +1228,8 @@ step_table.table(runs)
 #
 # 1. 6.4: the ONNX model receives 600 kB of floats per image instead of a JPEG of tens of kB. When
 #    would that trade-off stop paying off?
-# 2. 6.6: what does `max_queue_delay_microseconds` trade, and why does it hardly matter at the
-#    highest rate?
+# 2. 6.6: what does `max_queue_delay_microseconds` trade against what, at the highest rate of
+#    your sweep?
 # 3. 6.6: a colleague reads "served below the offered rate, 0 % sent late" as "perf_analyzer could
 #    not send fast enough". What would you answer?
 #

@@ -7,7 +7,9 @@ student does is lost between the passes (notebook 0):
   prepared.json: your predictions with their times, your config.pbtxt edits); a notebook
   changed on the node since is never overwritten.
 - `bring_back_bundles`: the measure pass's result bundles come back here before the server is
-  deleted (the review pass reads them here).
+  deleted, to `bundles_here()`: where the review pass reads them with no setting (the
+  repository's results/bundles/, beside this notebooks folder), in Chameleon's Jupyter as on a
+  laptop.
 - `share_ray_token`: notebook 9's Ray token, made once on the first node and copied to the
   second, never printed, never on a command line, never committed (.lab/ is git-ignored).
 """
@@ -33,6 +35,17 @@ RAY_AUTH = 'RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$HOME/{clone}/.lab/ray_toke
 def blob_id(data: bytes) -> str:
     """git's id of a file's content (`git hash-object`), to compare without sending the file."""
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def bundles_here(here: Path | None = None) -> Path:
+    """Where the passes keep the bundles on this side, as servelab.passes.bundle.bundles_root()
+    finds them for notebooks run from `here` (this notebooks folder): LAB_BUNDLE, else
+    LAB_RESULTS_DIR/bundles, else the repository's results/bundles/. The prepare pass writes its
+    prepared.json there, and the review pass reads the bundles brought back there."""
+    if os.environ.get("LAB_BUNDLE"):
+        return Path(os.environ["LAB_BUNDLE"])
+    results = os.environ.get("LAB_RESULTS_DIR")
+    return Path(results) / "bundles" if results else (here or Path.cwd()).parent / BUNDLES
 
 
 # ---------------------------------------------------------------------- prepared notebooks
@@ -76,10 +89,10 @@ def carry_notebooks(node, here: Path, clone: str) -> None:
 
 
 def _carry_prepared(conn, here: Path, clone: str, notebooks: list[str]) -> None:
-    """Each notebook's prepared.json of the prepare pass here (results/bundles/ beside
-    `here`, or where LAB_BUNDLE points) to the bundle folder of the node's clone, where the
-    measure pass reads it; only the prepare pass writes it, so the latest one goes."""
-    root = Path(os.environ.get("LAB_BUNDLE") or here.parent / BUNDLES)
+    """Each notebook's prepared.json of the prepare pass here (bundles_here) to the bundle folder
+    of the node's clone, where the measure pass reads it; only the prepare pass writes it, so the
+    latest one goes."""
+    root = bundles_here(here)
     found = [n for n in notebooks if (root / n / "prepared.json").is_file()]
     there = _node_bundles(conn, clone) if found else ""
     for name in found:

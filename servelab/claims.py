@@ -187,6 +187,7 @@ def _record(
             "note": note,
         }
     )
+    _keep_in_bundle()
     strict = os.environ.get("LAB_STRICT_CLAIMS")
     if verdict == FAILS and (strict == "1" or (strict == "facts" and is_fact)):
         raise ClaimFailed(f"claim does not hold: {claim} (measured {measured}, needs {rule})")
@@ -295,11 +296,7 @@ def save(folder: Path) -> Path:
     kept = node_calls.kept_by_pass()
     rows = RESULTS + _judged_on_the_node()
     for where in [folder] + ([kept.folder] if kept else []):
-        where.mkdir(parents=True, exist_ok=True)
-        with open(where / "claims.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=CLAIM_FIELDS)
-            writer.writeheader()
-            writer.writerows(rows)
+        _write_claims(where, rows)
         if PREDICTIONS:
             with open(where / "predictions.csv", "w", newline="") as f:
                 fields = ["prediction", "value", "why", "made", "measured"]
@@ -313,6 +310,22 @@ def save(folder: Path) -> Path:
                 writer.writeheader()
                 writer.writerows(DECISIONS.values())
     return folder / "claims.csv"
+
+
+def _keep_in_bundle() -> None:
+    """The measure pass keeps every verdict in the bundle as it comes, not only at save(): the
+    lease may end before the notebook's last cell (servelab/passes/cut_short.py)."""
+    kept = node_calls.kept_by_pass()
+    if kept is not None:
+        _write_claims(kept.folder, RESULTS)
+
+
+def _write_claims(where: Path, rows: list[dict]) -> None:
+    where.mkdir(parents=True, exist_ok=True)
+    with open(where / "claims.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=CLAIM_FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def _judged_on_the_node() -> list[dict]:

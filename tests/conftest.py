@@ -16,7 +16,7 @@ PY = sys.executable
 # Fixtures that start real servers. A test using one belongs to the slow tier (`-m "not slow"` is
 # the fast one); this keeps it so when a new test borrows one of them.
 SERVER_FIXTURES = {"start_service", "fastapi_servers", "services", "triton", "flask_url"}
-SERVER_FIXTURES |= {"review_venv"}  # builds a virtual environment (about a minute): slow too
+SERVER_FIXTURES |= {"review_venv"}  # builds a virtual environment (minutes): slow too
 
 # The tiers beside `make test` (README, "Tests"), by file name, so that a new file joins its tier
 # without a marker to forget: each slow test runs in exactly one of make test, make
@@ -98,8 +98,8 @@ def pytest_runtest_setup(item):
 
 @pytest.fixture(scope="session")
 def review_venv(tmp_path_factory) -> Path:
-    """The python of a fresh venv with requirements/review.txt only (and Jupyter's kernel and
-    runner): where the prepare and review passes run (tests/review_venv.py)."""
+    """The python of a fresh venv made by notebook 0's commands (requirements/review.txt and
+    JupyterLab): where the prepare and review passes run (tests/review_venv.py)."""
     import review_venv as venvs
 
     return venvs.build(tmp_path_factory.mktemp("review_venv") / "venv")

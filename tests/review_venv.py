@@ -1,8 +1,9 @@
 """The prepare and review passes as a student without the node runs them: a fresh virtual
-environment with requirements/review.txt only, plus Jupyter's own kernel and runner (ipykernel,
-nbclient), and the solved notebooks executed there headless (issue 41).
+environment made as notebook 0 tells a student on a computer of their own (its ```bash block:
+`python3 -m venv`, then `pip install -r requirements/review.txt jupyterlab`), and the notebooks
+executed there headless by that environment's own kernel (issues 41 and 50).
 
-    python = build(folder)                       # once per session (about a minute)
+    python = build(folder)                       # once per session (a few minutes)
     out = run(python, "04_fastapi_benchmarks", tmp_path, {"LAB_PASS": "review", ...})
     same_as_measured(measured_notebook, measured_results, reviewed_notebook, reviewed_results)
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -26,22 +28,31 @@ from servelab.paths import REPO_ROOT
 DECIDED = re.compile(
     r"^(\S+: .*(?:as your rows say|within what your rows allow).*|\[[A-Z ]+\] .*)$"
 )
+VENV = ".venv-review"  # the folder notebook 0's commands make
+
+
+def notebook_0_commands() -> list[str]:
+    """The commands notebook 0 gives for a computer of one's own, as a student copies them."""
+    source = editions.source_of("00_how_to_use_this_lab").read_text()
+    block = re.search(r"^# ```bash\n(.*?)^# ```", source, flags=re.M | re.S)
+    assert block, "notebook 0 has no ```bash block of commands"
+    return [line.removeprefix("#").strip() for line in block.group(1).splitlines()]
 
 
 def build(folder: Path) -> Path:
-    """A new venv in `folder` with requirements/review.txt, ipykernel and nbclient (pinned by
-    requirements/constraints.txt); returns its python."""
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=300)
-    python = folder / "bin" / "python"
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "-r", "requirements/review.txt"]
-        + ["-c", "requirements/constraints.txt", "ipykernel", "nbclient"],
-        cwd=REPO_ROOT,
-        check=True,
-        timeout=900,
-        capture_output=True,
-    )
-    return python
+    """A new venv in `folder`, made by notebook 0's own commands run in the repository's folder
+    (the venv's folder and this interpreter in place of `.venv-review` and `python3`); returns
+    its python."""
+    commands = notebook_0_commands()
+    make = next(c for c in commands if " -m venv " in c)
+    install = next(c for c in commands if "/pip install " in c)
+    for command in (make, install):
+        words = [
+            sys.executable if w == "python3" else w.replace(VENV, str(folder))
+            for w in shlex.split(command)
+        ]
+        subprocess.run(words, cwd=REPO_ROOT, check=True, timeout=1200, capture_output=True)
+    return folder / "bin" / "python"
 
 
 def lacks(python: Path, module: str) -> bool:
@@ -50,10 +61,19 @@ def lacks(python: Path, module: str) -> bool:
     return done.stdout.strip() == "True"
 
 
-def run(python: Path, name: str, folder: Path, env: dict, edition: str = "solved") -> tuple:
-    """Notebook `name` (its solved or student edition) executed headless by `python`'s own kernel
-    in notebooks/, with only `env` (and PATH, HOME) set; (exit code, the executed notebook)."""
-    source = (
+def run(
+    python: Path,
+    name: str,
+    folder: Path,
+    env: dict,
+    edition: str = "solved",
+    notebook: Path | None = None,
+    root: Path = REPO_ROOT,
+) -> tuple:
+    """Notebook `name` (its solved or student edition, or the file `notebook`) executed headless
+    by `python`'s own kernel in `root`'s notebooks/ (the lab's folder: its servelab imported),
+    with only `env` (and PATH, HOME) set; (exit code, the executed notebook, what it printed)."""
+    source = notebook or (
         editions.solved_notebook(name, folder / "solved")
         if edition == "solved"
         else editions.STUDENT / f"{name}.ipynb"
@@ -62,14 +82,15 @@ def run(python: Path, name: str, folder: Path, env: dict, edition: str = "solved
     clean = {
         "PATH": os.environ["PATH"],
         "HOME": str(folder / "home"),  # no kernel of this user's but the venv's own
-        "PYTHONPATH": str(REPO_ROOT),
+        "PYTHONPATH": str(root),
         "LAB_PREDICTIONS": json.dumps(lab.SCRIPTED_PREDICTIONS),
         "LAB_STRICT_CLAIMS": "facts",
         **env,
     }
     done = subprocess.run(
-        [str(python), "-m", "labstack.notebook_runner", str(source), str(out)]
-        + ["--cwd", str(editions.STUDENT)],
+        # the runner as a file: a class edition (root) has no labstack/notebook_runner.py
+        [str(python), str(REPO_ROOT / "labstack" / "notebook_runner.py"), str(source), str(out)]
+        + ["--cwd", str(root / "notebooks")],
         env=clean,
         capture_output=True,
         text=True,

@@ -4,7 +4,8 @@ never overwriting work done on the node since, and its clean-up (and notebook 1'
 node's result bundles back before any server is deleted. Asserted on the files, against the fake
 Chameleon's scenarios (see tests/test_chameleon_notebooks.py):
   class_day              notebook 3 prepared, carried; then changed on the node and here too;
-                         a bundle written on the node comes back before the delete
+                         a bundle written on the node comes back before the delete, to where
+                         the review pass reads it with no setting
   lease_error            the bundle where LAB_BUNDLE points on the node
   two_nodes_without_ips  notebook 1's DELETE_LEASE brings the bundle back before the lease goes
   two_nodes              the instructor moves the class's tag: both clones follow, the
@@ -87,6 +88,8 @@ def test_the_bundle_comes_back_before_the_server_is_deleted(class_day):
     }
     deleted = run(class_day, "02_provision", "delete server")
     assert "brought back 2 file(s) of 1 bundle(s) (03_fastapi_setup)" in text(deleted)
+    # to the work folder's results/bundles/, which the review pass reads with no setting
+    assert re.search(r"03_fastapi_setup\) from .* to /\S+/results/bundles$", text(deleted), re.M)
     (got,) = [t for t in class_day["node"]["transfers"] if t["path"].endswith(BUNDLE)]
     assert got["op"] == "get"
     (delete,) = requests(class_day, "DELETE", r"/tacc/nova/v2\.1/servers/.*", deleted)
@@ -98,7 +101,7 @@ lease_error = scenario_fixture("lease_error", "lease_error")
 
 def test_the_bundle_comes_back_from_where_lab_bundle_points(lease_error):
     deleted = run(lease_error, "02_provision", "delete server")
-    assert "/home/cc/measured/bundles to bundles" in text(deleted)
+    assert re.search(r"/home/cc/measured/bundles to /\S+/results/bundles$", text(deleted), re.M)
     assert lease_error["jupyter_bundles"] == {
         "04_fastapi_benchmarks/rows.csv": sha("rate,p50_ms\n50,12.0\n")
     }

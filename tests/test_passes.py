@@ -188,11 +188,15 @@ def refused(in_pass, tmp_path) -> str:
     return said
 
 
-def test_review_refuses_a_bundle_that_is_not_this_notebooks_whole_one(in_pass, tmp_path):
+def test_review_refuses_only_another_notebooks_or_versions_bundle(in_pass, tmp_path):
+    """A bundle cut short, or missing some files, is reviewed for what it holds
+    (tests/test_passes_cut_short.py); only none at all, another notebook's or another class
+    version's is refused."""
     assert "there is no bundle" in refused(in_pass, tmp_path)
     bundle = in_pass("measure")
     passes.on_node("GPUs", "value", lambda: 2)
-    assert "stopped before the notebook's end (its last entry: GPUs)" in refused(in_pass, tmp_path)
+    in_pass("review")  # cut short: reviewed
+    in_pass("measure")
     passes.finish()
     manifest = json.loads((bundle.folder / "manifest.json").read_text())
     for change, says in (
@@ -201,12 +205,19 @@ def test_review_refuses_a_bundle_that_is_not_this_notebooks_whole_one(in_pass, t
     ):
         bundles.write_json(bundle.folder / "manifest.json", {**manifest, **change})
         assert says in refused(in_pass, tmp_path)
-    bundles.write_json(bundle.folder / "manifest.json", manifest)
-    for folder in (bundle.folder / "entries").iterdir():
-        for f in folder.iterdir():
-            f.unlink()
-        folder.rmdir()
-    assert "lists 'GPUs' but its files are gone" in refused(in_pass, tmp_path)
+
+
+def test_a_downloaded_zip_in_the_bundles_folder_is_reviewed(in_pass, capsys):
+    bundle = in_pass("measure")
+    passes.on_node("GPUs", "value", lambda: 2)
+    passes.finish()
+    for f in sorted(bundle.folder.rglob("*"), reverse=True):
+        f.rmdir() if f.is_dir() else f.unlink()
+    bundle.folder.rmdir()  # only the .zip, downloaded, is left where the review looks
+    capsys.readouterr()
+    in_pass("review")
+    assert f"{NOTEBOOK}.zip unpacked into {bundle.folder}" in capsys.readouterr().out
+    assert passes.on_node("GPUs", "value", pytest.fail) == 2
 
 
 def test_a_measure_pass_adds_to_no_other_bundle(in_pass, monkeypatch):
@@ -223,8 +234,9 @@ def test_a_measure_pass_adds_to_no_other_bundle(in_pass, monkeypatch):
 
 def test_an_edit_made_in_prepare_is_made_again_in_the_nodes_file(in_pass, monkeypatch, tmp_path):
     """The lease runs what the student wrote: the config.pbtxt edit checked in the prepare pass
-    is made in the node's file by the measure pass, checked again there, and a node whose file
-    is not the one edited gets the prepared diff to make by hand."""
+    is made in the node's file by the measure pass and checked again there, also where the
+    node's file holds more than the copy edited (tests/test_passes_prepared_edits.py: the node's
+    own repository, the chain of edits)."""
     repo = tmp_path / "repo"
     node_file = repo / "food_classifier" / "config.pbtxt"
     node_file.parent.mkdir(parents=True)
@@ -239,18 +251,15 @@ def test_an_edit_made_in_prepare_is_made_again_in_the_nodes_file(in_pass, monkey
     assert "count: 2" in exercises.file_edit(copy, before, "6.3a")
     assert node_file.read_text() == before  # prepare reaches no node
 
+    own = before.replace("max_batch_size", "# a node of its own\nmax_batch_size")
+    node_file.write_text(own)
     in_pass("measure")
     path, measured_before = triton_config.to_edit("food_classifier", "6.3a")
-    assert path == node_file and measured_before == before and path.read_text() == edited
+    assert path == node_file and measured_before == own
+    assert path.read_text() == config_text.replace_fields(own, instances.instance_group(2, 2))
     assert "count: 2" in exercises.file_edit(path, measured_before, "6.3a")
     again = triton_config.to_edit("food_classifier", "6.3a")  # the cell run a second time
-    assert again == (node_file, before) and node_file.read_text() == edited
-
-    node_file.write_text(before.replace("max_batch_size", "# a node of its own\nmax_batch_size"))
-    changed = node_file.read_text()
-    in_pass("measure", notebook=NOTEBOOK)
-    assert triton_config.to_edit("food_classifier", "6.3a") == (node_file, changed)
-    assert node_file.read_text() == changed  # not the prepared text over another file
+    assert again == (node_file, own) and "# a node of its own" in node_file.read_text()
 
 
 def test_predictions_are_required_before_and_kept_after(in_pass, capsys):
@@ -288,6 +297,24 @@ def test_review_hands_in_the_claims_only_the_node_could_judge(in_pass, tmp_path)
         "6.5: Flask shows the same class",
     ]
     assert reviewed["note"].iloc[1] == "judged in the measure pass"
+
+
+def test_notebook_2_brings_the_bundles_back_where_the_review_pass_reads(monkeypatch, tmp_path):
+    """Issue 50: no setting between notebook 2's bring-back (Chameleon's Jupyter, or a laptop)
+    and the review pass, run from the same notebooks folder; a setting moves both."""
+    import sys
+
+    from servelab.paths import NOTEBOOKS
+
+    monkeypatch.syspath_prepend(str(NOTEBOOKS))
+    chi_files = __import__("chi_files")
+    for name in ("LAB_BUNDLE", "LAB_RESULTS_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(bundles, "RESULTS", NOTEBOOKS.parent / "results")  # read at import
+    assert chi_files.bundles_here(NOTEBOOKS) == bundles.bundles_root()
+    monkeypatch.setenv("LAB_BUNDLE", str(tmp_path / "mine"))
+    assert chi_files.bundles_here(NOTEBOOKS) == bundles.bundles_root() == tmp_path / "mine"
+    sys.modules.pop("chi_files", None)
 
 
 # ---------------------------------------------------------------- where the services are

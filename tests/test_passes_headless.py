@@ -1,18 +1,25 @@
 """The prepare pass of notebooks 3-6, headless, where a student without the node runs it: a venv
-with requirements/review.txt only (tests/review_venv.py), no service, no model files. Every
-prediction is kept with its time and every exercise line is checked; the student edition stops at
-its first unwritten exercise with one sentence; a review with no bundle to read says so in one
-sentence and writes nothing. (The review of a measured bundle: tests/test_notebooks.py.)"""
+made by notebook 0's commands (requirements/review.txt and JupyterLab: tests/review_venv.py), no
+service, no model files. Notebook 0's last command opens JupyterLab there, with the lab's kernel.
+Every prediction is kept with its time and every exercise line is checked; the student edition
+stops at its first unwritten exercise with one sentence; a review with no bundle to read says so
+in one sentence and writes nothing. (The review of a measured bundle: tests/test_notebooks.py.)"""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import subprocess
+import time
 
 import pytest
+import requests
 import review_venv as venvs
 
-from labstack import editions
+from labstack import editions, launcher
+from servelab.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # builds a venv and runs notebooks
 
@@ -34,6 +41,48 @@ def test_the_passes_without_the_node_have_none_of_its_tools(review_venv):
     for module in ("tritonclient", "torch", "onnxruntime", "ray"):
         assert venvs.lacks(review_venv, module), module
     assert not venvs.lacks(review_venv, "ipykernel")
+
+
+def test_notebook_0s_last_command_opens_jupyterlab_with_the_labs_kernel(review_venv, tmp_path):
+    """`LAB_PASS=prepare .venv-review/bin/jupyter lab notebooks/`, as notebook 0 writes it (plus
+    a port and a token, as a test must, and --allow-root where the tests run as root): JupyterLab
+    answers, and its kernel is the venv's python, which imports the lab."""
+    line = next(c for c in venvs.notebook_0_commands() if "jupyter lab" in c)
+    words = [w.replace(venvs.VENV, str(review_venv.parent.parent)) for w in shlex.split(line)]
+    env = dict(w.split("=", 1) for w in words if "=" in w and not w.startswith("-"))
+    argv = [w for w in words if w.split("=", 1)[0] not in env]
+    port, token = launcher.free_port(), "journey"
+    argv += ["--no-browser", f"--port={port}", "--ServerApp.ip=127.0.0.1"]
+    argv += [f"--IdentityProvider.token={token}"] + (["--allow-root"] if os.geteuid() == 0 else [])
+    home = {"HOME": str(tmp_path), "PATH": os.environ["PATH"], **env}
+    server = subprocess.Popen(
+        argv, cwd=REPO_ROOT, env=home, start_new_session=True, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        specs = None
+        for _ in range(240):
+            try:
+                got = requests.get(f"http://127.0.0.1:{port}/api/kernelspecs?token={token}")
+                specs = got.json() if got.status_code == 200 else None
+            except requests.ConnectionError:
+                pass
+            if specs or server.poll() is not None:
+                break
+            time.sleep(0.5)
+        assert specs and specs["default"] == "python3", specs
+        lab = requests.get(f"http://127.0.0.1:{port}/lab?token={token}")
+        assert lab.status_code == 200 and "JupyterLab" in lab.text
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, 15)
+        server.wait(timeout=30)
+    assert env == {"LAB_PASS": "prepare"}
+    imports = subprocess.run(
+        [str(review_venv), "-c", "import servelab.passes, sys; print(sys.prefix)"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert imports.stdout.strip() == str(review_venv.parent.parent), imports.stderr
 
 
 def offline_checks(nb) -> list[int]:

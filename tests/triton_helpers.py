@@ -55,10 +55,14 @@ class LocalTriton:
                 continue
 
 
-def start_local_triton(workdir: Path, timeout: float = 90.0) -> LocalTriton:
-    """Populate workdir/model_repository (local mode, CPU), start tritonserver, wait for READY."""
+def start_local_triton(
+    workdir: Path, timeout: float = 90.0, populated: bool = False
+) -> LocalTriton:
+    """Populate workdir/model_repository (local mode, CPU; populated: it is already), start
+    tritonserver, wait for READY."""
     repo = workdir / "model_repository"
-    model_repository.populate(repo, mode="local", kind="cpu")
+    if not populated:
+        model_repository.populate(repo, mode="local", kind="cpu")
     ports = [launcher.free_port() for _ in range(3)]
     while len(set(ports)) < 3:
         ports = [launcher.free_port() for _ in range(3)]

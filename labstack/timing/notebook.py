@@ -24,6 +24,9 @@ SOURCES = REPO_ROOT / "notebook_sources"
 SOLUTION = re.compile(r"^[ \t]*### BEGIN SOLUTION\n(.*?)^[ \t]*### END SOLUTION\n?", re.M | re.S)
 HIDDEN_TESTS = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?### END HIDDEN TESTS\n?", re.M | re.S)
 WORD = re.compile(r"[A-Za-z0-9][\w'.-]*")
+# notebook 0's note saying which code of the notebooks with passes (3 to 6) to read
+NOTEBOOK_0, READING_NOTE = "00_how_to_use_this_lab", "What to read in the code"
+WORTH_READING = "# Worth reading"  # a code cell that note asks the student to read
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class Cell:
     section: str  # the `## ` heading it sits under ("" before the first)
     passes: tuple[str, ...]  # the passes that run it (a markdown cell: those that show it)
     hidden: bool  # a folded cell (its source hidden: the verdict's plumbing)
+    says_what_to_read: bool = False  # notebook 0's note "What to read in the code" covers it
 
     @property
     def optional(self) -> bool:
@@ -61,10 +65,26 @@ class Cell:
     def words(self) -> int:
         return len(WORD.findall(self.source)) if self.kind == "markdown" else 0
 
+    @property
+    def worth_reading(self) -> bool:
+        """Is this code worth reading, as notebook 0 says under "What to read in the code"?
+        The cells the student writes in, the Setup section's (where each name used later comes
+        from), each `def`, and a cell marked `# Worth reading`; the others call the lab's
+        helpers to run, tabulate or plot: run, and what they print read (run cell). In a
+        notebook without that note, every cell."""
+        return bool(
+            not self.says_what_to_read
+            or self.solutions
+            or self.section == "Setup"
+            or re.search(r"^\s*(async\s+)?def ", self.code, re.M)
+            or WORTH_READING in self.code
+        )
+
     def read_lines(self) -> list[str]:
-        """The code lines a student reads: not a folded cell's, not what they write themselves
-        (a solution region), not a check hidden from them; blank lines left out."""
-        if self.kind != "code" or self.hidden:
+        """The code lines a student reads: a cell worth reading's, not a folded cell's, not what
+        they write themselves (a solution region), not a check hidden from them; blank lines
+        left out."""
+        if self.kind != "code" or self.hidden or not self.worth_reading:
             return []
         shown = HIDDEN_TESTS.sub("", SOLUTION.sub("", self.code))
         return [line for line in shown.splitlines() if line.strip()]
@@ -81,6 +101,8 @@ def cells(notebook: str) -> list[Cell]:
 def _cells(notebook: str, text: str) -> tuple[Cell, ...]:
     nb = jupytext.reads(text, fmt="py:percent")
     with_passes = any("passes.start(" in c.source for c in nb.cells if c.cell_type == "code")
+    note = SOURCES / f"{NOTEBOOK_0}.py"
+    says = with_passes and note.is_file() and READING_NOTE in note.read_text()
     out, section = [], ""
     for i, c in enumerate(nb.cells):
         first = c.source.splitlines()[0] if c.source else ""
@@ -93,5 +115,5 @@ def _cells(notebook: str, text: str) -> tuple[Cell, ...]:
             heading = re.match(r"## (.*)", part) if c.cell_type == "markdown" else None
             section = heading.group(1).strip() if heading else section
             passes = named if with_passes else (MEASURE,)
-            out.append(Cell(notebook, i, c.cell_type, part, section, passes, hidden))
+            out.append(Cell(notebook, i, c.cell_type, part, section, passes, hidden, says))
     return tuple(out)

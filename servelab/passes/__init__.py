@@ -10,6 +10,8 @@ review after it, chosen by LAB_PASS (default measure: every cell, in one go).
     start.py       the first and last cells: the pass printed, the bundle opened, checked, packed
     cells.py       the `%%runs_in` line: a cell runs in the passes it names, else says where
     bundle.py      the results bundle: plain CSV/JSON per notebook in results/bundles/<notebook>/
+    cut_short.py   the review of a bundle the lease's end cut short: every step it holds, the
+                   rest named
     node_calls.py  what a notebook asks of the node: kept by measure, given back by review
     record.py      your predictions and lines, kept with the time you wrote them
     offline.py     a tool that lives on the node (tritonclient), as the other passes see it

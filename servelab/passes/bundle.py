@@ -19,7 +19,12 @@ the container). Everything in it is CSV, JSON or text, readable without the lab:
     prepared.json       what the prepare pass recorded: your predictions and lines, with times
 
 CLASS_VERSION names the lab's edition a bundle comes from; a review of a bundle from another one
-is refused (raise it when a notebook's runs change).
+is refused (raise it when a notebook's runs change). A bundle cut short (the lease ended before
+the notebook's end) is reviewed for what it holds (servelab/passes/cut_short.py).
+
+Every entry lives in a folder of its own under entries/, named by a plain name: a manifest that
+names another place (`../..`, a path, a link out of the bundle) has that entry left out when the
+bundle is opened, so neither pass writes or reads outside the bundle.
 """
 
 from __future__ import annotations
@@ -29,8 +34,9 @@ import json
 import os
 import re
 import time
+import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from servelab.passes.choice import Stop
 from servelab.paths import RESULTS
@@ -43,6 +49,23 @@ def bundles_root() -> Path:
     """Where every notebook's bundle lives: LAB_BUNDLE, else results/bundles/."""
     chosen = os.environ.get("LAB_BUNDLE")
     return Path(chosen) if chosen else RESULTS / "bundles"
+
+
+def unpacked(notebook: str) -> Path | None:
+    """A bundle downloaded as its .zip (the measure pass's last cell packs it) and put in the
+    bundles folder as it is: unpacked there, when its folder is not; the folder (None: nothing
+    to unpack, or a file whose members are not all inside that notebook's folder)."""
+    root = bundles_root()
+    packed = root / f"{notebook}.zip"
+    if (root / notebook).exists() or not packed.is_file():
+        return None
+    with zipfile.ZipFile(packed) as archive:
+        for name in archive.namelist():
+            parts = PurePosixPath(name).parts
+            if parts[:1] != (notebook,) or ".." in parts or name.startswith("/"):
+                return None
+        archive.extractall(root)
+    return root / notebook
 
 
 def now() -> str:
@@ -76,13 +99,33 @@ class Bundle:
     folder: Path
     manifest: dict = field(default_factory=dict)
 
+    left_out: list[str] = field(default_factory=list)  # entries naming a place outside it
+
     @classmethod
     def of(cls, notebook: str) -> Bundle:
-        """The bundle of `notebook` (e.g. 04_fastapi_benchmarks), as it is on disk (maybe empty)."""
+        """The bundle of `notebook` (e.g. 04_fastapi_benchmarks), as it is on disk (maybe empty),
+        its entries confined to it."""
         folder = bundles_root() / notebook
         path = folder / MANIFEST
         manifest = json.loads(path.read_text()) if path.is_file() else {}
-        return cls(folder, manifest)
+        bundle = cls(folder, manifest if isinstance(manifest, dict) else {})
+        entries = bundle.manifest.get("entries")
+        if isinstance(entries, dict):
+            bundle.left_out = [k for k, e in entries.items() if bundle._place(e) is None]
+            for key in bundle.left_out:
+                del entries[key]
+        return bundle
+
+    def _place(self, entry) -> Path | None:
+        """Where an entry's files are: entries/<its folder>, if that is a plain name that stays
+        inside the bundle (links resolved); else None."""
+        name = entry.get("folder") if isinstance(entry, dict) else None
+        plain = isinstance(name, str) and name not in ("", ".", "..") and Path(name).name == name
+        if not plain or "\\" in name or "\0" in name:
+            return None
+        path = self.folder / "entries" / name
+        inside = path.resolve().is_relative_to(self.folder.resolve() / "entries")
+        return path if inside else None
 
     @property
     def exists(self) -> bool:
@@ -113,8 +156,8 @@ class Bundle:
     def entry_folder(self, key: str, kind: str) -> Path:
         """The folder of entry `key`, made for a new entry (one folder per key)."""
         known = self.entry(key)
-        if known:
-            return self.folder / "entries" / known["folder"]
+        if known and self._place(known) is not None:
+            return self._place(known)
         taken = {e["folder"] for e in self.manifest["entries"].values()}
         name, n = slug(key), 1
         while name in taken:
@@ -128,13 +171,15 @@ class Bundle:
         self.manifest["entries"][key].update(kind=kind, made=now())
         self.save()
 
+    def files_of(self, key: str) -> Path | None:
+        """The folder holding entry `key`'s files (None: no such entry, or its files are gone)."""
+        known = self.entry(key)
+        path = self._place(known) if known else None
+        return path if path is not None and path.is_dir() else None
+
     def missing(self) -> list[str]:
         """The entries the manifest lists whose folder is gone."""
-        return [
-            key
-            for key, e in self.manifest.get("entries", {}).items()
-            if not (self.folder / "entries" / e["folder"]).is_dir()
-        ]
+        return [key for key in self.manifest.get("entries", {}) if self.files_of(key) is None]
 
     def record(self, name: str, key: str, value) -> None:
         """One item of a JSON file of the bundle ({key: value}), e.g. lines.json."""
@@ -149,13 +194,15 @@ class Bundle:
 
 
 def refusal(bundle: Bundle, notebook: str) -> str | None:
-    """Why the review pass cannot read `bundle` for `notebook`, in one sentence (None: it can)."""
+    """Why the review pass cannot read `bundle` for `notebook`, in one sentence (None: it can).
+    Only a bundle that is not there, or not this notebook's of this class version, is refused; one
+    cut short is reviewed for what it holds (servelab/passes/cut_short.py)."""
     where = bundle.folder
     if not bundle.exists:
         return (
             f"there is no bundle at {where}: the review pass reads what the measure pass kept; "
-            "run the measure pass first, or set LAB_BUNDLE to the folder that holds the "
-            f"{notebook} folder you downloaded."
+            "run the measure pass first, or bring the bundles back (notebook 2's last cell), or "
+            f"unzip {notebook}.zip into {where.parent}."
         )
     m = bundle.manifest
     if m.get("notebook") != notebook:
@@ -165,16 +212,12 @@ def refusal(bundle: Bundle, notebook: str) -> str | None:
             f"the bundle at {where} comes from class version {m.get('class_version')}, this "
             f"notebook is version {CLASS_VERSION}: review it with the notebooks that measured it."
         )
-    if not m.get("finished"):
-        last = list(m.get("entries", {}))[-1:] or ["none"]
-        return (
-            f"the bundle at {where} is from a measure pass that stopped before the notebook's "
-            f"end (its last entry: {last[0]}): run the measure pass to the end first."
-        )
-    gone = bundle.missing()
-    if gone:
-        return f"the bundle at {where} lists {gone[0]!r} but its files are gone."
     return None
+
+
+def cut_short(bundle: Bundle) -> bool:
+    """Did the measure pass stop before the notebook's end, or are some of its files gone?"""
+    return not bundle.manifest.get("finished") or bool(bundle.missing() or bundle.left_out)
 
 
 def must_review(bundle: Bundle, notebook: str) -> None:

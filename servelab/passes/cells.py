@@ -8,13 +8,16 @@ Introduced in notebook 3.
 
 A cell without that line runs in every pass (reading, predictions, the exercise lines and their
 checks, your answers). In a pass the cell is not for, it prints one line saying where it runs,
-and nothing else happens. The first cell (passes.start) teaches IPython the line: an input
-transformer reads it before IPython sees the cell, so the cell itself runs as any cell does.
+and nothing else happens. (In the review of a bundle cut short, once a step is found not
+measured, the `prepare` cells run too: servelab/passes/cut_short.py.) The first cell
+(passes.start) teaches IPython the line: an input transformer reads it before IPython sees the
+cell, so the cell itself runs as any cell does.
 """
 
 from __future__ import annotations
 
-from servelab.passes.choice import PASSES, Stop, current
+from servelab.passes import cut_short
+from servelab.passes.choice import PASSES, PREPARE, REVIEW, Stop, current
 
 MARKER = "%%runs_in"
 # why a cell runs only where it does, by the passes it names
@@ -47,11 +50,12 @@ def transform(lines: list[str]) -> list[str]:
     """IPython's cleanup transform: a marked cell as IPython should run it in this pass."""
     if not lines:
         return lines
+    cut_short.seen(lines)
     named = passes_of(lines[0].rstrip("\n"))
     if named is None:
         return lines
     lab_pass = current()
-    if lab_pass in named:
+    if lab_pass in named or (lab_pass == REVIEW and PREPARE in named and cut_short.after_cut()):
         return ["\n", *lines[1:]]  # the marker line goes; line numbers stay
     return [f"print({skipped_line(named, lab_pass)!r})\n"]
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from servelab.passes import bundle as bundles
+from servelab.passes import cut_short
 from servelab.passes.choice import MEASURE, REVIEW, Stop
 
 PRINTED = "printed.txt"
@@ -93,13 +94,20 @@ def change(key: str, call: Callable):
 
 
 def _replayed(bundle: bundles.Bundle, key: str, load: Callable):
-    known = bundle.entry(key)
-    if known is None:
+    folder = bundle.files_of(key)
+    if folder is None:
+        known = bundle.entry(key) is not None
+        if cut_short.STATE["on"]:
+            why = (
+                "its files are not in the bundle" if known else "the measure pass stopped before it"
+            )
+            raise cut_short.not_measured(key, why)
         raise Stop(
-            f"the bundle at {bundle.folder} has no {key!r}: the measure pass that made it did not "
-            "measure it (was the notebook changed since?)."
+            f"the bundle at {bundle.folder} lists {key!r} but its files are gone."
+            if known
+            else f"the bundle at {bundle.folder} has no {key!r}: the measure pass that made it "
+            "did not measure it (was the notebook changed since?)."
         )
-    folder = bundle.folder / "entries" / known["folder"]
     printed = folder / PRINTED
     if printed.is_file():
         print(printed.read_text(), end="", flush=True)

@@ -9,8 +9,9 @@ of prepare's when you did not change it since); the review pass reads it from th
 value changed after measuring does not replace it (it would not be a prediction).
 
 A config.pbtxt edit made and checked in the prepare pass is kept as the file before and after it;
-the measure pass makes the same edit in the node's file (triton_config.to_edit), where that file
-is the one you edited, so the lease runs what you wrote instead of having you type it again.
+the measure pass makes the same change of fields in the node's file, whatever else that file
+holds (servelab/triton/prepared_edit.py), so the lease runs what you wrote instead of having you
+type it again.
 """
 
 from __future__ import annotations
@@ -53,13 +54,18 @@ def _with(prepared: dict, part: str, item: dict) -> dict:
 
 
 def _as_measured(bundle: bundles.Bundle, key: str, value) -> dict:
-    kept = bundle.read(PREDICTIONS).get(key) or {
-        "prediction": key,
-        "value": None,
-        "why": "",
-        "made": "",
-        "pass": MEASURE,
-    }
+    """The prediction the measure pass kept; for a step it never reached (a bundle cut short),
+    the one the prepare pass kept, else this one: no measurement came after it either way."""
+    kept = bundle.read(PREDICTIONS).get(key)
+    if kept is None:
+        prepared = bundle.read(PREPARED).get("predictions", {}).get(key)
+        return prepared or {
+            "prediction": key,
+            "value": value,
+            "why": "",
+            "made": bundles.now(),
+            "pass": REVIEW,
+        }
     if value is not None and value != kept["value"]:
         print(
             f"(the bundle keeps the prediction you made before measuring, {kept['value']!r}; "

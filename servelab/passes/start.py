@@ -8,7 +8,8 @@ Introduced in notebook 3.
 start() prints the pass (LAB_PASS) and what it does, teaches IPython the `%%runs_in` line of the
 cells that need the node (servelab/passes/cells.py), and opens the notebook's bundle: measure
 keeps its results there, review reads them (and refuses, in one sentence, a bundle of another
-notebook, another class version, or one that misses a run, before anything is written). A
+notebook or another class version, before anything is written; a bundle cut short by the lease's
+end is reviewed for the steps it holds: servelab/passes/cut_short.py). A
 notebook that has no pass but measure (notebooks 7 to 9) says so when opened in another.
 """
 
@@ -18,7 +19,7 @@ import platform
 import shutil
 
 from servelab.passes import bundle as bundles
-from servelab.passes import cells
+from servelab.passes import cells, cut_short
 from servelab.passes.choice import MEASURE, PASSES, PREPARE, REVIEW, WHAT, Stop, current
 from servelab.passes.node_calls import STATE
 
@@ -31,6 +32,8 @@ def start(notebook: str, passes: tuple[str, ...] = PASSES) -> str:
             f"{notebook} runs in the {' and '.join(passes)} pass only (LAB_PASS={lab_pass}): "
             f"it needs the node throughout; set LAB_PASS={passes[0]} to run it."
         )
+    if lab_pass == REVIEW and (folder := bundles.unpacked(notebook)):
+        print(f"{notebook}.zip unpacked into {folder}")
     bundle = bundles.Bundle.of(notebook)
     if lab_pass == REVIEW:
         bundles.must_review(bundle, notebook)
@@ -43,6 +46,9 @@ def start(notebook: str, passes: tuple[str, ...] = PASSES) -> str:
     cells.install()
     print(f"LAB_PASS={lab_pass}: {WHAT[lab_pass]}")
     print(f"results bundle: {bundle.folder}" + (" (read)" if lab_pass == REVIEW else ""))
+    cut_short.end()
+    if lab_pass == REVIEW and bundles.cut_short(bundle):
+        cut_short.begin(bundle, notebook)
     return lab_pass
 
 
@@ -73,6 +79,8 @@ def finish() -> None:
         return
     if lab_pass == REVIEW:
         print(f"{notebook} reviewed from {bundle.folder}; nothing in the bundle was changed.")
+        if cut_short.STATE["on"]:
+            print(cut_short.summary(notebook))
         return
     bundle.manifest["finished"] = True
     bundle.save()
@@ -80,7 +88,8 @@ def finish() -> None:
     entries = len(bundle.manifest["entries"])
     print(
         f"{notebook}: the bundle is complete, {entries} runs and readings in {bundle.folder}/, "
-        f"packed as {packed}.\nTo keep it: in JupyterLab's file browser open "
-        f"{bundle.folder.parent.name}/, right-click {notebook}.zip, Download. The review pass "
-        "reads the folder (unzip it into results/bundles/, or point LAB_BUNDLE at its parent)."
+        f"packed as {packed}.\nNotebook 2's last cell brings every bundle back to where the "
+        "review pass reads them (results/bundles/ beside your notebooks); by hand: in "
+        f"JupyterLab's file browser open {bundle.folder.parent.name}/, right-click "
+        f"{notebook}.zip, Download, and put it in results/bundles/ where you review."
     )

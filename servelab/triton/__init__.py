@@ -11,6 +11,8 @@ Its files:
     config_text.py       config.pbtxt as text: parsed by Triton's schema, fields read and replaced
     schema.py            that schema: tritonclient's, or the same kept for passes without it
     triton_config.py     a served model's config edited and reloaded while Triton runs
+    config_change.py     an edit as the fields it changed, made again in another config.pbtxt
+    prepared_edit.py     the measure pass makes your prepare pass's edits in the node's file
     instances.py         where Triton puts a model's instances, the fragment that puts them there
     triton_stats.py      Triton's view of itself: statistics, metrics read, utilisation sampled
     live_metrics.py      those metrics drawn live while a load runs

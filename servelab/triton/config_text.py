@@ -5,6 +5,7 @@ Introduced in notebook 6 (triton_config.edit applies a fragment with it).
 
     config_text.parse_config(text)                  # ModelConfig; ParseError names a wrong field
     config_text.field_text(text, "dynamic_batching")   # the block as written in the file
+    config_text.written_fields(text)                # {field: [its text as written], ...}
     config_text.replace_fields(text, fragment)      # each field of fragment in place of its own
     config_text.to_cpu(text)                        # KIND_GPU -> KIND_CPU, without `gpus`
     config_text.field_value(config, "dynamic_batching.max_queue_delay_microseconds")
@@ -103,6 +104,16 @@ def field_text(text: str, name: str) -> str:
     """The top-level field `name` of a config.pbtxt text as written there ('' if it has none):
     a block a student wrote in the file, to apply again with edit()."""
     return next((text[a:b].strip() for n, a, b in _top_level_fields(text) if n == name), "")
+
+
+def written_fields(text: str) -> dict[str, list[str]]:
+    """Every top-level field of a config.pbtxt text as written there, by its identity (its name;
+    a `parameters` entry: "parameters[KEY]"), in the order written; a field written in several
+    statements has several texts."""
+    found: dict[str, list[str]] = {}
+    for name, a, b in _top_level_fields(text):
+        found.setdefault(_identity(text, name, a, b), []).append(text[a:b].strip())
+    return found
 
 
 def replace_fields(text: str, fragment: str, remove: tuple[str, ...] = ()) -> str:

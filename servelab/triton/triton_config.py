@@ -37,6 +37,7 @@ from google.protobuf import text_format
 from servelab import labenv, passes
 from servelab.passes import node_calls, record
 from servelab.paths import STAGING, model_repository_dir
+from servelab.triton import prepared_edit
 from servelab.triton.config_text import parse_config, replace_fields, to_cpu
 
 
@@ -54,16 +55,17 @@ def file_text(model: str, repo: Path | str | None = None) -> str:
 def to_edit(model: str, step: str) -> tuple[Path, str]:
     """(the config.pbtxt you edit in `step`, its text before your edit), printed as what to open.
 
-    measure: the node's file in the model repository (its text kept in the bundle); review: the
-    same, read back. prepare (no node): this notebook's own copy of the model's config, made from
-    its source (models_staging/) at the first edit and carried from edit to edit, so each edit
-    is made and checked before the lease; what it held before each step is kept in the bundle's
+    measure: the node's file in the model repository, with the edit you made in the prepare pass
+    made in it for you (prepared_edit.make), its text before kept in the bundle; review: the same,
+    read back. prepare (no node): this notebook's own copy of the model's config, made from its
+    source (models_staging/) at the first edit and carried from edit to edit, so each edit is made
+    and checked before the lease; what it held before each step is kept in the bundle's
     prepared.json, so running the cell again after your edit still compares with it."""
     if passes.current() != passes.PREPARE or node_calls.STATE["bundle"] is None:
         path = config_path(model)
-        before = passes.on_node(f"config.pbtxt of {model} before {step}", "value", path.read_text)
-        if passes.measures():
-            before = _make_prepared_edit(path, before, step)
+        text = prepared_edit.make(path, step) if passes.measures() else None
+        read = path.read_text if text is None else (lambda: text)
+        before = passes.on_node(f"config.pbtxt of {model} before {step}", "value", read)
     else:
         bundle = node_calls.STATE["bundle"]
         path = bundle.folder / "prepare" / model / "config.pbtxt"
@@ -75,28 +77,6 @@ def to_edit(model: str, step: str) -> tuple[Path, str]:
         bundle.record(record.PREPARED, "before_edits", {**kept, step: before})
     print(f"{step}: open {path} in the editor")
     return path, before
-
-
-def _make_prepared_edit(path: Path, before: str, step: str) -> str:
-    """The measure pass: your prepare pass's edit for `step`, made again in the node's file when
-    that file is still the one you edited then (else you make it in the editor, as printed).
-    Returns the file's text before the edit (also when the cell runs again after it)."""
-    prepared = record.prepared_edit(step)
-    if prepared is None:
-        return before
-    if before == prepared["after"]:  # made already (this cell ran before)
-        return prepared["before"]
-    if before != prepared["before"]:
-        print(
-            f"{step}: this node's file differs from the copy you edited in the prepare pass, so "
-            "make your edit again in the editor; what you changed then:"
-        )
-        lines = (prepared[k].splitlines(keepends=True) for k in ("before", "after"))
-        print("".join(difflib.unified_diff(*lines, "before", "your prepared edit")), end="")
-        return before
-    path.write_text(prepared["after"])
-    print(f"{step}: your prepare pass's edit (made {prepared['made']}) is now in {path}")
-    return before
 
 
 # ---------------------------------------------------------------- talking to Triton

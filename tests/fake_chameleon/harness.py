@@ -401,7 +401,8 @@ class World:
             "node": self.node_state(self.node),
             "second_node": self.node_state(self.second_node),
             "jupyter_notebooks": files_in(self.notebooks),
-            "jupyter_bundles": files_in(self.notebooks / "bundles"),
+            # where notebook 2 brings the bundles back: the review pass's own default
+            "jupyter_bundles": files_in(self.notebooks.parent / "results" / "bundles"),
             "leases": list(f.leases.values()),
             "servers": [dict(s) for s in f.servers.values()],
             "fips": list(f.fips.values()),

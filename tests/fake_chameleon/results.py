@@ -38,24 +38,25 @@ _started: dict[str, Future] = {}
 FIXTURES: dict[str, str] = {}  # fixture name -> scenario name, for scenarios_ahead
 
 
-def _run_scenario(name: str, out: Path, env: dict | None) -> dict:
+def _run_scenario(name: str, out: Path, env: dict | None, timeout: float = 600) -> dict:
     proc = subprocess.run(
         ["unshare", "-rn", sys.executable, str(HARNESS), name, str(out)],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=timeout,
         env={**os.environ, **(env or {})},
     )
     assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr[-5000:]
     return json.loads(out.read_text())
 
 
-def scenario(name: str, tmp_path_factory, env: dict | None = None) -> dict:
-    """The scenario's recorded result: the run started ahead (scenarios_ahead), or a run now."""
+def scenario(name: str, tmp_path_factory, env: dict | None = None, timeout: float = 600) -> dict:
+    """The scenario's recorded result: the run started ahead (scenarios_ahead), or a run now
+    (within `timeout` seconds)."""
     started = None if env else _started.get(name)
     if started is not None:
         return started.result()
-    return _run_scenario(name, tmp_path_factory.mktemp(name) / "result.json", env)
+    return _run_scenario(name, tmp_path_factory.mktemp(name) / "result.json", env, timeout)
 
 
 def scenario_fixture(fixture: str, name: str):

@@ -730,6 +730,54 @@ def old_python_chi(world):
             s.run(label="python-chi 1.0.9")
 
 
+def journey(world):
+    """Issue 50's journey, the part that crosses Chameleon (tests/test_chameleon_journey.py sets
+    it up and reads it): Chameleon's Jupyter holds the class edition with notebook 6 prepared in
+    it (JOURNEY_PREPARED: the folder, its results/bundles/ with prepared.json); notebooks 1 and 2
+    run, and notebook 2 carries the prepared notebooks and prepared.json to the node's clone; the
+    measure pass runs there (JOURNEY_MEASURE: a command, given the clone and where to write the
+    executed notebook) until the lease ends in the middle of notebook 6; notebook 2's clean-up
+    brings the bundles back; the review pass runs in Chameleon's Jupyter from where they landed,
+    with no setting (JOURNEY_PYTHON: the review environment's python). JOURNEY_OUT gets the
+    executed notebooks, the logs and the Jupyter side's results/."""
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import review_venv as venvs
+
+    out = Path(os.environ["JOURNEY_OUT"])
+    kept_settings = (world.notebooks / "lab_settings.py").read_text()  # the instructor's
+    shutil.copytree(
+        os.environ["JOURNEY_PREPARED"], world.work, dirs_exist_ok=True, ignore=lambda d, n: [".git"]
+    )
+    (world.notebooks / "lab_settings.py").write_text(kept_settings)
+    with world.session("01_reserve") as s:
+        s.run(label="reserve")
+    with world.session("02_provision") as s:
+        s.run(label="provision")
+    clone = world.node.home / "serve-system-lab"
+    measure = [*json.loads(os.environ["JOURNEY_MEASURE"]), str(clone), str(out / "measured.ipynb")]
+    done = subprocess.run(measure, capture_output=True, text=True, timeout=1500)
+    (out / "measure.log").write_text(done.stdout + done.stderr)
+    world.notes["measure exit"] = done.returncode
+    with world.session("02_provision", DELETE_SERVER) as s:
+        s.run(s.upto(SETUP) + [s.index_of("DELETE_SERVER")], label="delete server")
+    env = {"LAB_PASS": "review", "LAB_STRICT_CLAIMS": ""}  # the stand-in node's facts: as measured
+    code, _, log = venvs.run(
+        Path(os.environ["JOURNEY_PYTHON"]),
+        "06_triton_benchmarks",
+        out,
+        env,
+        notebook=world.notebooks / "06_triton_benchmarks.ipynb",
+        root=world.work,
+    )
+    (out / "review.log").write_text(log)
+    world.notes["review exit"] = code
+    shutil.copytree(world.work / "results", out / "jupyter_results", dirs_exist_ok=True)
+
+
 SCENARIOS = {
     "class_day": (dict, class_day),
     "pending_lease": (dict, pending_lease),
@@ -765,4 +813,6 @@ SCENARIOS = {
         oldest_python_chi,
     ),
     "old_python_chi": (lambda: {"python_chi_dist": "1.0.9"}, old_python_chi),
+    # JOURNEY_*: what tests/test_chameleon_journey.py prepared (see journey)
+    "journey": (lambda: {"classmates": False}, journey),
 }
