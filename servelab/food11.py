@@ -85,7 +85,7 @@ def load_image(data: bytes) -> Image.Image:
     224x224, not the full photo); the EXIF orientation of phone photos is applied. The services
     decode through tensor_from_bytes(), which keeps only the model's input (this keeps the image).
     """
-    return image_decode.decoded(data, lambda img: img.copy(), draft=INPUT_SIZE)
+    return image_decode.decoded(data, image_decode.whole, draft=INPUT_SIZE)
 
 
 def tensor_from_bytes(data: bytes, request: decode_budget.CpuBudget | None = None) -> np.ndarray:
@@ -103,8 +103,8 @@ def tensors_from_bytes(files) -> np.ndarray:
 
 
 def request_budget() -> decode_budget.CpuBudget:
-    """The CPU budget of all the images of one request (decode_budget.MAX_REQUEST_DECODE_CPU_S),
-    started now on this thread."""
+    """The CPU budget of all the images of one request (decode_budget.MAX_REQUEST_DECODE_CPU_S):
+    what each image's decode used is charged to it."""
     return decode_budget.CpuBudget(decode_budget.MAX_REQUEST_DECODE_CPU_S)
 
 
