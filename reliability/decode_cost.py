@@ -22,8 +22,10 @@ from __future__ import annotations
 import base64
 import concurrent.futures
 import contextlib
+import html
 import io
 import os
+import re
 import socket
 import statistics
 import threading
@@ -45,7 +47,8 @@ def _post(url: str, target: str, name: str, data: bytes, timeout: float = 120) -
         resp = requests.post(
             f"{url}/predict", files={"file": (name, data, "image/jpeg")}, timeout=timeout
         )
-        return resp.status_code, resp.text
+        said = re.search(r'class="error">.*?<br>\s*(.*?)\s*</div>', resp.text, re.S)
+        return resp.status_code, html.unescape(said.group(1)) if said else resp.text
     body = {"image": base64.b64encode(data).decode()}
     resp = requests.post(f"{url}/predict", json=body, timeout=timeout)
     try:
@@ -304,8 +307,9 @@ def attackers_and_victims(
         "attacks_meanwhile": len(attacks),
         "victims_served": f"{served.count(200)} of {len(served)}",
         "victim_p50_s": f"alone {_p50(alone)}, attacked {_p50(attacked)}",
-        "bound": f"each answered 413 within {ANSWER_BOUND_S:g} s at < {budget:g} s of CPU; every "
-        f"victim 200; health < {HEALTH_BOUND_S:g} s",
+        "bound": f"each answered 413 within {ANSWER_BOUND_S:g} s at < {budget:g} s of CPU (a "
+        f"refused decode: its budget, and a new worker's start); every victim 200; health < "
+        f"{HEALTH_BOUND_S:g} s",
         "ok": all(st == 413 for st, _, _ in answers)
         and slowest < ANSWER_BOUND_S
         and per_file < budget

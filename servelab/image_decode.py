@@ -71,10 +71,15 @@ def _not_accepted(data: bytes) -> BadInput:
     return BadInput(f"The data is not an image we can read: send a {FORMAT_NAMES} file.", 415)
 
 
-def decoded(data: bytes, keep, request: decode_budget.CpuBudget | None = None, draft: int = 224):
-    """Decode `data` and return keep(upright RGB image), with cost and memory bounded; `keep` is a
-    function of servelab (it runs in the worker: food11.preprocess, or whole()). A JPEG is
-    decoded at the smallest DCT scale that still gives `draft` pixels a side.
+def decoded(
+    data: bytes,
+    request: decode_budget.CpuBudget | None = None,
+    draft: int = 224,
+    size: int | None = None,
+) -> Image.Image:
+    """Decode `data` into an upright RGB image, with cost and memory bounded: resized to `size` x
+    `size` where asked (food11's input), else as decoded. A JPEG is decoded at the smallest DCT
+    scale that still gives `draft` pixels a side.
 
     The decode runs in a worker of decode_pool within MAX_DECODE_CPU_S of CPU time (and what is
     left of its request's, `request`), enforced by the kernel: over it, 413. At most
@@ -89,13 +94,18 @@ def decoded(data: bytes, keep, request: decode_budget.CpuBudget | None = None, d
     seconds = min(decode_budget.MAX_DECODE_CPU_S, budget.left())
     if seconds <= 0:
         raise BadInput(budget.message(), 413)
-    args = {"keep": _name(keep), "draft": draft}
+    # a large canvas waits for its turn without holding a worker that small photos need
+    with _turn(_large_decode, large):
+        return _in_worker(data, {"draft": draft, "size": size}, seconds, budget)
+
+
+def _in_worker(data: bytes, args: dict, seconds: float, budget: decode_budget.CpuBudget):
+    """decode_here(data, **args) in a worker within `seconds` of CPU, charged to `budget`; each
+    way it can end answered as the BadInput it is."""
     try:
-        # a large canvas waits for its turn without holding a worker that small photos need
-        with _turn(_large_decode, large):
-            result, used = decode_pool.run(
-                f"{__name__}:decode_here", data, args, seconds, decode_budget.DECODE_WAIT_S
-            )
+        result, used = decode_pool.run(
+            f"{__name__}:decode_here", data, args, seconds, decode_budget.DECODE_WAIT_S
+        )
     except decode_pool.OverCpu:
         budget.charge(seconds)
         over = budget if budget.left() <= 0 else decode_budget.CpuBudget()
@@ -110,14 +120,15 @@ def decoded(data: bytes, keep, request: decode_budget.CpuBudget | None = None, d
     return result
 
 
-def decode_here(data: bytes, keep: str, draft: int):
-    """What a worker runs (decode_pool): open and check the file again, decode it and return
-    keep(upright RGB image); a refusal is raised as the BadInput it is. Once a large canvas is
-    freed, on success and on error alike, its pages are handed back to the OS."""
+def decode_here(data: bytes, draft: int, size: int | None) -> Image.Image:
+    """What a worker runs (decode_pool): open and check the file again, decode it and return the
+    upright RGB image (resized to `size` x `size` if given); a refusal is raised as the BadInput
+    it is. Once a large canvas is freed, on success and on error alike, its pages are handed
+    back to the OS. Needs Pillow alone: a worker starts in a tenth of a second."""
     img = _open(data, structure=False)  # the caller checked the structure (decoded())
     large = img.width * img.height > LARGE_CANVAS
     try:
-        result, error = _keep_decoded(img, decode_pool.function(keep), draft)
+        result, error = _keep_decoded(img, draft, size)
     finally:
         img.close()
         del img
@@ -126,19 +137,6 @@ def decode_here(data: bytes, keep: str, draft: int):
     if error is not None:
         raise error
     return result
-
-
-def whole(img: Image.Image) -> Image.Image:
-    """keep= for the decoded image itself (food11.load_image)."""
-    return img.copy()
-
-
-def _name(keep) -> str:
-    """ "module:function" of a module-level function of servelab (what a worker can look up)."""
-    module, name = getattr(keep, "__module__", ""), getattr(keep, "__qualname__", "")
-    if not module.startswith("servelab.") or not name.isidentifier():
-        raise TypeError(f"keep must be a module-level function of servelab, not {keep!r}")
-    return f"{module}:{name}"
 
 
 @contextlib.contextmanager
@@ -228,9 +226,10 @@ def _refusal(exc: Exception, data: bytes) -> BadInput:
     raise exc
 
 
-def _keep_decoded(img: Image.Image, keep, draft: int) -> tuple:
-    """(keep(decoded upright RGB image), None), or (None, BadInput) when decoding fails. The
-    error is returned, not raised, so no traceback keeps the half-decoded canvas alive."""
+def _keep_decoded(img: Image.Image, draft: int, size: int | None) -> tuple:
+    """(the decoded upright RGB image, None), resized to size x size if given, or (None,
+    BadInput) when decoding fails. The error is returned, not raised, so no traceback keeps the
+    half-decoded canvas alive."""
     try:
         if img.format in ("JPEG", "MPO"):  # an MPO (a phone's multi-picture JPEG) is one too
             img.draft("RGB", (draft, draft))  # DCT scaling: >= draft px, up to 8x less
@@ -239,7 +238,7 @@ def _keep_decoded(img: Image.Image, keep, draft: int) -> tuple:
         if getattr(upright, "is_animated", False):
             upright.seek(0)  # first frame of an animated PNG/WebP
         rgb = upright if upright.mode == "RGB" else upright.convert("RGB")
-        return keep(rgb), None
+        return (rgb.resize((size, size), Image.BILINEAR) if size else rgb.copy()), None
     except (OSError, SyntaxError, ValueError, EOFError):
         return None, _damaged()
 
