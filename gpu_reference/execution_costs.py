@@ -94,16 +94,13 @@ class Server:
         self.repo.mkdir(parents=True, exist_ok=True)
         self.model_dir = model_repository.add_model(MODEL, self.repo, mode="local", kind="gpu")
         http, grpc, metrics = (launcher.free_port() for _ in range(3))
-        argv, env = triton_local.server_command(
-            self.repo, http, grpc, metrics, backends=workdir / "b"
-        )
-        service = launcher.Service(
-            "triton",
-            argv,
-            health=f"http://127.0.0.1:{http}/v2/health/live",
-            env=env,
-            timeout=300,
-            ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
+        service = triton_local.service(  # the lab's way: the admin key masked; no repairs here
+            self.repo,
+            (http, grpc, metrics),
+            workdir / "triton_health.json",
+            health="/v2/health/live",
+            backends=workdir / "b",
+            repair=False,
         )
         self.record = launcher.start(service)
         self.url, self.grpc = f"http://127.0.0.1:{http}", f"127.0.0.1:{grpc}"

@@ -98,14 +98,14 @@ def start_triton(work: Path, gpu: bool) -> dict:
     )
     (folder / "config.pbtxt").write_text(triton_config_text(gpu))
     http, grpc, metrics = (free_port() for _ in range(3))
-    argv, env = triton_local.server_command(repo, http, grpc, metrics, backends=work / "b")
-    service = processes.Service(
-        "triton",
-        argv,
-        health=f"http://127.0.0.1:{http}/v2/health/live",
-        marker=f"--http-port={http}",
-        env=env,
-        timeout=300,
+    # as the lab starts it (its admin key masked, in no stub's environment); no repairs here
+    service = triton_local.service(
+        repo,
+        (http, grpc, metrics),
+        work / "triton_health.json",
+        health="/v2/health/live",
+        backends=work / "b",
+        repair=False,
     )
     record = processes.start(service)
     url = f"http://127.0.0.1:{http}"
@@ -274,7 +274,10 @@ def groups(servers: dict, senders) -> dict[str, list[int]]:
     out: dict[str, list[int]] = {"generator": [os.getpid(), *senders.pids()]}
     fastapi = psutil.Process(servers["fastapi"]["pid"])
     out["fastapi: uvicorn"] = [fastapi.pid] + [p.pid for p in fastapi.children(recursive=True)]
-    triton = psutil.Process(servers["triton"]["pid"])
+    from labstack import triton_local
+
+    # the watchdog that started it (servers["triton"]["pid"]) is no serving path's
+    triton = psutil.Process(triton_local.server_pid(servers["triton"]["pid"]))
     stubs = [p.pid for p in triton.children(recursive=True)]
     for way, model in (
         ("triton", "food_classifier_tuned"),

@@ -22,7 +22,7 @@ import requests
 
 from labstack import triton_local
 from labstack.ports import free_port, service_url
-from labstack.processes import Service, is_running, start, stop_process
+from labstack.processes import is_running, start, stop_process
 from servelab.serving import triton_guard, triton_watchdog
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -83,17 +83,14 @@ def test_triton_is_back_within_a_minute_after_each_of_seven_crashes(tmp_path):
     while len(ports) < 3:
         ports.add(free_port())
     http, grpc, metrics = sorted(ports)
-    argv, env = triton_local.server_command(
-        repo, http, grpc, metrics, backends=tmp_path / "backends", key_on_command_line=False
-    )
     health = tmp_path / "triton_health.json"
-    service = Service(
-        "test-triton-crashes",
-        triton_local.watchdog_command(argv, http, health),
-        health=f"{service_url(http)}/v2/health/ready",
-        marker=f"--health-file={health}",
-        env=env,
+    service = triton_local.service(
+        repo,
+        (http, grpc, metrics),
+        health,
+        name="test-triton-crashes",
         timeout=180,
+        backends=tmp_path / "backends",
     )
     record = start(service)
     url = service_url(http)

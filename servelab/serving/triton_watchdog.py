@@ -39,7 +39,12 @@ served ensemble names (the repository index, read with the node's secret, TRITON
   tritonserver's command line here, from TRITON_ADMIN_KEY in this process's environment (Triton
   reads the key from nowhere but its command line, which every local user can read); once the
   server has read its options, the key is overwritten there with a random mask
-  (triton_procs.hide_argument), and the server is checked to answer the real key;
+  (triton_procs.hide_argument), and the server is checked to answer the real key. tritonserver
+  starts from this process's environment without the key (server_env()): neither it nor its
+  Python-backend stubs, which run the models' code, hold it there;
+- --no-repair: only that (the flags, the mask, an environment without the key) and waiting for
+  the server, whose exit status it returns: what the maintainers' measurements start
+  (labstack.triton_local.supervised_command), where a repair would hide what happened;
 - it writes what it saw to --health-file (JSON): per model Triton's state, the stubs running,
   stopped and asked for, a reload under way, and a problem in words. `--check` reads that file
   and asks Triton itself: exit 0 only if the report is fresh and every model it lists is ready
@@ -562,6 +567,36 @@ def _end(server: subprocess.Popen, grace: float = STOP_GRACE_S) -> None:
             server.kill()
 
 
+def server_env() -> dict:
+    """tritonserver's environment: this process's without the admin key (the server takes it on
+    its command line; its stubs run the models' code and need it nowhere)."""
+    return {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"}
+
+
+def start_server(argv: list[str], key: str, hide: bool) -> subprocess.Popen:
+    """Start tritonserver; with `hide`, mask the key on its command line once it has read it."""
+    server = subprocess.Popen(argv, env=server_env())
+    started = time.monotonic()  # Popen returns once tritonserver's exec has succeeded
+    if hide:
+        why_not = hide_argument(server.pid, key)
+        server.key_hidden = not why_not
+        if why_not:
+            log(f"the admin key stays on tritonserver's command line: {why_not}")
+        else:  # what a local user could see meanwhile (docs/security.md: the residual)
+            shown = (time.monotonic() - started) * 1000
+            log(f"{KEY_SHOWN} {shown:.1f} ms (from its start until masked)")
+    return server
+
+
+def run_once(argv: list[str], key: str, hide: bool) -> int:
+    """--no-repair: start tritonserver (the key's flags added and masked), pass SIGTERM and
+    SIGINT on to it, return its exit status."""
+    server = start_server(argv, key, hide)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda sig, _frame: server.send_signal(sig))
+    return server.wait()
+
+
 def supervise(
     argv: list[str],
     url: str,
@@ -569,8 +604,10 @@ def supervise(
     every: float,
     max_region_mib: float = MAX_REGION_MIB,
     restrict_apis: str = "",
+    repair: bool = True,
 ) -> int:
-    """Run tritonserver (argv) and keep it and its models serving; return its exit status."""
+    """Run tritonserver (argv) and keep it and its models serving; return its exit status.
+    repair=False: run it once, unwatched (run_once)."""
     os.umask(0o077)  # the stubs' /dev/shm regions and the health file: this user's only
     key = os.environ.get("TRITON_ADMIN_KEY", "")
     if restrict_apis and not key:
@@ -580,6 +617,8 @@ def supervise(
         log("TRITON_ADMIN_KEY is not set: a model whose stub dies cannot be reloaded")
     if restrict_apis:
         argv = [*argv, *restricted_api_args(restrict_apis, key)]
+    if not repair:
+        return run_once(argv, key, bool(restrict_apis))
     prefix = shm_prefix(argv)
     repo = next((a.split("=", 1)[1] for a in argv if a.startswith("--model-repository=")), "")
     stopping = False
@@ -604,16 +643,8 @@ def supervise(
             log(f"removed {len(removed)} shared-memory region(s) left by a previous server")
         watchdog = Watchdog(url, health_file, key, prefix, max_region_mib, repo)
         watchdog.events, watchdog.note = events, note
-        server = subprocess.Popen(argv)
-        started = time.monotonic()  # Popen returns once tritonserver's exec has succeeded
-        if hide:
-            why_not = hide_argument(server.pid, key)
-            watchdog.check_key = not why_not
-            if why_not:
-                log(f"the admin key stays on tritonserver's command line: {why_not}")
-            else:  # what a local user could see meanwhile (docs/security.md: the residual)
-                shown = (time.monotonic() - started) * 1000
-                log(f"{KEY_SHOWN} {shown:.1f} ms (from its start until masked)")
+        server = start_server(argv, key, hide)
+        watchdog.check_key = getattr(server, "key_hidden", False)
         while server.poll() is None and not stopping and not watchdog.restart:
             try:
                 watchdog.step(server.pid)
@@ -774,6 +805,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a stub's shared-memory region larger than this has its model loaded again",
     )
     parser.add_argument(
+        "--no-repair",
+        action="store_true",
+        help="only add the key's flags, mask the key and wait for tritonserver (no repairs, no "
+        "restarts, no health file)",
+    )
+    parser.add_argument(
         "--restrict-apis",
         default="",
         metavar="GROUPS",
@@ -794,6 +831,7 @@ def main(argv: list[str] | None = None) -> int:
         args.every,
         args.max_region_mib,
         args.restrict_apis,
+        repair=not args.no_repair,
     )
 
 
