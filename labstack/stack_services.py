@@ -60,7 +60,7 @@ def flask_service(port: int, env: dict) -> Service:
     return Service(
         "flask",
         _module("flask_app.serve") + ["--host", BIND, "--port", str(port)],
-        health=f"{service_url(port)}/healthz",
+        health=f"{service_url(port)}/livez",  # up; /healthz: can it classify (make status)
         marker="flask_app.serve",
         env=env,
         ports={"port": port},

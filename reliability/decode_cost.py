@@ -7,7 +7,7 @@ in count and time (issue 35):
 - costly_photos: legitimate but large photos (40 Mpx progressive JPEGs, about 0.5 s of CPU
   each), more at once than the service decodes at once: does health answer meanwhile?
 - held_uploads (Flask): every upload slot held by a model server that never answers; does the
-  page's /healthz still answer, and does one more upload get a page at once?
+  page still answer (/livez), and does one more upload get a page at once?
 - attackers_and_victims (issue 52): clients sending costly files back to back (D3: a reserved
   marker hiding 2,000 scans from the structure walk, and its variants; or, against a service
   started with a low LAB_DECODE_CPU_S, photos that pass every structure check, so that only the
@@ -109,7 +109,7 @@ def scan_bombs(url: str, target: str = "flask", clients: int = 2, scans: int = 5
     """`clients` scan-bomb uploads at once; how soon each is answered, with what, and the health
     endpoint's longest answer meanwhile."""
     bomb = corpus.jpeg_scan_bomb(2000, scans)
-    health = f"{url}/healthz" if target == "flask" else f"{url}/health"
+    health = f"{url}/livez" if target == "flask" else f"{url}/health"
     answers, watch = _burst(url, target, [(f"bomb{i}.jpg", bomb) for i in range(clients)], health)
     slowest = max(s for _, _, s in answers)
     clear = all(st == 413 and "JPEG scans" in text for st, text, _ in answers)
@@ -144,7 +144,7 @@ def costly_photos(url: str, target: str = "fastapi", clients: int = 8) -> dict:
     """`clients` large, legitimate photos at once (more than the service decodes at once): the
     health endpoint's longest answer meanwhile."""
     photo = large_progressive_jpeg()
-    health = f"{url}/healthz" if target == "flask" else f"{url}/health"
+    health = f"{url}/livez" if target == "flask" else f"{url}/health"
     answers, watch = _burst(url, target, [(f"photo{i}.jpg", photo) for i in range(clients)], health)
     statuses = sorted({st for st, _, _ in answers})
     return {
@@ -186,7 +186,7 @@ class BlackHole:
 
 def held_uploads(flask_url: str, slots: int) -> dict:
     """Flask in front of a model server that never answers (BlackHole): `slots` uploads hold
-    every upload slot; then /healthz is timed, and one more upload should get its page at once."""
+    every upload slot; then /livez is timed, and one more upload should get its page at once."""
     from reliability.hostile import crafted_png
 
     photo = crafted_png(64 * 64)
@@ -197,7 +197,7 @@ def held_uploads(flask_url: str, slots: int) -> dict:
         ]
         time.sleep(3.0)  # each is now waiting on the model server
         start = time.perf_counter()
-        health = requests.get(f"{flask_url}/healthz", timeout=30).status_code
+        health = requests.get(f"{flask_url}/livez", timeout=30).status_code
         health_s = time.perf_counter() - start
         start = time.perf_counter()
         extra, text = _post(flask_url, "flask", "one_more.png", photo, 30)
@@ -207,11 +207,11 @@ def held_uploads(flask_url: str, slots: int) -> dict:
         pool.shutdown(wait=False, cancel_futures=True)
     return {
         "check": f"Flask: {slots} uploads waiting on a model server that never answers",
-        "status": f"/healthz {health}, one more upload {extra}",
+        "status": f"/livez {health}, one more upload {extra}",
         "health_s": round(health_s, 3),
         "one_more_s": round(extra_s, 3),
         "held": still_held,
-        "bound": f"/healthz 200 < {HEALTH_BOUND_S:g} s; one more: 503 page < {HEALTH_BOUND_S:g} s",
+        "bound": f"/livez 200 < {HEALTH_BOUND_S:g} s; one more: 503 page < {HEALTH_BOUND_S:g} s",
         "ok": health == 200
         and health_s < HEALTH_BOUND_S
         and extra == 503
@@ -270,7 +270,7 @@ def attackers_and_victims(
     victims alone): every victim served, their latency."""
     costly = costly or d3_files()
     victim = victim or large_progressive_jpeg(4000)
-    health = f"{url}/healthz" if target == "flask" else f"{url}/health"
+    health = f"{url}/livez" if target == "flask" else f"{url}/health"
     files = [costly[i % len(costly)] for i in range(attackers * rounds)]
     before = tree_cpu_s(pid)
     answers, watch = _burst(url, target, files, health)  # `attackers` at once, per round

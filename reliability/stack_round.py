@@ -349,6 +349,15 @@ def flask_degraded(env: dict, state: Path, log=print) -> list[dict]:
     time.sleep(2.5)  # /healthz reuses an answer up to 2 s old
     health = requests.get(f"{flask}/healthz", timeout=10)
     said = health.json()
+    status = subprocess.run(
+        ["make", "--no-print-directory", "status"],
+        cwd=REPO_ROOT,
+        env={**env, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    flask_line = next((ln.strip() for ln in status.splitlines() if "flask " in ln), "")
     log("stack: FastAPI killed; make up RAY=1 again ...")
     again = subprocess.run(
         ["make", "--no-print-directory", "up", "RAY=1"],
@@ -363,10 +372,14 @@ def flask_degraded(env: dict, state: Path, log=print) -> list[dict]:
     after = requests.get(f"{flask}/healthz", timeout=10).json()
     return [
         _row(
-            "FastAPI killed behind Flask: Flask's /healthz",
-            f"{health.status_code} {said.get('status')}",
-            "degraded, naming FastAPI",
-            said.get("status") == "degraded" and "FastAPI" in said.get("problem", ""),
+            "FastAPI killed behind Flask: Flask's /healthz and `make status`",
+            f"{health.status_code} {said.get('status')}; make status: "
+            f"{'DEGRADED' if 'DEGRADED' in flask_line else flask_line[:40]}",
+            "503 degraded, naming FastAPI; `make status` says Flask is DEGRADED",
+            health.status_code == 503
+            and said.get("status") == "degraded"
+            and "FastAPI" in said.get("problem", "")
+            and "DEGRADED" in flask_line,
             detail=said.get("problem", "")[:120],
         ),
         _row(
