@@ -29,7 +29,12 @@ served ensemble names (the repository index, read with the node's secret, TRITON
   loaded), or any model LOADING or UNLOADING, or a reload of ours, for STUCK_S: tritonserver is
   restarted (SIGTERM, SIGKILL after STOP_GRACE_S), which loads every model of the repository;
 - a tritonserver that exits is started again with the same command line (same ports), after its
-  stubs' shared-memory regions are removed, and never given up on: the first BACKOFF_AFTER
+  stubs' shared-memory regions are removed, but loading no model itself: once it answers, the
+  models that served before it ended are loaded through the repository API, each with the config
+  it served, all at once (load_again), so each serves again as soon as it is loaded rather than
+  when the slowest one is (Triton opens its HTTP and gRPC ports only after loading what its
+  command line asks for), and a model nobody had loaded is not loaded; it is never given up on:
+  the first BACKOFF_AFTER
   restarts within RESTART_WINDOW_S at once, then after 2, 4, 8, 16 s, then every BACKOFF_MAX_S
   (restart_delay); while it waits, its report says why, how often and when it starts the server
   again (a request that crashes Triton 2.51, sent again and again, costs its sender a slower
@@ -288,6 +293,8 @@ class Watchdog:
         self.configs: dict[str, dict] = {}  # model -> the config it served when last ready
         self.restart = ""  # why tritonserver must be restarted ('' while it need not)
         self.note = ""  # why the server is not ready (it is being started again)
+        self.ready: set[str] = set()  # the models READY at the last look
+        self.loading_again: threading.Thread | None = None  # load_again's, after a restart
         self.check_key = False  # the key was hidden on the server's command line: check it took
         self.key_refused = False  # ... and the server refused it (hidden before it was read)
         self._looked: dict[str, dict] = {}  # served configs read during this look
@@ -353,7 +360,8 @@ class Watchdog:
         self._looked = {}
         if not _ok(f"{self.url}/v2/health/ready"):
             return self.write(server_pid, False, {})
-        self.note = ""
+        if self.loading_again is None or not self.loading_again.is_alive():
+            self.note = ""  # (while load_again runs, the report says so)
         if self.check_key and answers_key(self.url, self.key) is not None:
             self.check_key = False
             if not answers_key(self.url, self.key):
@@ -364,6 +372,8 @@ class Watchdog:
                 del self.reloading[model]
         running, stopped, act = self.stubs(server_pid)
         index = repository_index(self.url, self.key)
+        if index is not None:
+            self.ready = {m for m, (state, _) in index.items() if state == "READY"}
         models = {}
         for model, (state, reason) in sorted(self._served(index, act).items()):
             info = {
@@ -527,6 +537,47 @@ class Watchdog:
                 except ProcessLookupError:
                     pass
 
+    # ------------------------------------------------------------ after a restart
+
+    def serving(self) -> dict[str, dict]:
+        """The models READY at the last look, with the config each served."""
+        return {m: self.configs[m] for m in self.ready if m in self.configs}
+
+    def load_again(self, served: dict[str, dict]) -> None:
+        """Once the server answers, load the models that served before it ended, each with the
+        config it served, all at once (each serves as soon as it is loaded), an ensemble once
+        the models it names are loaded; the report says so meanwhile."""
+        self.note = f"{self.note}; loading again what served: {', '.join(sorted(served))}"
+
+        def run():
+            deadline = time.monotonic() + STUCK_S
+            while not _ok(f"{self.url}/v2/health/live"):
+                if time.monotonic() > deadline or _stop_requested.wait(0.1):
+                    return
+            started, loads = time.monotonic(), {}
+            for model in sorted(served, key=lambda m: bool(ensemble_steps(served[m]))):
+                after = [loads[s] for s in ensemble_steps(served[model]) if s in loads]
+                loads[model] = threading.Thread(
+                    target=self._load_one, args=(model, served[model], started, after)
+                )
+                loads[model].start()
+            for load in loads.values():
+                load.join()
+
+        self.loading_again = threading.Thread(target=run, daemon=True)
+        self.loading_again.start()
+
+    def _load_one(self, model: str, config: dict, started: float, after=()) -> None:
+        """Load `model` with `config` once the loads in `after` (its steps') are done."""
+        for load in after:
+            load.join()
+        ok, error = reload_model(self.url, model, self.key, config=config)
+        took = time.monotonic() - started
+        if ok:
+            log(f"{model}: loaded again, {took:.1f} s after the server answered")
+        else:
+            self._event(f"{model}: loading it again failed ({error[:200]})")
+
     def _restart(self, why: str) -> None:
         if not self.restart:
             self.restart = why
@@ -637,21 +688,26 @@ def supervise(
     events: list[str] = []
     note = ""  # why the server is being started again, for the report until it is ready
     hide = bool(restrict_apis)  # the key flags are ours: hide the key once the server read it
+    served: dict[str, dict] = {}  # what served before the server ended: loaded again after
     while True:
         removed = remove_stale_regions(prefix)
         if removed:
             log(f"removed {len(removed)} shared-memory region(s) left by a previous server")
         watchdog = Watchdog(url, health_file, key, prefix, max_region_mib, repo)
         watchdog.events, watchdog.note = events, note
-        server = start_server(argv, key, hide)
+        server = start_server(_loading_nothing(argv) if served and key else argv, key, hide)
         watchdog.check_key = getattr(server, "key_hidden", False)
+        if served and key:
+            watchdog.load_again(served)
+        ended = _ended(server)
         while server.poll() is None and not stopping and not watchdog.restart:
             try:
                 watchdog.step(server.pid)
             except OSError as exc:  # a health file that cannot be written is not a reason to stop
                 log(f"health file: {exc}")
             _reap_orphans(server.pid)
-            time.sleep(every)
+            ended.wait(every)  # back at once when the server ends
+        served = _to_load_again(watchdog, served)
         why = watchdog.restart
         hide = hide and not watchdog.key_refused
         if why and not stopping:
@@ -677,6 +733,28 @@ def supervise(
         watchdog.write(server.pid, False, {})
         note = watchdog.note
         log("starting tritonserver again")
+
+
+def _loading_nothing(argv: list[str]) -> list[str]:
+    """The server's command line without --load-model: it opens its ports at once, and the
+    watchdog loads what served (Watchdog.load_again)."""
+    return [a for a in argv if not a.startswith("--load-model")]
+
+
+def _ended(server: subprocess.Popen) -> threading.Event:
+    """An event set when the server ends (a thread waits for it)."""
+    ended = threading.Event()
+    threading.Thread(target=lambda: (server.wait(), ended.set()), daemon=True).start()
+    return ended
+
+
+def _to_load_again(watchdog: Watchdog, served: dict[str, dict]) -> dict[str, dict]:
+    """What to load after the next start: what served at the watchdog's last look; with what it
+    was still loading again, if the server ended before it was done."""
+    now = watchdog.serving()
+    if watchdog.loading_again is not None and watchdog.loading_again.is_alive():
+        return {**served, **now}
+    return now or served
 
 
 def _signal_name(code: int) -> str:
