@@ -238,6 +238,16 @@ def reload_model(
         return False, f"{type(exc).__name__}: {exc}"
 
 
+def load_model(url: str, model: str, key: str, timeout: float = STUCK_S) -> tuple[bool, str]:
+    """Load `model` from the repository's files (repository API, the node's secret)."""
+    try:
+        return _post(f"{url}/v2/repository/models/{model}/load", {}, key, timeout)[0] == 200, ""
+    except urllib.error.HTTPError as exc:
+        return False, f"HTTP {exc.code}: {exc.read()[:300].decode(errors='replace')}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+
+
 def python_backend(repo: str, model: str) -> bool:
     """Does the model's config.pbtxt in the repository name the Python backend (its stubs)?"""
     try:
@@ -293,7 +303,7 @@ class Watchdog:
         self.configs: dict[str, dict] = {}  # model -> the config it served when last ready
         self.restart = ""  # why tritonserver must be restarted ('' while it need not)
         self.note = ""  # why the server is not ready (it is being started again)
-        self.ready: set[str] = set()  # the models READY at the last look
+        self.wanted: set[str] = set()  # READY or being loaded at the last look
         self.loading_again: threading.Thread | None = None  # load_again's, after a restart
         self.check_key = False  # the key was hidden on the server's command line: check it took
         self.key_refused = False  # ... and the server refused it (hidden before it was read)
@@ -373,7 +383,8 @@ class Watchdog:
         running, stopped, act = self.stubs(server_pid)
         index = repository_index(self.url, self.key)
         if index is not None:
-            self.ready = {m for m, (state, _) in index.items() if state == "READY"}
+            loading = {m for m, (state, _) in index.items() if state in ("READY", "LOADING")}
+            self.wanted = loading | set(self.reloading) | set(self.lost)
         models = {}
         for model, (state, reason) in sorted(self._served(index, act).items()):
             info = {
@@ -540,8 +551,9 @@ class Watchdog:
     # ------------------------------------------------------------ after a restart
 
     def serving(self) -> dict[str, dict]:
-        """The models READY at the last look, with the config each served."""
-        return {m: self.configs[m] for m in self.ready if m in self.configs}
+        """What the server was to serve at the last look: the models READY, loading, or being
+        repaired, each with the config it served ({} if it has not served yet: its files')."""
+        return {m: self.configs.get(m, {}) for m in self.wanted}
 
     def load_again(self, served: dict[str, dict]) -> None:
         """Once the server answers, load the models that served before it ended, each with the
@@ -555,8 +567,11 @@ class Watchdog:
                 if time.monotonic() > deadline or _stop_requested.wait(0.1):
                     return
             started, loads = time.monotonic(), {}
-            for model in sorted(served, key=lambda m: bool(ensemble_steps(served[m]))):
-                after = [loads[s] for s in ensemble_steps(served[model]) if s in loads]
+            for model in sorted(served, key=lambda m: self._is_ensemble(m, served[m])):
+                steps = ensemble_steps(served[model])
+                if not steps and self._is_ensemble(model, served[model]):
+                    steps = list(loads)  # never served: after every other model
+                after = [loads[s] for s in steps if s in loads]
                 loads[model] = threading.Thread(
                     target=self._load_one, args=(model, served[model], started, after)
                 )
@@ -567,11 +582,24 @@ class Watchdog:
         self.loading_again = threading.Thread(target=run, daemon=True)
         self.loading_again.start()
 
+    def _is_ensemble(self, model: str, config: dict) -> bool:
+        """Is `model` an ensemble, by the config it served, else by its repository's file?"""
+        if config:
+            return config.get("platform") == "ensemble"
+        try:
+            text = (Path(self.repo) / model / "config.pbtxt").read_text()
+        except OSError:
+            return False
+        return re.search(r'^\s*platform\s*:\s*"ensemble"', text, re.M) is not None
+
     def _load_one(self, model: str, config: dict, started: float, after=()) -> None:
         """Load `model` with `config` once the loads in `after` (its steps') are done."""
         for load in after:
             load.join()
-        ok, error = reload_model(self.url, model, self.key, config=config)
+        if config:
+            ok, error = reload_model(self.url, model, self.key, config=config)
+        else:  # never served: what its files say
+            ok, error = load_model(self.url, model, self.key)
         took = time.monotonic() - started
         if ok:
             log(f"{model}: loaded again, {took:.1f} s after the server answered")
