@@ -115,16 +115,22 @@ class Pool:
             worker = worker or _Worker()
             try:
                 result = worker.call(call, data, args, cpu_s)
-            except (OverCpu, WorkerEnded):
+            except (Refused, RuntimeError):  # its whole answer came: the worker serves on
+                self._keep(worker)
+                raise
+            except BaseException:  # ended, or its answer not read (a Ctrl-C): end it
                 worker.end()
                 with self._lock:
                     self._ended_cpu += worker.cpu()
                 raise
-            with self._lock:
-                self._idle.append(worker)
+            self._keep(worker)
             return result
         finally:
             self.slots.release()
+
+    def _keep(self, worker: _Worker) -> None:
+        with self._lock:
+            self._idle.append(worker)
 
     def spent(self) -> float:
         with self._lock:

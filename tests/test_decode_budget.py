@@ -188,6 +188,16 @@ def _pool_children() -> set[int]:
     return found
 
 
+def test_refused_files_leave_no_worker_behind():
+    """A file the worker refuses (damaged) is answered, and its worker serves the next one: no
+    more workers than decodes at once, however many such files come."""
+    damaged = _photo(640)[:5000]
+    for _ in range(3 * decode_budget.MAX_CONCURRENT_DECODES):
+        error, _ = _refused(damaged)
+        assert error.status == 400 and "damaged" in str(error)
+    assert len(_pool_children()) <= decode_budget.MAX_CONCURRENT_DECODES
+
+
 def test_the_decode_workers_are_few_reused_and_see_no_secret(monkeypatch):
     """A worker per concurrent decode at most, reused (not a process per request); each one's
     environment is an allow-list, so a service's secrets stay in the service."""
