@@ -74,12 +74,20 @@ def _backend_problem() -> str:
 
 @app.get("/healthz")
 def healthz():
-    """200 while the page serves; "degraded", with the model server named and what is wrong
-    with it, while uploads cannot be classified (the page itself still answers)."""
+    """200 while uploads can be classified; 503 "degraded", with the model server named and what
+    is wrong with it, while they cannot (the page itself still answers: /livez)."""
     problem = _backend_problem()
     if problem:
-        return {"status": "degraded", "model_server": _model_server_name(), "problem": problem}
+        body = {"status": "degraded", "model_server": _model_server_name(), "problem": problem}
+        return body, 503
     return {"status": "ok", "model_server": _model_server_name()}
+
+
+@app.get("/livez")
+def livez():
+    """200 while the page itself serves, whatever its model server does: what the launcher waits
+    for and keeps (a FastAPI crash does not restart the page)."""
+    return {"status": "ok"}
 
 
 @app.post("/predict")

@@ -92,7 +92,6 @@ class Server:
 
     def __init__(self, workdir: Path, config: str | None = None):
         from labstack import launcher, triton_local
-        from servelab.serving.triton_procs import hide_argument
         from servelab.triton import model_repository
 
         self.repo = workdir / "model_repository"
@@ -102,20 +101,17 @@ class Server:
         if config is not None:
             (self.model_dir / "config.pbtxt").write_text(config)
         http, grpc, metrics = (launcher.free_port() for _ in range(3))
-        argv, env = triton_local.server_command(
-            self.repo, http, grpc, metrics, backends=workdir / "b"
-        )
-        service = launcher.Service(
-            "triton",
-            argv,
-            health=f"http://127.0.0.1:{http}/v2/health/live",
-            env=env,
+        service = triton_local.service(  # the lab's way: the admin key masked; no repairs here
+            self.repo,
+            (http, grpc, metrics),
+            workdir / "triton_health.json",
+            health="/v2/health/live",
+            backends=workdir / "b",
+            repair=False,
             timeout=900,  # with a config, its compile happens before the server answers
-            ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
         )
-        key = os.environ["TRITON_ADMIN_KEY"]  # server_command made it if there was none
         t0 = time.monotonic()
-        self.record = launcher.start(service, on_launch=lambda r: hide_argument(r["pid"], key))
+        self.record = launcher.start(service)
         self.start_s = time.monotonic() - t0
         self.url, self.grpc = f"http://127.0.0.1:{http}", f"127.0.0.1:{grpc}"
         os.environ.update(
@@ -149,7 +145,10 @@ def processes(server_pid: int) -> dict[str, list]:
         except psutil.Error:  # gone meanwhile
             return ""
 
-    server = psutil.Process(server_pid)
+    from labstack import triton_local
+
+    # started under the lab's watchdog: the server is its child, and the watchdog no serving part
+    server = psutil.Process(triton_local.server_pid(server_pid) or server_pid)
     stubs = [
         p
         for p in server.children(recursive=True)

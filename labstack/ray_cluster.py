@@ -13,7 +13,10 @@ is up (pin(): every thread of the node's processes; the workers Ray starts later
 "two nodes" means two shares of the machine, not one pool. (Pinned from its start, with
 `taskset`, the head's raylet missed `ray start`'s fixed 30 s to register on a busy machine.)
 Every port is chosen free (two clusters can share a machine: a test and yours), and Ray keeps its
-state in a temporary folder of its own, removed at `down`.
+state in a temporary folder of its own, removed at `down`: `ray` inside a 0700 folder
+(temp_dir()), which both nodes use. Ray opens its own folders to everyone (0777, no sticky bit),
+so the closed folder around them is what keeps the sockets and logs the lab's user's alone; the
+`ray start` wrapper refuses a temporary folder without it and starts Ray with umask 077.
 
 Closed to everyone without the token (docs/security.md lists every port):
 - Ray's token authentication is on (RAY_AUTH_MODE=token, RAY_AUTH_TOKEN_PATH: the launcher's
@@ -98,8 +101,15 @@ def pin(record: dict) -> None:
 
 
 def temp_dir() -> str:
-    """A short folder of Ray's own (its sockets' paths must stay under 108 characters)."""
-    return tempfile.mkdtemp(prefix="lab_ray_", dir="/tmp")
+    """A short folder of the cluster's own (its sockets' paths must stay under 108 characters),
+    0700: Ray's temporary folder is `ray` inside it (ray_temp_dir()), which Ray makes 0777 but
+    nobody else can reach through this one."""
+    return tempfile.mkdtemp(prefix="lab_ray_", dir="/tmp")  # 0700, a name nobody can guess
+
+
+def ray_temp_dir(folder: str) -> str:
+    """Ray's `--temp-dir` inside the cluster's private folder."""
+    return str(Path(folder) / "ray")
 
 
 def _node_ports(name: str) -> list[str]:
@@ -133,7 +143,7 @@ def head_service(folder: str, cpus: int = RAY_NODE_CPUS, gpus: int | None = None
         f"--ray-client-server-port={client}",
         "--dashboard-host=127.0.0.1",
         f"--dashboard-port={dashboard}",
-        f"--temp-dir={folder}",
+        f"--temp-dir={ray_temp_dir(folder)}",
         f"--object-store-memory={OBJECT_STORE_BYTES}",
         "--disable-usage-stats",
         *_node_ports("ray_head"),
@@ -159,7 +169,8 @@ def head_service(folder: str, cpus: int = RAY_NODE_CPUS, gpus: int | None = None
 
 
 def node_service(head: dict) -> Service:
-    """The second node, joining the head at its GCS address (`ray start --address`)."""
+    """The second node, joining the head at its GCS address (`ray start --address`), in the
+    head's private folder."""
     agent = port_for("ray_node_agent")  # the same port _node_ports asks for (ports.json)
     argv = [
         *_ray_start(),
@@ -167,6 +178,7 @@ def node_service(head: dict) -> Service:
         f"--num-cpus={RAY_NODE_CPUS}",
         f"--address=127.0.0.1:{head['gcs_port']}",
         "--node-ip-address=127.0.0.1",
+        f"--temp-dir={ray_temp_dir(head['temp_dir'])}",
         f"--object-store-memory={OBJECT_STORE_BYTES}",
         "--disable-usage-stats",
         *_node_ports("ray_node"),

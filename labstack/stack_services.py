@@ -60,7 +60,7 @@ def flask_service(port: int, env: dict) -> Service:
     return Service(
         "flask",
         _module("flask_app.serve") + ["--host", BIND, "--port", str(port)],
-        health=f"{service_url(port)}/healthz",
+        health=f"{service_url(port)}/livez",  # up; /healthz: can it classify (make status)
         marker="flask_app.serve",
         env=env,
         ports={"port": port},
@@ -68,31 +68,18 @@ def flask_service(port: int, env: dict) -> Service:
 
 
 def triton_service(repo: Path, admin_key: str, ports: dict | None = None) -> Service:
-    """tritonserver under its watchdog (servelab.serving.triton_watchdog), on the ports it had.
-
-    The watchdog gets the admin key in its environment (to load a model whose stub died again)
-    and adds the flags that pass it to tritonserver, which takes it only on its own command line,
-    then masks it there once the server has read it: no command line shows it (docs/security.md)."""
+    """tritonserver under its watchdog (servelab.serving.triton_watchdog), on the ports it had,
+    as every part of the lab starts it (triton_local.service): the watchdog gets the admin key in
+    its environment (to load a model whose stub died again) and adds the flags that pass it to
+    tritonserver, which takes it only on its own command line, then masks it there once the
+    server has read it; tritonserver and its stubs start without it (docs/security.md)."""
     from labstack import triton_local
 
     ports = ports or {}
     http = port_for("triton", ports.get("port"))
     grpc = port_for("triton_grpc", ports.get("grpc_port"))
     metrics = port_for("triton_metrics", ports.get("metrics_port"))
-    argv, env = triton_local.server_command(
-        repo, http, grpc, metrics, admin_key=admin_key, key_on_command_line=False
-    )
-    health_file = f"--health-file={TRITON_HEALTH}"
-    return Service(
-        "triton",
-        triton_local.watchdog_command(argv, http, TRITON_HEALTH),
-        health=f"{service_url(http)}/v2/health/ready",
-        marker=health_file,
-        env=env,
-        timeout=300,
-        ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
-        extra={"shm_prefix": triton_local.shm_prefix(http), "health_file": str(TRITON_HEALTH)},
-    )
+    return triton_local.service(repo, (http, grpc, metrics), TRITON_HEALTH, admin_key=admin_key)
 
 
 def jupyter_service(port: int, token: str, env: dict) -> Service:

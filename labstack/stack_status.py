@@ -1,5 +1,6 @@
-"""`make status`: what runs, healthy or not (Triton: per model, from its watchdog's report), its
-URL and log, and what recovers what is not; where the secrets are, never their values."""
+"""`make status`: what runs, healthy or not (Triton: per model, from its watchdog's report; Flask:
+DEGRADED while it cannot classify, its /healthz), its URL and log, and what recovers what is
+not; where the secrets are, never their values."""
 
 from __future__ import annotations
 
@@ -52,6 +53,24 @@ def _triton_status(rec: dict) -> tuple[str, list[str]]:
     return "DOWN", [*lines, "recover: `make up` (or `make restart SERVICE=triton`)"]
 
 
+def _flask_status(rec: dict) -> tuple[str, list[str]]:
+    """Flask's word and lines: its /healthz, which answers 503 "degraded" (naming the model
+    server and what is wrong with it) while the page serves but cannot classify an upload."""
+    if not healthy(rec):  # its process and /livez (the page itself)
+        return "DOWN", ["recover: `make up` starts it again"]
+    try:
+        resp = requests.get(f"{service_url(rec['port'])}/healthz", timeout=5)
+        body = resp.json()
+    except (requests.RequestException, ValueError):
+        return "DOWN", ["its /healthz does not answer: `make restart SERVICE=flask`"]
+    if resp.status_code == 200:
+        return "healthy", []
+    return "DEGRADED", [
+        f"uploads fail: {body.get('problem') or f'/healthz answered HTTP {resp.status_code}'}",
+        "recover: `make up` (starts the model server it calls, if that is down)",
+    ]
+
+
 def red(word: str) -> str:
     """A status word for a person: in red where a terminal shows it (NO_COLOR set: never)."""
     if word == "healthy" or not sys.stdout.isatty() or os.environ.get("NO_COLOR"):
@@ -69,6 +88,8 @@ def print_status(state: dict | None = None) -> None:
     for name, rec in state["services"].items():
         if name == "triton":
             word, lines = _triton_status(rec)
+        elif name == "flask":
+            word, lines = _flask_status(rec)
         else:
             word = "healthy" if healthy(rec) else "DOWN"
             lines = [] if word == "healthy" else ["recover: `make up` starts it again"]

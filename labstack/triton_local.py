@@ -10,11 +10,14 @@ This module assembles what they need to run from the venv:
   perf_analyzer), PATH with the venv's bin first (the stubs find their site-packages through the
   first python3 on PATH; stub_python() can put another numpy in front for them).
 
-The launcher (labstack.launcher) starts the server with server_command(); nothing here starts it.
+Every part of the lab starts the server with supervised_command() (or service(), the same as a
+launcher Service): under its watchdog, the admin key on no command line but tritonserver's own
+for its first milliseconds and in no environment but the watchdog's. Nothing here starts it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import secrets
@@ -24,6 +27,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from labstack.lab_secrets import without_secrets
 from servelab.paths import LAB_DIR, REPO_ROOT
 from servelab.perf import tool as tools
 
@@ -128,14 +132,15 @@ def stub_python(folders: list[str], root: Path) -> Path:
 
 
 def server_env(base: dict | None = None, stub_root: Path = BACKENDS_DIR.parent) -> dict:
-    """The full environment for tritonserver and its Python-backend stubs.
+    """The full environment for tritonserver and its Python-backend stubs: `base` (default this
+    process's) without the lab's secrets (lab_secrets.without_secrets), and what the server needs.
 
     LAB_TRITON_PYTHONPATH (optional, folders separated by ':') goes first on the stubs' import
     path and nowhere else, through stub_python(): a machine whose own numpy is 2.x (the GPU
     reference machine) gives the stubs a numpy < 2 this way without changing what the rest of
     the lab imports.
     """
-    env = dict(os.environ if base is None else base)
+    env = without_secrets(dict(os.environ if base is None else base))
     env["LD_LIBRARY_PATH"] = tools.join_paths(
         bundled_libs(), libpython_dir(), existing=env.get("LD_LIBRARY_PATH")
     )
@@ -200,26 +205,18 @@ def server_command(
     backends: Path = BACKENDS_DIR,
     address: str | None = None,
     extra_args: list[str] | None = None,
-    admin_key: str | None = None,
-    key_on_command_line: bool = True,
 ) -> tuple[list[str], dict]:
-    """argv and environment of `tritonserver` serving every model in repo (explicit model control).
+    """argv and environment of `tritonserver` serving every model in repo (explicit model control),
+    without the admin key: supervised_command() starts it, the one way the lab does.
 
     Explicit mode + --load-model=*: every model is loaded at start, and later loads/unloads go
     through the repository API (POST /v2/repository/models/<m>/load), as the lab's config
     changes do. As in the Docker stack, a model that fails to load is reported UNAVAILABLE while
     the server serves the others (--exit-on-error=false), and /v2/health/ready means "the server
     is up" (--strict-readiness=false). A short exit timeout frees the ports soon after SIGTERM.
-
-    The model-repository API (which can load a model.py: run code) answers only requests that
-    carry labenv.ADMIN_HEADER with admin_key (default TRITON_ADMIN_KEY; without one, a new key is
-    generated and put into this process's environment, so its own clients can use the API).
-    Triton takes the key only on its command line. key_on_command_line=False: the flags that
-    carry it are left out and the key is put into the environment returned, TRITON_ADMIN_KEY, for
-    the watchdog to add them (watchdog_command(): the watchdog's command line holds no key, and it
-    masks the key on tritonserver's once the server has read it). The three endpoints listen on
-    `address` (default LAB_BIND_HOST, as the launcher's other services, else 127.0.0.1). The
-    stubs' shared-memory regions are named with shm_prefix(http_port).
+    The three endpoints listen on `address` (default LAB_BIND_HOST, as the launcher's other
+    services, else 127.0.0.1). The stubs' shared-memory regions are named with
+    shm_prefix(http_port). The environment is this process's without the lab's secrets.
     """
     address = address or os.environ.get("LAB_BIND_HOST") or "127.0.0.1"
     argv = [
@@ -241,26 +238,44 @@ def server_command(
         "--exit-timeout-secs=5",
         "--log-verbose=0",
         f"--backend-config=python,shm-region-prefix-name={shm_prefix(http_port)}",
-        *(restricted_api_args(admin_key) if key_on_command_line else []),
         *(extra_args or []),
     ]
     env = server_env(stub_root=Path(backends).parent)
-    if not key_on_command_line:
-        env["TRITON_ADMIN_KEY"] = admin_key or _admin_key()
     check_stub_numpy(env)
     return argv, env
 
 
-def watchdog_command(
-    server_argv: list[str], http_port: int, health_file: Path | str, extra: list[str] = ()
-) -> list[str]:
-    """The command that runs tritonserver (server_argv, from server_command with
-    key_on_command_line=False) under servelab.serving.triton_watchdog, as `make up` does: the
-    watchdog adds the flags restricting labenv.RESTRICTED_APIS from TRITON_ADMIN_KEY in its
-    environment, so its own command line, which every local user can read, holds no secret."""
+def supervised_command(
+    repo: Path,
+    http_port: int,
+    grpc_port: int,
+    metrics_port: int,
+    health_file: Path | str,
+    backends: Path = BACKENDS_DIR,
+    admin_key: str | None = None,
+    repair: bool = True,
+    watchdog_args: list[str] | tuple = (),
+    **server_args,
+) -> tuple[list[str], dict]:
+    """How every part of the lab starts tritonserver (`make up`, the reliability suite, the tests,
+    the GPU reference): under servelab.serving.triton_watchdog, which adds the flags restricting
+    labenv.RESTRICTED_APIS to the admin header, with the key from its own environment, masks the
+    key on tritonserver's command line once the server has read it, and starts the server from
+    an environment without it (the stubs run the models' code: none of them holds it). No
+    command line ever shows the key but tritonserver's, for its first tens of milliseconds.
+
+    The key is admin_key, else TRITON_ADMIN_KEY (made, and put into this process's environment
+    for its own clients, if there is none); it is in the environment returned, the watchdog's.
+    repair=False (a measurement, where a repair would hide what happened): the watchdog only
+    starts the server that way and waits for it (--no-repair). argv and env of the watchdog."""
     from servelab.labenv import RESTRICTED_APIS
 
-    return [
+    server_argv, env = server_command(
+        repo, http_port, grpc_port, metrics_port, backends, **server_args
+    )
+    env["TRITON_ADMIN_KEY"] = admin_key or _admin_key()
+    extra = [*watchdog_args, *([] if repair else ["--no-repair"])]
+    argv = [
         sys.executable,
         "-m",
         "servelab.serving.triton_watchdog",
@@ -271,6 +286,45 @@ def watchdog_command(
         "--",
         *server_argv,
     ]
+    return argv, env
+
+
+def service(
+    repo: Path,
+    ports: tuple[int, int, int],
+    health_file: Path | str,
+    name: str = "triton",
+    health: str = "/v2/health/ready",
+    timeout: float = 300,
+    **supervised,
+):
+    """supervised_command() as a launcher Service (labstack.processes.start): recognised by its
+    health file, recording its ports, its stubs' region prefix and its health file."""
+    from labstack.processes import Service
+
+    http, grpc, metrics = ports
+    argv, env = supervised_command(repo, http, grpc, metrics, health_file, **supervised)
+    return Service(
+        name,
+        argv,
+        health=f"http://127.0.0.1:{int(http)}{health}",
+        marker=f"--health-file={health_file}",
+        env=env,
+        timeout=timeout,
+        ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
+        extra={"shm_prefix": shm_prefix(http), "health_file": str(health_file)},
+    )
+
+
+def server_pid(watchdog_pid: int) -> int | None:
+    """The tritonserver a watchdog (supervised_command) runs now, by its process id, if any."""
+    from servelab.serving.triton_procs import descendants
+
+    for pid in descendants(watchdog_pid):
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "tritonserver":
+                return pid
+    return None
 
 
 def _admin_key() -> str:
@@ -278,14 +332,3 @@ def _admin_key() -> str:
     if not os.environ.get("TRITON_ADMIN_KEY"):
         os.environ["TRITON_ADMIN_KEY"] = secrets.token_hex(16)
     return os.environ["TRITON_ADMIN_KEY"]
-
-
-def restricted_api_args(admin_key: str | None = None) -> list[str]:
-    """Triton's flags restricting every API that changes the server's state or memory (labenv.
-    RESTRICTED_APIS: model repository, shared memory, logging, trace) to the admin header, over
-    HTTP and gRPC (gRPC metadata is the same header with Triton's 'triton-grpc-protocol-' prefix,
-    which labenv.admin_headers() sends too)."""
-    from servelab.labenv import RESTRICTED_APIS
-    from servelab.serving.triton_watchdog import restricted_api_args as flags
-
-    return flags(",".join(RESTRICTED_APIS), admin_key or _admin_key())

@@ -138,6 +138,11 @@ def run_all(
                 out["hostile"].append(decode_cost.scan_bombs(flask.url, "flask"))
                 out["hostile"].append(decode_cost.scan_bombs(onnx.url, "fastapi"))
                 out["hostile"].append(decode_cost.costly_photos(onnx.url, "fastapi"))
+                log("hostile: D3 and its variants from four clients while photos upload ...")
+                for target, name in ((flask, "flask"), (onnx, "fastapi")):
+                    out["hostile"].append(
+                        decode_cost.attackers_and_victims(target.url, name, target.pid)
+                    )
                 hole = decode_cost.BlackHole()
                 held = start_flask(hole.url)
                 try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 import struct
 import zlib
 
@@ -61,6 +62,39 @@ def jpeg_stray_scan_bomb(side: int = 2000, scans: int = 5000, stray: bytes = b"\
     bomb = jpeg_scan_bomb(side, scans)
     at = bomb.index(b"\xff\xda")
     return bomb[:at] + stray + bomb[at:]
+
+
+def jpeg_restart_hidden_scans(
+    side: int = 2000, marker: int = 0x02, room: int = 60_000, restart_blocks: int = 16_000
+) -> bytes:
+    """Issue 52's D3: a progressive JPEG whose first scan has a restart interval and whose last
+    restart marker is replaced by a reserved marker (FF 02) with a length that spans every scan
+    after it (as many copies of the last scan as `room` bytes hold, 2,200 at 2000x2000). libjpeg
+    takes the reserved marker for a damaged restart and reads on to the next marker, byte by
+    byte: every hidden scan is decoded (66 KB, about 7 s of CPU); a walk that takes the marker
+    for a segment skips its length and sees one scan. (`room` stays under 0xFF00: a length whose
+    first byte is FF reads as a marker, to libjpeg too.)"""
+    from PIL import Image
+
+    data = encode(
+        Image.new("L", (side, side), 128),
+        "JPEG",
+        progressive=True,
+        quality=90,
+        restart_marker_blocks=restart_blocks,
+    )
+    first = data.index(b"\xff\xda")
+    start = first + 2 + struct.unpack(">H", data[first + 2 : first + 4])[0]
+    end = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]").search(data, start).start()  # the scan's end
+    restarts = re.compile(rb"\xff[\xd0-\xd7]").finditer(data, start, end)
+    restart = [found.start() for found in restarts][-1]  # its last restart marker
+    eoi, last = data.rindex(b"\xff\xd9"), data.rindex(b"\xff\xda")
+    hidden = data[end:eoi]  # the other scans, then copies of the last one
+    assert room < 0xFF00, room
+    while len(hidden) + (eoi - last) <= room:
+        hidden += data[last:eoi]
+    length = struct.pack(">H", len(hidden) + 2)
+    return data[:restart] + bytes([0xFF, marker]) + length + hidden + data[eoi:]
 
 
 def exif_block(orientation: int = 6, pointing: int = 0, filler: int = 0) -> bytes:

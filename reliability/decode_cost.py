@@ -7,7 +7,12 @@ in count and time (issue 35):
 - costly_photos: legitimate but large photos (40 Mpx progressive JPEGs, about 0.5 s of CPU
   each), more at once than the service decodes at once: does health answer meanwhile?
 - held_uploads (Flask): every upload slot held by a model server that never answers; does the
-  page's /healthz still answer, and does one more upload get a page at once?
+  page still answer (/livez), and does one more upload get a page at once?
+- attackers_and_victims (issue 52): clients sending costly files back to back (D3: a reserved
+  marker hiding 2,000 scans from the structure walk, and its variants; or, against a service
+  started with a low LAB_DECODE_CPU_S, photos that pass every structure check, so that only the
+  kernel's CPU limit on the decode worker stops them) while other clients upload large photos:
+  is each costly file answered within its CPU budget, and is every other upload served?
 
 Each returns one row (a dict) for docs/reliability.md; `ok` says whether it met its bound.
 """
@@ -16,14 +21,21 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import contextlib
+import html
 import io
+import os
+import re
 import socket
+import statistics
 import threading
 import time
+from pathlib import Path
 
 import requests
 
 from reliability import corpus
+from servelab import decode_budget
 
 ANSWER_BOUND_S = 10.0  # every bomb answered within this (the issue's goal)
 HEALTH_BOUND_S = 2.0  # the health endpoint answers within this meanwhile
@@ -35,7 +47,8 @@ def _post(url: str, target: str, name: str, data: bytes, timeout: float = 120) -
         resp = requests.post(
             f"{url}/predict", files={"file": (name, data, "image/jpeg")}, timeout=timeout
         )
-        return resp.status_code, resp.text
+        said = re.search(r'class="error">.*?<br>\s*(.*?)\s*</div>', resp.text, re.S)
+        return resp.status_code, html.unescape(said.group(1)) if said else resp.text
     body = {"image": base64.b64encode(data).decode()}
     resp = requests.post(f"{url}/predict", json=body, timeout=timeout)
     try:
@@ -96,7 +109,7 @@ def scan_bombs(url: str, target: str = "flask", clients: int = 2, scans: int = 5
     """`clients` scan-bomb uploads at once; how soon each is answered, with what, and the health
     endpoint's longest answer meanwhile."""
     bomb = corpus.jpeg_scan_bomb(2000, scans)
-    health = f"{url}/healthz" if target == "flask" else f"{url}/health"
+    health = f"{url}/livez" if target == "flask" else f"{url}/health"
     answers, watch = _burst(url, target, [(f"bomb{i}.jpg", bomb) for i in range(clients)], health)
     slowest = max(s for _, _, s in answers)
     clear = all(st == 413 and "JPEG scans" in text for st, text, _ in answers)
@@ -131,7 +144,7 @@ def costly_photos(url: str, target: str = "fastapi", clients: int = 8) -> dict:
     """`clients` large, legitimate photos at once (more than the service decodes at once): the
     health endpoint's longest answer meanwhile."""
     photo = large_progressive_jpeg()
-    health = f"{url}/healthz" if target == "flask" else f"{url}/health"
+    health = f"{url}/livez" if target == "flask" else f"{url}/health"
     answers, watch = _burst(url, target, [(f"photo{i}.jpg", photo) for i in range(clients)], health)
     statuses = sorted({st for st, _, _ in answers})
     return {
@@ -173,7 +186,7 @@ class BlackHole:
 
 def held_uploads(flask_url: str, slots: int) -> dict:
     """Flask in front of a model server that never answers (BlackHole): `slots` uploads hold
-    every upload slot; then /healthz is timed, and one more upload should get its page at once."""
+    every upload slot; then /livez is timed, and one more upload should get its page at once."""
     from reliability.hostile import crafted_png
 
     photo = crafted_png(64 * 64)
@@ -184,7 +197,7 @@ def held_uploads(flask_url: str, slots: int) -> dict:
         ]
         time.sleep(3.0)  # each is now waiting on the model server
         start = time.perf_counter()
-        health = requests.get(f"{flask_url}/healthz", timeout=30).status_code
+        health = requests.get(f"{flask_url}/livez", timeout=30).status_code
         health_s = time.perf_counter() - start
         start = time.perf_counter()
         extra, text = _post(flask_url, "flask", "one_more.png", photo, 30)
@@ -194,11 +207,11 @@ def held_uploads(flask_url: str, slots: int) -> dict:
         pool.shutdown(wait=False, cancel_futures=True)
     return {
         "check": f"Flask: {slots} uploads waiting on a model server that never answers",
-        "status": f"/healthz {health}, one more upload {extra}",
+        "status": f"/livez {health}, one more upload {extra}",
         "health_s": round(health_s, 3),
         "one_more_s": round(extra_s, 3),
         "held": still_held,
-        "bound": f"/healthz 200 < {HEALTH_BOUND_S:g} s; one more: 503 page < {HEALTH_BOUND_S:g} s",
+        "bound": f"/livez 200 < {HEALTH_BOUND_S:g} s; one more: 503 page < {HEALTH_BOUND_S:g} s",
         "ok": health == 200
         and health_s < HEALTH_BOUND_S
         and extra == 503
@@ -206,3 +219,116 @@ def held_uploads(flask_url: str, slots: int) -> dict:
         and extra_s < HEALTH_BOUND_S
         and still_held == slots,
     }
+
+
+def tree_cpu_s(pid: int) -> float:
+    """CPU seconds of a service's process tree so far: each process's own and that of the
+    children it has reaped (a decode worker the kernel ended counts in its parent's)."""
+    tick, total = os.sysconf("SC_CLK_TCK"), 0
+    for member in _tree(pid):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{member}/stat").read_text().rsplit(")", 1)[1].split()
+            total += sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return total / tick
+
+
+def _tree(pid: int) -> list[int]:
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+    tree, todo = [], [pid]
+    while todo:
+        tree.append(todo.pop())
+        todo += [child for child, parent in parents.items() if parent == tree[-1]]
+    return tree
+
+
+def d3_files() -> list[tuple[str, bytes]]:
+    """Issue 52's D3 and its variants: a reserved marker (FF 02, FF 50, FF BF) with a length
+    after a scan with a restart interval, hiding about 2,000 scans (66 KB)."""
+    return [
+        (f"d3_ff{m:02x}.jpg", corpus.jpeg_restart_hidden_scans(marker=m)) for m in (2, 0x50, 0xBF)
+    ]
+
+
+def attackers_and_victims(
+    url: str,
+    target: str,
+    pid: int,
+    costly: list[tuple[str, bytes]] | None = None,
+    attackers: int = 4,
+    rounds: int = 3,
+    victims: int = 20,
+    victim: bytes | None = None,
+    budget_s: float | None = None,
+) -> dict:
+    """First the costly files alone, `attackers` x `rounds` of them at once: their answers, the
+    slowest, and the service's CPU per file (its process tree's, decode workers included; under
+    `budget_s`, the service's MAX_DECODE_CPU_S). Then `attackers` clients sending them back to
+    back while `victims` uploads of a large photo go two at a time (and, before, the same
+    victims alone): every victim served, their latency."""
+    costly = costly or d3_files()
+    victim = victim or large_progressive_jpeg(4000)
+    health = f"{url}/livez" if target == "flask" else f"{url}/health"
+    files = [costly[i % len(costly)] for i in range(attackers * rounds)]
+    before = tree_cpu_s(pid)
+    answers, watch = _burst(url, target, files, health)  # `attackers` at once, per round
+    per_file = (tree_cpu_s(pid) - before) / len(files)
+    alone = _victims(url, target, victim, victims)
+    stop, attacks = threading.Event(), []
+
+    def attacker(i: int) -> None:
+        while not stop.is_set():
+            status, _ = _post(url, target, *costly[i % len(costly)])
+            attacks.append(status)
+
+    threads = [threading.Thread(target=attacker, args=(i,)) for i in range(attackers)]
+    for t in threads:
+        t.start()
+    try:
+        attacked = _victims(url, target, victim, victims)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=120)
+    budget = budget_s or decode_budget.MAX_DECODE_CPU_S
+    slowest = max(s for _, _, s in answers)
+    served = [st for st, _ in attacked]
+    return {
+        "check": f"{'Flask' if target == 'flask' else 'FastAPI'}: {attackers} clients sending "
+        f"{', '.join(n for n, _ in costly)} ({len(costly[0][1]) // 1024} KiB) while {victims} "
+        f"{len(victim) // 1024} KiB photos are uploaded",
+        "status": sorted({st for st, _, _ in answers}),
+        "answer": answers[0][1][:90],
+        "slowest_answer_s": round(slowest, 2),
+        "cpu_per_file_s": round(per_file, 2),
+        "health_worst_s": round(watch.worst, 3),
+        "attacks_meanwhile": len(attacks),
+        "victims_served": f"{served.count(200)} of {len(served)}",
+        "victim_p50_s": f"alone {_p50(alone)}, attacked {_p50(attacked)}",
+        "bound": f"each answered 413 within {ANSWER_BOUND_S:g} s at < {budget:g} s of CPU (a "
+        f"refused decode: its budget, and a new worker's start); every victim 200; health < "
+        f"{HEALTH_BOUND_S:g} s",
+        "ok": all(st == 413 for st, _, _ in answers)
+        and slowest < ANSWER_BOUND_S
+        and per_file < budget
+        and watch.worst < HEALTH_BOUND_S
+        and served.count(200) == len(served),
+    }
+
+
+def _victims(url: str, target: str, photo: bytes, count: int) -> list[tuple[int, float]]:
+    """`count` uploads of `photo`, two at a time: [(status, seconds)]."""
+
+    def one(i: int) -> tuple[int, float]:
+        start = time.perf_counter()
+        status, _ = _post(url, target, f"victim{i}.jpg", photo)
+        return status, time.perf_counter() - start
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def _p50(rows: list[tuple[int, float]]) -> str:
+    return f"{statistics.median(s for _, s in rows):.2f} s"

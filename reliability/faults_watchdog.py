@@ -285,27 +285,32 @@ def _ok(url: str) -> bool:
 
 
 def key_on_command_lines(state_dir: Path, key: str) -> dict:
-    """Which running processes of the stack hold Triton's admin key on their command line."""
+    """Which running processes of the stack hold Triton's admin key on their command line, or in
+    their environment but the watchdog (the one that needs it there)."""
 
     def run():
-        holders = []
+        shown, kept, watchdogs = [], [], 0
         for pid in lab_processes(state_dir):
             try:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+                environ = Path(f"/proc/{pid}/environ").read_bytes()
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
             except OSError:
                 continue
-            if key.encode() in argv:
-                holders.append(comm)
-        return bool(key) and not holders, (
-            f"processes whose command line holds the key: {holders or 'none'} (tritonserver "
-            "reads it from its command line only: the watchdog puts it there, and overwrites it "
-            "with a random mask once the server has read it)"
+            watchdog = b"servelab.serving.triton_watchdog" in argv
+            watchdogs += watchdog and key.encode() in environ
+            shown += [comm] if key.encode() in argv else []
+            kept += [comm] if key.encode() in environ and not watchdog else []
+        return bool(key) and watchdogs == 1 and not shown and not kept, (
+            f"processes whose command line holds the key: {shown or 'none'} (tritonserver reads "
+            "it from its command line only: the watchdog puts it there, and overwrites it with a "
+            "random mask once the server has read it); whose environment holds it, the "
+            f"watchdog's aside: {kept or 'none'} (tritonserver and its stubs start without it)"
         )
 
     return scenario(
-        "Triton's admin key on command lines",
-        "on none (the watchdog gets it in its environment; tritonserver's is masked once read)",
+        "Triton's admin key on command lines and in environments",
+        "on no command line; in the watchdog's environment alone",
         run,
     )
 

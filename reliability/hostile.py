@@ -1,6 +1,7 @@
 """Hostile clients against the running services, each bounded in count and time (make reliability).
 
-- slow_clients: N sockets that send half a request and never finish it; does /healthz still answer?
+- slow_clients: N sockets that send half a request and never finish it; does the page (its /livez)
+  still answer?
 - chunked_body: a `Transfer-Encoding: chunked` body far over the limit; when does the 413 come, and
   how much memory does the service take meanwhile?
 - crafted_canvases: small PNG files that declare a canvas of tens of megapixels, sent together;
@@ -34,7 +35,7 @@ from PIL import Image
 from reliability.procs import rss_tree_kib
 
 SLOW_CLIENTS = 64  # half-open connections held at once
-HEALTHZ_BOUND_S = 1.0  # /healthz must answer within this while they are held
+HEALTHZ_BOUND_S = 1.0  # the page's /livez must answer within this while they are held
 CHUNKED_TOTAL_MB = 300  # what a hostile client offers to send
 CANVAS_PIXELS = 6300 * 6300  # declared by each crafted PNG (just under the lab's 40 Mpx cap)
 CANVAS_CLIENTS = 16
@@ -48,7 +49,8 @@ def _host_port(url: str) -> tuple[str, int]:
 
 
 def slow_clients(url: str, n: int = SLOW_CLIENTS, hold_s: float = 3.0) -> dict:
-    """Hold n connections that sent an unfinished request; time GET /healthz meanwhile."""
+    """Hold n connections that sent an unfinished request; time GET /livez (the page itself, its
+    model server aside) meanwhile."""
     host, port = _host_port(url)
     sockets, opened = [], 0
     try:
@@ -62,7 +64,7 @@ def slow_clients(url: str, n: int = SLOW_CLIENTS, hold_s: float = 3.0) -> dict:
         time.sleep(hold_s)  # let the server hand them to whatever reads requests
         start = time.perf_counter()
         try:
-            status = requests.get(f"{url}/healthz", timeout=10).status_code
+            status = requests.get(f"{url}/livez", timeout=10).status_code
         except requests.RequestException as exc:
             status = type(exc).__name__
         seconds = time.perf_counter() - start
@@ -70,7 +72,7 @@ def slow_clients(url: str, n: int = SLOW_CLIENTS, hold_s: float = 3.0) -> dict:
         for s in sockets:
             s.close()
     return {
-        "check": f"/healthz with {opened} half-open connections held",
+        "check": f"/livez with {opened} half-open connections held",
         "status": status,
         "seconds": round(seconds, 3),
         "bound": f"< {HEALTHZ_BOUND_S:g} s",

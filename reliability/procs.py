@@ -95,8 +95,10 @@ def fastapi_and_flask():
 def start_triton(workdir: Path, watchdog_args: list[str] | None = None) -> Proc:
     """tritonserver (local mode, CPU) on free ports, both models from a fresh repository under
     workdir, so a broken config written by a fault scenario never touches the user's
-    model_repository/. watchdog_args (a list, even empty): under the lab's watchdog, as `make up`
-    runs it (its health file in workdir)."""
+    model_repository/; started as every part of the lab starts it (triton_local.service: its
+    admin key masked, none in its environment). watchdog_args (a list, even empty): under the
+    lab's watchdog repairing it, as `make up` runs it (its health file in workdir); None: the
+    watchdog only starts it (--no-repair)."""
     from labstack import triton_local
     from servelab.triton import model_repository
 
@@ -105,29 +107,14 @@ def start_triton(workdir: Path, watchdog_args: list[str] | None = None) -> Proc:
     ports: set[int] = set()
     while len(ports) < 3:
         ports.add(launcher.free_port())
-    http, grpc, metrics = sorted(ports)
     # no address: the default the launcher's Triton gets too (LAB_BIND_HOST, else 127.0.0.1)
-    argv, env = triton_local.server_command(
+    service = triton_local.service(
         repo,
-        http,
-        grpc,
-        metrics,
+        tuple(sorted(ports)),
+        Path(workdir) / "triton_health.json",
         backends=Path(workdir) / "backends",
-        key_on_command_line=watchdog_args is None,
-    )
-    marker = argv[0]
-    if watchdog_args is not None:
-        health = Path(workdir) / "triton_health.json"
-        marker = f"--health-file={health}"
-        argv = triton_local.watchdog_command(argv, http, health, watchdog_args)
-    service = launcher.Service(
-        "triton",
-        argv,
-        health=f"{launcher.service_url(http)}/v2/health/ready",
-        marker=marker,
-        env=env,
-        timeout=300,
-        ports={"port": http, "grpc_port": grpc, "metrics_port": metrics},
+        repair=watchdog_args is not None,
+        watchdog_args=watchdog_args or [],
     )
     proc = Proc(service, "triton")
     proc.repo = repo

@@ -7,6 +7,7 @@ in a process of its own, the Ray Client server over gRPC.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -120,3 +121,52 @@ def leaked(env: dict, secrets: dict) -> list[str]:
 def kernel_env(secrets: dict) -> dict:
     """This process's environment plus `secrets`: what a notebook kernel's holds."""
     return {**os.environ, **secrets}
+
+
+def file_attempts(folder: str) -> dict:
+    """What another local user tries on a cluster's files (issue 52's R2), each a function of no
+    argument: list the cluster's private folder and Ray's, reach the raylet's socket, move it
+    aside, read a log and plant a symlink where Serve's proxy log goes."""
+    import glob
+    import socket
+
+    ray = os.path.join(folder, "ray")
+    # as the lab's user: the paths are found here, the attempts run as the other user
+    session = (glob.glob(os.path.join(ray, "session_2*")) or [os.path.join(ray, "session_x")])[0]
+    raylet = os.path.join(session, "sockets", "raylet")
+    log = next(iter(sorted(glob.glob(os.path.join(session, "logs", "raylet*.out")))), raylet)
+
+    def connect():
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.connect(raylet)
+
+    return {
+        "list the cluster's folder": lambda: os.listdir(folder),
+        "list Ray's temporary folder": lambda: os.listdir(ray),
+        "look up the raylet's socket": lambda: os.stat(raylet),
+        "connect to the raylet's socket": connect,
+        "move the raylet's socket aside": lambda: os.rename(raylet, raylet + ".moved"),
+        "read a node's log": lambda: open(log, "rb").close(),  # noqa: SIM115
+        "plant a symlink at Serve's proxy log": lambda: os.symlink(
+            "/tmp/chosen", os.path.join(session, "logs", "serve", "proxy_127.0.0.1.log")
+        ),
+        "create a file in the session's logs": lambda: open(  # noqa: SIM115
+            os.path.join(session, "logs", "planted.log"), "x"
+        ).close(),
+    }
+
+
+def unix_sockets(pids: list[int]) -> list[str]:
+    """The paths of the Unix sockets these processes hold (their listening sockets among them),
+    from /proc/net/unix."""
+    inodes = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in os.scandir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd.path)
+                    if target.startswith("socket:["):
+                        inodes.add(target[8:-1])
+    with open("/proc/net/unix") as table:
+        rows = [line.split() for line in table.read().splitlines()[1:]]
+    return sorted({r[7] for r in rows if len(r) > 7 and r[6] in inodes and r[7].startswith("/")})

@@ -308,7 +308,10 @@ def _hostile(rows: list[dict]) -> list[str]:
         "the peak and 5 s after); what decoding costs (reliability/decode_cost.py): two "
         "progressive JPEGs of 5,000 scans each sent at once to Flask and to FastAPI (refused, "
         "and health timed meanwhile), eight legitimate 40 Mpx progressive JPEGs at once to "
-        "FastAPI, and every Flask upload slot held by a model server that never answers. "
+        "FastAPI, issue 52's D3 and its variants (a reserved marker hiding 2,172 scans from the "
+        "structure walk) from four clients, first alone (the service's CPU per file, its decode "
+        "workers included) then back to back while 20 large photos are uploaded (every one "
+        "served?), and every Flask upload slot held by a model server that never answers. "
         "Then Triton, run under the lab's watchdog as `make up` runs it: "
         "every API that changes its state or memory (model repository, which can load a "
         "model.py, i.e. run code; system and CUDA shared memory; logging; trace) over HTTP and "
@@ -338,10 +341,13 @@ def _stack(rows: list[dict]) -> list[str]:
         "Ray Client ping) and, with it, what a task, an actor and a job see of the environment "
         "while the driver's holds the lab's secrets; crafted files uploaded to Flask and to "
         "FastAPI (each service's CPU time for the file, from /proc, and Flask's /healthz timed "
-        "every 0.2 s meanwhile); the two requests that crash Triton 2.51 sent straight to it "
+        "every 0.2 s meanwhile), D3 among them; the two requests that crash Triton 2.51 sent "
+        "straight to it "
         f"{sum(r['check'].startswith('Triton: crashing') for r in rows)} times in a row (its "
-        "watchdog's report read meanwhile); the admin key's residual on command lines; FastAPI "
-        "killed behind Flask, then `make up RAY=1` again.",
+        "watchdog's report read meanwhile; after each, the watchdog loads again what served, "
+        "each model serving as soon as it is loaded); the admin key's residual on command "
+        "lines; FastAPI killed behind Flask (its /healthz 503, `make status` DEGRADED), then "
+        "`make up RAY=1` again.",
         "",
         _checks(rows),
         "",

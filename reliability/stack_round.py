@@ -35,7 +35,7 @@ import requests
 
 from labstack import ray_cluster
 from reliability import corpus, ray_probes
-from reliability.decode_cost import _HealthWatch
+from reliability.decode_cost import _HealthWatch, tree_cpu_s
 from reliability.procs import is_loopback, listening_sockets
 from servelab import decode_budget
 from servelab.paths import REPO_ROOT
@@ -265,17 +265,6 @@ def _alive(rec: dict) -> bool:
     return is_running(rec["pid"], rec["marker"])
 
 
-def _cpu_s(pids: list[int]) -> float:
-    """User + system CPU seconds of these processes so far (/proc/<pid>/stat)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
-
-
 def crafted_files() -> list[tuple[str, bytes]]:
     from PIL import Image, PngImagePlugin
 
@@ -286,6 +275,10 @@ def crafted_files() -> list[tuple[str, bytes]]:
     return [
         ("scan bomb behind a stray byte (JPEG, 5,000 scans)", corpus.jpeg_stray_scan_bomb()),
         ("scan bomb behind an unknown marker segment", corpus.jpeg_stray_scan_bomb(stray=unknown)),
+        (
+            "D3: 2,172 scans behind a reserved marker (FF 02) after a restart interval",
+            corpus.jpeg_restart_hidden_scans(),
+        ),
         ("EXIF as PNG 'Raw profile type exif' text, 60 KB", corpus.png_raw_profile_exif(exif)),
         ("EXIF as PNG 'Raw profile type exif' text, 2 MB", corpus.png_raw_profile_exif(big_exif)),
         ("EXIF in WebP, 60 KB, orientation 6", corpus.webp_with_exif(exif)),
@@ -299,25 +292,26 @@ def crafted_files() -> list[tuple[str, bytes]]:
 
 def crafted_uploads(state: Path, log=print) -> list[dict]:
     """Each crafted file to Flask (which decodes it, then FastAPI does) and to FastAPI: each
-    service's CPU for it, and Flask's /healthz timed meanwhile."""
+    service's CPU for it (its process tree's, decode workers included, those the kernel ended
+    too), and Flask's /healthz timed meanwhile."""
     urls, records = _urls(state), _records(state)
     flask, fastapi = urls["FLASK_SERVER_URL"], urls["FASTAPI_SERVER_URL"]
-    pids = {n: _members(n, records[n]) for n in ("flask", "fastapi")}
+    pids = {n: records[n]["pid"] for n in ("flask", "fastapi")}
     rows = []
     for name, data in crafted_files():
         log(f"stack: crafted upload: {name} ...")
         with _HealthWatch(f"{flask}/healthz") as watch:
-            before = {n: _cpu_s(p) for n, p in pids.items()}
+            before = {n: tree_cpu_s(p) for n, p in pids.items()}
             started = time.monotonic()
             ext = {b"\xff\xd8": "jpg", b"\x89P": "png"}.get(data[:2], "webp")
             page = requests.post(
                 f"{flask}/predict", files={"file": (f"x.{ext}", data)}, timeout=120
             )
             flask_s = time.monotonic() - started
-            middle = {n: _cpu_s(p) for n, p in pids.items()}
+            middle = {n: tree_cpu_s(p) for n, p in pids.items()}
             body = {"image": base64.b64encode(data).decode()}
             api = requests.post(f"{fastapi}/predict", json=body, timeout=120)
-            after = _cpu_s(pids["fastapi"])
+            after = tree_cpu_s(pids["fastapi"])
             time.sleep(0.3)
         cpu = {
             "flask": middle["flask"] - before["flask"],
@@ -349,6 +343,15 @@ def flask_degraded(env: dict, state: Path, log=print) -> list[dict]:
     time.sleep(2.5)  # /healthz reuses an answer up to 2 s old
     health = requests.get(f"{flask}/healthz", timeout=10)
     said = health.json()
+    status = subprocess.run(
+        ["make", "--no-print-directory", "status"],
+        cwd=REPO_ROOT,
+        env={**env, "NO_COLOR": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    flask_line = next((ln.strip() for ln in status.splitlines() if "flask " in ln), "")
     log("stack: FastAPI killed; make up RAY=1 again ...")
     again = subprocess.run(
         ["make", "--no-print-directory", "up", "RAY=1"],
@@ -363,10 +366,14 @@ def flask_degraded(env: dict, state: Path, log=print) -> list[dict]:
     after = requests.get(f"{flask}/healthz", timeout=10).json()
     return [
         _row(
-            "FastAPI killed behind Flask: Flask's /healthz",
-            f"{health.status_code} {said.get('status')}",
-            "degraded, naming FastAPI",
-            said.get("status") == "degraded" and "FastAPI" in said.get("problem", ""),
+            "FastAPI killed behind Flask: Flask's /healthz and `make status`",
+            f"{health.status_code} {said.get('status')}; make status: "
+            f"{'DEGRADED' if 'DEGRADED' in flask_line else flask_line[:40]}",
+            "503 degraded, naming FastAPI; `make status` says Flask is DEGRADED",
+            health.status_code == 503
+            and said.get("status") == "degraded"
+            and "FastAPI" in said.get("problem", "")
+            and "DEGRADED" in flask_line,
             detail=said.get("problem", "")[:120],
         ),
         _row(

@@ -24,6 +24,7 @@ __init__.py. README.md's table of the notebooks names the same entries (tests ke
                  three_way        Triton, Ray Serve and FastAPI: same model, same load (9.6)
     (all)        paths            where things live in the repository
                  decode_budget    what decoding one image may cost, each limit with its reason
+                 decode_pool      decoding in worker processes whose CPU time the kernel bounds
                  serving/         what runs inside the services and Triton's models
 
 What runs the lab lives outside this package, in top-level folders named after what they are:

@@ -85,14 +85,14 @@ def load_image(data: bytes) -> Image.Image:
     224x224, not the full photo); the EXIF orientation of phone photos is applied. The services
     decode through tensor_from_bytes(), which keeps only the model's input (this keeps the image).
     """
-    return image_decode.decoded(data, lambda img: img.copy(), draft=INPUT_SIZE)
+    return image_decode.decoded(data, draft=INPUT_SIZE)
 
 
 def tensor_from_bytes(data: bytes, request: decode_budget.CpuBudget | None = None) -> np.ndarray:
     """File bytes -> the model's input: the one decoding path of every service (FastAPI, Flask,
     Triton's Python models). The full-size image lives only inside the decode bound. `request`:
     the CPU budget of all the images of one request (tensors_from_bytes), besides this image's."""
-    return image_decode.decoded(data, preprocess, request, draft=INPUT_SIZE)
+    return preprocess(image_decode.decoded(data, request, draft=INPUT_SIZE, size=INPUT_SIZE))
 
 
 def tensors_from_bytes(files) -> np.ndarray:
@@ -103,8 +103,8 @@ def tensors_from_bytes(files) -> np.ndarray:
 
 
 def request_budget() -> decode_budget.CpuBudget:
-    """The CPU budget of all the images of one request (decode_budget.MAX_REQUEST_DECODE_CPU_S),
-    started now on this thread."""
+    """The CPU budget of all the images of one request (decode_budget.MAX_REQUEST_DECODE_CPU_S):
+    what each image's decode used is charged to it."""
     return decode_budget.CpuBudget(decode_budget.MAX_REQUEST_DECODE_CPU_S)
 
 

@@ -1,9 +1,12 @@
 """Opening an uploaded image within the decode budget (servelab.decode_budget): only photo
-formats, what the file's structure and header declare checked before a pixel is decoded, few
-decodes at once, a CPU budget while decoding, and a large canvas's memory handed back once freed.
+formats, what the file's structure and header declare checked before a pixel is decoded, the
+decoding itself in a worker process whose CPU time the kernel bounds (servelab.decode_pool), few
+decodes at once, and a large canvas's memory handed back once freed.
 
 Every service decodes through servelab.food11.tensor_from_bytes, which calls decoded() here; a
 refusal is a BadInput whose message says what to fix and whose status is the HTTP answer.
+decoded() runs in the service's process up to the header (a refusal there costs no worker) and
+hands the file to a worker, which runs decode_here(): the same checks again, then the pixels.
 
 Introduced in notebook 4, beneath servelab.food11; no notebook imports it.
 """
@@ -19,7 +22,7 @@ import warnings
 
 from PIL import Image, UnidentifiedImageError
 
-from servelab import decode_budget
+from servelab import decode_budget, decode_pool
 from servelab.decode_budget import (
     LARGE_CANVAS,
     MAX_CONCURRENT_DECODES,
@@ -29,7 +32,6 @@ from servelab.decode_budget import (
 
 FORMATS = ("JPEG", "PNG", "WEBP")  # what a photo upload is; anything else is refused unread
 FORMAT_NAMES = "JPEG, PNG or WebP"
-_decodes = threading.BoundedSemaphore(MAX_CONCURRENT_DECODES)
 _large_decode = threading.Lock()
 # Magic numbers of formats people do send, to name them in the refusal
 _OTHER_FORMATS = (
@@ -69,26 +71,64 @@ def _not_accepted(data: bytes) -> BadInput:
     return BadInput(f"The data is not an image we can read: send a {FORMAT_NAMES} file.", 415)
 
 
-def decoded(data: bytes, keep, request: decode_budget.CpuBudget | None = None, draft: int = 224):
-    """Decode `data` and return keep(upright RGB image), with cost and memory bounded. A JPEG is
-    decoded at the smallest DCT scale that still gives `draft` pixels a side.
+def decoded(
+    data: bytes,
+    request: decode_budget.CpuBudget | None = None,
+    draft: int = 224,
+    size: int | None = None,
+) -> Image.Image:
+    """Decode `data` into an upright RGB image, with cost and memory bounded: resized to `size` x
+    `size` where asked (food11's input), else as decoded. A JPEG is decoded at the smallest DCT
+    scale that still gives `draft` pixels a side.
 
-    At most MAX_CONCURRENT_DECODES decodes run at once in a process, and a canvas over
-    LARGE_CANVAS pixels (up to 160 MB once decoded) decodes alone: a burst of crafted uploads
-    costs one large canvas at a time, not one per request. A request waits at most
-    DECODE_WAIT_S for its turn (then 503: try again), and a decode stops once it has used its CPU
-    budget. Once a large canvas is freed, on success and on error alike, its pages are handed
-    back to the OS.
+    The decode runs in a worker of decode_pool within MAX_DECODE_CPU_S of CPU time (and what is
+    left of its request's, `request`), enforced by the kernel: over it, 413. At most
+    MAX_CONCURRENT_DECODES decodes run at once in a process, and a canvas over LARGE_CANVAS
+    pixels (up to 160 MB once decoded) decodes alone: a burst of crafted uploads costs one large
+    canvas at a time, not one per request. A request waits at most DECODE_WAIT_S for its turn
+    (then 503: try again).
     """
-    img = _open(data)  # the structure and header only: refusals here cost no pixel memory
-    large = img.width * img.height > LARGE_CANVAS
-    result = error = None
+    with _open(data) as img:  # the structure and header only: refusals here cost no worker
+        large = img.width * img.height > LARGE_CANVAS
+    budget = request or decode_budget.CpuBudget()
+    seconds = min(decode_budget.MAX_DECODE_CPU_S, budget.left())
+    if seconds <= 0:
+        raise BadInput(budget.message(), 413)
+    # a large canvas waits for its turn without holding a worker that small photos need
+    with _turn(_large_decode, large):
+        return _in_worker(data, {"draft": draft, "size": size}, seconds, budget)
+
+
+def _in_worker(data: bytes, args: dict, seconds: float, budget: decode_budget.CpuBudget):
+    """decode_here(data, **args) in a worker within `seconds` of CPU, charged to `budget`; each
+    way it can end answered as the BadInput it is."""
     try:
-        # a large canvas waits for its turn without holding a slot that small photos need
-        with _turn(_large_decode, large), _turn(_decodes):
-            budgets = [decode_budget.CpuBudget(), *([request] if request else [])]
-            img.fp.budgets = budgets
-            result, error = _keep_decoded(img, keep, draft, budgets)
+        result, used = decode_pool.run(
+            f"{__name__}:decode_here", data, args, seconds, decode_budget.DECODE_WAIT_S
+        )
+    except decode_pool.OverCpu:
+        budget.charge(seconds)
+        over = budget if budget.left() <= 0 else decode_budget.CpuBudget()
+        raise BadInput(over.message(), 413) from None
+    except decode_pool.Refused as exc:
+        raise BadInput(str(exc), exc.status) from None
+    except decode_pool.WorkerEnded:
+        raise _stopped() from None
+    except decode_pool.Busy:
+        raise _busy() from None
+    budget.charge(used)
+    return result
+
+
+def decode_here(data: bytes, draft: int, size: int | None) -> Image.Image:
+    """What a worker runs (decode_pool): open and check the file again, decode it and return the
+    upright RGB image (resized to `size` x `size` if given); a refusal is raised as the BadInput
+    it is. Once a large canvas is freed, on success and on error alike, its pages are handed
+    back to the OS. Needs Pillow alone: a worker starts in a tenth of a second."""
+    img = _open(data, structure=False)  # the caller checked the structure (decoded())
+    large = img.width * img.height > LARGE_CANVAS
+    try:
+        result, error = _keep_decoded(img, draft, size)
     finally:
         img.close()
         del img
@@ -106,41 +146,43 @@ def _turn(lock, needed: bool = True):
         yield
         return
     if not lock.acquire(timeout=decode_budget.DECODE_WAIT_S):
-        raise BadInput(
-            f"The service is busy decoding other images (at most {MAX_CONCURRENT_DECODES} at "
-            "once): try again in a few seconds.",
-            503,
-        )
+        raise _busy()
     try:
         yield
     finally:
         lock.release()
 
 
-class _Metered(io.BytesIO):
-    """The file as the decoder reads it: each time it asks for more, the CPU budgets of this
-    decode (and of its request) are checked."""
-
-    budgets: list = []
-
-    def read(self, size=-1):
-        for budget in self.budgets:
-            budget.check()
-        return super().read(size)
+def _stopped() -> BadInput:
+    """The decoder crashed (or was killed) on the file: nothing an ordinary photo does."""
+    return BadInput(
+        f"The decoder stopped on this file: send a complete {FORMAT_NAMES} file saved by an "
+        "ordinary image editor.",
+        422,
+    )
 
 
-def _open(data: bytes) -> Image.Image:
-    """Open the file and check what its structure and header declare (format, cost, pixels,
-    sides); decode nothing."""
+def _busy() -> BadInput:
+    return BadInput(
+        f"The service is busy decoding other images (at most {MAX_CONCURRENT_DECODES} at "
+        "once): try again in a few seconds.",
+        503,
+    )
+
+
+def _open(data: bytes, structure: bool = True) -> Image.Image:
+    """Open the file and check what its structure (unless structure=False: checked already) and
+    header declare (format, cost, pixels, sides); decode nothing."""
     _check_length(data)
     error = None
     try:
-        decode_budget.check(data)  # scans, metadata: from the file's structure
+        if structure:
+            decode_budget.check(data)  # scans, metadata: from the file's structure
         with warnings.catch_warnings():
             # Pillow warns above its own limit (~89 Mpx) and raises above twice that, while reading
             # the header: both mean "too many pixels", never "not an image".
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(_Metered(data), formats=FORMATS)
+            img = Image.open(io.BytesIO(data), formats=FORMATS)
     except Exception as exc:  # noqa: BLE001 - _refusal names what it knows and re-raises the rest
         error = _refusal(exc, data)
     if error is not None:  # raised here, not inside `except`: nothing of the file stays referenced
@@ -184,23 +226,19 @@ def _refusal(exc: Exception, data: bytes) -> BadInput:
     raise exc
 
 
-def _keep_decoded(img: Image.Image, keep, draft: int, budgets: list) -> tuple:
-    """(keep(decoded upright RGB image), None), or (None, BadInput) when decoding fails or goes
-    over its budget. The error is returned, not raised, so no traceback keeps the half-decoded
-    canvas alive."""
+def _keep_decoded(img: Image.Image, draft: int, size: int | None) -> tuple:
+    """(the decoded upright RGB image, None), resized to size x size if given, or (None,
+    BadInput) when decoding fails. The error is returned, not raised, so no traceback keeps the
+    half-decoded canvas alive."""
     try:
         if img.format in ("JPEG", "MPO"):  # an MPO (a phone's multi-picture JPEG) is one too
             img.draft("RGB", (draft, draft))  # DCT scaling: >= draft px, up to 8x less
         img.load()
-        for budget in budgets:  # the last read's decoding, counted before more work
-            budget.check()
         upright = _upright(img)  # a phone photo shot upright stays upright
         if getattr(upright, "is_animated", False):
             upright.seek(0)  # first frame of an animated PNG/WebP
         rgb = upright if upright.mode == "RGB" else upright.convert("RGB")
-        return keep(rgb), None
-    except decode_budget.OverBudget as exc:
-        return None, BadInput(str(exc), 413)
+        return (rgb.resize((size, size), Image.BILINEAR) if size else rgb.copy()), None
     except (OSError, SyntaxError, ValueError, EOFError):
         return None, _damaged()
 

@@ -1,15 +1,19 @@
 """The decode budget (servelab.decode_budget) through the one decoding path (servelab.food11), in
 process: what costs too much is refused from the file's structure before a pixel is decoded, in
 milliseconds, with a 413 that names the limit; legitimate photos at the limits still decode; the
-CPU budget stops a decode that runs over it. The bombs are made here (reliability.corpus), never
-stored. (Against the running services: tests/test_decode_cost.py.)"""
+kernel stops a decode that runs over its CPU budget, in the worker process that decodes it
+(servelab.decode_pool), whatever the file's layout. The bombs are made here (reliability.corpus),
+never stored. (Against the running services: tests/test_decode_cost.py.)"""
 
 from __future__ import annotations
 
 import io
 import logging
+import os
+import signal
 import threading
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,17 +21,18 @@ from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
 from reliability import corpus
-from servelab import decode_budget, food11, image_decode
+from servelab import decode_budget, decode_pool, food11
 from servelab.serving.log_limit import RateLimit
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def _refused(data: bytes) -> tuple[food11.BadInput, float]:
-    start = time.thread_time()
+    """The refusal, and the CPU it cost: this thread's and the decode workers'."""
+    start, workers = time.thread_time(), decode_pool.spent()
     with pytest.raises(food11.BadInput) as err:
         food11.tensor_from_bytes(data)
-    return err.value, time.thread_time() - start
+    return err.value, time.thread_time() - start + decode_pool.spent() - workers
 
 
 def _photo(side: int, fmt: str = "JPEG", **kw) -> bytes:
@@ -111,7 +116,8 @@ def test_a_png_cut_into_too_many_chunks_is_refused():
 
 
 def test_the_cpu_budget_stops_a_decode_that_runs_over_it(monkeypatch):
-    """A real 40 Mpx PNG (about 0.7 s of CPU) under a budget of 0.1 s: stopped soon after it."""
+    """A real 40 Mpx PNG (about 0.7 s of CPU) under a budget of 0.1 s: the kernel stops its
+    worker at 0.1 s of CPU time."""
     # pixels (x, y, x/7 + y/3) mod 256, built channel by channel in uint8: the same image as
     # np.mgrid would give, without its 2 GB of int64 intermediates (14 s on a busy 2-core machine)
     i = np.arange(6300, dtype=np.uint16)
@@ -126,6 +132,94 @@ def test_the_cpu_budget_stops_a_decode_that_runs_over_it(monkeypatch):
     assert cpu < 0.5, f"stopped only after {cpu:.2f} s"
 
 
+def test_the_kernel_bounds_a_decode_whatever_its_markers_say(monkeypatch):
+    """Issue 52's D3 (a reserved marker after a restart interval hid 2,000 scans from the walk:
+    7 s of CPU) with the structure walk switched off, as a layout no walk foresees would pass it:
+    the worker decoding it is ended by the kernel at its CPU budget, 413; the pool starts another
+    and the next photo decodes. The walk itself now counts those scans (refused in ms)."""
+    bomb = corpus.jpeg_restart_hidden_scans()
+    error, cpu = _refused(bomb)
+    assert error.status == 413 and "JPEG scans" in str(error) and cpu < 0.5
+    monkeypatch.setattr(decode_budget, "check", lambda data: decode_budget.Facts())
+    monkeypatch.setattr(decode_budget, "MAX_DECODE_CPU_S", 0.5)
+    start = time.monotonic()
+    error, cpu = _refused(bomb)
+    assert error.status == 413 and "more than 0.5 s of CPU time" in str(error), error
+    assert 0.4 < cpu < 1.0, f"{cpu:.2f} s of CPU"  # the worker's, counted by the kernel
+    assert time.monotonic() - start < 30
+    assert food11.tensor_from_bytes(_photo(640)).shape == (3, 224, 224)
+    assert food11.tensors_from_bytes([_photo(640)] * 3).shape == (3, 3, 224, 224)
+
+
+def test_a_decode_worker_killed_mid_decode_is_a_422_and_replaced(monkeypatch):
+    """A worker that ends otherwise than by its CPU limit (the OOM killer, a decoder crash):
+    that upload gets a 422 that says so, the next one a fresh worker."""
+    monkeypatch.setattr(decode_budget, "check", lambda data: decode_budget.Facts())
+    pool = decode_pool.pool()
+    answer: list = []
+    decoding = threading.Thread(
+        target=lambda: answer.append(_refused(corpus.jpeg_restart_hidden_scans())[0])
+    )
+    decoding.start()
+    busy: set[int] = set()
+    deadline = time.monotonic() + 30
+    while not busy and time.monotonic() < deadline:
+        time.sleep(0.2)
+        busy = _pool_children() - {w.proc.pid for w in pool._idle}
+    for pid in busy:
+        os.kill(pid, signal.SIGKILL)
+    decoding.join(timeout=60)
+    assert busy and answer and answer[0].status == 422, answer
+    assert "decoder stopped" in str(answer[0])
+    assert food11.tensor_from_bytes(_photo(640)).shape == (3, 224, 224)
+
+
+def _pool_children() -> set[int]:
+    """The decode workers this process has started: its children running servelab.decode_pool."""
+    found, me = set(), str(os.getpid())
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = stat.read_text().rsplit(")", 1)[1].split()[1]
+            argv = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if parent == me and b"servelab.decode_pool" in argv:
+            found.add(int(stat.parent.name))
+    return found
+
+
+def test_refused_files_leave_no_worker_behind():
+    """A file the worker refuses (damaged) is answered, and its worker serves the next one: no
+    more workers than decodes at once, however many such files come."""
+    damaged = _photo(640)[:5000]
+    for _ in range(3 * decode_budget.MAX_CONCURRENT_DECODES):
+        error, _ = _refused(damaged)
+        assert error.status == 400 and "damaged" in str(error)
+    assert len(_pool_children()) <= decode_budget.MAX_CONCURRENT_DECODES
+
+
+def test_the_decode_workers_are_few_reused_and_see_no_secret(monkeypatch):
+    """A worker per concurrent decode at most, reused (not a process per request); each one's
+    environment is an allow-list, so a service's secrets stay in the service."""
+    monkeypatch.setenv("TRITON_ADMIN_KEY", "not-for-the-workers")
+    monkeypatch.setattr(decode_pool, "_pool", None)  # a pool of its own, started from here
+    pool = decode_pool.pool()
+    try:
+        food11.tensor_from_bytes(_photo(640))
+        before = {w.proc.pid for w in pool._idle}
+        for _ in range(5):
+            food11.tensor_from_bytes(_photo(640))
+        assert {w.proc.pid for w in pool._idle} == before  # the same processes
+        assert 1 <= len(before) <= decode_budget.MAX_CONCURRENT_DECODES
+        for pid in before:
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            names = {e.split(b"=", 1)[0].decode() for e in environ.split(b"\0") if e}
+            assert names <= {*decode_pool.ENV_KEPT, "PYTHONPATH"}, names
+            assert b"not-for-the-workers" not in environ
+    finally:
+        pool.close()
+
+
 def test_one_request_has_a_budget_for_all_its_images(monkeypatch):
     photo = _photo(3000, progressive=True)  # about 0.1 s of CPU each
     monkeypatch.setattr(decode_budget, "MAX_REQUEST_DECODE_CPU_S", 0.15)
@@ -137,19 +231,17 @@ def test_one_request_has_a_budget_for_all_its_images(monkeypatch):
 
 
 def test_a_request_waits_for_a_decode_slot_only_so_long(monkeypatch):
-    """Every slot held (by other requests' decodes): 503 'try again' after DECODE_WAIT_S."""
+    """Every worker busy (with other requests' decodes): 503 'try again' after DECODE_WAIT_S."""
     monkeypatch.setattr(decode_budget, "DECODE_WAIT_S", 0.3)
-    held = [
-        image_decode._decodes.acquire(timeout=5)
-        for _ in range(decode_budget.MAX_CONCURRENT_DECODES)
-    ]
+    slots = decode_pool.pool().slots
+    held = [slots.acquire(timeout=5) for _ in range(decode_budget.MAX_CONCURRENT_DECODES)]
     try:
         start = time.monotonic()
         error, _ = _refused(corpus.encode(Image.new("RGB", (64, 48)), "PNG"))
         waited = time.monotonic() - start
     finally:
         for _ in held:
-            image_decode._decodes.release()
+            slots.release()
     assert all(held) and error.status == 503 and "try again" in str(error)
     assert 0.25 < waited < 5.0
     assert food11.tensor_from_bytes(corpus.encode(Image.new("RGB", (64, 48)), "PNG")).any()

@@ -1,5 +1,6 @@
 """The Flask UI under waitress, in front of a real FastAPI service: upload, limits, the service down
-and back."""
+and back (its /healthz 503 "degraded" meanwhile, and `make status` saying so); and the page's
+code holds no exercise's answer."""
 
 import io
 import re
@@ -10,8 +11,9 @@ import requests
 from PIL import Image
 
 from flask_app import app
-from labstack import launcher
+from labstack import editions, launcher, stack_status
 from servelab import food11
+from servelab.paths import REPO_ROOT
 
 pytestmark = pytest.mark.slow  # real waitress and uvicorn processes
 
@@ -27,9 +29,14 @@ def fastapi_port():
 
 
 @pytest.fixture
-def flask_url(start_service, fastapi_port):
+def flask(start_service, fastapi_port):
     env = {"FLASK_BACKEND": "fastapi", "FASTAPI_SERVER_URL": f"http://127.0.0.1:{fastapi_port}"}
-    return start_service(launcher.flask_service(launcher.free_port(), env)).url
+    return start_service(launcher.flask_service(launcher.free_port(), env))
+
+
+@pytest.fixture
+def flask_url(flask):
+    return flask.url
 
 
 def _upload(url, name, data, mime="image/jpeg"):
@@ -37,7 +44,7 @@ def _upload(url, name, data, mime="image/jpeg"):
 
 
 def test_fastapi_down_gives_a_readable_page_then_recovers_without_restarting_flask(
-    flask_url, fastapi_port, start_service, test_images, built_artifacts
+    flask, flask_url, fastapi_port, start_service, test_images, built_artifacts
 ):
     image = test_images[0].read_bytes()
     down = _upload(flask_url, test_images[0].name, image)
@@ -45,15 +52,22 @@ def test_fastapi_down_gives_a_readable_page_then_recovers_without_restarting_fla
     assert (
         "not reachable" in down.text and "try again" in down.text and "Traceback" not in down.text
     )
-    # its health says so, naming the model server (the page itself answers: 200)
+    # its health says so, naming the model server, with a 503 (the page itself answers /livez)
     health = requests.get(f"{flask_url}/healthz", timeout=10)
-    assert health.status_code == 200 and health.json()["status"] == "degraded", health.text
+    assert health.status_code == 503 and health.json()["status"] == "degraded", health.text
     fastapi = f"http://127.0.0.1:{fastapi_port}"
     assert f"FastAPI inference service at {fastapi} is not reachable" in health.json()["problem"]
+    assert requests.get(f"{flask_url}/livez", timeout=10).status_code == 200
+    # and `make status` says the page cannot classify, and why (it called it healthy before)
+    word, lines = stack_status._flask_status(flask.record)
+    assert word == "DEGRADED" and "not reachable" in lines[0], lines
+    assert stack_status.healthy(flask.record)  # what the launcher keeps: the page is up
 
     start_service(launcher.fastapi_service(fastapi_port, "onnx"))
     time.sleep(app.BACKEND_FRESH_S)  # /healthz reuses an answer that young
-    assert requests.get(f"{flask_url}/healthz", timeout=10).json()["status"] == "ok"
+    health = requests.get(f"{flask_url}/healthz", timeout=10)
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    assert stack_status._flask_status(flask.record) == ("healthy", [])
     up = _upload(flask_url, test_images[0].name, image)
     assert up.status_code == 200, up.text
     assert _label(up.text) == built_artifacts["test_image_predictions"][test_images[0].name][0]
@@ -63,8 +77,9 @@ def test_fastapi_down_gives_a_readable_page_then_recovers_without_restarting_fla
 def test_upload_page_and_health(flask_url):
     page = requests.get(f"{flask_url}/", timeout=10)
     assert page.status_code == 200 and 'type="file"' in page.text and "8 MiB" in page.text
-    health = requests.get(f"{flask_url}/healthz", timeout=10).json()  # no FastAPI behind it
-    assert health["status"] == "degraded" and "FastAPI" in health["model_server"], health
+    health = requests.get(f"{flask_url}/healthz", timeout=10)  # no FastAPI behind it
+    assert health.status_code == 503, health.text
+    assert health.json()["status"] == "degraded" and "FastAPI" in health.json()["model_server"]
 
 
 @pytest.mark.parametrize(
@@ -107,3 +122,23 @@ def test_a_413_for_too_many_form_parts_does_not_blame_the_photo_size(flask_url, 
             timeout=60,
         )
     assert resp.status_code == 413 and "too many parts" in resp.text and "MiB" not in resp.text
+
+
+REGION = re.compile(r"^[ \t]*### BEGIN SOLUTION\n(.*?)^[ \t]*### END SOLUTION", re.M | re.S)
+
+
+def test_the_page_holds_no_exercises_answer():
+    """The upload page sends its requests from the model's metadata, not with the lines a
+    student writes in notebook 5 (5.2: an InferInput named INPUT_IMAGE, FOOD_LABEL and
+    PROBABILITY read by name), and no line of any solution region is in flask_app/."""
+    code = {p.name: p.read_text() for p in (REPO_ROOT / "flask_app").glob("*.py")}
+    for name, text in code.items():
+        assert not re.search(r'InferInput\(\s*"(INPUT_IMAGE|IMAGE_BYTES|input)"', text), name
+        assert not re.search(r'as_numpy\(\s*"(FOOD_LABEL|PROBABILITY|LOGITS|output)"', text), name
+    squeezed = {name: re.sub(r"\s+", "", text) for name, text in code.items()}
+    for source in editions.sources():
+        for answer in REGION.findall(source.read_text()):
+            for line in (re.sub(r"\s+", "", ln) for ln in answer.splitlines()):
+                if len(line) >= 30 and not line.startswith("#"):
+                    found = [name for name, text in squeezed.items() if line in text]
+                    assert not found, f"{source.name}: {line!r} in {found}"

@@ -7,13 +7,15 @@ and a cloud credential (Chameleon's). Then, as an attacker on the machine would 
 posted to the dashboard's job API, a driver (`ray.init(address=...)`) and a Ray Client
 connection, each without the token (refused) and with it (they run: the refusal is the token's,
 not a broken cluster); every socket the cluster's processes listen on, from the kernel's tables;
-and what a task, an actor and a job see in os.environ. About 2 minutes on the 2-core machine,
-most of it Ray starting.
+and what a task, an actor and a job see in os.environ; and what another local user reaches of
+the cluster's files (Ray opens its own folders to everyone: they sit in a 0700 folder). About 2
+minutes on the 2-core machine, most of it Ray starting.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import requests
 from launcher_cli import run_launcher
 
 from labstack import ray_cluster
-from reliability import ray_probes
+from reliability import other_user, ray_probes
 from reliability.procs import is_loopback, listening_sockets
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -124,6 +126,40 @@ def test_a_ray_client_connection_without_the_token_is_refused(cluster):
     assert ray_probes.client_ping(port) == "UNAUTHENTICATED"
     assert ray_probes.client_ping(port, "00") == "UNAUTHENTICATED"
     assert ray_probes.client_ping(port, cluster["token"]) == "OK"  # the same ping, with it
+
+
+def test_ray_files_are_the_lab_users_alone(cluster):
+    """Both nodes keep their sessions, sockets and logs in Ray's folder inside the cluster's own,
+    0700: Ray makes its folders 0777 without the sticky bit, so this folder is the door; every
+    Unix socket of the cluster is behind it, and another local user (a throwaway account) can
+    neither list it, reach the raylet's socket, move it aside, read a log nor plant a file or a
+    symlink in the logs (issue 52, R2)."""
+    folder = Path(cluster["records"]["ray_head"]["temp_dir"])
+    info = folder.lstat()
+    assert folder.is_dir() and not folder.is_symlink()
+    assert info.st_uid == os.getuid() and oct(info.st_mode & 0o777) == "0o700"
+    pids = [p for r in cluster["records"].values() for p in ray_cluster.session_members(r["pid"])]
+    for sid in (r["pid"] for r in cluster["records"].values()):  # each `ray start` uses it
+        argv = Path(f"/proc/{sid}/cmdline").read_bytes().split(b"\0")
+        assert f"--temp-dir={folder / 'ray'}".encode() in argv, argv
+    sockets = ray_probes.unix_sockets(pids)
+    assert any(s.endswith("/sockets/raylet") for s in sockets), sockets
+    outside = [s for s in sockets if not _private(Path(s))]
+    assert outside == [], f"Ray sockets another user may reach: {outside}"
+    with other_user.another_user() as user:
+        if isinstance(user, str):
+            pytest.skip(f"the modes are checked; acting as another user is not: {user}")
+        answers = other_user.attempts_as(*user, ray_probes.file_attempts(str(folder)))
+    assert answers and set(answers.values()) == {"EACCES"}, answers
+
+
+def _private(path: Path) -> bool:
+    """Is some folder above `path` this user's alone (0700, or closer)?"""
+    for parent in path.parents:
+        info = parent.lstat()
+        if info.st_uid == os.getuid() and not info.st_mode & 0o077:
+            return True
+    return False
 
 
 def _assert_no_secret(env: dict, what: str) -> None:

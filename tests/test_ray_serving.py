@@ -187,6 +187,35 @@ def test_a_ray_node_is_stopped_with_everything_it_started(tmp_path):
     assert not os.path.exists(folder)
 
 
+def test_ray_starts_only_behind_a_folder_of_the_labs_user_alone(tmp_path):
+    """Ray opens its own folders to everyone (0777, no sticky bit): both nodes' `ray start` get a
+    `--temp-dir` inside the cluster's 0700 folder, and the wrapper refuses one without it."""
+    from servelab.serving.ray_loopback import private_parent
+
+    folder = ray_cluster.temp_dir()
+    try:
+        assert oct(os.stat(folder).st_mode & 0o777) == "0o700"
+        head = ray_cluster.head_service(folder)
+        record = {"temp_dir": folder, "gcs_port": 1}
+        for argv in (head.argv, ray_cluster.node_service(record).argv):
+            assert f"--temp-dir={folder}/ray" in argv, argv
+            assert private_parent(argv) is None
+    finally:
+        ray_cluster.remove_temp_dir(folder)
+    assert not os.path.exists(folder)
+    opened = tmp_path / "open"
+    opened.mkdir(mode=0o755)
+    os.chmod(opened, 0o755)
+    (tmp_path / "link").symlink_to(opened)
+    for argv, why in (
+        (["start", "--head"], "/tmp/ray"),
+        ([f"--temp-dir={opened}/ray"], "not a folder of this user's alone"),
+        ([f"--temp-dir={tmp_path}/link/ray"], "not a folder of this user's alone"),
+        ([f"--temp-dir={tmp_path}/missing/ray"], "No such file"),
+    ):
+        assert why in (private_parent(argv) or ""), argv
+
+
 def test_the_student_edition_stops_first_at_decision_9_1():
     """Run All of the student edition stops at decision 9.1's check, with one sentence (the slow
     test runs the solved edition only: the cluster's minutes are spent once)."""

@@ -7,8 +7,10 @@ after each crash.
 The server runs under the watchdog as `make up` runs it, with a repository of one small
 Python-backend model with a BYTES output (what the crash needs; food_classifier's FOOD_LABEL is
 one), so each restart takes seconds, not food_classifier's 15 s: about a minute in all, most of
-it the watchdog's own back-off (2 + 4 + 8 + 16 s). The full stack's run of the same crashes is in
-docs/reliability.md (python -m reliability).
+it the watchdog's own back-off (2 + 4 + 8 + 16 s). After each restart the watchdog loads again
+what served before the crash, and only that: a second model, unloaded before the first crash,
+stays unloaded (the server itself loads nothing at a restart: its ports open at once). The full
+stack's run of the same crashes is in docs/reliability.md (python -m reliability).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import requests
 
 from labstack import triton_local
 from labstack.ports import free_port, service_url
-from labstack.processes import Service, is_running, start, stop_process
+from labstack.processes import is_running, start, stop_process
 from servelab.serving import triton_guard, triton_watchdog
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -76,24 +78,22 @@ def _serving(url: str) -> bool:
 
 def test_triton_is_back_within_a_minute_after_each_of_seven_crashes(tmp_path):
     repo = tmp_path / "model_repository"
-    (repo / "probe" / "1").mkdir(parents=True)
-    (repo / "probe" / "config.pbtxt").write_text(PROBE_CONFIG)
-    (repo / "probe" / "1" / "model.py").write_text(PROBE_MODEL)
+    for name in ("probe", "idle"):
+        (repo / name / "1").mkdir(parents=True)
+        (repo / name / "config.pbtxt").write_text(PROBE_CONFIG.replace('"probe"', f'"{name}"'))
+        (repo / name / "1" / "model.py").write_text(PROBE_MODEL)
     ports = set()
     while len(ports) < 3:
         ports.add(free_port())
     http, grpc, metrics = sorted(ports)
-    argv, env = triton_local.server_command(
-        repo, http, grpc, metrics, backends=tmp_path / "backends", key_on_command_line=False
-    )
     health = tmp_path / "triton_health.json"
-    service = Service(
-        "test-triton-crashes",
-        triton_local.watchdog_command(argv, http, health),
-        health=f"{service_url(http)}/v2/health/ready",
-        marker=f"--health-file={health}",
-        env=env,
+    service = triton_local.service(
+        repo,
+        (http, grpc, metrics),
+        health,
+        name="test-triton-crashes",
         timeout=180,
+        backends=tmp_path / "backends",
     )
     record = start(service)
     url = service_url(http)
@@ -102,6 +102,10 @@ def test_triton_is_back_within_a_minute_after_each_of_seven_crashes(tmp_path):
         while not _serving(url) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert _serving(url), "the probe model never served"
+        admin = {triton_watchdog.ADMIN_HEADER: service.env["TRITON_ADMIN_KEY"]}
+        unloaded = requests.post(f"{url}/v2/repository/models/idle/unload", headers=admin)
+        assert unloaded.status_code == 200, unloaded.text
+        time.sleep(2.5)  # the watchdog's looks see what serves now
         backs, said = [], []
         for n in range(1, 8):
             kind = "classification" if n % 2 else "nested JSON"
@@ -125,6 +129,9 @@ def test_triton_is_back_within_a_minute_after_each_of_seven_crashes(tmp_path):
             assert f"ended {n} times" in line and "next start in" in line, (n, line)
         report = json.loads(health.read_text())
         assert sum("SIGFPE" in e or "SIGSEGV" in e for e in report["events"]) >= 7, report
+        assert requests.get(f"{url}/v2/models/idle/ready", timeout=5).status_code != 200
+        log = Path(record["log"]).read_text().rsplit("\n=== ", 1)[-1]  # this start's (appended)
+        assert log.count("probe: loaded again") == 7 and "idle: loaded again" not in log
     finally:
         stop_process(record["pid"], record["marker"], grace=5)
     assert not Path(f"/proc/{record['pid']}").exists() or not is_running(

@@ -4,6 +4,9 @@
 stubs load, then corrupt every BYTES input and the stub process dies on the first request.)
 """
 
+import re
+from pathlib import Path
+
 import pytest
 
 from labstack import triton_local
@@ -75,21 +78,16 @@ def test_lab_triton_pythonpath_reaches_the_real_stub(
     (repo / "path_probe" / "1" / "model.py").write_text(PROBE_MODEL)
     monkeypatch.setenv("LAB_TRITON_PYTHONPATH", str(extra))
     http, grpc, metrics = (launcher.free_port() for _ in range(3))
-    argv, env = triton_local.server_command(
-        repo, http, grpc, metrics, backends=tmp_path / "triton" / "backends"
+    service = triton_local.service(
+        repo,
+        (http, grpc, metrics),
+        tmp_path / "triton_health.json",
+        timeout=180,
+        backends=tmp_path / "triton" / "backends",
+        repair=False,
     )
-    assert env["PATH"].split(":")[0] == str(tmp_path / "triton" / "stub_python" / "bin")
-    server = start_service(
-        launcher.Service(
-            "triton",
-            argv,
-            health=f"http://127.0.0.1:{http}/v2/health/ready",
-            marker=str(repo),
-            env=env,
-            timeout=180,
-            ports={"port": http},
-        )
-    )
+    assert service.env["PATH"].split(":")[0] == str(tmp_path / "triton" / "stub_python" / "bin")
+    server = start_service(service)
     body = {
         "inputs": [{"name": "IN", "datatype": "BYTES", "shape": [1, 1], "data": ["hello stub"]}]
     }
@@ -124,18 +122,14 @@ def test_a_model_that_fails_to_load_leaves_the_server_serving(
         (repo / name / "config.pbtxt").write_text(PROBE_CONFIG.replace('"path_probe"', f'"{name}"'))
         (repo / name / "1" / "model.py").write_text(model_py)
     http, grpc, metrics = (launcher.free_port() for _ in range(3))
-    argv, env = triton_local.server_command(
-        repo, http, grpc, metrics, backends=tmp_path / "triton" / "backends"
-    )
     server = start_service(
-        launcher.Service(
-            "triton",
-            argv,
-            health=f"http://127.0.0.1:{http}/v2/health/ready",
-            marker=str(repo),
-            env=env,
+        triton_local.service(
+            repo,
+            (http, grpc, metrics),
+            tmp_path / "triton_health.json",
             timeout=180,
-            ports={"port": http},
+            backends=tmp_path / "triton" / "backends",
+            repair=False,
         )
     )
     index = requests.post(
@@ -151,3 +145,42 @@ def test_a_model_that_fails_to_load_leaves_the_server_serving(
         server.record["pid"]
         and requests.get(f"{server.url}/v2/models/path_probe/ready", timeout=5).status_code == 200
     )
+
+
+CALL = re.compile(r"\bserver_command\(")
+
+
+def test_every_part_of_the_lab_starts_tritonserver_one_way():
+    """supervised_command() (or service()) is the one way the lab starts tritonserver: the
+    launcher, the reliability suite, the tests and the GPU reference. No other file builds its
+    command line, so none can leave the admin key on it. (Model Analyzer, notebook 8's search,
+    starts a tritonserver of its own, with no restricted API and so no key:
+    labstack/model_analyzer.py hands it the binary, tritonserver_binary().)"""
+    from servelab.paths import REPO_ROOT
+
+    mine, others = REPO_ROOT / "labstack" / "triton_local.py", []
+    for folder in ("labstack", "reliability", "gpu_reference", "servelab", "scripts", "tests"):
+        for path in (REPO_ROOT / folder).rglob("*.py"):
+            if path not in (mine, Path(__file__)) and CALL.search(path.read_text()):
+                others.append(str(path.relative_to(REPO_ROOT)))
+    assert others == [], others
+
+
+def test_the_one_way_keeps_the_key_off_command_lines_and_out_of_the_servers_environment(
+    tmp_path, monkeypatch, built_artifacts
+):
+    """The key reaches the watchdog through its environment, and nothing else: not the watchdog's
+    command line, not tritonserver's (the watchdog adds the flags and masks the key), not the
+    environment tritonserver and its stubs start from; the Jupyter token not even the watchdog."""
+    monkeypatch.setenv("JUPYTER_TOKEN", "a-jupyter-token-of-this-test")
+    service = triton_local.service(
+        tmp_path / "repo", (8000, 8001, 8002), tmp_path / "health.json", admin_key="k" * 32
+    )
+    assert "k" * 32 not in " ".join(service.argv)
+    assert service.env["TRITON_ADMIN_KEY"] == "k" * 32
+    assert "a-jupyter-token-of-this-test" not in str(service.env)
+    assert "--restrict-apis=" + ",".join(labenv.RESTRICTED_APIS) in service.argv
+    monkeypatch.setattr("os.environ", {**service.env, "PATH": "/usr/bin"})
+    from servelab.serving import triton_watchdog
+
+    assert "TRITON_ADMIN_KEY" not in triton_watchdog.server_env()

@@ -200,6 +200,32 @@ def test_perf_analyzer_shared_memory_runs_with_the_node_secret(triton, tmp_path,
     assert key not in " ".join(result.command) and key not in result.output
 
 
+def test_the_admin_key_is_in_no_command_line_and_no_environment_but_the_watchdogs(triton, image):
+    """Started as every part of the lab starts it (triton_local.supervised_command): after one
+    image is classified (a decode worker runs in food_classifier's stub), no process of the
+    server's tree shows the key on its command line, and only the watchdog that started it holds
+    it in its environment: not tritonserver, not a stub (which runs the models' code), not a
+    decode worker."""
+    import os
+
+    from servelab.serving.triton_procs import descendants
+
+    key = os.environ["TRITON_ADMIN_KEY"].encode()
+    data = np.array([[food11.encode_file(image).encode()]], dtype=object)
+    infer(triton.url, "food_classifier", {"INPUT_IMAGE": data}, ["FOOD_LABEL"])
+    seen = {}
+    for pid in [triton.proc.pid, *descendants(triton.proc.pid)]:
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
+            environ = Path(f"/proc/{pid}/environ").read_bytes()
+            seen[pid] = (argv.split(b"\0")[0].decode()[-40:], key in argv, key in environ)
+    kinds = " ".join(name for name, _, _ in seen.values())
+    assert "tritonserver" in kinds and "triton_python_backend_stub" in kinds, seen
+    assert any(b"decode_pool" in Path(f"/proc/{p}/cmdline").read_bytes() for p in seen), seen
+    assert [p for p, (_, shown, _) in seen.items() if shown] == [], seen
+    assert [p for p, (_, _, kept) in seen.items() if kept] == [triton.proc.pid], seen
+
+
 class _CommandLines:
     """Looks, every few ms while the block runs, at the command line of each process named
     `name`: .samples is [(time, holds the secret)]."""

@@ -59,15 +59,23 @@ def start_local_triton(
     workdir: Path, timeout: float = 90.0, populated: bool = False
 ) -> LocalTriton:
     """Populate workdir/model_repository (local mode, CPU; populated: it is already), start
-    tritonserver, wait for READY."""
+    tritonserver (under its watchdog, --no-repair: .proc is the watchdog's process, which ends
+    with the server's status), wait for READY."""
     repo = workdir / "model_repository"
     if not populated:
         model_repository.populate(repo, mode="local", kind="cpu")
     ports = [launcher.free_port() for _ in range(3)]
     while len(set(ports)) < 3:
         ports = [launcher.free_port() for _ in range(3)]
-    argv, env = triton_local.server_command(
-        repo, *ports, backends=workdir / "backends", address="127.0.0.1"
+    # as every part of the lab starts it: the admin key masked, in no environment but the
+    # watchdog's, which only starts it here (no repairs: a test sees what the server does)
+    argv, env = triton_local.supervised_command(
+        repo,
+        *ports,
+        workdir / "triton_health.json",
+        backends=workdir / "backends",
+        repair=False,
+        address="127.0.0.1",
     )
     log = workdir / "tritonserver.log"
     with open(log, "wb") as out:

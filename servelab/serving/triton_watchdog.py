@@ -29,7 +29,12 @@ served ensemble names (the repository index, read with the node's secret, TRITON
   loaded), or any model LOADING or UNLOADING, or a reload of ours, for STUCK_S: tritonserver is
   restarted (SIGTERM, SIGKILL after STOP_GRACE_S), which loads every model of the repository;
 - a tritonserver that exits is started again with the same command line (same ports), after its
-  stubs' shared-memory regions are removed, and never given up on: the first BACKOFF_AFTER
+  stubs' shared-memory regions are removed, but loading no model itself: once it answers, the
+  models that served before it ended are loaded through the repository API, each with the config
+  it served, all at once (load_again), so each serves again as soon as it is loaded rather than
+  when the slowest one is (Triton opens its HTTP and gRPC ports only after loading what its
+  command line asks for), and a model nobody had loaded is not loaded; it is never given up on:
+  the first BACKOFF_AFTER
   restarts within RESTART_WINDOW_S at once, then after 2, 4, 8, 16 s, then every BACKOFF_MAX_S
   (restart_delay); while it waits, its report says why, how often and when it starts the server
   again (a request that crashes Triton 2.51, sent again and again, costs its sender a slower
@@ -39,7 +44,12 @@ served ensemble names (the repository index, read with the node's secret, TRITON
   tritonserver's command line here, from TRITON_ADMIN_KEY in this process's environment (Triton
   reads the key from nowhere but its command line, which every local user can read); once the
   server has read its options, the key is overwritten there with a random mask
-  (triton_procs.hide_argument), and the server is checked to answer the real key;
+  (triton_procs.hide_argument), and the server is checked to answer the real key. tritonserver
+  starts from this process's environment without the key (server_env()): neither it nor its
+  Python-backend stubs, which run the models' code, hold it there;
+- --no-repair: only that (the flags, the mask, an environment without the key) and waiting for
+  the server, whose exit status it returns: what the maintainers' measurements start
+  (labstack.triton_local.supervised_command), where a repair would hide what happened;
 - it writes what it saw to --health-file (JSON): per model Triton's state, the stubs running,
   stopped and asked for, a reload under way, and a problem in words. `--check` reads that file
   and asks Triton itself: exit 0 only if the report is fresh and every model it lists is ready
@@ -228,6 +238,16 @@ def reload_model(
         return False, f"{type(exc).__name__}: {exc}"
 
 
+def load_model(url: str, model: str, key: str, timeout: float = STUCK_S) -> tuple[bool, str]:
+    """Load `model` from the repository's files (repository API, the node's secret)."""
+    try:
+        return _post(f"{url}/v2/repository/models/{model}/load", {}, key, timeout)[0] == 200, ""
+    except urllib.error.HTTPError as exc:
+        return False, f"HTTP {exc.code}: {exc.read()[:300].decode(errors='replace')}"
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+
+
 def python_backend(repo: str, model: str) -> bool:
     """Does the model's config.pbtxt in the repository name the Python backend (its stubs)?"""
     try:
@@ -283,6 +303,8 @@ class Watchdog:
         self.configs: dict[str, dict] = {}  # model -> the config it served when last ready
         self.restart = ""  # why tritonserver must be restarted ('' while it need not)
         self.note = ""  # why the server is not ready (it is being started again)
+        self.wanted: set[str] = set()  # READY or being loaded at the last look
+        self.loading_again: threading.Thread | None = None  # load_again's, after a restart
         self.check_key = False  # the key was hidden on the server's command line: check it took
         self.key_refused = False  # ... and the server refused it (hidden before it was read)
         self._looked: dict[str, dict] = {}  # served configs read during this look
@@ -348,7 +370,8 @@ class Watchdog:
         self._looked = {}
         if not _ok(f"{self.url}/v2/health/ready"):
             return self.write(server_pid, False, {})
-        self.note = ""
+        if self.loading_again is None or not self.loading_again.is_alive():
+            self.note = ""  # (while load_again runs, the report says so)
         if self.check_key and answers_key(self.url, self.key) is not None:
             self.check_key = False
             if not answers_key(self.url, self.key):
@@ -359,6 +382,9 @@ class Watchdog:
                 del self.reloading[model]
         running, stopped, act = self.stubs(server_pid)
         index = repository_index(self.url, self.key)
+        if index is not None:
+            loading = {m for m, (state, _) in index.items() if state in ("READY", "LOADING")}
+            self.wanted = loading | set(self.reloading) | set(self.lost)
         models = {}
         for model, (state, reason) in sorted(self._served(index, act).items()):
             info = {
@@ -522,6 +548,64 @@ class Watchdog:
                 except ProcessLookupError:
                     pass
 
+    # ------------------------------------------------------------ after a restart
+
+    def serving(self) -> dict[str, dict]:
+        """What the server was to serve at the last look: the models READY, loading, or being
+        repaired, each with the config it served ({} if it has not served yet: its files')."""
+        return {m: self.configs.get(m, {}) for m in self.wanted}
+
+    def load_again(self, served: dict[str, dict]) -> None:
+        """Once the server answers, load the models that served before it ended, each with the
+        config it served, all at once (each serves as soon as it is loaded), an ensemble once
+        the models it names are loaded; the report says so meanwhile."""
+        self.note = f"{self.note}; loading again what served: {', '.join(sorted(served))}"
+
+        def run():
+            deadline = time.monotonic() + STUCK_S
+            while not _ok(f"{self.url}/v2/health/live"):
+                if time.monotonic() > deadline or _stop_requested.wait(0.1):
+                    return
+            started, loads = time.monotonic(), {}
+            for model in sorted(served, key=lambda m: self._is_ensemble(m, served[m])):
+                steps = ensemble_steps(served[model])
+                if not steps and self._is_ensemble(model, served[model]):
+                    steps = list(loads)  # never served: after every other model
+                after = [loads[s] for s in steps if s in loads]
+                loads[model] = threading.Thread(
+                    target=self._load_one, args=(model, served[model], started, after)
+                )
+                loads[model].start()
+            for load in loads.values():
+                load.join()
+
+        self.loading_again = threading.Thread(target=run, daemon=True)
+        self.loading_again.start()
+
+    def _is_ensemble(self, model: str, config: dict) -> bool:
+        """Is `model` an ensemble, by the config it served, else by its repository's file?"""
+        if config:
+            return config.get("platform") == "ensemble"
+        try:
+            text = (Path(self.repo) / model / "config.pbtxt").read_text()
+        except OSError:
+            return False
+        return re.search(r'^\s*platform\s*:\s*"ensemble"', text, re.M) is not None
+
+    def _load_one(self, model: str, config: dict, started: float, after=()) -> None:
+        """Load `model` with `config` once the loads in `after` (its steps') are done."""
+        for load in after:
+            load.join()
+        if config:
+            ok, error = reload_model(self.url, model, self.key, config=config)
+        else:  # never served: what its files say
+            ok, error = load_model(self.url, model, self.key)
+        took = time.monotonic() - started
+        if ok:
+            log(f"{model}: loaded again, {took:.1f} s after the server answered")
+        else:
+            self._event(f"{model}: loading it again failed ({error[:200]})")
+
     def _restart(self, why: str) -> None:
         if not self.restart:
             self.restart = why
@@ -562,6 +646,36 @@ def _end(server: subprocess.Popen, grace: float = STOP_GRACE_S) -> None:
             server.kill()
 
 
+def server_env() -> dict:
+    """tritonserver's environment: this process's without the admin key (the server takes it on
+    its command line; its stubs run the models' code and need it nowhere)."""
+    return {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"}
+
+
+def start_server(argv: list[str], key: str, hide: bool) -> subprocess.Popen:
+    """Start tritonserver; with `hide`, mask the key on its command line once it has read it."""
+    server = subprocess.Popen(argv, env=server_env())
+    started = time.monotonic()  # Popen returns once tritonserver's exec has succeeded
+    if hide:
+        why_not = hide_argument(server.pid, key)
+        server.key_hidden = not why_not
+        if why_not:
+            log(f"the admin key stays on tritonserver's command line: {why_not}")
+        else:  # what a local user could see meanwhile (docs/security.md: the residual)
+            shown = (time.monotonic() - started) * 1000
+            log(f"{KEY_SHOWN} {shown:.1f} ms (from its start until masked)")
+    return server
+
+
+def run_once(argv: list[str], key: str, hide: bool) -> int:
+    """--no-repair: start tritonserver (the key's flags added and masked), pass SIGTERM and
+    SIGINT on to it, return its exit status."""
+    server = start_server(argv, key, hide)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda sig, _frame: server.send_signal(sig))
+    return server.wait()
+
+
 def supervise(
     argv: list[str],
     url: str,
@@ -569,8 +683,10 @@ def supervise(
     every: float,
     max_region_mib: float = MAX_REGION_MIB,
     restrict_apis: str = "",
+    repair: bool = True,
 ) -> int:
-    """Run tritonserver (argv) and keep it and its models serving; return its exit status."""
+    """Run tritonserver (argv) and keep it and its models serving; return its exit status.
+    repair=False: run it once, unwatched (run_once)."""
     os.umask(0o077)  # the stubs' /dev/shm regions and the health file: this user's only
     key = os.environ.get("TRITON_ADMIN_KEY", "")
     if restrict_apis and not key:
@@ -580,6 +696,8 @@ def supervise(
         log("TRITON_ADMIN_KEY is not set: a model whose stub dies cannot be reloaded")
     if restrict_apis:
         argv = [*argv, *restricted_api_args(restrict_apis, key)]
+    if not repair:
+        return run_once(argv, key, bool(restrict_apis))
     prefix = shm_prefix(argv)
     repo = next((a.split("=", 1)[1] for a in argv if a.startswith("--model-repository=")), "")
     stopping = False
@@ -598,29 +716,26 @@ def supervise(
     events: list[str] = []
     note = ""  # why the server is being started again, for the report until it is ready
     hide = bool(restrict_apis)  # the key flags are ours: hide the key once the server read it
+    served: dict[str, dict] = {}  # what served before the server ended: loaded again after
     while True:
         removed = remove_stale_regions(prefix)
         if removed:
             log(f"removed {len(removed)} shared-memory region(s) left by a previous server")
         watchdog = Watchdog(url, health_file, key, prefix, max_region_mib, repo)
         watchdog.events, watchdog.note = events, note
-        server = subprocess.Popen(argv)
-        started = time.monotonic()  # Popen returns once tritonserver's exec has succeeded
-        if hide:
-            why_not = hide_argument(server.pid, key)
-            watchdog.check_key = not why_not
-            if why_not:
-                log(f"the admin key stays on tritonserver's command line: {why_not}")
-            else:  # what a local user could see meanwhile (docs/security.md: the residual)
-                shown = (time.monotonic() - started) * 1000
-                log(f"{KEY_SHOWN} {shown:.1f} ms (from its start until masked)")
+        server = start_server(_loading_nothing(argv) if served and key else argv, key, hide)
+        watchdog.check_key = getattr(server, "key_hidden", False)
+        if served and key:
+            watchdog.load_again(served)
+        ended = _ended(server)
         while server.poll() is None and not stopping and not watchdog.restart:
             try:
                 watchdog.step(server.pid)
             except OSError as exc:  # a health file that cannot be written is not a reason to stop
                 log(f"health file: {exc}")
             _reap_orphans(server.pid)
-            time.sleep(every)
+            ended.wait(every)  # back at once when the server ends
+        served = _to_load_again(watchdog, served)
         why = watchdog.restart
         hide = hide and not watchdog.key_refused
         if why and not stopping:
@@ -646,6 +761,28 @@ def supervise(
         watchdog.write(server.pid, False, {})
         note = watchdog.note
         log("starting tritonserver again")
+
+
+def _loading_nothing(argv: list[str]) -> list[str]:
+    """The server's command line without --load-model: it opens its ports at once, and the
+    watchdog loads what served (Watchdog.load_again)."""
+    return [a for a in argv if not a.startswith("--load-model")]
+
+
+def _ended(server: subprocess.Popen) -> threading.Event:
+    """An event set when the server ends (a thread waits for it)."""
+    ended = threading.Event()
+    threading.Thread(target=lambda: (server.wait(), ended.set()), daemon=True).start()
+    return ended
+
+
+def _to_load_again(watchdog: Watchdog, served: dict[str, dict]) -> dict[str, dict]:
+    """What to load after the next start: what served at the watchdog's last look; with what it
+    was still loading again, if the server ended before it was done."""
+    now = watchdog.serving()
+    if watchdog.loading_again is not None and watchdog.loading_again.is_alive():
+        return {**served, **now}
+    return now or served
 
 
 def _signal_name(code: int) -> str:
@@ -774,6 +911,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a stub's shared-memory region larger than this has its model loaded again",
     )
     parser.add_argument(
+        "--no-repair",
+        action="store_true",
+        help="only add the key's flags, mask the key and wait for tritonserver (no repairs, no "
+        "restarts, no health file)",
+    )
+    parser.add_argument(
         "--restrict-apis",
         default="",
         metavar="GROUPS",
@@ -794,6 +937,7 @@ def main(argv: list[str] | None = None) -> int:
         args.every,
         args.max_region_mib,
         args.restrict_apis,
+        repair=not args.no_repair,
     )
 
 
