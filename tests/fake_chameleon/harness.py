@@ -31,18 +31,24 @@ import tempfile
 import threading
 from pathlib import Path
 
-import nbformat
-import paramiko
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+# jsonschema's optional IRI checker (rfc3987_syntax) builds a parser at import: 1.7 s of CPU in
+# each harness and each zygote (nbformat, Glance's image schemas import jsonschema), for a check
+# nothing here makes: left out.
+sys.modules.setdefault("rfc3987_syntax", None)
+
+import nbformat  # noqa: E402
+import paramiko  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+from nbclient.exceptions import CellExecutionError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
 
-from fake_chameleon import classroom  # noqa: E402
+from fake_chameleon import classroom, common  # noqa: E402
 from fake_chameleon.api import FakeChameleon  # noqa: E402
-from fake_chameleon.common import BRANCH, SCALE  # noqa: E402
+from fake_chameleon.common import BRANCH  # noqa: E402
+from fake_chameleon.kernels import Zygote  # noqa: E402
 from fake_chameleon.node import FakeNode  # noqa: E402
 
 # FAKE_CHAMELEON_NOTEBOOKS=DIR runs other copies of the notebooks (e.g. an older version's).
@@ -87,18 +93,26 @@ _hosts.ComputeHostClientManager.get_allocation = _get_allocation
 _hosts.ComputeHostClientManager.list_allocations = _list_allocations
 """
 OLD_CONTEXT_VERSION = 'import chi.context\nchi.context.version = "0.17.12"\n'
-# The notebooks' waits on the fake's clock: chi_waits' time, SCALE times faster.
-SCALED_WAITS = """
-import os as _os, sys as _sys, time as _time, types as _types
+# The notebooks' waits on the site's clock (common.py): chi_waits reads the fake's clock, and
+# moves it on instead of sleeping.
+SITE_CLOCK_WAITS = """
+import os as _os, sys as _sys, json as _json, http.client as _http, types as _types
 _sys.path.insert(0, _os.getcwd())
-_scale = float(_os.environ["FAKE_CHAMELEON_SCALE"])
+
+
+def _site_clock(body=None):
+    conn = _http.HTTPConnection(*_os.environ["FAKE_CHAMELEON_CLOCK"].split(":"), timeout=30)
+    conn.request("POST" if body else "GET", "/_clock", body and _json.dumps(body))
+    return _json.loads(conn.getresponse().read())["now"]
+
+
 try:
     import chi_waits as _waits
 except ImportError:  # an older copy of the notebooks
     pass
 else:
     _waits.time = _types.SimpleNamespace(
-        monotonic=lambda: _time.monotonic() * _scale, sleep=lambda s: _time.sleep(s / _scale)
+        monotonic=_site_clock, sleep=lambda s: _site_clock({"advance": s})
     )
 """
 # python-chi's parser of Blazar's refusals as it would be if it matched (fixed in python-chi, or
@@ -145,9 +159,11 @@ class World:
         python_chi_dir: str | None = None,
         python_chi_dist: str | None = None,
         parser_matches: bool = False,
+        class_site: str = "CHI@TACC",
     ):
         self.base = base
-        self.fake = FakeChameleon().start()
+        self.cloud = FakeChameleon().start()  # every site, on one HTTP server
+        self.fake = self.cloud.at(class_site)  # the site the class uses (SITE in lab_settings)
         self.classmates = classroom.populate(self.fake) if classmates else {}
         self.key = paramiko.RSAKey.generate(2048)
         home = base / "jupyter_home"
@@ -168,16 +184,16 @@ class World:
         startup = base / "ipython" / "profile_default" / "startup"
         startup.mkdir(parents=True)
         startup_code = FORK_CALLS + (OLD_CONTEXT_VERSION if old_context_version else "")
-        startup_code += SCALED_WAITS + (PARSER_MATCHES if parser_matches else "")
+        startup_code += SITE_CLOCK_WAITS + (PARSER_MATCHES if parser_matches else "")
         (startup / "00-chameleon-jupyter.py").write_text(startup_code)
         self.env = {
-            **self.fake.env(),
+            **self.cloud.env(),
             "HOME": str(home),
             "IPYTHONDIR": str(base / "ipython"),
             "OS_KEYPAIR_PRIVATE_KEY": str(self.private_key),
             "OS_KEYPAIR_PUBLIC_KEY": str(self.public_key),
             "PYTHONPATH": python_chi_dir or "",
-            "FAKE_CHAMELEON_SCALE": str(SCALE),
+            "FAKE_CHAMELEON_CLOCK": self.cloud.base.removeprefix("http://"),
         }
         if python_chi_dist:  # an older python-chi's metadata, found before the installed one
             meta = base / "old_chi" / f"python_chi-{python_chi_dist}.dist-info"
@@ -189,17 +205,25 @@ class World:
         self.runs: list[dict] = []
         self.clone_heads: dict[str, str | None] = {}
         self.notes: dict = {}  # what a scenario tells the tests (ids it made or changed)
-        self._stop = threading.Event()
-        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        self.kernels = Zygote(base / "kernels.sock", {**os.environ, **self.env}, self.notebooks)
+        self._stop, self._tick_lock = threading.Event(), threading.Lock()
+        common.on_advance.append(self.tick)  # a wait moved the clock on: who answers SSH now
+        self._ticker = threading.Thread(target=self._ticks, daemon=True)
         self._ticker.start()
 
-    def _tick(self):
+    def _ticks(self):
+        while not self._stop.wait(0.1):  # and as real time passes (scenarios change things)
+            self.tick()
+
+    def tick(self):
         """The student's two servers are two nodes (notebook 2's, and notebook 9's second one);
         each answers SSH only on the address its server holds, once sshd is up there; a new
         server of that name is a fresh disk."""
-        while not self._stop.wait(0.05):
-            with self.fake.lock:
-                ready = self.fake.ssh_ready()
+        with self._tick_lock:
+            with self.cloud.lock:
+                ready = {
+                    k: v for site in self.cloud.by_uid.values() for k, v in site.ssh_ready().items()
+                }
             wanted: dict[int, set] = {}
             for address, (name, server_id, keys_ok) in ready.items():
                 node = self.node_of(name)
@@ -227,10 +251,12 @@ class World:
     def stop(self):
         self._stop.set()
         self._ticker.join()
+        common.on_advance.remove(self.tick)
+        self.kernels.stop()
         for node in (self.node, self.second_node):
             if node is not None:
                 node.stop()
-        self.fake.stop()
+        self.cloud.stop()
 
     def _published_lab(self, path: Path, settings: dict):
         """The instructor's repository: the notebooks with lab_settings.py filled in, the files the
@@ -456,6 +482,7 @@ class Session:
             self.nb,
             timeout=180,
             kernel_name="python3",
+            kernel_manager_class=world.kernels.manager,
             resources={"metadata": {"path": str(path.parent)}},
         )
 

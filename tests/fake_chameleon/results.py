@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -28,26 +29,51 @@ needs_namespace = pytest.mark.skipif(
 )
 
 
-# Each scenario is a harness of its own (a fake Chameleon, kernels, a node) and spends about
-# half its time waiting (kernels starting, the site's durations on the sped-up clock, the
-# notebooks' polls): a few run at once, so the class's scenarios take well under half the wall
-# time they take one after another.
+# Each scenario is a harness of its own (a fake Chameleon, kernels, a node): a process in its
+# own network namespace, which waits now and then (kernels starting, the node's commands, the
+# tests' threads): a few run at once, more than the machine's cores.
 PARALLEL = int(os.environ.get("FAKE_CHAMELEON_PARALLEL", "4"))
 _pool = ThreadPoolExecutor(max_workers=max(1, PARALLEL))
 _started: dict[str, Future] = {}
+_running: dict[str, subprocess.Popen] = {}
+_stopping = False
+_cleanups: list = []
 FIXTURES: dict[str, str] = {}  # fixture name -> scenario name, for scenarios_ahead
 
 
 def _run_scenario(name: str, out: Path, env: dict | None) -> dict:
-    proc = subprocess.run(
+    if _stopping:
+        pytest.skip("the run is ending (a test failed with -x)")
+    proc = subprocess.Popen(
         ["unshare", "-rn", sys.executable, str(HARNESS), name, str(out)],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=600,
         env={**os.environ, **(env or {})},
+        start_new_session=True,  # its zygote, kernels and node commands: one group to stop
     )
-    assert proc.returncode == 0 and out.exists(), proc.stdout + proc.stderr[-5000:]
+    _running[str(out)] = proc
+    try:
+        stdout, stderr = proc.communicate(timeout=600)
+    finally:
+        _running.pop(str(out), None)
+    assert proc.returncode == 0 and out.exists(), stdout + stderr[-5000:]
     return json.loads(out.read_text())
+
+
+def stop_all() -> None:
+    """The run ends (its last test, or a first failure with -x): scenarios not started yet are
+    not started, and those under way are stopped, instead of running on to the end."""
+    global _stopping
+    _stopping = True
+    for future in _started.values():
+        future.cancel()
+    for proc in list(_running.values()):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _pool.shutdown(wait=True, cancel_futures=True)
 
 
 def scenario(name: str, tmp_path_factory, env: dict | None = None) -> dict:
@@ -74,6 +100,9 @@ def scenario_fixture(fixture: str, name: str):
 def scenarios_ahead(request, tmp_path_factory):
     """Start, PARALLEL at a time and in the order the tests need them, every scenario a selected
     test of the session needs."""
+    if stop_all not in _cleanups:
+        _cleanups.append(stop_all)
+        request.config.add_cleanup(stop_all)
     needed = {
         FIXTURES[f]: None
         for item in request.session.items
