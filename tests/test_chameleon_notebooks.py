@@ -900,8 +900,11 @@ def test_notebooks_gate_at_the_oldest_python_chi_tested_and_name_the_pin():
         assert f"python-chi=={pin}" in src and 'context.version = "1.0"' in src
 
 
-def test_an_older_python_chi_is_named_before_anything_runs(tmp_path_factory):
-    result = scenario("old_python_chi", tmp_path_factory)
+old_python_chi = scenario_fixture("old_python_chi", "old_python_chi")
+
+
+def test_an_older_python_chi_is_named_before_anything_runs(old_python_chi):
+    result = old_python_chi
     for a_run in result["runs"]:
         assert len(a_run["cells"]) == 1
         assert f"python-chi 1.0.9 is older than {OLDEST_PYTHON_CHI}" in a_run["error"]["evalue"]

@@ -213,8 +213,7 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
                     }
                 )
         self.allocations: dict[str, list] = {h["id"]: [] for h in self.hosts}
-        self.server = None
-        self._base = ""
+        self.front, self._own_front, self._base = None, False, ""
         # the other sites, answered by this one's HTTP server, under their own /<uid>
         self.by_uid = {site.uid: self}
         if cloud is None:
@@ -233,53 +232,20 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         return next(x for x in self.cloud.by_uid.values() if x.site.name == site_name)
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "FakeChameleon":
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _serve(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    status, body, headers = fake.handle(
-                        self.command, self.path, dict(self.headers), raw
-                    )
-                except Reset:  # RST instead of an answer: SO_LINGER 0, then close
-                    self.connection.setsockopt(
-                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                    )
-                    self.connection.close()
-                    self.close_connection = True
-                    return
-                except Drop:  # the answer lost: the connection closes without one
-                    self.close_connection = True
-                    return
-                text = isinstance(body, str)  # a proxy's HTML page (a 502/503/504)
-                data = b"" if body is None else (body if text else json.dumps(body)).encode()
-                self.send_response(status)
-                if body is not None:
-                    self.send_header("Content-Type", "text/html" if text else "application/json")
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def start(self, front: "Front | None" = None) -> "FakeChameleon":
+        """Answer on `front` (a worker's server, kept from one scenario to the next: the same
+        address, so the kernels' zygote stays valid), or on a server of its own."""
+        self.front = front or Front()
+        self._own_front = front is None
+        self.front.target = self
+        self._base = self.front.base
         return self
 
     def stop(self) -> None:
-        if self.server:
-            self.server.shutdown()
+        if self._own_front:
+            self.front.stop()
+        else:
+            self.front.target = None
 
     def env(self) -> dict:
         """What Chameleon's Jupyter sets for python-chi (an OIDC token the hub refreshes)."""
@@ -694,3 +660,58 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         if image_id not in self.images:
             raise Reply(404, None)
         return self.images[image_id]
+
+
+class Front:
+    """The HTTP server on 127.0.0.1 answering for a FakeChameleon (`target`, every site)."""
+
+    def __init__(self):
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _serve(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if front.target is None:  # between two scenarios: a last request of a kernel
+                    self.send_error(503)
+                    return
+                try:
+                    status, body, headers = front.target.handle(
+                        self.command, self.path, dict(self.headers), raw
+                    )
+                except Reset:  # RST instead of an answer: SO_LINGER 0, then close
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                except Drop:  # the answer lost: the connection closes without one
+                    self.close_connection = True
+                    return
+                text = isinstance(body, str)  # a proxy's HTML page (a 502/503/504)
+                data = b"" if body is None else (body if text else json.dumps(body)).encode()
+                self.send_response(status)
+                if body is not None:
+                    self.send_header("Content-Type", "text/html" if text else "application/json")
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve
+
+        self.target: FakeChameleon | None = None
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()

@@ -46,7 +46,7 @@ REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
 
 from fake_chameleon import classroom, common  # noqa: E402
-from fake_chameleon.api import FakeChameleon  # noqa: E402
+from fake_chameleon.api import FakeChameleon, Front  # noqa: E402
 from fake_chameleon.common import BRANCH  # noqa: E402
 from fake_chameleon.kernels import Zygote  # noqa: E402
 from fake_chameleon.node import FakeNode  # noqa: E402
@@ -149,10 +149,41 @@ def with_settings(text: str, values: dict) -> str:
     return text
 
 
+class Worker:
+    """What the scenarios a process runs one after another share: the fake's HTTP server (one
+    address for all) and the kernels' zygote, kept while the kernels' environment stays the
+    same (for every scenario but the two with another python-chi); each World lives in `world`
+    below the worker's folder, emptied for the next."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.world = folder, folder / "world"
+        self.front = Front()
+        self._zygote: Zygote | None = None
+        self._zygote_env: dict | None = None
+
+    def kernels(self, env: dict) -> Zygote:
+        if self._zygote is None or env != self._zygote_env:
+            if self._zygote is not None:
+                self._zygote.stop()
+            self._zygote = Zygote(self.folder / "kernels.sock", env, self.folder)
+            self._zygote_env = env
+        return self._zygote
+
+    def fresh_world_folder(self) -> Path:
+        shutil.rmtree(self.world, ignore_errors=True)
+        self.world.mkdir(parents=True)
+        return self.world
+
+    def stop(self) -> None:
+        if self._zygote is not None:
+            self._zygote.stop()
+        self.front.stop()
+
+
 class World:
     def __init__(
         self,
-        base: Path,
+        worker: Worker,
         settings: dict | None = None,
         classmates: bool = True,
         old_context_version: bool = True,
@@ -161,8 +192,8 @@ class World:
         parser_matches: bool = False,
         class_site: str = "CHI@TACC",
     ):
-        self.base = base
-        self.cloud = FakeChameleon().start()  # every site, on one HTTP server
+        self.base = base = worker.fresh_world_folder()
+        self.cloud = FakeChameleon().start(worker.front)  # every site, on one HTTP server
         self.fake = self.cloud.at(class_site)  # the site the class uses (SITE in lab_settings)
         self.classmates = classroom.populate(self.fake) if classmates else {}
         self.key = paramiko.RSAKey.generate(2048)
@@ -205,7 +236,7 @@ class World:
         self.runs: list[dict] = []
         self.clone_heads: dict[str, str | None] = {}
         self.notes: dict = {}  # what a scenario tells the tests (ids it made or changed)
-        self.kernels = Zygote(base / "kernels.sock", {**os.environ, **self.env}, self.notebooks)
+        self.kernels = worker.kernels({**os.environ, **self.env})
         self._stop, self._tick_lock = threading.Event(), threading.Lock()
         common.on_advance.append(self.tick)  # a wait moved the clock on: who answers SSH now
         self._ticker = threading.Thread(target=self._ticks, daemon=True)
@@ -252,7 +283,6 @@ class World:
         self._stop.set()
         self._ticker.join()
         common.on_advance.remove(self.tick)
-        self.kernels.stop()
         for node in (self.node, self.second_node):
             if node is not None:
                 node.stop()
@@ -554,23 +584,70 @@ class Session:
         return record
 
 
-def main(scenario: str, out: str) -> int:
+def run(worker: Worker, scenario: str, out: str) -> None:
+    """One scenario, its record written to `out` (JSON)."""
     from fake_chameleon.scenarios import SCENARIOS, NoStop
 
+    kwargs, steps = SCENARIOS[scenario]
+    world = World(worker, **kwargs())
+    try:
+        steps(world)
+    except NoStop:
+        pass  # a notebook went on where it should have stopped: recorded for the tests
+    finally:
+        world.stop()
+        Path(out).write_text(json.dumps(world.result(), default=str, indent=1))
+
+
+def _namespace_ready() -> None:
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # check_connectivity's bare TCP probes
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    kwargs, steps = SCENARIOS[scenario]
+
+
+def main(scenario: str, out: str) -> int:
+    _namespace_ready()
     with tempfile.TemporaryDirectory() as tmp:
-        world = World(Path(tmp), **kwargs())
+        worker = Worker(Path(tmp))
         try:
-            steps(world)
-        except NoStop:
-            pass  # a notebook went on where it should have stopped: recorded for the tests
+            run(worker, scenario, out)
         finally:
-            world.stop()
-            Path(out).write_text(json.dumps(world.result(), default=str, indent=1))
+            worker.stop()
+    return 0
+
+
+def serve(folder: str) -> int:
+    """A worker (fake_chameleon/results.py starts a few): the scenarios named on stdin, one a
+    line ("NAME<TAB>OUT<TAB>ENV as JSON": environment variables for that scenario only), run one
+    after another in this network namespace; "done NAME" or "failed NAME" on stdout after each
+    (a failure's traceback on stderr)."""
+    import traceback
+
+    _namespace_ready()
+    worker = Worker(Path(folder))
+    try:
+        for line in sys.stdin:
+            name, out, env = line.rstrip("\n").split("\t")
+            env = json.loads(env)
+            before = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                run(worker, name, out)
+                print(f"done {name}", flush=True)
+            except Exception:
+                traceback.print_exc()
+                print(f"failed {name}", flush=True)
+            finally:
+                for k, v in before.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+    finally:
+        worker.stop()
     return 0
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--worker":
+        sys.exit(serve(sys.argv[2]))
     sys.exit(main(*sys.argv[1:]))

@@ -2,13 +2,14 @@
 
 A student's kernel imports ipykernel and python-chi (openstacksdk, keystoneauth, the OpenStack
 clients) before its first cell runs: about 2.5 s of CPU, and a scenario opens up to eight
-kernels (a student who reopens a notebook gets a fresh one). So each World starts one `Zygote`:
-a process with the World's environment (python-chi reads some of it at import) that imports all
-that once and forks a fresh kernel process for each notebook opened. A forked kernel is a new
-interpreter state for the notebook (nothing of an earlier kernel in it), running ipykernel's
-own IPKernelApp on the connection file jupyter_client made; only its modules are loaded already.
+kernels (a student who reopens a notebook gets a fresh one). So a `Zygote` (one per harness
+worker, kept while the kernels' environment stays the same: python-chi reads some of it at
+import) imports all that once and forks a fresh kernel process for each notebook opened. A
+forked kernel is a new interpreter state for the notebook (nothing of an earlier kernel in it),
+running ipykernel's own IPKernelApp on the connection file jupyter_client made; only its
+modules are loaded already.
 
-    python kernels.py serve SOCKET     the zygote (World starts it)
+    python kernels.py serve SOCKET     the zygote (harness.Worker starts it)
     python -S kernels.py launch SOCKET CONNECTION_FILE
                                        the process jupyter_client starts as "the kernel": it asks
                                        the zygote for a kernel, passes on the signals it gets
@@ -190,8 +191,8 @@ def launch(path: str, connection_file: str) -> int:
 
 
 class Zygote:
-    """The zygote of a World: started with the kernels' environment, in their folder;
-    `manager` is the KernelManager class for nbclient whose kernels it forks."""
+    """A zygote, started with the kernels' environment; `manager` is the KernelManager class for
+    nbclient whose kernels it forks."""
 
     def __init__(self, path, env: dict, cwd):
         import subprocess
@@ -199,6 +200,8 @@ class Zygote:
         from jupyter_client.manager import KernelManager
 
         self.path = str(path)
+        if os.path.exists(self.path):  # an earlier zygote's, stopped
+            os.unlink(self.path)
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), "serve", self.path],
             env=env,

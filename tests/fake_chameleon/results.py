@@ -1,16 +1,19 @@
-"""Running a scenario (harness.py in its own network namespace) and reading what it recorded."""
+"""Running the class's scenarios (harness.py, in workers of their own network namespace) and
+reading what each recorded."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
@@ -29,36 +32,99 @@ needs_namespace = pytest.mark.skipif(
 )
 
 
-# Each scenario is a harness of its own (a fake Chameleon, kernels, a node): a process in its
-# own network namespace, which waits now and then (kernels starting, the node's commands, the
-# tests' threads): a few run at once, more than the machine's cores.
+# The scenarios run in a few workers (harness.py --worker: a process in its own network
+# namespace, with one fake HTTP server and one kernels' zygote for every scenario it runs, one
+# after another), fed in the order the tests need them. A worker waits now and then (kernels
+# starting, the node's commands): a few run at once, more than the machine's cores.
 PARALLEL = int(os.environ.get("FAKE_CHAMELEON_PARALLEL", "4"))
-_pool = ThreadPoolExecutor(max_workers=max(1, PARALLEL))
+TIMEOUT_S = 600  # one scenario
+_jobs: queue.Queue = queue.Queue()  # (name, out, env, future), None: a worker's thread ends
+_threads: list[threading.Thread] = []
+_workers: list[subprocess.Popen] = []
 _started: dict[str, Future] = {}
-_running: dict[str, subprocess.Popen] = {}
 _stopping = False
 _cleanups: list = []
 FIXTURES: dict[str, str] = {}  # fixture name -> scenario name, for scenarios_ahead
 
 
-def _run_scenario(name: str, out: Path, env: dict | None) -> dict:
-    if _stopping:
-        pytest.skip("the run is ending (a test failed with -x)")
-    proc = subprocess.Popen(
-        ["unshare", "-rn", sys.executable, str(HARNESS), name, str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **(env or {})},
-        start_new_session=True,  # its zygote, kernels and node commands: one group to stop
-    )
-    _running[str(out)] = proc
-    try:
-        stdout, stderr = proc.communicate(timeout=600)
-    finally:
-        _running.pop(str(out), None)
-    assert proc.returncode == 0 and out.exists(), stdout + stderr[-5000:]
-    return json.loads(out.read_text())
+class _Worker:
+    """One worker process and the file its stderr goes to."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.stderr = open(folder / "stderr.log", "w+")  # noqa: SIM115 - kept for its life
+        self.proc = subprocess.Popen(
+            ["unshare", "-rn", sys.executable, str(HARNESS), "--worker", str(folder)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            start_new_session=True,  # its zygote, kernels and node commands: one group to stop
+        )
+        _workers.append(self.proc)
+
+    def run(self, name: str, out: Path, env: dict) -> dict:
+        at = self.stderr.tell()
+        timer = threading.Timer(TIMEOUT_S, self.kill)
+        timer.start()
+        try:
+            self.proc.stdin.write(f"{name}\t{out}\t{json.dumps(env)}\n")
+            self.proc.stdin.flush()
+            said = self.proc.stdout.readline().strip()
+        except (BrokenPipeError, OSError):
+            said = ""
+        finally:
+            timer.cancel()
+        if said != f"done {name}" or not out.exists():
+            self.stderr.seek(at)
+            why = self.stderr.read()[-5000:]
+            raise AssertionError(f"scenario {name}: {said or 'the worker ended'}\n{why}")
+        return json.loads(out.read_text())
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _serve_jobs(folder: Path) -> None:
+    worker = None
+    while True:
+        job = _jobs.get()
+        if job is None:
+            break
+        name, out, env, future = job
+        if not future.set_running_or_notify_cancel():
+            continue
+        try:
+            if _stopping:
+                raise pytest.skip.Exception("the run is ending (a test failed with -x)")
+            if worker is None or not worker.alive():
+                worker = _Worker(folder)
+            future.set_result(worker.run(name, out, env))
+        except BaseException as err:  # the test that needs it fails (or skips) with it
+            future.set_exception(err)
+    if worker is not None and worker.alive():
+        worker.proc.stdin.close()
+        try:
+            worker.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+
+
+def _submit(name: str, out: Path, env: dict | None, tmp_path_factory) -> Future:
+    if not _threads:
+        for n in range(max(1, PARALLEL)):
+            folder = tmp_path_factory.mktemp(f"worker{n}")
+            _threads.append(threading.Thread(target=_serve_jobs, args=(folder,), daemon=True))
+            _threads[-1].start()
+    future: Future = Future()
+    _jobs.put((name, out, env or {}, future))
+    return future
 
 
 def stop_all() -> None:
@@ -68,20 +134,26 @@ def stop_all() -> None:
     _stopping = True
     for future in _started.values():
         future.cancel()
-    for proc in list(_running.values()):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    _pool.shutdown(wait=True, cancel_futures=True)
+    for proc in list(_workers):
+        if proc.poll() is None and proc.stdin and not proc.stdin.closed:
+            try:  # a worker between two scenarios ends at once; one in a scenario is stopped
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for _ in _threads:
+        _jobs.put(None)
+    for thread in _threads:
+        thread.join(timeout=60)
 
 
 def scenario(name: str, tmp_path_factory, env: dict | None = None) -> dict:
     """The scenario's recorded result: the run started ahead (scenarios_ahead), or a run now."""
     started = None if env else _started.get(name)
-    if started is not None:
-        return started.result()
-    return _run_scenario(name, tmp_path_factory.mktemp(name) / "result.json", env)
+    if started is None:
+        started = _submit(
+            name, tmp_path_factory.mktemp(name) / "result.json", env, tmp_path_factory
+        )
+    return started.result()
 
 
 def scenario_fixture(fixture: str, name: str):
@@ -111,7 +183,7 @@ def scenarios_ahead(request, tmp_path_factory):
     }
     for name in [n for n in needed if n not in _started]:
         out = tmp_path_factory.mktemp(name) / "result.json"
-        _started[name] = _pool.submit(_run_scenario, name, out, None)
+        _started[name] = _submit(name, out, None, tmp_path_factory)
 
 
 def runs(result, notebook, label=None):
