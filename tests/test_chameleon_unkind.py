@@ -4,9 +4,9 @@ faults: tests/fake_chameleon/common.py and api.py):
   flaky_site          Blazar and Nova answering 5xx or resetting connections during every wait
                       of notebook 2, then Nova down for good during a delete; lease names Blazar
                       refuses because the project has them already
-  second_node         notebook 9's second node: a classmate on its reserved IP, a boot past the
-                      wait's limit, sshd 25 minutes after ACTIVE, a delete that never ends; the
-                      key in section 4's ssh command
+  second_node         notebook 9's second node: the server quota, a classmate on its reserved IP,
+                      a boot past the wait's limit, sshd 25 minutes after ACTIVE, a delete that
+                      never ends; the key in section 4's ssh command
   lease_trouble       the lease ends before the server is made (Nova takes it, then fails it),
                       the project's server quota, a degraded lease healed, then one not
   two_nodes_pool_ips  both nodes' pool IPs given back by each clean-up that finds them (D1)
@@ -150,8 +150,19 @@ def test_a_lease_name_the_project_has_already_is_not_asked_for(flaky):
 second = scenario_fixture("second", "second_node")
 
 
+def test_the_projects_server_quota_is_said_for_the_second_node_too(second):
+    refused = run(second, "02_provision", "second refused")
+    (post,) = requests(second, "POST", r"/tacc/nova/v2\.1/servers", refused)
+    assert post["status"] == 403 and post["body"]["server"]["name"] == SECOND
+    assert refused["error"]["evalue"].startswith(
+        f"Nova refused {SECOND}: the project holds as many servers as its quota allows (Quota "
+        "exceeded for instances: Requested 1, but already used "
+    )
+
+
 def test_the_second_nodes_boot_wait_runs_out_then_is_met(second):
-    first = run(second, "02_provision", "first node")
+    assert run(second, "02_provision", "first node")["error"] is None
+    first = run(second, "02_provision", "second boot")
     assert first["error"]["evalue"] == (
         f"{SECOND} is still booting (BUILD) after 30 minutes, holding your lease's node and no "
         "IP yet: run this cell again, which waits again for the same server, and if it is still "
@@ -160,8 +171,12 @@ def test_the_second_nodes_boot_wait_runs_out_then_is_met(second):
     )
     again = run(second, "02_provision", "second boot again")
     assert again["error"] is None and f"{SECOND} status: ACTIVE" in text(again)
-    names = [p["body"]["server"]["name"] for p in requests(second, "POST", r".*/servers")]
-    assert names == [STUDENT, SECOND]
+    posts = requests(second, "POST", r".*/servers")
+    assert [(p["body"]["server"]["name"], p["status"]) for p in posts] == [
+        (STUDENT, 202),
+        (SECOND, 403),
+        (SECOND, 202),
+    ]
 
 
 def test_a_classmate_on_the_second_reserved_ip_is_named_and_left_alone(second):
@@ -176,7 +191,7 @@ def test_a_classmate_on_the_second_reserved_ip_is_named_and_left_alone(second):
     assert requests(second, "PUT", FIPS + r"/.*", taken) == []
     back = run(second, "02_provision", "second IP back")
     (put,) = requests(second, "PUT", FIPS + r"/.*", back)
-    second_id = requests(second, "POST", r".*/servers")[1]["reply"]["server"]["id"]
+    second_id = requests(second, "POST", r".*/servers")[2]["reply"]["server"]["id"]
     assert second["port_owner"][put["body"]["floatingip"]["port_id"]] == second_id
     assert second["fip_history"][put["path"].rsplit("/", 1)[1]]["address"] == address
 

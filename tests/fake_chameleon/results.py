@@ -37,7 +37,7 @@ needs_namespace = pytest.mark.skipif(
 # after another), fed in the order the tests need them. A worker waits now and then (kernels
 # starting, the node's commands): a few run at once, more than the machine's cores.
 PARALLEL = int(os.environ.get("FAKE_CHAMELEON_PARALLEL", "4"))
-TIMEOUT_S = 600  # one scenario
+TIMEOUT_S = int(os.environ.get("FAKE_CHAMELEON_TIMEOUT", "600"))  # one scenario, seconds
 _jobs: queue.Queue = queue.Queue()  # (name, out, env, future), None: a worker's thread ends
 _threads: list[threading.Thread] = []
 _workers: list[subprocess.Popen] = []

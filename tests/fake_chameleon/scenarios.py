@@ -793,7 +793,8 @@ def flaky_site(world):
 def second_node(world):
     """Notebook 9's second node on a slow day: NODE_COUNT = 2 with two reserved IPs, and a
     classmate who took "the first free IP" holds the lease's second one when section 5 attaches
-    it; the second server boots in 40 minutes (the wait gives up at 30, then is met), its sshd
+    it; Nova first refuses the second server (the project's quota, then raised); it boots in 40
+    minutes (the wait gives up at 30, then is met), its sshd
     answers 25 minutes after ACTIVE (the 15-minute wait gives up, then is met) once the
     classmate has let the IP go. Later the second server fails and its delete does not finish:
     the cell says so. The ssh command of section 4 is read for its key."""
@@ -804,7 +805,7 @@ def second_node(world):
     with world.session("02_provision") as s:
         boot2 = s.index_of("chi_servers.wait_for_boot(node2")
         ip2 = s.index_of("SECOND_IP = node2.get_floating_ip()")
-        record = s.run(range(boot2), label="first node")
+        s.run(range(boot2), label="first node")
         f.boots = [40 * MINUTE]
         with f.lock:  # the classmate takes the lease's other reserved IP meanwhile
             rid = next(
@@ -822,7 +823,10 @@ def second_node(world):
         world.notes.update(
             {"second IP": other["floating_ip_address"], "private key": str(world.private_key)}
         )
-        s.extend(record, [boot2])
+        f.server_quota = len(f.servers)  # the class's servers fill the project's quota
+        s.run([boot2], label="second refused")
+        f.server_quota = None  # the instructor raised it
+        s.run([boot2], label="second boot")
         s.run([boot2], label="second boot again")
         f.sshd_s = 25 * MINUTE
         s.run([ip2], label="second IP taken")
