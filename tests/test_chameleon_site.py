@@ -1,6 +1,7 @@
 """Notebooks 1 and 2 against a fake Chameleon as unkind as the site (see
-tests/test_chameleon_notebooks.py for how the scenarios run; the site's clock, sped up 180 times,
-in tests/fake_chameleon/common.py):
+tests/test_chameleon_notebooks.py for how the scenarios run; the site's clock, which the
+notebooks' waits move on, in tests/fake_chameleon/common.py; the rest of the site's unkindness
+in tests/test_chameleon_unkind.py):
   slow_site             each long wait of notebook 2 (lease start, boot, SSH) runs out once,
                         then is met when its cell runs again
   lease_states          a lease made though python-chi lost Blazar's answer, one stored in ERROR

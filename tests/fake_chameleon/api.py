@@ -79,7 +79,8 @@ SERVICE_ERRORS = {
 
 
 class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
-    """One project of a class at one site, plus knobs for the scenarios.
+    """One project of a class at one site (`site`; the first one made answers for every site
+    on its HTTP server, `at(name)`: the others), plus knobs for the scenarios.
 
     Knobs: `servers_fail` (how many server creations end in ERROR), `bad_hosts` (host ids whose
     every deploy fails), the site's durations in simulated seconds (common.py: `lease_start_s`,
@@ -87,8 +88,10 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
     long after ACTIVE), `keys_s` (and takes the key that much later, once cloud-init put it
     there), `server_delete_s`, `lease_delete_s`, `lease_end_s`), lease failures (`fail_starts`,
     `lost_answers`, `errors_after_create`: blazar.py), `su_left` (service units left in the
-    project; None = no limit), `fip_quota` (floating IPs
-    the project may hold), `pool` (the shared pool's free addresses), `reservable_fips` (the
+    project; None = no limit), `fip_quota` (floating IPs the project may hold), `server_quota`
+    (Nova's instances quota), `faults()` (the site's passing faults: 5xx answers and resets on
+    chosen requests), `degrade` (blazar.py: a lease's node fails, replaced or missing), `pool`
+    (the shared pool's free addresses), `reservable_fips` (the
     addresses Blazar can reserve), `after_refusal` (called when Blazar refuses a lease), the
     hosts' calendars (`book`, `book_all`) and flags (a host's `reservable`, cleared in
     maintenance; `authorized_projects`, a comma-separated list of the projects it is kept for).

@@ -1,6 +1,7 @@
 """Run notebooks 1 and 2 against the fake Chameleon, as a student would, and record what happened.
 
     unshare -rn python tests/fake_chameleon/harness.py SCENARIO OUT.json
+    unshare -rn python tests/fake_chameleon/harness.py --worker FOLDER   (scenarios named on stdin)
 
 Inside its own network namespace (no other process sees the floating IPs or port 22), the
 harness starts the fake APIs, fills the project with the rest of a class of 40 (classroom.py),
@@ -9,12 +10,15 @@ repository (this lab's notebooks with lab_settings.py filled in, and the files t
 tag v1 = the version taught, a later commit on main, and a branch `class-2026` with a commit of
 its own, to which a scenario may push more), unpacked from `git archive v1` into
 the student's work folder, without .git, as Trovi's 10_workdir.sh does. Then it runs the
-scenario's steps (scenarios.py) through a Jupyter kernel (nbclient), cell by cell, and writes
-every cell's output, the API requests, the node's commands and the final state to OUT.json.
+scenario's steps (scenarios.py) through Jupyter kernels (nbclient), cell by cell, and writes
+every cell's output, the API requests, the node's commands and the final state to OUT.json. A
+worker runs one scenario after another, each in a fresh World, with one HTTP server and one
+kernels' zygote for all (`Worker`, kernels.py).
 
-Time: the kernel's waits (the notebooks' chi_waits module) run on the fake's simulated clock
-(common.SCALE times faster, set up at kernel start), and a ticker makes each of the student's
-nodes answer SSH on its server's address once the fake's Nova says sshd is up there.
+Time: the kernel's waits (the notebooks' chi_waits module) read the site's clock and move it on
+instead of sleeping (common.py, set up at kernel start); after each move, and as real time
+passes, each of the student's nodes answers SSH on its server's address once the fake's Nova
+says sshd is up there.
 """
 
 from __future__ import annotations
