@@ -129,6 +129,7 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         self.reservable_fips = [f"{site.addresses}.0.{i}" for i in range(10, 10 + reservable)]
         self.fip_bookings: list[dict] = []
         self.after_refusal = lambda: None
+        self.no_hosts_words = "Not enough hosts available"  # Blazar's words (another release's)
         self.fault_list: list[dict] = []  # the site's passing faults (faults())
         self.lock = self.cloud.lock if cloud else threading.RLock()
         self.log: list[dict] = self.cloud.log if cloud else []  # every site's requests, in order

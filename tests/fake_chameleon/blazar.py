@@ -306,9 +306,7 @@ class BlazarMixin:
             )
         for node_type, count in hosts_needed.items():
             if len(self._free_hosts(node_type, start, end, project_id)) < count:
-                raise self._blazar_error(
-                    409, "NotEnoughHostsAvailable", "Not enough hosts available"
-                )
+                raise self._blazar_error(409, "NotEnoughHostsAvailable", self.no_hosts_words)
         if len(self._free_reservable_fips(start, end)) < fips_needed:
             raise self._blazar_error(
                 409, "NotEnoughFloatingIPAvailable", "Not enough floating IPs available"

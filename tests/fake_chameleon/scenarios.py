@@ -722,11 +722,14 @@ def node_count_pending(world):
 def refusal_words(world):
     """python-chi's parser of Blazar's refusals matching (as it would, fixed on either side):
     python-chi logs its own sentence ("there were not enough unreserved hosts ..."); the advice
-    is the same: no gpu_p100 free for 3 h from now, then no reservable IP left."""
+    is the same: no gpu_p100 free for 3 h from now; again in words neither knows (another Blazar
+    release's), read by the calendar; then no reservable IP left."""
     f = world.fake
     f.book_all("gpu_p100", -1, 2)
     with world.session("01_reserve") as s:
         s.run(label="no node free")
+        f.no_hosts_words = "Reservation could not be satisfied: the hosts asked for are taken"
+        s.run(label="words not known")  # another Blazar release's words: the calendar decides
         for booked in f.allocations.values():  # the other project's bookings end
             booked[:] = [a for a in booked if a["lease_id"] in f.leases]
         for address in f.reservable_fips:  # and other projects take every reservable IP
