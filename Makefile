@@ -127,8 +127,9 @@ test: artifacts solutions
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest --tier=core
 
+# -x: a first failure ends the run, and the class's scenarios still under way with it
 test-chameleon: setup
-	$(PY) -m pytest --tier=chameleon
+	$(PY) -m pytest --tier=chameleon -x
 
 test-extended: artifacts solutions
 	$(PY) -m pytest --tier=extended

@@ -119,7 +119,7 @@
 # The measure pass counts a freshly installed node, where the images download and build in the
 # lease (in the background, from notebook 2 on, while you work); on a node image your instructor
 # prepared, it takes
-# <!-- timing:measure_image -->112 min<!-- /timing -->. Prepare and review are long because that is
+# <!-- timing:measure_image -->113 min<!-- /timing -->. Prepare and review are long because that is
 # where the thinking is: every line you write, every prediction, every answer. The lease keeps
 # only what needs the node.
 #

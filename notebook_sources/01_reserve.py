@@ -137,14 +137,16 @@ chi_helpers.note_failed(mine)
 
 # %% [markdown]
 # The lease you ask for, unless you have one: the nodes, and a floating IP of your own for each.
-# Start and end are in UTC; the name holds the start time, so it never repeats.
+# Start and end are in UTC; the name holds the start time, and Blazar refuses a name the project
+# has already (even a deleted lease's, for a while), so a second lease in the same minute gets
+# `-2` at the end.
 
 # %%
 if my_lease is None:
     now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, second=0, microsecond=0)
     start = now + datetime.timedelta(hours=START_IN_HOURS)
     length = datetime.timedelta(hours=DURATION_HOURS)
-    name = f"{lab.LEASE_PREFIX}{USERNAME}_{start:%Y%m%d-%H%M}"
+    name = chi_helpers.unused_name(f"{lab.LEASE_PREFIX}{USERNAME}_{start:%Y%m%d-%H%M}", mine)
     if START_IN_HOURS > 0:
         request = lease.Lease(name, start_date=start, end_date=start + length)
     else:
@@ -172,7 +174,7 @@ if my_lease is None:
             request.submit(wait_for_active=False, show=None)
             my_lease = request
         except ResourceError as failure:
-            my_lease = chi_helpers.accepted_anyway(request.name, failure, blazar_said)
+            my_lease = chi_helpers.accepted_anyway(request.name, failure, blazar_said, mine)
 
 # %% [markdown]
 # **If Blazar refused the lease**, the cell below says why and the one change that helps; with

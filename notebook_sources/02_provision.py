@@ -28,6 +28,8 @@
 # 10 to 20 minutes, and SSH answers a few minutes after that. Each of these waits has a limit
 # (`chi_waits.py`); when one runs out, the cell says in one sentence what happened, what you
 # still hold and what to do, and running it again waits again for the same lease or server.
+# The site's services also fail for a moment now and then (an answer 503, a connection reset):
+# a wait says so in one line and asks again; only a fault that lasts 5 minutes stops it.
 #
 # Every cell can be run again: an existing server of the same name is reused, with the lease it
 # was made on (or replaced, if it failed), a second IP is never attached, the clone is brought to
@@ -91,8 +93,9 @@ chi_helpers.check_node_type_and_image(SITE, lab.NODE_TYPE, IMAGE)
 # skipped. A lease Blazar is still starting (STARTING, a few minutes) or changing (UPDATING, e.g.
 # extended in Horizon) is waited for, **up to 15 minutes: if that runs out, run this cell again
 # in 5 minutes**; a PENDING one makes the cell say when to come back, and one in ERROR (a failed
-# start or change) what to do. A pool IP this notebook took for a lease that is over is given
-# back first.
+# start or change) what to do. A lease Blazar marks degraded (one of its nodes failed) is said:
+# healed with another node, the cells below go on there; missing its node, the cell stops. A
+# pool IP this notebook took for a lease that is over is given back first.
 
 # %%
 me = chi.session().get_user_id()
@@ -131,12 +134,15 @@ else:
 # cell again: it waits again for the same server**, found by name (so does an interrupted cell).
 # A server that fails is worth one more try; a second failure on the same lease means its node
 # is faulty, and the message says to make a new lease (a lease of one node always boots on that
-# one node).
+# one node). Nova takes a server even for a lease that has ended meanwhile, and fails it a
+# minute later: the message then says it is the lease, not the node. A project whose servers
+# reach its quota gets a sentence saying who can raise it.
 
 # %%
 node = server.Server(SERVER_NAME, reservation_id=reservation_id, image_name=IMAGE)
 lease_record = {chi_servers.LEASE_KEY: my_lease.id}
-node.submit(idempotent=True, wait_for_active=False, show=None, metadata=lease_record)
+with chi_servers.nova_refusal(SERVER_NAME):  # the project's server quota: said in a sentence
+    node.submit(idempotent=True, wait_for_active=False, show=None, metadata=lease_record)
 chi_servers.wait_for_boot(node, my_lease.id)
 
 # %% [markdown]
@@ -312,7 +318,8 @@ else:
 # %%
 if TWO_NODES:
     node2 = server.Server(SECOND_NAME, reservation_id=reservation_id, image_name=IMAGE)
-    node2.submit(idempotent=True, wait_for_active=False, show=None, metadata=lease_record)
+    with chi_servers.nova_refusal(SECOND_NAME):
+        node2.submit(idempotent=True, wait_for_active=False, show=None, metadata=lease_record)
     chi_servers.wait_for_boot(node2, my_lease.id)
 
 # %% [markdown]

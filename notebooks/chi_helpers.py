@@ -64,9 +64,11 @@ def check_node_type_and_image(site: str, node_type: str, image_name: str) -> Non
     except CHIValueError:  # python-chi 1.2 refuses an unknown type; 1.1 returns no nodes
         nodes = []
     if not nodes:
+        gpus = sorted({n.type for n in hardware.get_nodes() if "nvidia" in _gpu_vendor(n)})
         found.append(
             f"NODE_TYPE {node_type} has no node at {site}: set NODE_TYPE in {SETTINGS} to a "
-            "type of that site (Chameleon's Hardware Catalog lists them)."
+            f"type of that site (with NVIDIA GPUs there: {', '.join(gpus) or 'none'}; Chameleon's "
+            "Hardware Catalog lists them all)."
         )
     try:
         image.get_image(image_name)
@@ -77,6 +79,12 @@ def check_node_type_and_image(site: str, node_type: str, image_name: str) -> Non
         )
     if found:
         raise RuntimeError("The class settings need fixing first:\n- " + "\n- ".join(found))
+
+
+def _gpu_vendor(node) -> str:
+    """The GPU vendor of a hardware catalog node, lowercased ("" without a GPU)."""
+    gpu = node.gpu[0] if isinstance(node.gpu, list) else (node.gpu or {})
+    return str(gpu.get("gpu_vendor", "")).lower()
 
 
 # ---------------------------------------------------------------------- which lease
@@ -166,27 +174,29 @@ def server_on_failed_lease(found, failed) -> str:
 
 def wait_for_start(picked, mine: list):
     """Notebook 2: a lease Blazar is starting (STARTING) or changing (UPDATING) is waited for,
-    up to chi_waits.LEASE_START_MINUTES; any other lease that is not ACTIVE stops the notebook
-    with one sentence. Returns the ACTIVE lease."""
+    up to chi_waits.LEASE_START_MINUTES (Blazar's passing faults asked again: chi_waits); any
+    other lease that is not ACTIVE stops the notebook with one sentence. Returns the ACTIVE
+    lease."""
     now = picked.status if picked is not None else None  # each read asks Blazar
     if now in WAITING:
         print(
             f"your lease {picked.name} is {now}: waiting for Blazar to make it ACTIVE "
             f"(up to {chi_waits.LEASE_START_MINUTES} minutes) ..."
         )
+        held = (
+            "your server and its IP, if you made them, still on it"
+            if now == "UPDATING"
+            else "its node(s) booked for you and no server of yours on it yet"
+        )
+        wait = chi_waits.Wait("Blazar", f"your lease {picked.name}", "your lease stays yours")
 
         def moved_on():
             status = picked.status
             return None if status in WAITING else status
 
-        now = chi_waits.until(moved_on, chi_waits.LEASE_START_MINUTES, every_s=30)
+        now = wait.until(moved_on, chi_waits.LEASE_START_MINUTES, every_s=30)
         if now is None:
-            now = picked.status
-            held = (
-                "your server and its IP, if you made them, still on it"
-                if now == "UPDATING"
-                else "its node(s) booked for you and no server of yours on it yet"
-            )
+            now = wait.ask(lambda: picked.status)
             raise RuntimeError(
                 f"Your lease {picked.name} is still {now} after {chi_waits.LEASE_START_MINUTES} "
                 f"minutes, with {held}: run this cell again in 5 minutes, and if it is still not "
@@ -196,7 +206,30 @@ def wait_for_start(picked, mine: list):
     if now != "ACTIVE":
         raise RuntimeError(no_active_lease(picked, mine))
     print(f"your lease {picked.name} is ACTIVE")
+    check_hosts(picked)
     return picked
+
+
+def check_hosts(active) -> None:
+    """A lease Blazar marks degraded: a node it reserved failed (Blazar's health checks put it
+    in maintenance). Blazar heals it with another free node of the type when it can
+    (`resources_changed`: said, and the server on the failed node, in ERROR, is replaced); else
+    the node is missing (`missing_resources`) and no server can start there: stop, saying so."""
+    missing = [r for r in active.node_reservations if r.get("missing_resources")]
+    if missing:
+        raise RuntimeError(
+            f"Your lease {active.name} is degraded: a node it reserved failed (Blazar took it out "
+            "of service) and Blazar found no free node of its type to put in its place, so no "
+            "server can start there: bring back what you need from a server of yours still "
+            "running on it (last cell, DELETE_SERVER = True), delete the lease (notebook 1, last "
+            "cell: DELETE_LEASE = True) and make a new one in notebook 1."
+        )
+    if any(r.get("resources_changed") for r in active.node_reservations):
+        print(
+            f"Your lease {active.name} is degraded: a node it reserved failed and Blazar put "
+            "another node in its place; a server of yours on the failed node is in ERROR, and "
+            "the next cells make a new one on the new node."
+        )
 
 
 def no_active_lease(picked, mine: list) -> str:
@@ -218,8 +251,9 @@ def no_active_lease(picked, mine: list) -> str:
             "servers and reserved IPs go with it): make a new lease in notebook 1."
         )
     return (
-        f"You have no pending or active lease for this lab (yours: {describe(mine)}): make one "
-        "in notebook 1."
+        f"You have no pending or active lease for this lab at {context.get('region_name')} "
+        f"(yours there: {describe(mine)}): make one in notebook 1 (a lease is made at one site, "
+        "SITE in lab_settings.py, and used there only)."
     )
 
 
@@ -296,8 +330,10 @@ NO_HOSTS = re.compile(r"not enough (unreserved )?(hosts|resources)|no valid host
 
 
 def refusal_kind(message: str) -> str:
-    """hosts, floating_ips, quota, duration or other, from Blazar's words."""
+    """hosts, floating_ips, quota, duration, name or other, from Blazar's words."""
     text = message.lower()
+    if "lease with name" in text and "already exists" in text:
+        return "name"
     if "floating ip" in text:
         return "floating_ips"
     if NO_HOSTS.search(text):
@@ -309,12 +345,15 @@ def refusal_kind(message: str) -> str:
     return "other"
 
 
-def accepted_anyway(name: str, failure: Exception, said: list[str]):
+def accepted_anyway(name: str, failure: Exception, said: list[str], known: list):
     """After python-chi raised while making the lease: Blazar may have made it all the same (its
-    answer lost on the way, or an error after it stored the lease). The student's lease of that
-    name, or None when Blazar has none (a refusal: explain_refusal says why)."""
-    me = chi.session().get_user_id()
-    made = [x for x in lease.list_leases() if x.name == name and x.user_id == me]
+    answer lost on the way, or an error after it stored the lease). The student's new lease of
+    that name (one not among `known`, the leases listed before), or None when Blazar has none
+    (a refusal: explain_refusal says why)."""
+    me, before = chi.session().get_user_id(), {x.id for x in known}
+    made = [
+        x for x in lease.list_leases() if x.name == name and x.user_id == me and x.id not in before
+    ]
     if not made:
         return None
     cause = " ".join(said) or str(failure).strip().splitlines()[0]
@@ -323,6 +362,17 @@ def accepted_anyway(name: str, failure: Exception, said: list[str]):
         f"({made[0].status}): this notebook goes on with it."
     )
     return made[0]
+
+
+def unused_name(name: str, mine: list) -> str:
+    """A lease name Blazar takes: it refuses a name a lease of the project has already (an
+    ended one, one being deleted or in ERROR included), as its database keeps names unique. The
+    name holds the start minute; a second try in the same minute gets "-2", "-3" ..."""
+    taken, n, free = {x.name for x in mine}, 1, name
+    while free in taken:
+        n += 1
+        free = f"{name}-{n}"
+    return free
 
 
 def explain_refusal(
@@ -347,6 +397,8 @@ def explain_refusal(
         )
     if kind == "duration":
         return f"{hours} h is longer than {site} allows: set LEASE_HOURS in {SETTINGS} lower."
+    if kind == "name":  # a lease of that name appeared after the leases were listed
+        return "Blazar has a lease of that name already: run the cells above again."
     calendar = Calendar()
     if kind == "other" and calendar.next_start_in_hours(node_type, hours, asked) == asked:
         return f"Chameleon refused the lease ({message}): show this message to your instructor."
@@ -437,8 +489,7 @@ class Calendar:
         soon = utcnow() + datetime.timedelta(hours=asked, minutes=5)
         free = set()
         for node, host in self.bookable:
-            gpu = node.gpu[0] if isinstance(node.gpu, list) else (node.gpu or {})
-            if node.type == exclude or "nvidia" not in str(gpu.get("gpu_vendor", "")).lower():
+            if node.type == exclude or "nvidia" not in _gpu_vendor(node):
                 continue
             if node.type not in free and self.free_from(host, hours, asked) <= soon:
                 free.add(node.type)

@@ -1,10 +1,12 @@
 """The student's bare-metal servers for notebook 2 (python-chi's `chi.server` and Nova): which one
 is theirs, when one must be replaced, and the three long waits a server brings (its delete, its
-boot, its SSH), each ending in one sentence when it runs out (limits: chi_waits.py).
+boot, its SSH), each ending in one sentence when it runs out, each asking Nova again after a
+passing fault of the site (limits and faults: chi_waits.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -65,12 +67,51 @@ def fixed_ip(server_id: str) -> str:
     )
 
 
+@contextlib.contextmanager
+def nova_refusal(name: str):
+    """Around Server.submit: Nova refusing the server because the project holds as many servers
+    as its quota allows (403, "Quota exceeded for instances") stops the cell with one sentence;
+    python-chi raises it as ResourceError(the client's error)."""
+    from chi.exception import ResourceError
+
+    try:
+        yield
+    except ResourceError as err:
+        said = _quota_refusal(err)
+        if said is None:
+            raise
+        raise RuntimeError(
+            f"Nova refused {name}: the project holds as many servers as its quota allows "
+            f"({said}), servers being deleted included; ask your instructor to raise the "
+            "project's instances quota (or classmates to delete servers they no longer use), "
+            "then run this cell again: your lease stays yours meanwhile."
+        ) from None
+
+
+def _quota_refusal(err) -> str | None:
+    from novaclient.exceptions import Forbidden
+    from openstack.exceptions import HttpException
+
+    while err is not None:
+        status = getattr(err, "status_code", None) if isinstance(err, HttpException) else None
+        if isinstance(err, Forbidden):
+            status = 403
+        if status == 403 and "quota exceeded" in str(err).lower():
+            text = str(err)
+            return text[text.lower().index("quota exceeded") :].strip().rstrip(".")
+        err = err.__cause__ or err.__context__
+    return None
+
+
 # ---------------------------------------------------------------------- the waits
 def wait_until_gone(name: str) -> None:
     """After a delete: until Nova lists no server of this name (a bare-metal delete takes
     minutes), so that the next cell makes a new one instead of finding the old one."""
     print(f"waiting until {name} is gone (up to {chi_waits.DELETE_MINUTES} minutes) ...")
-    gone = chi_waits.until(
+    wait = chi_waits.Wait(
+        "Nova", f"{name} to be deleted", "your lease and its reserved IP stay yours"
+    )
+    gone = wait.until(
         lambda: True if not [s for s in chi.nova().servers.list() if s.name == name] else None,
         chi_waits.DELETE_MINUTES,
         every_s=15,
@@ -87,12 +128,15 @@ def wait_until_gone(name: str) -> None:
 
 def wait_for_boot(node, lease_id: str) -> None:
     """After Server.submit(wait_for_active=False): until Nova says ACTIVE or ERROR."""
-    node.refresh()  # python-chi learns the server's id only when it reads it back
+    wait = chi_waits.Wait(
+        "Nova", f"{node.name} to boot", "your lease and the server being made stay yours"
+    )
+    wait.ask(node.refresh)  # python-chi learns the server's id only when it reads it back
     print(
         f"waiting for {node.name} to boot (up to {chi_waits.BOOT_MINUTES} minutes; bare metal "
         "takes 10 to 20) ..."
     )
-    status = chi_waits.until(lambda: _settled(node.id), chi_waits.BOOT_MINUTES, every_s=30)
+    status = wait.until(lambda: _settled(node.id), chi_waits.BOOT_MINUTES, every_s=30)
     if status is None:
         raise RuntimeError(
             f"{node.name} is still booting (BUILD) after {chi_waits.BOOT_MINUTES} minutes, holding "
@@ -101,11 +145,32 @@ def wait_for_boot(node, lease_id: str) -> None:
             "DELETE_SERVER = True) and run this notebook again, which boots a new one."
         )
     if status == "ERROR":
-        fault = (getattr(chi.nova().servers.get(node.id), "fault", None) or {}).get(
-            "message", "no reason given"
-        )
+        found = wait.ask(lambda: chi.nova().servers.get(node.id))
+        fault = (getattr(found, "fault", None) or {}).get("message", "no reason given")
+        gone = wait.ask(lambda: lease_gone(lease_id)) if "no valid host" in fault.lower() else None
+        if gone is not None:
+            raise RuntimeError(
+                f"{node.name} failed to start (ERROR: {fault}) because your lease is {gone}, "
+                "not ACTIVE: Nova takes a server for any lease and fails it when the lease has "
+                "no node for it, so the node is not at fault; delete the server (cell above) and "
+                "make a new lease in notebook 1, then run this notebook again."
+            )
         raise RuntimeError(boot_failure(lease_id, node.id, node.name, fault))
     print(f"{node.name} status: {status}")
+
+
+def lease_gone(lease_id: str) -> str | None:
+    """The lease's state when it holds no node for a server any more (ended, being deleted or
+    ended, in ERROR, deleted), or None while it is ACTIVE (or UPDATING)."""
+    from blazarclient.exception import BlazarClientException
+
+    try:
+        status = chi.blazar().lease.get(lease_id)["status"]
+    except BlazarClientException as err:
+        if err.kwargs.get("code") != 404:
+            raise
+        return "deleted"
+    return None if status in ("ACTIVE", "UPDATING") else status
 
 
 def _settled(server_id: str) -> str | None:
@@ -118,7 +183,10 @@ def wait_for_ssh(node) -> None:
     key, minutes after ACTIVE): a real login, not only an open port."""
     from paramiko.ssh_exception import SSHException
 
-    address = node.get_floating_ip()
+    wait = chi_waits.Wait(
+        "Nova", f"SSH on {node.name}", "your lease, your server and its IP stay yours"
+    )
+    address = wait.ask(node.get_floating_ip)
     print(f"waiting for SSH on {address} (up to {chi_waits.SSH_MINUTES} minutes) ...")
     conn, last = node.ssh_connection(connect_timeout=10), ["no answer"]
 
@@ -131,7 +199,7 @@ def wait_for_ssh(node) -> None:
             conn.close()
             return None
 
-    if chi_waits.until(login, chi_waits.SSH_MINUTES, every_s=20) is None:
+    if wait.until(login, chi_waits.SSH_MINUTES, every_s=20) is None:
         raise RuntimeError(
             f"{node.name} ({address}) has not taken an SSH login in {chi_waits.SSH_MINUTES} "
             f"minutes (last answer: {last[0]}), while it holds your lease's node and the IP "

@@ -2,9 +2,10 @@
 project where 39 classmates already have leases, servers and floating IPs, from a copy laid out
 as a Trovi launch lays it out (an unpacked `git archive`, no .git).
 
-Each scenario runs once (module fixtures) in a private network namespace; the tests read what it
-recorded: every cell's output, every API request with its body and time, the commands the node
-ran (and on which IP), and the final state. The values sent are checked, not only the calls.
+Each scenario runs once (module fixtures), in one of a few workers of their own network
+namespace (tests/fake_chameleon/results.py); the tests read what it recorded: every cell's
+output, every API request with its body and time, the commands the node ran (and on which IP),
+and the final state. The values sent are checked, not only the calls.
   class_day          a student's whole lab, every notebook run twice, then the clean-up cells,
                      on a good day's durations (the site's clock: fake_chameleon/common.py)
   pending_lease      a lease for tomorrow: refused, then freed just after a refusal; made,
@@ -13,7 +14,7 @@ ran (and on which IP), and the final state. The values sent are checked, not onl
                      which started first
   server_on_earlier_lease  the server on lease A, a later lease B appears: notebook 2 stays on
                      A and says how to move; then the student moves
-  starting_lease     a lease Blazar takes 22 minutes to start: notebook 2's 15-minute wait runs
+  starting_lease     a lease Blazar takes 25 minutes to start: notebook 2's 15-minute wait runs
                      out, then is met; several_pending: two PENDING leases, then
                      an ACTIVE one beside them, and DELETE_LEASE keeping the later ones
   repo_refs          REPO_REF as a branch (which then moves on) and as a commit
@@ -23,8 +24,10 @@ ran (and on which IP), and the final state. The values sent are checked, not onl
   trovi_settings     the artifact as committed, then one wrong setting after another
   oldest_python_chi  python-chi 1.1.0 installed for real; old_python_chi: 1.0.9 is refused
 Trouble (refusals, floating IPs, failing servers): tests/test_chameleon_trouble.py; the site's
-slowness and lease states: tests/test_chameleon_site.py; the passes' files (prepared notebooks
-to the node, result bundles back): tests/test_chameleon_passes.py.
+slowness and lease states: tests/test_chameleon_site.py; its passing faults, the second node's
+trouble, ended and degraded leases, quotas and a second site: tests/test_chameleon_unkind.py; the
+passes' files (prepared notebooks to the node, result bundles back):
+tests/test_chameleon_passes.py.
 """
 
 from __future__ import annotations
@@ -900,8 +903,11 @@ def test_notebooks_gate_at_the_oldest_python_chi_tested_and_name_the_pin():
         assert f"python-chi=={pin}" in src and 'context.version = "1.0"' in src
 
 
-def test_an_older_python_chi_is_named_before_anything_runs(tmp_path_factory):
-    result = scenario("old_python_chi", tmp_path_factory)
+old_python_chi = scenario_fixture("old_python_chi", "old_python_chi")
+
+
+def test_an_older_python_chi_is_named_before_anything_runs(old_python_chi):
+    result = old_python_chi
     for a_run in result["runs"]:
         assert len(a_run["cells"]) == 1
         assert f"python-chi 1.0.9 is older than {OLDEST_PYTHON_CHI}" in a_run["error"]["evalue"]

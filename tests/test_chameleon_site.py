@@ -1,6 +1,7 @@
 """Notebooks 1 and 2 against a fake Chameleon as unkind as the site (see
-tests/test_chameleon_notebooks.py for how the scenarios run; the site's clock, sped up 180 times,
-in tests/fake_chameleon/common.py):
+tests/test_chameleon_notebooks.py for how the scenarios run; the site's clock, which the
+notebooks' waits move on, in tests/fake_chameleon/common.py; the rest of the site's unkindness
+in tests/test_chameleon_unkind.py):
   slow_site             each long wait of notebook 2 (lease start, boot, SSH) runs out once,
                         then is met when its cell runs again
   lease_states          a lease made though python-chi lost Blazar's answer, one stored in ERROR
@@ -405,10 +406,17 @@ refusal_words = scenario_fixture("refusal_words", "refusal_words")
 
 def test_the_advice_holds_when_python_chi_parses_blazars_words(refusal_words):
     """D2: the free-slot advice worked only because python-chi's parser never matched
-    blazarclient's "ERROR: " prefix; with it matching, python-chi logs its own sentence."""
+    blazarclient's "ERROR: " prefix; with it matching, python-chi logs its own sentence; words
+    neither knows are read by the calendar (no node free at that start: the same advice)."""
     no_node = run(refusal_words, "01_reserve", "no node free")
     assert "there were not enough unreserved hosts to satisfy your request" in text(no_node).lower()
     assert no_node["error"]["evalue"].startswith(
+        "No gpu_p100 node at CHI@TACC is free for 3 h at the start you asked for: set "
+        "START_IN_HOURS = "
+    )
+    unknown = run(refusal_words, "01_reserve", "words not known")
+    assert "reservation could not be satisfied" in text(unknown).lower()
+    assert unknown["error"]["evalue"].startswith(
         "No gpu_p100 node at CHI@TACC is free for 3 h at the start you asked for: set "
         "START_IN_HOURS = "
     )

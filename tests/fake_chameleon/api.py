@@ -1,14 +1,16 @@
 """Chameleon's APIs as python-chi reaches them, on one HTTP server (see __init__.py).
 
-URL layout on http://127.0.0.1:PORT:
-  /reference/sites.json, /reference/sites/<site>/clusters/chameleon/nodes.json
+URL layout on http://127.0.0.1:PORT, for each site (common.SITES: CHI@TACC under /tacc, CHI@UC
+under /uc, each with its own state: inventory, leases, servers, IPs, key pairs, network ids):
+  /reference/sites.json, /reference/sites/<uid>/clusters/chameleon/nodes.json
                       (CHI_RESOURCE_API_URL)
   /hub/users/<name>                                                          (JUPYTERHUB_API_URL)
   /tacc:5000/v3/...   Keystone (python-chi builds auth_url as f"{site['web']}:5000/v3", and the
                       site's "web" is http://127.0.0.1:PORT/tacc)
   /tacc/blazar/v1, /tacc/nova/v2.1, /tacc/neutron, /tacc/glance: the service catalog's endpoints
+  /_clock             the site's clock, for the notebooks' waits (common.py), not logged
 Blazar, Nova and Neutron live in blazar.py, nova.py and neutron.py; this file holds the state,
-the HTTP plumbing, identity, the hardware catalog and Glance.
+the HTTP plumbing, identity, the hardware catalog, Glance and the site's passing faults.
 """
 
 from __future__ import annotations
@@ -17,28 +19,68 @@ import copy
 import datetime as dt
 import json
 import re
+import socket
+import struct
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 from .blazar import BlazarMixin
-from .common import MINUTE, SITE, Drop, Reply, new_id, now, user_id_of
+from .common import (
+    MINUTE,
+    SITE,
+    SITES,
+    Drop,
+    Reply,
+    Reset,
+    Site,
+    advance,
+    jumped,
+    new_id,
+    now,
+    sim_now,
+    user_id_of,
+)
 from .neutron import NeutronMixin
 from .nova import NovaMixin
 
-# The site's bare-metal inventory: (node type, count, GPUs per node, GPU model, GPU vendor).
-# AMD's MI100 is a GPU node type this lab cannot use (its images need NVIDIA's CUDA).
-INVENTORY = [
-    ("gpu_p100", 24, 2, "P100", "NVIDIA Corporation"),
-    ("gpu_v100", 2, 4, "V100", "NVIDIA Corporation"),
-    ("gpu_rtx_6000", 1, 1, "RTX 6000", "NVIDIA Corporation"),
-    ("gpu_mi100", 2, 2, "MI100", "Advanced Micro Devices, Inc. [AMD/ATI]"),
-    ("compute_skylake", 4, 0, None, None),
-]
+# What the site's proxy (HAProxy, in front of each API) answers when the service behind it is
+# down or slow, and what each service answers for its own unexpected error.
+PROXY_PAGES = {
+    502: "<html><body><h1>502 Bad Gateway</h1>\nThe server returned an invalid or incomplete "
+    "response.\n</body></html>\n",
+    503: "<html><body><h1>503 Service Unavailable</h1>\nNo server is available to handle this "
+    "request.\n</body></html>\n",
+    504: "<html><body><h1>504 Gateway Time-out</h1>\nThe server didn't respond in time.\n"
+    "</body></html>\n",
+}
+SERVICE_ERRORS = {
+    "nova": {
+        "computeFault": {
+            "code": 500,
+            "message": "Unexpected API Error. Please report this at "
+            "http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.\n"
+            "<class 'oslo_db.exception.DBConnectionError'>",
+        }
+    },
+    "neutron": {
+        "NeutronError": {
+            "type": "HTTPInternalServerError",
+            "message": "Request Failed: internal server error while processing your request.",
+            "detail": "",
+        }
+    },
+    "blazar": {
+        "error_code": 500,
+        "error_name": "BlazarException",
+        "error_message": "An unknown exception occurred.",
+    },
+}
 
 
 class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
-    """One project of a class at one site, plus knobs for the scenarios.
+    """One project of a class at one site (`site`; the first one made answers for every site
+    on its HTTP server, `at(name)`: the others), plus knobs for the scenarios.
 
     Knobs: `servers_fail` (how many server creations end in ERROR), `bad_hosts` (host ids whose
     every deploy fails), the site's durations in simulated seconds (common.py: `lease_start_s`,
@@ -46,14 +88,24 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
     long after ACTIVE), `keys_s` (and takes the key that much later, once cloud-init put it
     there), `server_delete_s`, `lease_delete_s`, `lease_end_s`), lease failures (`fail_starts`,
     `lost_answers`, `errors_after_create`: blazar.py), `su_left` (service units left in the
-    project; None = no limit), `fip_quota` (floating IPs
-    the project may hold), `pool` (the shared pool's free addresses), `reservable_fips` (the
+    project; None = no limit), `fip_quota` (floating IPs the project may hold), `server_quota`
+    (Nova's instances quota), `faults()` (the site's passing faults: 5xx answers and resets on
+    chosen requests), `degrade` (blazar.py: a lease's node fails, replaced or missing), `pool`
+    (the shared pool's free addresses), `reservable_fips` (the
     addresses Blazar can reserve), `after_refusal` (called when Blazar refuses a lease), the
     hosts' calendars (`book`, `book_all`) and flags (a host's `reservable`, cleared in
     maintenance; `authorized_projects`, a comma-separated list of the projects it is kept for).
     """
 
-    def __init__(self, user: str = "student", pool_size: int = 8, reservable: int = 60):
+    def __init__(
+        self,
+        user: str = "student",
+        pool_size: int = 8,
+        reservable: int = 60,
+        site: Site = SITES[SITE],
+        cloud: "FakeChameleon | None" = None,
+    ):
+        self.site, self.cloud = site, cloud or self  # cloud: the one serving HTTP for every site
         self.user = user
         self.user_id = user_id_of(user)
         self.projects = [
@@ -61,23 +113,26 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             {"id": "p-0002", "name": "CHI-231138"},
         ]
         self.project_id = None  # set by the project-scoped token
-        self.hub_token = "oidc-" + new_id()
+        self.hub_token = self.cloud.hub_token if cloud else "oidc-" + new_id()
         self.servers_fail = 0
         self.bad_hosts: set[str] = set()
         # how long the site takes (simulated seconds): as a class meets it on a good day
         self.lease_start_s = 3 * MINUTE
         self.boot_s, self.boots, self.boot_fail_s = 11 * MINUTE, [], 6 * MINUTE
-        self.sshd_s, self.keys_s = 2 * MINUTE, 30.0
+        self.sshd_s, self.keys_s = 4 * MINUTE, MINUTE
         self.server_delete_s, self.lease_delete_s, self.lease_end_s = 90.0, MINUTE, MINUTE
         self.fail_starts = self.lost_answers = self.errors_after_create = 0
         self.su_left: float | None = None
         self.fip_quota: int | None = None  # floating IPs the project may hold (None: no limit)
-        self.pool = [f"127.20.1.{i}" for i in range(1, pool_size + 1)]
-        self.reservable_fips = [f"127.20.0.{i}" for i in range(10, 10 + reservable)]
+        self.server_quota: int | None = None  # Nova's instances quota of the project
+        self.pool = [f"{site.addresses}.1.{i}" for i in range(1, pool_size + 1)]
+        self.reservable_fips = [f"{site.addresses}.0.{i}" for i in range(10, 10 + reservable)]
         self.fip_bookings: list[dict] = []
         self.after_refusal = lambda: None
-        self.lock = threading.RLock()
-        self.log: list[dict] = []
+        self.no_hosts_words = "Not enough hosts available"  # Blazar's words (another release's)
+        self.fault_list: list[dict] = []  # the site's passing faults (faults())
+        self.lock = self.cloud.lock if cloud else threading.RLock()
+        self.log: list[dict] = self.cloud.log if cloud else []  # every site's requests, in order
         self.leases: dict[str, dict] = {}
         self.servers: dict[str, dict] = {}
         self.deleting: dict[str, int] = {}
@@ -88,8 +143,12 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         self.fixed_ips: dict[str, str] = {}  # server id -> its private IP, kept for the tests
         self.keypairs: dict[str, dict] = {}
         self.networks = {
-            "net-shared": {"id": "net-shared", "name": "sharednet1", "router:external": False},
-            "net-public": {"id": "net-public", "name": "public", "router:external": True},
+            site.shared_net: {
+                "id": site.shared_net,
+                "name": "sharednet1",
+                "router:external": False,
+            },
+            site.public_net: {"id": site.public_net, "name": "public", "router:external": True},
         }
         for net in self.networks.values():
             net.update(
@@ -104,16 +163,12 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
                 description="",
             )
         self.images = {
-            "img-cuda": {
-                "id": "img-cuda",
-                "name": "CC-Ubuntu24.04-CUDA",
+            image_id: {
+                "id": image_id,
+                "name": name,
                 "build-repo": "https://github.com/ChameleonCloud/cc-images",
-            },
-            "img-plain": {
-                "id": "img-plain",
-                "name": "CC-Ubuntu24.04",
-                "build-repo": "https://github.com/ChameleonCloud/cc-images",
-            },
+            }
+            for image_id, name in site.images
         }
         for img in self.images.values():
             img.update(
@@ -148,7 +203,7 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         }
         # Blazar's hosts, the hardware catalog's nodes (same uid) and each host's calendar
         self.hosts, self.gpus = [], {}
-        for node_type, count, gpus, model, vendor in INVENTORY:
+        for node_type, count, gpus, model, vendor in site.inventory:
             self.gpus[node_type] = (gpus, model, vendor)
             for _ in range(count):
                 n = len(self.hosts)
@@ -162,61 +217,51 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
                     }
                 )
         self.allocations: dict[str, list] = {h["id"]: [] for h in self.hosts}
-        self.server = None
-        self.base = ""
+        self.front, self._own_front, self._base = None, False, ""
+        # the other sites, answered by this one's HTTP server, under their own /<uid>
+        self.by_uid = {site.uid: self}
+        if cloud is None:
+            for other in SITES.values():
+                if other != site:
+                    self.by_uid[other.uid] = FakeChameleon(
+                        user, pool_size, reservable, site=other, cloud=self
+                    )
+
+    @property
+    def base(self) -> str:
+        return self.cloud._base
+
+    def at(self, site_name: str) -> "FakeChameleon":
+        """The site of that name (CHI@TACC, CHI@UC), served by the same HTTP server."""
+        return next(x for x in self.cloud.by_uid.values() if x.site.name == site_name)
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self) -> "FakeChameleon":
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
-
-            def _serve(self):
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length) if length else b""
-                try:
-                    status, body, headers = fake.handle(
-                        self.command, self.path, dict(self.headers), raw
-                    )
-                except Drop:  # the answer lost: the connection closes without one
-                    self.close_connection = True
-                    return
-                data = b"" if body is None else json.dumps(body).encode()
-                self.send_response(status)
-                if body is not None:
-                    self.send_header("Content-Type", "application/json")
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    def start(self, front: "Front | None" = None) -> "FakeChameleon":
+        """Answer on `front` (a worker's server, kept from one scenario to the next: the same
+        address, so the kernels' zygote stays valid), or on a server of its own."""
+        self.front = front or Front()
+        self._own_front = front is None
+        self.front.target = self
+        self._base = self.front.base
         return self
 
     def stop(self) -> None:
-        if self.server:
-            self.server.shutdown()
+        if self._own_front:
+            self.front.stop()
+        else:
+            self.front.target = None
 
     def env(self) -> dict:
         """What Chameleon's Jupyter sets for python-chi (an OIDC token the hub refreshes)."""
         return {
-            "OS_AUTH_URL": f"{self.base}/tacc:5000/v3",
+            "OS_AUTH_URL": f"{self.base}/{self.site.uid}:5000/v3",
             "OS_AUTH_TYPE": "v3oidcaccesstoken",
             "OS_IDENTITY_PROVIDER": "chameleon",
             "OS_PROTOCOL": "openid",
             "OS_INTERFACE": "public",
             "OS_ACCESS_TOKEN": "expired",
             "OS_PROJECT_DOMAIN_NAME": "chameleon",
-            "OS_REGION_NAME": SITE,
+            "OS_REGION_NAME": self.site.name,
             "OS_USERNAME": self.user,
             "USER": self.user,
             "JUPYTERHUB_API_URL": f"{self.base}/hub",
@@ -230,6 +275,8 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         parts = urlsplit(raw_path)
         path, query = parts.path, parse_qs(parts.query)
         body = json.loads(raw) if raw else None
+        if path == "/_clock":  # the notebooks' waits (harness.py): not the site's API, not logged
+            return 200, {"now": advance(body["advance"]) if body else sim_now()}, {}
         entry = {
             "method": method,
             "path": path,
@@ -237,10 +284,12 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             "body": body,
             "at": now().isoformat(),
         }  # when it arrived, for checking the times a notebook sends
+        site = self.by_uid.get(re.split(r"[/:]", path + "/")[1], self)
         with self.lock:
             self.log.append(entry)
             try:
-                out = self._route(method, path, query, headers, body)
+                site._fault(method, path, entry)
+                out = site._route(method, path, query, headers, body)
                 if not isinstance(out, Reply):
                     out = Reply(200, out)
                 status, reply, extra = out.status, out.body, out.headers
@@ -256,50 +305,83 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             entry["reply"] = copy.deepcopy(reply)
         return status, reply, extra
 
+    # ------------------------------------------------------------------ the site's passing faults
+    def faults(self, method: str, path: str, replies: list, waiting: bool = False) -> dict:
+        """The next requests of `method` to a path matching `path` (a regex) get `replies`, one
+        each, before the API answers again: 500 (the service's own error), 502, 503 or 504 (the
+        site's proxy: an HTML page), "reset" (the connection reset) or "drop" (closed without an
+        answer). waiting=True: only once a notebook's wait has moved the clock on since (the
+        requests of the wait's own loop, not those before it). Returns the fault, whose
+        "replies" left can be read, or emptied to end it."""
+        fault = {"method": method, "path": path, "replies": list(replies), "waiting": waiting}
+        fault["armed_at"] = jumped()
+        self.fault_list.append(fault)
+        return fault
+
+    def _fault(self, method, path, entry):
+        for fault in self.fault_list:
+            if not fault["replies"] or method != fault["method"]:
+                continue
+            if not re.fullmatch(fault["path"], path):
+                continue
+            if fault["waiting"] and jumped() == fault["armed_at"]:
+                continue  # no wait has moved the clock on since it was armed
+            reply = fault["replies"].pop(0)
+            entry["fault"] = reply
+            if reply == "reset":
+                raise Reset()
+            if reply == "drop":
+                raise Drop()
+            if reply == 500:
+                service = path.split("/")[2]
+                raise Reply(500, SERVICE_ERRORS[service])
+            raise Reply(reply, PROXY_PAGES[reply])
+
     def _route(self, method, path, query, headers, body):
+        u = self.site.uid
         routes = [
             (r"/reference/sites\.json", self.sites),
             (r"/reference/sites/(\w+)/clusters/chameleon/nodes\.json", self.catalog_nodes),
             (r"/hub/users/([^/]+)", self.hub_user),
-            (r"/tacc:5000(/v3)?/?", self.keystone_versions),
+            (rf"/{u}:5000(/v3)?/?", self.keystone_versions),
             (
-                r"/tacc:5000/v3/OS-FEDERATION/identity_providers/chameleon/protocols/openid/auth",
+                rf"/{u}:5000/v3/OS-FEDERATION/identity_providers/chameleon/protocols/openid/auth",
                 self.federated,
             ),
-            (r"/tacc:5000/v3/auth/tokens", self.tokens),
-            (r"/tacc:5000/v3/users/([^/]+)/projects", self.user_projects),
-            (r"/tacc:5000/v3/projects/([^/]+)", self.project),
-            (r"/tacc/blazar/v1/leases", self.leases_collection),
-            (r"/tacc/blazar/v1/leases/([^/]+)", self.lease_item),
-            (r"/tacc/blazar/v1/os-hosts", self.blazar_hosts),
-            (r"/tacc/blazar/v1/os-hosts/allocations", self.blazar_allocations),
-            (r"/tacc/blazar/v1/os-hosts/([^/]+)/allocation", self.blazar_allocation),
-            (r"/tacc/nova/?", self.nova_versions),
-            (r"/tacc/nova/v2\.1/?", self.nova_version),
-            (r"/tacc/nova/v2\.1/flavors/detail", self.flavors),
-            (r"/tacc/nova/v2\.1/flavors/([^/]+)", self.flavor_item),
-            (r"/tacc/nova/v2\.1/os-keypairs", self.keypairs_collection),
-            (r"/tacc/nova/v2\.1/os-keypairs/([^/]+)", self.keypair_item),
-            (r"/tacc/nova/v2\.1/servers(/detail)?", self.servers_collection),
-            (r"/tacc/nova/v2\.1/servers/([^/]+)", self.server_item),
-            (r"/tacc/neutron/?", self.neutron_versions),
-            (r"/tacc/neutron/v2\.0/networks", self.networks_collection),
-            (r"/tacc/neutron/v2\.0/networks/([^/]+)", self.network_item),
-            (r"/tacc/neutron/v2\.0/floatingips", self.fips_collection),
-            (r"/tacc/neutron/v2\.0/floatingips/([^/]+)", self.fip_item),
-            (r"/tacc/neutron/v2\.0/ports", self.ports_collection),
-            (r"/tacc/neutron/v2\.0/ports/([^/]+)", self.port_item),
-            (r"/tacc/glance/?", self.glance_versions),
-            (r"/tacc/glance/v2/schemas/image", self.image_schema),
-            (r"/tacc/glance/v2/images", self.images_collection),
-            (r"/tacc/glance/v2/images/([^/]+)", self.image_item),
+            (rf"/{u}:5000/v3/auth/tokens", self.tokens),
+            (rf"/{u}:5000/v3/users/([^/]+)/projects", self.user_projects),
+            (rf"/{u}:5000/v3/projects/([^/]+)", self.project),
+            (rf"/{u}/blazar/v1/leases", self.leases_collection),
+            (rf"/{u}/blazar/v1/leases/([^/]+)", self.lease_item),
+            (rf"/{u}/blazar/v1/os-hosts", self.blazar_hosts),
+            (rf"/{u}/blazar/v1/os-hosts/allocations", self.blazar_allocations),
+            (rf"/{u}/blazar/v1/os-hosts/([^/]+)/allocation", self.blazar_allocation),
+            (rf"/{u}/nova/?", self.nova_versions),
+            (rf"/{u}/nova/v2\.1/?", self.nova_version),
+            (rf"/{u}/nova/v2\.1/flavors/detail", self.flavors),
+            (rf"/{u}/nova/v2\.1/flavors/([^/]+)", self.flavor_item),
+            (rf"/{u}/nova/v2\.1/os-keypairs", self.keypairs_collection),
+            (rf"/{u}/nova/v2\.1/os-keypairs/([^/]+)", self.keypair_item),
+            (rf"/{u}/nova/v2\.1/servers(/detail)?", self.servers_collection),
+            (rf"/{u}/nova/v2\.1/servers/([^/]+)", self.server_item),
+            (rf"/{u}/neutron/?", self.neutron_versions),
+            (rf"/{u}/neutron/v2\.0/networks", self.networks_collection),
+            (rf"/{u}/neutron/v2\.0/networks/([^/]+)", self.network_item),
+            (rf"/{u}/neutron/v2\.0/floatingips", self.fips_collection),
+            (rf"/{u}/neutron/v2\.0/floatingips/([^/]+)", self.fip_item),
+            (rf"/{u}/neutron/v2\.0/ports", self.ports_collection),
+            (rf"/{u}/neutron/v2\.0/ports/([^/]+)", self.port_item),
+            (rf"/{u}/glance/?", self.glance_versions),
+            (rf"/{u}/glance/v2/schemas/image", self.image_schema),
+            (rf"/{u}/glance/v2/images", self.images_collection),
+            (rf"/{u}/glance/v2/images/([^/]+)", self.image_item),
         ]
         for pattern, fn in routes:
             m = re.fullmatch(pattern, path)
             if m:
                 args = [g for g in m.groups() if g is not None and not g.startswith("/")]
                 return fn(method, query, body, headers, *args)
-        if path.startswith("/tacc/neutron/"):  # as Neutron answers a path it has no resource for
+        if path.startswith(f"/{u}/neutron/"):  # as Neutron answers a path it has no resource for
             self.log[-1]["unrouted"] = True
             raise Reply(
                 404,
@@ -329,22 +411,25 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
 
     # -------------------------------------------------------------- reference API, hub, keystone
     def sites(self, method, query, body, headers):
-        site = {
-            "name": SITE,
-            "web": f"{self.base}/tacc",
-            "location": "Austin, Texas, USA",
-            "user_support_contact": "help@chameleoncloud.org",
-            "site_class": "core",
-            "uid": "tacc",
+        return {
+            "items": [
+                {
+                    "name": x.site.name,
+                    "web": f"{self.base}/{x.site.uid}",
+                    "location": x.site.location,
+                    "user_support_contact": "help@chameleoncloud.org",
+                    "site_class": "core",
+                    "uid": x.site.uid,
+                }
+                for x in self.cloud.by_uid.values()
+            ]
         }
-        other = dict(
-            site, name="CHI@UC", web=f"{self.base}/uc", location="Chicago, Illinois, USA", uid="uc"
-        )
-        return {"items": [site, other]}
 
-    def catalog_nodes(self, method, query, body, headers, site):
+    def catalog_nodes(self, method, query, body, headers, uid):
+        site = self.cloud.by_uid[uid]
+
         def gpu(node_type):
-            count, model, vendor = self.gpus[node_type]
+            count, model, vendor = site.gpus[node_type]
             if not count:
                 return {"gpu": False}
             return {
@@ -370,7 +455,7 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
                 "storage_devices": [],
                 "version": "1",
             }
-            for h in self.hosts
+            for h in site.hosts
         ]
         return {"items": items}
 
@@ -385,7 +470,7 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
             "id": "v3.14",
             "status": "stable",
             "updated": "2020-04-07T00:00:00Z",
-            "links": [{"rel": "self", "href": f"{self.base}/tacc:5000/v3/"}],
+            "links": [{"rel": "self", "href": f"{self.base}/{self.site.uid}:5000/v3/"}],
             "media-types": [
                 {"base": "application/json", "type": "application/vnd.openstack.identity-v3+json"}
             ],
@@ -429,20 +514,21 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
                     {
                         "id": f"{name}-{i}",
                         "interface": i,
-                        "region": SITE,
-                        "region_id": SITE,
+                        "region": self.site.name,
+                        "region_id": self.site.name,
                         "url": f"{self.base}{path}",
                     }
                     for i in ("public", "internal")
                 ],
             }
 
+        u = self.site.uid
         return [
-            service("identity", "keystone", "/tacc:5000/v3"),
-            service("reservation", "blazar", "/tacc/blazar/v1"),
-            service("compute", "nova", "/tacc/nova/v2.1"),
-            service("network", "neutron", "/tacc/neutron"),
-            service("image", "glance", "/tacc/glance"),
+            service("identity", "keystone", f"/{u}:5000/v3"),
+            service("reservation", "blazar", f"/{u}/blazar/v1"),
+            service("compute", "nova", f"/{u}/nova/v2.1"),
+            service("network", "neutron", f"/{u}/neutron"),
+            service("image", "glance", f"/{u}/glance"),
         ]
 
     def federated(self, method, query, body, headers):
@@ -526,7 +612,9 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
                     {
                         "id": "v2.16",
                         "status": "CURRENT",
-                        "links": [{"rel": "self", "href": f"{self.base}/tacc/glance/v2/"}],
+                        "links": [
+                            {"rel": "self", "href": f"{self.base}/{self.site.uid}/glance/v2/"}
+                        ],
                     }
                 ]
             },
@@ -576,3 +664,58 @@ class FakeChameleon(BlazarMixin, NovaMixin, NeutronMixin):
         if image_id not in self.images:
             raise Reply(404, None)
         return self.images[image_id]
+
+
+class Front:
+    """The HTTP server on 127.0.0.1 answering for a FakeChameleon (`target`, every site)."""
+
+    def __init__(self):
+        front = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _serve(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                if front.target is None:  # between two scenarios: a last request of a kernel
+                    self.send_error(503)
+                    return
+                try:
+                    status, body, headers = front.target.handle(
+                        self.command, self.path, dict(self.headers), raw
+                    )
+                except Reset:  # RST instead of an answer: SO_LINGER 0, then close
+                    self.connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    self.connection.close()
+                    self.close_connection = True
+                    return
+                except Drop:  # the answer lost: the connection closes without one
+                    self.close_connection = True
+                    return
+                text = isinstance(body, str)  # a proxy's HTML page (a 502/503/504)
+                data = b"" if body is None else (body if text else json.dumps(body)).encode()
+                self.send_response(status)
+                if body is not None:
+                    self.send_header("Content-Type", "text/html" if text else "application/json")
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = _serve
+
+        self.target: FakeChameleon | None = None
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()

@@ -54,7 +54,7 @@ def _overlaps(a_start, a_end, b_start, b_end) -> bool:
 
 
 class BlazarMixin:
-    """Routes /tacc/blazar/v1/... for FakeChameleon (state lives in FakeChameleon.__init__)."""
+    """Routes /<site>/blazar/v1/... for FakeChameleon (state lives in FakeChameleon.__init__)."""
 
     def _blazar_error(self, code, name, message):
         # python-chi reads only the message (it logs it and raises "Unable to make lease")
@@ -159,6 +159,30 @@ class BlazarMixin:
         """A failed update (or start): ERROR; what the lease holds stays (hosts, servers, IPs)."""
         self.leases[lease_id]["status"] = "ERROR"
 
+    def degrade(self, lease_id, replaced: bool):
+        """A host of the lease failed (Blazar's monitor put it in maintenance): the lease is
+        `degraded`; with `replaced`, Blazar healed the reservation with another free host of the
+        type (`resources_changed`), else the host is just missing (`missing_resources`). A
+        server on the failed host goes to ERROR with it."""
+        lease = self.leases[lease_id]
+        res = next(r for r in lease["reservations"] if r["resource_type"] == "physical:host")
+        failed = self.hosts_of(res["id"])[0]
+        failed["reservable"] = False
+        allocation = next(a for a in self.allocations[failed["id"]] if a["id"] == res["id"])
+        self.allocations[failed["id"]].remove(allocation)
+        for s in self.servers.values():
+            if s["host"] == failed["id"] and s["reservation"] == res["id"]:
+                self.break_server(s["id"], "Node failed: its power and health checks failed")
+        start, end = _parse(lease["start_date"]), _parse(lease["end_date"])
+        spare = self._free_hosts(failed["node_type"], start, end, lease["project_id"])
+        if replaced and spare:
+            self.allocations[spare[0]["id"]].append(allocation)
+            res["resources_changed"] = True
+        else:
+            res["missing_resources"] = True
+        lease["degraded"] = True
+        return failed, (spare[0] if replaced and spare else None)
+
     def update_lease(self, lease_id, for_s: float):
         """The lease is being changed (extended in Horizon, say): UPDATING for for_s."""
         self.leases[lease_id].update(status="UPDATING", _until=sim_now() + for_s)
@@ -211,6 +235,13 @@ class BlazarMixin:
         except Reply:
             self.after_refusal()  # a classmate may act just then (scenarios)
             raise
+        if any(
+            x["name"] == body["name"] and x["project_id"] == project_id
+            for x in self.leases.values()
+        ):
+            raise self._blazar_error(  # the lease table's unique name, as Blazar's database has it
+                409, "LeaseNameAlreadyExists", f"The lease with name: {body['name']} already exists"
+            )
         lease_id = new_id()
         reservations = [
             self._reserve(r, lease_id, start, end, project_id) for r in body["reservations"]
@@ -261,7 +292,7 @@ class BlazarMixin:
                         400, "InvalidInput", f"no host matches {r['resource_properties']}"
                     )
                 hosts_needed[props[2]] = hosts_needed.get(props[2], 0) + r["min"]
-            elif r.get("network_id") != "net-public" or r.get("amount") not in range(1, 9):
+            elif r.get("network_id") != self.site.public_net or r.get("amount") not in range(1, 9):
                 raise self._blazar_error(400, "InvalidInput", f"floating IP reservation {r}")
             else:
                 fips_needed += r["amount"]
@@ -275,9 +306,7 @@ class BlazarMixin:
             )
         for node_type, count in hosts_needed.items():
             if len(self._free_hosts(node_type, start, end, project_id)) < count:
-                raise self._blazar_error(
-                    409, "NotEnoughHostsAvailable", "Not enough hosts available"
-                )
+                raise self._blazar_error(409, "NotEnoughHostsAvailable", self.no_hosts_words)
         if len(self._free_reservable_fips(start, end)) < fips_needed:
             raise self._blazar_error(
                 409, "NotEnoughFloatingIPAvailable", "Not enough floating IPs available"
@@ -346,7 +375,7 @@ class BlazarMixin:
             )
         return {
             **common,
-            "network_id": "net-public",
+            "network_id": self.site.public_net,
             "amount": r["amount"],
             "required_floatingips": [],
             "_addresses": addresses,
@@ -408,7 +437,11 @@ class BlazarMixin:
         ]
         if fip:
             reservations.append(
-                {"resource_type": "virtual:floatingip", "network_id": "net-public", "amount": 1}
+                {
+                    "resource_type": "virtual:floatingip",
+                    "network_id": self.site.public_net,
+                    "amount": 1,
+                }
             )
         body = {
             "name": name,

@@ -16,7 +16,8 @@
                    clean-up cell ran): `stud`, whose user name is contained in the student's, and
                    `student-2`, whose first server's name (node-serve-system-student-2) is what
                    a second node named "<the student's server>-2" would be called
-That leaves 2 of the site's 24 gpu_p100 hosts free for the next 3 hours.
+That leaves 2 of the site's 24 gpu_p100 hosts free for the next 3 hours (at CHI@UC, where the
+class reserves gpu_rtx_6000, 2 of its 24).
 """
 
 from __future__ import annotations
@@ -39,8 +40,13 @@ def pool_ip_marker(server_name: str, lease_id: str) -> str:
     return f"public IP of {server_name} for lease {lease_id}, allocated by notebook 2"
 
 
+# the node type each site's class reserves (CHI@UC has no gpu_p100)
+CLASS_NODE_TYPE = {"CHI@TACC": "gpu_p100", "CHI@UC": "gpu_rtx_6000"}
+
+
 def populate(fake) -> dict:
-    """Fill the fake with the class; returns {name: what they have} for the tests."""
+    """Fill the fake (the class's site) with the class; returns {name: what they have}."""
+    node_type = CLASS_NODE_TYPE[fake.site.name]
     roles = (
         ["booting"]
         + ["running"] * 19
@@ -54,15 +60,15 @@ def populate(fake) -> dict:
     for name, role in zip(people, roles):
         uid = user_id_of(name)
         if role in ("done", "stranded", "stranded_near"):
-            lease = fake.add_lease("x", uid, start_in_hours=-30, status="TERMINATED")
+            lease = fake.add_lease("x", uid, -30, node_type=node_type, status="TERMINATED")
         elif role == "afternoon":
-            lease = fake.add_lease("x", uid, start_in_hours=4, fip=True)
+            lease = fake.add_lease("x", uid, 4, node_type=node_type, fip=True)
         elif role == "starting":
-            lease = fake.add_lease("x", uid, start_in_hours=0, fip=True, starting=10**6)
+            lease = fake.add_lease("x", uid, 0, node_type=node_type, fip=True, starting=10**6)
         elif role == "horizon":  # a longer lease: it ends after a lease made now
-            lease = fake.add_lease("x", uid, start_in_hours=-1, hours=4.5)
+            lease = fake.add_lease("x", uid, -1, hours=4.5, node_type=node_type)
         else:
-            lease = fake.add_lease("x", uid, start_in_hours=-1, fip=True)
+            lease = fake.add_lease("x", uid, -1, node_type=node_type, fip=True)
         lease["name"] = lease_name(name, lease)
         made[name] = {"role": role, "user_id": uid, "lease": lease["id"]}
         if role in ("booting", "running", "horizon"):

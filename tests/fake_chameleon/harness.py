@@ -1,6 +1,7 @@
 """Run notebooks 1 and 2 against the fake Chameleon, as a student would, and record what happened.
 
     unshare -rn python tests/fake_chameleon/harness.py SCENARIO OUT.json
+    unshare -rn python tests/fake_chameleon/harness.py --worker FOLDER   (scenarios named on stdin)
 
 Inside its own network namespace (no other process sees the floating IPs or port 22), the
 harness starts the fake APIs, fills the project with the rest of a class of 40 (classroom.py),
@@ -9,12 +10,15 @@ repository (this lab's notebooks with lab_settings.py filled in, and the files t
 tag v1 = the version taught, a later commit on main, and a branch `class-2026` with a commit of
 its own, to which a scenario may push more), unpacked from `git archive v1` into
 the student's work folder, without .git, as Trovi's 10_workdir.sh does. Then it runs the
-scenario's steps (scenarios.py) through a Jupyter kernel (nbclient), cell by cell, and writes
-every cell's output, the API requests, the node's commands and the final state to OUT.json.
+scenario's steps (scenarios.py) through Jupyter kernels (nbclient), cell by cell, and writes
+every cell's output, the API requests, the node's commands and the final state to OUT.json. A
+worker runs one scenario after another, each in a fresh World, with one HTTP server and one
+kernels' zygote for all (`Worker`, kernels.py).
 
-Time: the kernel's waits (the notebooks' chi_waits module) run on the fake's simulated clock
-(common.SCALE times faster, set up at kernel start), and a ticker makes each of the student's
-nodes answer SSH on its server's address once the fake's Nova says sshd is up there.
+Time: the kernel's waits (the notebooks' chi_waits module) read the site's clock and move it on
+instead of sleeping (common.py, set up at kernel start); after each move, and as real time
+passes, each of the student's nodes answers SSH on its server's address once the fake's Nova
+says sshd is up there.
 """
 
 from __future__ import annotations
@@ -31,18 +35,24 @@ import tempfile
 import threading
 from pathlib import Path
 
-import nbformat
-import paramiko
-from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+# jsonschema's optional IRI checker (rfc3987_syntax) builds a parser at import: 1.7 s of CPU in
+# each harness and each zygote (nbformat, Glance's image schemas import jsonschema), for a check
+# nothing here makes: left out.
+sys.modules.setdefault("rfc3987_syntax", None)
+
+import nbformat  # noqa: E402
+import paramiko  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+from nbclient.exceptions import CellExecutionError  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
 
-from fake_chameleon import classroom  # noqa: E402
-from fake_chameleon.api import FakeChameleon  # noqa: E402
-from fake_chameleon.common import BRANCH, SCALE  # noqa: E402
+from fake_chameleon import classroom, common  # noqa: E402
+from fake_chameleon.api import FakeChameleon, Front  # noqa: E402
+from fake_chameleon.common import BRANCH  # noqa: E402
+from fake_chameleon.kernels import Zygote  # noqa: E402
 from fake_chameleon.node import FakeNode  # noqa: E402
 
 # FAKE_CHAMELEON_NOTEBOOKS=DIR runs other copies of the notebooks (e.g. an older version's).
@@ -87,18 +97,26 @@ _hosts.ComputeHostClientManager.get_allocation = _get_allocation
 _hosts.ComputeHostClientManager.list_allocations = _list_allocations
 """
 OLD_CONTEXT_VERSION = 'import chi.context\nchi.context.version = "0.17.12"\n'
-# The notebooks' waits on the fake's clock: chi_waits' time, SCALE times faster.
-SCALED_WAITS = """
-import os as _os, sys as _sys, time as _time, types as _types
+# The notebooks' waits on the site's clock (common.py): chi_waits reads the fake's clock, and
+# moves it on instead of sleeping.
+SITE_CLOCK_WAITS = """
+import os as _os, sys as _sys, json as _json, http.client as _http, types as _types
 _sys.path.insert(0, _os.getcwd())
-_scale = float(_os.environ["FAKE_CHAMELEON_SCALE"])
+
+
+def _site_clock(body=None):
+    conn = _http.HTTPConnection(*_os.environ["FAKE_CHAMELEON_CLOCK"].split(":"), timeout=30)
+    conn.request("POST" if body else "GET", "/_clock", body and _json.dumps(body))
+    return _json.loads(conn.getresponse().read())["now"]
+
+
 try:
     import chi_waits as _waits
 except ImportError:  # an older copy of the notebooks
     pass
 else:
     _waits.time = _types.SimpleNamespace(
-        monotonic=lambda: _time.monotonic() * _scale, sleep=lambda s: _time.sleep(s / _scale)
+        monotonic=_site_clock, sleep=lambda s: _site_clock({"advance": s})
     )
 """
 # python-chi's parser of Blazar's refusals as it would be if it matched (fixed in python-chi, or
@@ -135,19 +153,52 @@ def with_settings(text: str, values: dict) -> str:
     return text
 
 
+class Worker:
+    """What the scenarios a process runs one after another share: the fake's HTTP server (one
+    address for all) and the kernels' zygote, kept while the kernels' environment stays the
+    same (for every scenario but the two with another python-chi); each World lives in `world`
+    below the worker's folder, emptied for the next."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.world = folder, folder / "world"
+        self.front = Front()
+        self._zygote: Zygote | None = None
+        self._zygote_env: dict | None = None
+
+    def kernels(self, env: dict) -> Zygote:
+        if self._zygote is None or env != self._zygote_env:
+            if self._zygote is not None:
+                self._zygote.stop()
+            self._zygote = Zygote(self.folder / "kernels.sock", env, self.folder)
+            self._zygote_env = env
+        return self._zygote
+
+    def fresh_world_folder(self) -> Path:
+        shutil.rmtree(self.world, ignore_errors=True)
+        self.world.mkdir(parents=True)
+        return self.world
+
+    def stop(self) -> None:
+        if self._zygote is not None:
+            self._zygote.stop()
+        self.front.stop()
+
+
 class World:
     def __init__(
         self,
-        base: Path,
+        worker: Worker,
         settings: dict | None = None,
         classmates: bool = True,
         old_context_version: bool = True,
         python_chi_dir: str | None = None,
         python_chi_dist: str | None = None,
         parser_matches: bool = False,
+        class_site: str = "CHI@TACC",
     ):
-        self.base = base
-        self.fake = FakeChameleon().start()
+        self.base = base = worker.fresh_world_folder()
+        self.cloud = FakeChameleon().start(worker.front)  # every site, on one HTTP server
+        self.fake = self.cloud.at(class_site)  # the site the class uses (SITE in lab_settings)
         self.classmates = classroom.populate(self.fake) if classmates else {}
         self.key = paramiko.RSAKey.generate(2048)
         home = base / "jupyter_home"
@@ -168,16 +219,16 @@ class World:
         startup = base / "ipython" / "profile_default" / "startup"
         startup.mkdir(parents=True)
         startup_code = FORK_CALLS + (OLD_CONTEXT_VERSION if old_context_version else "")
-        startup_code += SCALED_WAITS + (PARSER_MATCHES if parser_matches else "")
+        startup_code += SITE_CLOCK_WAITS + (PARSER_MATCHES if parser_matches else "")
         (startup / "00-chameleon-jupyter.py").write_text(startup_code)
         self.env = {
-            **self.fake.env(),
+            **self.cloud.env(),
             "HOME": str(home),
             "IPYTHONDIR": str(base / "ipython"),
             "OS_KEYPAIR_PRIVATE_KEY": str(self.private_key),
             "OS_KEYPAIR_PUBLIC_KEY": str(self.public_key),
             "PYTHONPATH": python_chi_dir or "",
-            "FAKE_CHAMELEON_SCALE": str(SCALE),
+            "FAKE_CHAMELEON_CLOCK": self.cloud.base.removeprefix("http://"),
         }
         if python_chi_dist:  # an older python-chi's metadata, found before the installed one
             meta = base / "old_chi" / f"python_chi-{python_chi_dist}.dist-info"
@@ -189,17 +240,25 @@ class World:
         self.runs: list[dict] = []
         self.clone_heads: dict[str, str | None] = {}
         self.notes: dict = {}  # what a scenario tells the tests (ids it made or changed)
-        self._stop = threading.Event()
-        self._ticker = threading.Thread(target=self._tick, daemon=True)
+        self.kernels = worker.kernels({**os.environ, **self.env})
+        self._stop, self._tick_lock = threading.Event(), threading.Lock()
+        common.on_advance.append(self.tick)  # a wait moved the clock on: who answers SSH now
+        self._ticker = threading.Thread(target=self._ticks, daemon=True)
         self._ticker.start()
 
-    def _tick(self):
+    def _ticks(self):
+        while not self._stop.wait(0.1):  # and as real time passes (scenarios change things)
+            self.tick()
+
+    def tick(self):
         """The student's two servers are two nodes (notebook 2's, and notebook 9's second one);
         each answers SSH only on the address its server holds, once sshd is up there; a new
         server of that name is a fresh disk."""
-        while not self._stop.wait(0.05):
-            with self.fake.lock:
-                ready = self.fake.ssh_ready()
+        with self._tick_lock:
+            with self.cloud.lock:
+                ready = {
+                    k: v for site in self.cloud.by_uid.values() for k, v in site.ssh_ready().items()
+                }
             wanted: dict[int, set] = {}
             for address, (name, server_id, keys_ok) in ready.items():
                 node = self.node_of(name)
@@ -227,10 +286,11 @@ class World:
     def stop(self):
         self._stop.set()
         self._ticker.join()
+        common.on_advance.remove(self.tick)
         for node in (self.node, self.second_node):
             if node is not None:
                 node.stop()
-        self.fake.stop()
+        self.cloud.stop()
 
     def _published_lab(self, path: Path, settings: dict):
         """The instructor's repository: the notebooks with lab_settings.py filled in, the files the
@@ -457,6 +517,7 @@ class Session:
             self.nb,
             timeout=180,
             kernel_name="python3",
+            kernel_manager_class=world.kernels.manager,
             resources={"metadata": {"path": str(path.parent)}},
         )
 
@@ -528,23 +589,70 @@ class Session:
         return record
 
 
-def main(scenario: str, out: str) -> int:
+def run(worker: Worker, scenario: str, out: str) -> None:
+    """One scenario, its record written to `out` (JSON)."""
     from fake_chameleon.scenarios import SCENARIOS, NoStop
 
+    kwargs, steps = SCENARIOS[scenario]
+    world = World(worker, **kwargs())
+    try:
+        steps(world)
+    except NoStop:
+        pass  # a notebook went on where it should have stopped: recorded for the tests
+    finally:
+        world.stop()
+        Path(out).write_text(json.dumps(world.result(), default=str, indent=1))
+
+
+def _namespace_ready() -> None:
     logging.getLogger("paramiko").setLevel(logging.CRITICAL)  # check_connectivity's bare TCP probes
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    kwargs, steps = SCENARIOS[scenario]
+
+
+def main(scenario: str, out: str) -> int:
+    _namespace_ready()
     with tempfile.TemporaryDirectory() as tmp:
-        world = World(Path(tmp), **kwargs())
+        worker = Worker(Path(tmp))
         try:
-            steps(world)
-        except NoStop:
-            pass  # a notebook went on where it should have stopped: recorded for the tests
+            run(worker, scenario, out)
         finally:
-            world.stop()
-            Path(out).write_text(json.dumps(world.result(), default=str, indent=1))
+            worker.stop()
+    return 0
+
+
+def serve(folder: str) -> int:
+    """A worker (fake_chameleon/results.py starts a few): the scenarios named on stdin, one a
+    line ("NAME<TAB>OUT<TAB>ENV as JSON": environment variables for that scenario only), run one
+    after another in this network namespace; "done NAME" or "failed NAME" on stdout after each
+    (a failure's traceback on stderr)."""
+    import traceback
+
+    _namespace_ready()
+    worker = Worker(Path(folder))
+    try:
+        for line in sys.stdin:
+            name, out, env = line.rstrip("\n").split("\t")
+            env = json.loads(env)
+            before = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                run(worker, name, out)
+                print(f"done {name}", flush=True)
+            except Exception:
+                traceback.print_exc()
+                print(f"failed {name}", flush=True)
+            finally:
+                for k, v in before.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
+    finally:
+        worker.stop()
     return 0
 
 
 if __name__ == "__main__":
+    if sys.argv[1] == "--worker":
+        sys.exit(serve(sys.argv[2]))
     sys.exit(main(*sys.argv[1:]))

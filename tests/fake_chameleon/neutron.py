@@ -28,7 +28,9 @@ class NeutronMixin:
                 {
                     "id": "v2.0",
                     "status": "CURRENT",
-                    "links": [{"rel": "self", "href": f"{self.base}/tacc/neutron/v2.0/"}],
+                    "links": [
+                        {"rel": "self", "href": f"{self.base}/{self.site.uid}/neutron/v2.0/"}
+                    ],
                 }
             ]
         }
@@ -54,7 +56,7 @@ class NeutronMixin:
         fip = {
             "id": new_id(),
             "floating_ip_address": address,
-            "floating_network_id": "net-public",
+            "floating_network_id": self.site.public_net,
             "port_id": None,
             "fixed_ip_address": None,
             "router_id": None,
@@ -90,7 +92,7 @@ class NeutronMixin:
                 ]
             }
         req = body["floatingip"]
-        if req.get("floating_network_id") != "net-public":
+        if req.get("floating_network_id") != self.site.public_net:
             raise _neutron_error(400, "BadRequest", "bad network")
         in_project = sum(f["project_id"] == self.project_id for f in self.fips.values())
         if self.fip_quota is not None and in_project >= self.fip_quota:
@@ -99,7 +101,7 @@ class NeutronMixin:
             raise _neutron_error(
                 409,
                 "IpAddressGenerationFailure",
-                "No more IP addresses available on network net-public.",
+                f"No more IP addresses available on network {self.site.public_net}.",
             )
         fip = self._new_fip(self.pool.pop(0), description=req.get("description", ""))
         return Reply(201, {"floatingip": copy.deepcopy(fip)})
@@ -153,12 +155,14 @@ class NeutronMixin:
             "id": new_id(),
             "device_id": server_id,
             "device_owner": "compute:nova",
-            "network_id": "net-shared",
+            "network_id": self.site.shared_net,
             "mac_address": f"fa:16:3e:00:{n // 256:02x}:{n % 256:02x}",
             "status": "ACTIVE",
             "admin_state_up": True,
             "name": "",
-            "fixed_ips": [{"subnet_id": "sub-shared", "ip_address": f"10.52.{n // 256}.{n % 256}"}],
+            "fixed_ips": [
+                {"subnet_id": "sub-shared", "ip_address": f"{self.site.fixed}.{n // 256}.{n % 256}"}
+            ],
             "project_id": self.project_id or "p-0002",
             "tenant_id": self.project_id or "p-0002",
             "tags": [],

@@ -121,7 +121,7 @@ class FakeNode:
             # flock, setsid, nohup: docker/build_images.sh's lock and its build in the background
             real_tools=[*SAFE_REAL_TOOLS, "git", "ls", "cmp", "flock", "setsid", "nohup"],
         )
-        self.host_key = paramiko.RSAKey.generate(2048)
+        self.host_key = paramiko.ECDSAKey.generate()  # quick to make; the client takes any
         self._socks: dict[str, socket.socket] = {}
         self.fresh_disk(None)
 

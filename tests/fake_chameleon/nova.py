@@ -2,9 +2,12 @@
 
 A server boots on a host of the ACTIVE (or UPDATING) host reservation named in its scheduler
 hint, one that runs no server yet (a reservation of two hosts takes two servers), on the
-simulated clock (common.py): BUILD for `boot_s` (the next creations' own times may be queued in
-`boots`), then ACTIVE. It ends in ERROR instead when every host of the reservation already runs
-a server ("No valid host was found", as Nova says, within seconds), when the host is in
+site's clock (common.py): BUILD for `boot_s` (the next creations' own times may be queued in
+`boots`), then ACTIVE. Nova accepts any reservation hint, as the site's does: a reservation that
+is not ACTIVE (its lease ended, deleted, in ERROR or not started) or whose hosts all run a server
+already leaves the server in ERROR ("No valid host was found", as Nova says, 20 s later); the
+project's instances quota (`server_quota`, servers being deleted counted) refuses it at once
+(403, as Nova does). It ends in ERROR after `boot_fail_s` when the host is in
 `bad_hosts` (it fails every deploy) or while `servers_fail` > 0 (a deploy that fails once): both
 after `boot_fail_s`. A server that was ACTIVE can fail later (`break_server`: ERROR, its floating
 IP still bound). A deleted server stays listed, its task state "deleting", for
@@ -40,7 +43,7 @@ class NovaMixin:
             "version": "2.96",
             "min_version": "2.1",
             "updated": "2013-07-23T11:33:21Z",
-            "links": [{"rel": "self", "href": f"{self.base}/tacc/nova/v2.1/"}],
+            "links": [{"rel": "self", "href": f"{self.base}/{self.site.uid}/nova/v2.1/"}],
             "media-types": [
                 {
                     "base": "application/json",
@@ -134,12 +137,10 @@ class NovaMixin:
             problems.append(f"Flavor {s.get('flavorRef')} could not be found.")
         if s.get("key_name") not in self.keypairs:
             problems.append(f"Invalid key_name provided: {s.get('key_name')}")
-        if s.get("networks") != [{"uuid": "net-shared"}]:
+        if s.get("networks") != [{"uuid": self.site.shared_net}]:
             problems.append(f"networks {s.get('networks')}")
-        if hints.get("reservation") not in self._active_host_reservations():
-            problems.append(
-                f"reservation {hints.get('reservation')} is not an active host reservation"
-            )
+        if not hints.get("reservation"):
+            problems.append("this fake expects a reservation hint (bare metal needs one)")
         metadata = s.get("metadata", {})
         if not isinstance(metadata, dict) or not all(
             isinstance(v, str) and 0 < len(k) <= 255 and len(v) <= 255 for k, v in metadata.items()
@@ -147,6 +148,19 @@ class NovaMixin:
             problems.append(f"Invalid input for field/attribute metadata: {metadata!r}")
         if problems:
             raise Reply(400, {"badRequest": {"code": 400, "message": "; ".join(problems)}})
+        self._advance_deletes()
+        used = len(self.servers)  # Nova counts a server being deleted until it is gone
+        if self.server_quota is not None and used >= self.server_quota:
+            raise Reply(
+                403,
+                {
+                    "forbidden": {
+                        "code": 403,
+                        "message": f"Quota exceeded for instances: Requested 1, but already "
+                        f"used {used} of {self.server_quota} instances",
+                    }
+                },
+            )
         fail = self.servers_fail > 0
         self.servers_fail -= 1 if fail else 0
         server = self.add_server(
@@ -172,7 +186,7 @@ class NovaMixin:
         name,
         reservation_id,
         key_name=None,
-        image="img-cuda",
+        image=None,
         fault=None,
         final="ACTIVE",
         metadata=None,
@@ -186,11 +200,15 @@ class NovaMixin:
                 for x in self.servers.values()
             )
 
-        hosts = self.hosts_of(reservation_id)
+        # Nova takes any reservation hint; Blazar's filter then finds a host of an ACTIVE
+        # reservation, or none ("No valid host", ERROR within a minute): a lease that is not
+        # ACTIVE (ended, deleted, in ERROR, not started) or whose hosts all run a server
+        active = reservation_id in self._active_host_reservations()
+        hosts = self.hosts_of(reservation_id) if active else []
         free = [h for h in hosts if not busy(h)]
-        host = free[0] if free else hosts[0]
+        host = free[0] if free else (hosts[0] if hosts else None)
         fault = fault if free else NO_VALID_HOST
-        if host["id"] in self.bad_hosts:
+        if host is not None and host["id"] in self.bad_hosts:
             fault = fault or DEPLOY_FAILED
         boot_s = self.boots.pop(0) if self.boots else self.boot_s
         takes = 20 if fault == NO_VALID_HOST else self.boot_fail_s if fault else boot_s
@@ -204,9 +222,9 @@ class NovaMixin:
             "name": name,
             "user_id": owner,
             "key_name": key_name or f"{name}-key",
-            "image": image,
+            "image": image or self.site.images[0][0],
             "reservation": reservation_id,
-            "host": host["id"],
+            "host": host["id"] if host else None,
             "status": "BUILD",
             "final": "ERROR" if fault else final,
             "fault": fault,

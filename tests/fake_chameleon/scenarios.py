@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 
-from fake_chameleon.common import BRANCH, MINUTE, now, sim_now, user_id_of
+from fake_chameleon.common import BRANCH, MINUTE, advance, now, sim_now, user_id_of
 
 DELETE_SERVER = {"DELETE_SERVER = False": "DELETE_SERVER = True"}
 DELETE_LEASE = {"DELETE_LEASE = False": "DELETE_LEASE = True"}
@@ -30,6 +30,10 @@ PREPARED = {  # what notebook 3's prepare pass kept in Chameleon's Jupyter (serv
     "predictions": {"4.1 ms": {"prediction": "4.1 ms", "value": 12, "made": "2026-11-26T20:00"}},
     "edits": {"6.3a": {"step": "6.3a", "before": "count: 1\n", "after": "count: 2\n"}},
 }
+
+
+# what the instructor fills in (harness.INSTRUCTOR): the class at CHI@TACC
+AT_TACC = {"REPO_URL": "{repo}", "REPO_REF": "v1", "PROJECT": "CHI-231138"}
 
 
 class NoStop(Exception):
@@ -265,9 +269,11 @@ def lease_end(world):
             s.run(label=f"on {name}")
         f.end_lease(lease["id"])
         world.notes[name] = lease["id"]
+        pause(world, 5)  # the student comes back a few minutes later
         if name == "B":
             with world.session("02_provision") as s:
                 s.run(label="after B ended")
+    pause(world, 12 * 60)
     with world.session("01_reserve") as s:
         s.run(label="next day")
 
@@ -509,6 +515,11 @@ def nodes(count: int) -> dict:
 # ------------------------------------------------------------------ the site as unkind as it is
 
 
+def pause(world, minutes: float) -> None:
+    """The student steps away: the site's clock moves on (leases being deleted or ending go)."""
+    advance(minutes * MINUTE)
+
+
 def edited(session, edits: dict, cells, label: str) -> dict:
     """The student sets values in a cell (DELETE_LEASE = True ...), runs cells, and sets them
     back, in the same kernel."""
@@ -588,6 +599,7 @@ def lease_states(world):
     with world.session("01_reserve") as one, world.session("02_provision") as two:
         one.run(label="answer lost")
         edited(one, DELETE_LEASE, one.upto(LEASES) + [one.index_of("DELETE_LEASE")], "delete it")
+        pause(world, 2)  # Blazar's delete takes a minute
         with f.lock:
             f.lease_delete_s, f.errors_after_create = 10**6, 1
         one.run(label="error after create")
@@ -667,6 +679,7 @@ def two_nodes_without_ips(world):
             world.notes["deleted"] = holdings(world)
             with f.lock:
                 f.finish_deletes()
+            pause(world, 12 * 60)
             two.run(two.upto(LEASE_CELL), label="next day")
             world.notes["next day"] = holdings(world)
 
@@ -709,11 +722,14 @@ def node_count_pending(world):
 def refusal_words(world):
     """python-chi's parser of Blazar's refusals matching (as it would, fixed on either side):
     python-chi logs its own sentence ("there were not enough unreserved hosts ..."); the advice
-    is the same: no gpu_p100 free for 3 h from now, then no reservable IP left."""
+    is the same: no gpu_p100 free for 3 h from now; again in words neither knows (another Blazar
+    release's), read by the calendar; then no reservable IP left."""
     f = world.fake
     f.book_all("gpu_p100", -1, 2)
     with world.session("01_reserve") as s:
         s.run(label="no node free")
+        f.no_hosts_words = "Reservation could not be satisfied: the hosts asked for are taken"
+        s.run(label="words not known")  # another Blazar release's words: the calendar decides
         for booked in f.allocations.values():  # the other project's bookings end
             booked[:] = [a for a in booked if a["lease_id"] in f.leases]
         for address in f.reservable_fips:  # and other projects take every reservable IP
@@ -722,6 +738,221 @@ def refusal_words(world):
                  "end": now() + dt.timedelta(hours=48)}
             )  # fmt: skip
         s.run(label="no floating IP")
+
+
+# ------------------------------------------------------------------ the site's last unkindnesses
+
+NOVA_ITEM = r"/tacc/nova/v2\.1/servers/(?!detail)[^/]+"  # one server, as a wait reads it
+NOVA_LIST = r"/tacc/nova/v2\.1/servers/detail"
+
+
+def flaky_site(world):
+    """A day the site's APIs fail for moments: Blazar answers 503, resets a connection and
+    answers 502 while notebook 2 waits for the lease to start; Nova answers 503, 500, a reset
+    and 504 during the boot, and 503 and a reset when the SSH wait asks for the server's IP.
+    Every wait is met. Then the server fails, and while the cell above waits for its delete Nova
+    answers 503 for good: after 5 minutes the wait stops with one sentence; the site back, the
+    cells run again find the server gone and make a new one. Before all that, the student's
+    earlier tries left leases of the names notebook 1 gives this minute, being deleted (Blazar
+    keeps a name until its lease is gone, and refuses it meanwhile)."""
+    f = world.fake
+    taken = [
+        f"serve_system_student_{now() + dt.timedelta(minutes=m):%Y%m%d-%H%M}" for m in range(3)
+    ]
+    for name in taken:  # this minute's and the next two's: the test runs within them
+        old = student_lease(world, -0.1, fip=False)
+        with f.lock:
+            f._end_lease(old)
+            old.update(name=name, status="DELETING", _until=sim_now() + 10**6)
+    world.notes["taken names"] = taken
+    with world.session("01_reserve") as s:
+        s.run(label="reserve")
+    (made,) = [x for x in f.leases.values() if x["user_id"] == f.user_id and x["name"] not in taken]
+    world.notes["lease"] = made["id"]
+    with world.session("02_provision") as s:
+        lease_cell, boot, ssh = s.index_of(LEASE_CELL), s.index_of(BOOT), s.index_of(SSH)
+        record = s.run(range(lease_cell), label="lease starting")
+        world.notes["lease faults"] = f.faults(
+            "GET", rf"/tacc/blazar/v1/leases/{made['id']}", [503, "reset", 502], waiting=True
+        )
+        s.extend(record, [lease_cell])
+        record = s.run(range(lease_cell + 1, boot), label="booting")
+        world.notes["boot faults"] = f.faults(
+            "GET", NOVA_ITEM, [503, 500, "reset", 504], waiting=True
+        )
+        s.extend(record, [boot])
+        record = s.run(range(boot + 1, ssh), label="ssh")
+        world.notes["ssh faults"] = f.faults("GET", NOVA_LIST, [503, "reset"])
+        s.extend(record, [ssh])
+        with f.lock:
+            f.break_server(my_server(world)["id"])
+        world.notes["delete faults"] = f.faults("GET", NOVA_LIST, [503] * 100, waiting=True)
+        s.run([s.index_of(REPLACE)], label="delete, Nova down")
+        world.notes["down"] = holdings(world)
+        world.notes["delete faults"]["replies"].clear()  # the site is back: the delete is done
+        s.run([s.index_of(REPLACE), boot], label="site back")
+
+
+def second_node(world):
+    """Notebook 9's second node on a slow day: NODE_COUNT = 2 with two reserved IPs, and a
+    classmate who took "the first free IP" holds the lease's second one when section 5 attaches
+    it; Nova first refuses the second server (the project's quota, then raised); it boots in 40
+    minutes (the wait gives up at 30, then is met), its sshd
+    answers 25 minutes after ACTIVE (the 15-minute wait gives up, then is met) once the
+    classmate has let the IP go. Later the second server fails and its delete does not finish:
+    the cell says so. The ssh command of section 4 is read for its key."""
+    f = world.fake
+    with world.session("01_reserve", nodes(2)) as s:
+        s.run(label="two nodes")
+    (lease,) = [x for x in f.leases.values() if x["user_id"] == f.user_id]
+    with world.session("02_provision") as s:
+        boot2 = s.index_of("chi_servers.wait_for_boot(node2")
+        ip2 = s.index_of("SECOND_IP = node2.get_floating_ip()")
+        s.run(range(boot2), label="first node")
+        f.boots = [40 * MINUTE]
+        with f.lock:  # the classmate takes the lease's other reserved IP meanwhile
+            rid = next(
+                r["id"] for r in lease["reservations"] if r["resource_type"] == "virtual:floatingip"
+            )
+            first = my_server(world)
+            held = {p["id"] for p in f.ports.values() if p["device_id"] == first["id"]}
+            other = next(
+                x for x in f.fips.values()
+                if f"reservation:{rid}" in x["tags"] and x["port_id"] not in held
+            )  # fmt: skip
+            careless = world.classmates["classmate01"]
+            port = next(p["id"] for p in f.ports.values() if p["device_id"] == careless["server"])
+            f._bind(other, port)
+        world.notes.update(
+            {"second IP": other["floating_ip_address"], "private key": str(world.private_key)}
+        )
+        f.server_quota = len(f.servers)  # the class's servers fill the project's quota
+        s.run([boot2], label="second refused")
+        f.server_quota = None  # the instructor raised it
+        s.run([boot2], label="second boot")
+        s.run([boot2], label="second boot again")
+        f.sshd_s = 25 * MINUTE
+        s.run([ip2], label="second IP taken")
+        with f.lock:
+            f._bind(other, None)  # the classmate lets it go
+        s.run([ip2], label="second IP back")
+        s.run([ip2], label="second ssh again")
+        f.sshd_s = 4 * MINUTE
+        s.run(range(ip2 + 1, len(s.code)), label="the rest")
+        f.server_delete_s = 10**6
+        with f.lock:
+            second = [x for x in f.servers.values() if x["name"] == "node2-serve-system-student"]
+            f.break_server(second[-1]["id"])
+        s.run([s.index_of("old2 = server.get_server(SECOND_NAME)")], label="second delete stuck")
+
+
+def lease_trouble(world):
+    """The lease under the server goes from under it. Lease A ends (3 h are up) between the
+    lease cell and the server cell: Nova takes the server and fails it ("No valid host"), and
+    the cell says why (not the node). Lease B: the project holds as many servers as its quota
+    allows: refused with a sentence; a classmate deletes one, still counted while Nova deletes
+    it; the instructor raises the quota: made. Then B's node fails and Blazar puts another in
+    its place (degraded): notebook 2 says so and makes a server on the new node. Then that one
+    fails and Blazar finds no other: notebook 2 stops, saying so."""
+    f = world.fake
+    a = student_lease(world, -2.9)
+    world.notes["A"] = a["id"]
+    with world.session("02_provision") as s:
+        s.run(s.upto(LEASE_CELL), label="on A")
+        pause(world, 8)
+        with f.lock:
+            f.end_lease(a["id"])  # the student comes back after A ended
+        s.run([s.index_of(REPLACE), s.index_of(BOOT)], label="A is over")
+    b = student_lease(world, -0.1, name_suffix="b")
+    world.notes["B"] = b["id"]
+    with world.session("02_provision") as s:
+        record = s.run(s.upto(REPLACE), label="quota")
+        with f.lock:
+            f.server_quota = len(f.servers)
+        s.extend(record, [s.index_of(BOOT)])
+        with f.lock:
+            theirs = world.classmates["classmate05"]["server"]
+            f._delete_server(theirs)
+        s.run([s.index_of(BOOT)], label="one being deleted")
+        with f.lock:
+            f.server_quota += 1  # the instructor raised it
+        s.run([s.index_of(BOOT)], label="quota raised")
+    with f.lock:
+        f.server_quota = None
+        failed, spare = f.degrade(b["id"], replaced=True)
+    world.notes["replaced"] = {"failed": failed["id"], "spare": spare["id"]}
+    with world.session("02_provision") as s:
+        s.run(s.upto(BOOT), label="degraded, replaced")
+    with f.lock:
+        f.degrade(b["id"], replaced=False)
+    with world.session("02_provision") as s:
+        s.run(s.upto(LEASE_CELL), label="degraded, missing")
+
+
+def two_nodes_pool_ips(world):
+    """NODE_COUNT = 2 without reserved IPs, three times: both nodes take pool IPs of their own,
+    then (1) notebook 2's clean-up cell deletes the servers and gives both IPs back; (2) the
+    lease ends by itself (Blazar deletes the servers, the pool IPs stay) and notebook 2, run
+    again, gives both back; (3) a new lease ends the same way and notebook 1, the next day,
+    gives both back before it makes a lease."""
+    f = world.fake
+
+    def both_nodes(s, label):  # the servers and their IPs, not the nodes' set-up
+        second = range(s.index_of("TWO_NODES ="), s.index_of("node2.execute(clone)"))
+        return s.run(s.upto(SSH) + list(second), label=label)
+
+    with world.session("01_reserve", {**nodes(2), **NO_FIP}) as s:
+        s.run(label="lease 1")
+    with world.session("02_provision", {**DELETE_SERVER, **KEEP_BUNDLES}) as s:
+        both_nodes(s, "nodes on lease 1")
+        world.notes["on lease 1"] = holdings(world)
+        s.run([s.index_of("DELETE_SERVER = True")], label="clean-up")
+        world.notes["cleaned up"] = holdings(world)
+        with f.lock:
+            f.finish_deletes()
+        both_nodes(s, "nodes again")
+    (one,) = [x for x in f.leases.values() if x["user_id"] == f.user_id]
+    with f.lock:
+        f.end_lease(one["id"])
+    world.notes["lease 1 over"] = holdings(world)
+    pause(world, 5)
+    with world.session("02_provision") as s:
+        s.run(s.upto(LEASE_CELL), label="after lease 1")
+    with world.session("01_reserve", {**nodes(2), **NO_FIP}) as s:
+        s.run(label="lease 2")
+    (two,) = [x for x in f.leases.values() if x["user_id"] == f.user_id and x["id"] != one["id"]]
+    with world.session("02_provision") as s:
+        both_nodes(s, "nodes on lease 2")
+    with f.lock:
+        f.end_lease(two["id"])
+    world.notes["lease 2 over"] = holdings(world)
+    pause(world, 12 * 60)
+    with world.session("01_reserve", {**nodes(2), **NO_FIP}) as s:
+        s.run(s.upto(LEASES), label="next day")
+    world.notes["next day"] = holdings(world)
+
+
+def second_site(world):
+    """The class at CHI@UC (the instructor set SITE = "CHI@UC"), where the node types, network
+    ids, image ids and addresses are not CHI@TACC's; the student made a lease at CHI@TACC in
+    Horizon earlier, which the notebooks at CHI@UC neither see nor touch. First NODE_TYPE is
+    still gpu_p100, a type CHI@UC has not: notebook 1 stops before any lease, naming the GPU
+    types CHI@UC has. Then NODE_TYPE = gpu_rtx_6000: notebook 2 says there is no lease at CHI@UC
+    (the one at CHI@TACC does not count), and both notebooks run top to bottom there."""
+    tacc = world.cloud.at("CHI@TACC")
+    earlier = tacc.add_lease("x", tacc.user_id, -1, fip=True)
+    earlier["name"] = "serve_system_student_horizon"
+    world.notes["TACC lease"] = earlier["id"]
+    with world.session("01_reserve") as s:
+        s.run(label="gpu_p100 at UC")
+    world.settings(NODE_TYPE="gpu_rtx_6000")
+    with world.session("02_provision") as s:
+        s.run(label="no lease at UC")
+    with world.session("01_reserve") as s:
+        s.run(label="reserve")
+    with world.session("02_provision") as s:
+        s.run(label="provision")
+    world.notes["held"] = holdings(world)
 
 
 def old_python_chi(world):
@@ -813,6 +1044,14 @@ SCENARIOS = {
         oldest_python_chi,
     ),
     "old_python_chi": (lambda: {"python_chi_dist": "1.0.9"}, old_python_chi),
+    "flaky_site": (dict, flaky_site),
+    "second_node": (dict, second_node),
+    "lease_trouble": (dict, lease_trouble),
+    "two_nodes_pool_ips": (dict, two_nodes_pool_ips),
+    "second_site": (
+        lambda: {"class_site": "CHI@UC", "settings": {**AT_TACC, "SITE": "CHI@UC"}},
+        second_site,
+    ),
     # JOURNEY_*: what tests/test_chameleon_journey.py prepared (see journey)
     "journey": (lambda: {"classmates": False}, journey),
 }
