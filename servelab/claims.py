@@ -78,10 +78,18 @@ class Measured:
 
     @classmethod
     def from_samples(cls, samples, stat=np.median, rounds: int = 1000, seed: int = 0) -> Measured:
-        """A statistic (default the median) of per-request samples, 95% bootstrap interval."""
+        """A statistic (default the median) of per-request samples, 95% bootstrap interval.
+
+        `stat` takes an array and `axis` (np.median, or functools.partial(np.percentile, q=95)):
+        the rounds are drawn as rows of one array, a block at a time, and reduced together (the
+        same draws, in the same order, as one round at a time: the same interval, far faster)."""
         x = np.asarray(samples, dtype=float)
         rng = np.random.default_rng(seed)
-        boots = [stat(rng.choice(x, size=len(x), replace=True)) for _ in range(rounds)]
+        block = max(1, min(rounds, 1_000_000 // max(1, len(x))))  # rows of a block: <= 8 MB
+        boots: list[float] = []
+        for done in range(0, rounds, block):
+            draws = rng.choice(x, size=(min(block, rounds - done), len(x)), replace=True)
+            boots.extend(stat(draws, axis=1))
         lo, hi = np.percentile(boots, [2.5, 97.5])
         return cls(
             float(stat(x)), float(lo), float(hi), f"95% bootstrap interval, {len(x)} requests"
