@@ -9,15 +9,18 @@ instance seen where its config put it, on this machine's GPUs, with no notebook 
 3. food_classifier with one instance on GPU 0, two per GPU written as one group and as a group
    per GPU, and all four on GPU 0: after each, where every instance's process runs (its own
    report, nvidia-smi's processes, Triton's memory per GPU) and the claim that the placement was
-   honoured.
+   honoured. Each change goes through triton_config.edit, as the notebooks make it: unloaded,
+   its old instances gone (Triton's repository index no longer says UNLOADING), then loaded.
 
-Writes results/placement/placement.json and claims.csv under the page's folder.
+Writes results/placement/placement.json and claims.csv under the page's folder, and Triton's log
+of the part as service_triton_placement.log beside them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -124,4 +127,8 @@ def run(out: Path) -> int:
         launcher.down()
         (folder / "placement.json").write_text(json.dumps(record, indent=2, default=str) + "\n")
         claims.save(folder)
+        # Triton's own account of each load and unload (when each instance started and ended)
+        logs = Path(os.environ["LAB_STATE_DIR"]) / "logs"
+        if (logs / "triton.log").is_file():
+            shutil.copy(logs / "triton.log", out / "service_triton_placement.log")
     return 0 if all(r["verdict"] == claims.HOLDS for r in claims.RESULTS) else 1

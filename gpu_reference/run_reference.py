@@ -3,6 +3,9 @@
 
     python gpu_reference/run_reference.py --out DIR [--parts fastapi,triton,hardware] [--quick]
     python gpu_reference/run_reference.py --out DIR --report     # only rewrite DIR/README.md
+    python gpu_reference/run_reference.py --out PAGE --take RUN --parts placement,one_vs_two
+        # a run's standalone parts into a page (their results, logs and runs.json entries), then
+        # the page's README.md
 
 DIR is a page, docs/results/<setup>/<notebook>/ (docs/results/README.md): one notebook's part
 (with `batch_switch` on notebook 6's page, `stability` on notebook 7's), so a run of several
@@ -44,6 +47,8 @@ PARTS = {
 STABILITY = "stability"
 BATCH_SWITCH = "batch_switch"
 PLACEMENT = "placement"  # each GPU named, each instance where its config put it (placement.py)
+ONE_VS_TWO = "one_vs_two"  # one GPU against two on the same host (one_vs_two.py)
+STANDALONE = (BATCH_SWITCH, PLACEMENT, ONE_VS_TWO)  # parts that are not a notebook's
 TITLES = {
     "fastapi": "Notebook 4: FastAPI, PyTorch vs ONNX Runtime",
     "triton": "Notebook 6: Triton",
@@ -313,6 +318,9 @@ def write_report(out: Path) -> Path:
 
     lines += stability.report_lines(out, 0.70)
     lines += placement_lines(res / "placement")
+    from gpu_reference import one_vs_two
+
+    lines += one_vs_two.report_lines(res / ONE_VS_TWO)
     switch = res / "batch_switch.json"
     if switch.exists():
         from labstack import batch_switch
@@ -442,13 +450,41 @@ def command_line(part: str, run: dict) -> str:
             "gpu_reference/run_reference.py --out DIR --parts stability   # once per call, "
             f"{run['settings']['starts']} starts here"
         )
-    if part in (BATCH_SWITCH, PLACEMENT):
-        return f"python3 gpu_reference/run_reference.py --out DIR --parts {part}"
+    if part in STANDALONE:
+        settings = " ".join(f"{k}={v}" for k, v in run["settings"].items() if k.startswith("LAB_"))
+        return (
+            f"{settings + ' ' if settings else ''}python3 gpu_reference/run_reference.py "
+            f"--out DIR --parts {part}"
+        )
     settings = " ".join(f"{k}={v}" for k, v in run["settings"].items())
     return (
         f"{settings + ' ' if settings else ''}python3 gpu_reference/run_reference.py --out DIR "
         f"--parts {part}" + (" --quick" if run["quick"] else "")
     )
+
+
+def take(run_dir: Path, page: Path, parts: list[str]) -> None:
+    """A run folder's standalone parts into a page: results/<part>/ (replacing the page's), the
+    logs named after the part (service_triton_placement.log, placement_run.log, ...), and the
+    parts' entries in runs.json (the others stay)."""
+    unknown = set(parts) - set(STANDALONE)
+    if unknown:
+        raise SystemExit(f"--take brings standalone parts only ({', '.join(STANDALONE)})")
+    taken = json.loads((run_dir / "runs.json").read_text())
+    runs_file = page / "runs.json"
+    runs = json.loads(runs_file.read_text()) if runs_file.exists() else {}
+    for part in parts:
+        if part not in taken:
+            raise SystemExit(f"{run_dir}/runs.json has no part {part!r}")
+        runs[part] = taken[part]
+        results = run_dir / "results" / part
+        if results.is_dir():
+            shutil.rmtree(page / "results" / part, ignore_errors=True)
+            shutil.copytree(results, page / "results" / part)
+        for log in run_dir.glob(f"*{part}*.log"):
+            shutil.copy(log, page / log.name)
+        print(f"took {part} from {run_dir}", flush=True)
+    runs_file.write_text(json.dumps(runs, indent=2) + "\n")
 
 
 def main() -> int:
@@ -461,18 +497,22 @@ def main() -> int:
     parser.add_argument(
         "--report", action="store_true", help="only rewrite DIR/README.md from DIR's files"
     )
+    parser.add_argument(
+        "--take", type=Path, help="a run folder whose --parts (standalone) go into DIR, a page"
+    )
     args = parser.parse_args()
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(REPO))
     rc = 0
-    if not args.report:
+    if args.take:
+        take(args.take.resolve(), out, [p.strip() for p in args.parts.split(",") if p.strip()])
+    elif not args.report:
         parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-        unknown = set(parts) - set(PARTS) - {STABILITY, BATCH_SWITCH, PLACEMENT}
+        unknown = set(parts) - set(PARTS) - {STABILITY, *STANDALONE}
         if unknown:
             parser.error(
-                f"unknown parts {sorted(unknown)}: choose from "
-                f"{[*PARTS, STABILITY, BATCH_SWITCH, PLACEMENT]}"
+                f"unknown parts {sorted(unknown)}: choose from {[*PARTS, STABILITY, *STANDALONE]}"
             )
         # servelab reads these at import: set them first
         # (the stack's state and model repository stay out of DIR: DIR is what gets committed)
@@ -502,6 +542,23 @@ def main() -> int:
                 "seconds": round(time.time() - start),
                 "quick": False,
                 "settings": {},
+                "versions": versions(),
+            }
+            runs_file.write_text(json.dumps(runs, indent=2) + "\n")
+        if ONE_VS_TWO in parts:
+            from gpu_reference import one_vs_two
+
+            started, start = time.strftime("%F %T %Z"), time.time()
+            rc = one_vs_two.run(out)
+            runs[ONE_VS_TWO] = {
+                "notebook": "(gpu_reference/one_vs_two.py: one GPU against two, one host)",
+                "rc": rc,
+                "started": started,
+                "seconds": round(time.time() - start),
+                "quick": False,
+                "settings": {
+                    k: os.environ[k] for k in ("LAB_PERF_INTERVAL_MS",) if k in os.environ
+                },
                 "versions": versions(),
             }
             runs_file.write_text(json.dumps(runs, indent=2) + "\n")

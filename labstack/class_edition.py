@@ -4,9 +4,11 @@
 
 It is this repository's tracked files as they are in the working tree, less what holds the
 answers, runs the solved edition or serves only the maintainers (LEFT_OUT, each with its reason),
-with four files made for it (made()): the README (docs/class_edition/README.md), the Makefile down
-to its instructors' part, pyproject.toml without the packages left out, and notebook 8's ensemble
-config without the step mapping that exercise 8.1 has students write.
+with five files made for it (made()): the README (docs/class_edition/README.md), the Makefile down
+to its instructors' part, pyproject.toml without the packages left out, notebook 8's ensemble
+config without the step mapping that exercise 8.1 has students write, and the exercises' answer
+key sealed (servelab/exercises/answer_key.py as salted digests: the checks compare each answer
+with it through servelab/exercises/key.py, and the edition holds no expected answer in plain text).
 Every top-level entry of the repository is in KEPT or LEFT_OUT: a new one stops the build until
 someone decides where it goes.
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import re
 import shutil
@@ -34,6 +37,7 @@ import sys
 from pathlib import Path
 
 from labstack import editions
+from servelab.exercises import steps
 from servelab.paths import REPO_ROOT
 from servelab.triton import config_text
 
@@ -70,8 +74,9 @@ LEFT_OUT = {
     "labstack/figures/": "make figures: the texts' figures from docs/results/, which stays out",
     "labstack/ensemble_compare.py": "the maintainers' ensemble runs: they need 8.1's mapping",
     "labstack/class_edition.py": "this builder",
-}
+}  # and servelab/exercises/answer_key.py is replaced by its sealed form (made())
 ENSEMBLE_CONFIG = "models_staging/food_classifier_ensemble/config.pbtxt"
+ANSWER_KEY = "servelab/exercises/answer_key.py"
 # what pyproject.toml's package search includes that stays out (the rest is found where it is, and
 # a package left out of the edition, labstack/figures/, is simply not there to find), and where
 # its maintainers' part starts (the import-linter contracts name the packages left out)
@@ -151,7 +156,23 @@ def made() -> dict[str, str]:
         "pyproject.toml": pyproject(),
         ENSEMBLE_CONFIG: config_text.replace_fields(ensemble, "", ("ensemble_scheduling",))
         + "# ensemble_scheduling { ... }: the step mapping, which you write in notebook 8 (8.1)\n",
+        ANSWER_KEY: sealed_answer_key(),
     }
+
+
+def sealed_answer_key() -> str:
+    """servelab/exercises/answer_key.py for the edition: the plain key's needs as salted digests
+    (steps.sealed_key). The salt is the plain key's own digest, so an unchanged key seals the same
+    and a rebuilt edition commits nothing new."""
+    plain = (REPO_ROOT / ANSWER_KEY).read_text()
+    salt = hashlib.sha256(plain.encode()).hexdigest()[:16]
+    sealed = json.dumps(steps.sealed_key(salt), indent=1, sort_keys=True)
+    return (
+        '"""The answer key of the exercises, sealed: what each step\'s answer sets, as salted\n'
+        "digests (made by `make class-edition`; servelab/exercises/key.py compares each answer\n"
+        'with them, so the checks work without the answers written here)."""\n\n'
+        f"SALT = {salt!r}\nSEALED = {sealed}\n"
+    )
 
 
 def _plain(text: str) -> str:

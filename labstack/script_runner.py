@@ -9,7 +9,9 @@ cell timed. For machines with no Jupyter, e.g. the GPU reference run (gpu_refere
 after every cell (so a run stopped by a time limit still leaves what it measured): the measured
 minutes the timing plan is built from (labstack/timing/). `!shell` lines are comments in a
 jupytext source and do not run here.
-A source runs as the solved edition: nbgrader's solution markers are comments.
+A source runs as the solved edition: nbgrader's solution markers are comments. A cell whose
+first line is `# %%runs_in PASSES` runs only in those passes (LAB_PASS, default measure), as in
+Jupyter (servelab/passes/cells.py); in another it prints the line a kernel prints and is skipped.
 --stop-after S --state FILE: stop between two cells once S seconds have passed (exit status 75),
 keeping the namespace in FILE; the same command again takes the run up at the next cell
 (labstack/resume_state.py), so a notebook longer than one GPU-machine call runs in parts.
@@ -28,7 +30,9 @@ from pathlib import Path
 
 from labstack import resume_state
 
-CELL = re.compile(r"^# %%(?P<rest>.*)$", re.M)
+# a cell's start: "# %%", alone or followed by a space ("# %% [markdown]", "# %% jupyter=..."),
+# not "# %%runs_in ...", which is the first line of a code cell
+CELL = re.compile(r"^# %%(?:[ \t](?P<rest>.*))?$", re.M)
 
 
 def code_cells(source: str) -> list[str]:
@@ -37,12 +41,25 @@ def code_cells(source: str) -> list[str]:
     cells = []
     for i, match in enumerate(starts):
         end = starts[i + 1].start() if i + 1 < len(starts) else len(source)
-        if "[markdown]" not in match.group("rest"):
+        if "[markdown]" not in (match.group("rest") or ""):
             cells.append(source[match.end() : end].strip("\n"))
     return [c for c in cells if c.strip()]
 
 
 STOPPED = 75  # exit status of a run stopped between cells, to be taken up again (EX_TEMPFAIL)
+
+
+def skipped(cell: str) -> str | None:
+    """The line a kernel prints for a cell whose `%%runs_in` line leaves out this pass (None: the
+    cell runs). A prepare-only stand-in (notebook 6's `N_GPUS = 2`) must not run in the measure
+    pass: it would overwrite what the server said."""
+    from servelab.passes import cells, choice
+
+    first = cell.split("\n", 1)[0].strip()
+    if not first.startswith(f"# {cells.MARKER}"):
+        return None
+    named, lab_pass = cells.passes_of(first[2:]), choice.current()
+    return None if lab_pass in named else cells.skipped_line(named, lab_pass)
 
 
 def run(
@@ -65,12 +82,17 @@ def run(
     for number, cell in enumerate(cells, start=1):
         if number < first_cell:
             continue
-        start = time.perf_counter()
-        code = compile(cell, f"{path}[cell {number}]", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        result = eval(code, namespace)  # a coroutine when the cell awaits at top level
-        if inspect.iscoroutine(result):
-            loop.run_until_complete(result)
-        first = next((line for line in cell.splitlines() if line.strip()), "")
+        start, skip = time.perf_counter(), skipped(cell)
+        if skip:
+            print(skip, flush=True)
+        else:
+            flags = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+            code = compile(cell, f"{path}[cell {number}]", "exec", flags=flags)
+            result = eval(code, namespace)  # a coroutine when the cell awaits at top level
+            if inspect.iscoroutine(result):
+                loop.run_until_complete(result)
+        lines = [line for line in cell.splitlines() if line.strip()]
+        first = next((line for line in lines if not line.startswith("# %%runs_in")), "")
         measured.append(
             {"cell": number, "first_line": first[:80], "seconds": time.perf_counter() - start}
         )

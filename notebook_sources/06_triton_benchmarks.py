@@ -25,7 +25,7 @@
 # It works as notebook 4 did. You write every perf_analyzer line, every edit of a
 # `config.pbtxt` and the client calls; each is checked the moment you run the cell under it. You
 # predict before each experiment, explain what you see before the lab's verdict appears, and
-# make four **decisions** the lab cannot make for you: it tells you the goal, you choose from
+# make three **decisions** the lab cannot make for you: it tells you the goal, you choose from
 # your own rows and say why, and a wrong choice is answered with your own numbers.
 #
 # The class's node has 2 GPUs and the instance steps use both; without a GPU, claims only a GPU
@@ -401,9 +401,15 @@ if not passes.replays():  # the solved edition's edit, in place of yours in the 
 # %%
 print(exercises.file_edit(path, before, "6.3a"))
 
+# %% [markdown]
+# **Why unload first, and wait.** Loaded again while it serves, a model whose `instance_group`
+# alone changed is updated in place: Triton keeps old instances, sized for the old count.
+# Unloaded, every instance starts from your config; and as Triton ends the old processes seconds
+# after the unload answers, the next cell waits until its index stops saying `UNLOADING`.
+
 # %%
 # %%runs_in measure
-print(triton_config.unload_model("food_classifier"))  # the new instances start from scratch
+print(triton_config.unload_model("food_classifier"))  # returns once the old instances are gone
 
 # %% [markdown]
 # **Exercise 6.3b: load it, with the client library.** `client.load_model(name, headers=...)` asks
@@ -549,7 +555,11 @@ where = gpus.where_instances_run("6.3f", "food_classifier", N_GPUS, TRITON, METR
 # %%
 # %%runs_in measure review
 four = watched(line_63, "6.3 4 inst c8", "food_classifier")
-per_device = {1: c8, 2: two, 4: four}  # instances per device -> its run at 8 in flight
+one_each = c8  # one instance per device: 6.1b's run, where the server has one device
+if N_GPUS >= 2:  # one on each GPU, loaded and measured like the others
+    triton_config.edit("food_classifier", instances.instance_group(1, N_GPUS), verbose=False)
+    one_each = measure(line_63, "6.3 1 inst c8", verbose=False)
+per_device = {1: one_each, 2: two, 4: four}  # instances per device -> its run at 8 in flight
 plots.utilisation_over_time(
     {run.name: run.utilisation for run in per_device.values()},
     "6.3: utilisation with 1, 2 and 4 instances per device",
@@ -599,12 +609,14 @@ busy_63h = {  # each resource's busy share in the run of four per device
 }
 limit = (
     ### BEGIN SOLUTION
-    max(busy_63h, key=busy_63h.get) if max(busy_63h.values()) >= 0.9 else "load"
+    next((device for device in ("GPU", "CPU") if busy_63h[device] >= 0.9), None)
+    or ("instances" if busy_63h["instances"] >= 0.9 else "load")
     ### END SOLUTION
 )
 why_63h = """
 ### BEGIN SOLUTION
-The busiest resource in the row of four per GPU (busy_U and the utilisation columns).
+A device busy all the time (an instance waiting for it is busy too), else the instances if each
+was busy all the time, else the load (the utilisation columns and busy_U of four per GPU).
 ### END SOLUTION
 """
 
@@ -903,7 +915,7 @@ table_66
 # <!--fig h100_6_switch_seconds-->0.9 s a batch, the same sizes grouped 2.1 ms<!--/fig-->. Local
 # mode's stand-in for `food_classifier_onnx` therefore keeps one session per batch size, padding a
 # batch up to the nearest: mixed sizes then cost <!--fig h100_6_switch_labs-->1.06x<!--/fig-->
-# grouped (both on the H100 page `docs/results/h100/06_triton_benchmarks/`). On the class's node
+# grouped (both on the lab's H100 reference run). On the class's node
 # the model runs Triton's own onnxruntime backend instead, which this lab has not yet measured
 # under batching on a GPU: your runs below are the measurement, and 6.6's verdicts judge them.
 # Few sizes, known in advance, are also what `preferred_batch_size` and TensorRT's optimisation
@@ -1035,35 +1047,43 @@ plots.measured_vs_model(
 ).savefig(OUT / "latency_vs_rate.png", dpi=110)
 
 # %% [markdown]
-# **Decision 6.6h: what would you deploy for this load?** Your users arrive at random at
-# `RATES[1]` requests per second, the capacity you measured, and the product asks for a mean
-# latency under ten times an instance's busy time per request (`OBJECTIVE_66` below). Dynamic
-# batching costs nothing but the wait it allows; another instance costs a share of a GPU and its
-# memory. Choose `"one instance"` (no batching), `"batching"` (one instance with it), or
+# **Decision 6.6h: what would you deploy for this load?** The product's users arrive at random,
+# `USERS` requests per second at the busiest hour: a figure of the product, not of this machine.
+# The product asks for a mean latency under ten times an instance's busy time per request
+# (`OBJECTIVE_66` below). Dynamic batching costs nothing but the wait it allows; another instance
+# costs a share of a GPU and its memory. Your sweep measured one instance with batching and
+# without at three rates; read each at the lowest rate of the sweep that is at least `USERS`.
+# Choose `"one instance"` (no batching), `"batching"` (one instance with it), or
 # `"more instances"` if neither you measured would do, and write your reason beside it.
 
 # %%
 # %%runs_in measure review
-OBJECTIVE_66 = 10 * BUSY_MS
-options_66 = {"one instance": alone[RATES[1]], "batching": batched[RATES[1]]}  # cheapest first
-print(f"the objective: mean latency under {OBJECTIVE_66:.1f} ms at {RATES[1]} requests/s")
+USERS, OBJECTIVE_66 = 400, 10 * BUSY_MS
+options_66 = {"one instance": alone, "batching": batched}  # cheapest first: {rate: run}
+print(f"the objective: mean latency under {OBJECTIVE_66:.1f} ms at {USERS} requests/s")
 config_66 = (
     ### BEGIN SOLUTION
     next(
-        (name for name, run in options_66.items() if run.row["avg_latency_ms"] < OBJECTIVE_66),
+        (
+            name
+            for name, runs in options_66.items()
+            if USERS <= max(RATES)
+            and runs[min(r for r in RATES if r >= USERS)].row["avg_latency_ms"] < OBJECTIVE_66
+        ),
         "more instances",
     )
     ### END SOLUTION
 )
 why_66h = """
 ### BEGIN SOLUTION
-The cheapest configuration whose mean latency at the capacity's rate came under the objective.
+The cheapest configuration whose mean latency met the objective at the lowest rate of the sweep
+at or above the users' load; none measured there: more instances.
 ### END SOLUTION
 """
 
 # %%
 # %%runs_in measure review
-config_66 = judgement.decide("6.6h", config_66, why_66h, options_66, OBJECTIVE_66)
+config_66 = judgement.decide("6.6h", config_66, why_66h, options_66, USERS, OBJECTIVE_66)
 
 # %% [markdown]
 # **What do you see, and why?** First the two runs at 60 %: which queued more, how many times

@@ -11,11 +11,10 @@
 #
 # Notebook 6 ended with a model that batches requests and absorbs bursts (on the H100 reference,
 # at 140 % of one instance's capacity, <!--fig h100_6_batching_gain-->161x<!--/fig--> lower mean
-# latency than without batching: `docs/results/h100/06_triton_benchmarks/`). This notebook asks a
-# harder question: **how much of what the hardware can do with this model does the served model
-# deliver?** First you measure the limit: the model alone, the batch already in memory, no server.
-# Then you close the gap between that and a server answering one-image requests, one change at a
-# time:
+# latency than without batching). This notebook asks a harder question: **how much of what the
+# hardware can do with this model does the served model deliver?** First you measure the limit:
+# the model alone, the batch already in memory, no server. Then you close the gap between that
+# and a server answering one-image requests, one change at a time:
 #
 # | step | what changes | why it could help |
 # |---|---|---|
@@ -39,19 +38,18 @@
 # and says in one sentence what is missing. After each measurement you explain what you see in an
 # answer cell; the lab's verdict appears once your answer is written.
 #
-# **The goal, and what is known.** Issue 27 of this project sets a goal for the H100 reference:
-# the best configuration serves at least **70 %** of the limit (median over separately started
-# servers). This notebook's reference run there served
+# **The goal, and what is known.** The lab sets a goal for the H100 reference: the best
+# configuration serves at least **70 %** of the limit (median over separately started servers).
+# This notebook's reference run there served
 # <!--fig h100_7_in_one_start_served-->28,970 and 30,114<!--/fig--> inferences/s against a limit
 # of <!--fig h100_7_limit-->45,372<!--/fig--> images/s:
 # **<!--fig h100_7_in_one_start-->0.64 and 0.66<!--/fig-->** in one start;
 # <!--fig h100_7_fresh_count-->three<!--/fig--> separately started servers served
 # **<!--fig h100_7_fresh_starts_short-->0.49, 0.53 and 0.55<!--/fig-->** (median
-# <!--fig h100_7_fresh_median-->0.525<!--/fig-->; both in
-# `docs/results/h100/07_how_close_to_the_hardware/`). The goal is not reached, and the claim at
-# the end says whether your run reaches it: *holds*, *does not hold*, or *inconclusive*. Without
-# a GPU the same steps run, the GPU-only ones are skipped with the reason, and the goal is not
-# checked (it is set for a GPU).
+# <!--fig h100_7_fresh_median-->0.525<!--/fig-->; both on the lab's H100 reference run). The
+# goal is not reached, and the claim at the end says whether your run reaches it: *holds*,
+# *does not hold*, or *inconclusive*. Without a GPU the same steps run, the GPU-only ones are
+# skipped with the reason, and the goal is not checked (it is set for a GPU).
 #
 # ## Setup
 
@@ -572,8 +570,8 @@ with judgement.verdict_after(answer_74, "7.4"):
 # GPU (`FORCE_CPU_ONLY_INPUT_TENSORS: "no"`, see the config's header). On the H100 reference that
 # served **<!--fig h100_7_levers_cuda_shm_infer-->13,115<!--/fig-->** inferences/s against
 # **<!--fig h100_7_levers_system_shm_infer-->19,450<!--/fig-->** with system shared memory (8
-# instances, max batch 64, fp16 + CUDA graphs; the `levers/` folder of
-# `docs/results/h100/07_how_close_to_the_hardware/`): each request's tensor reaches the Python
+# instances, max batch 64, fp16 + CUDA graphs; the maintainers' experiments behind this
+# notebook): each request's tensor reaches the Python
 # backend's process through CUDA IPC, and the input and output times per execution grew about
 # five-fold (<!--fig h100_7_levers_input_ms-->2.6 to 12.2 ms<!--/fig-->,
 # <!--fig h100_7_levers_output_ms-->2.2 to 10.3 ms<!--/fig-->). It is not a step of this notebook.
@@ -881,7 +879,7 @@ with judgement.verdict_after(answer_78, "7.8"):
         "0.64 and 0.66"  # fig h100_7_in_one_start
         " of the limit), while separately started servers served "
         "0.488, 0.525 and 0.545"  # fig h100_7_fresh_starts
-        " (`gpu_reference/run_reference.py --parts stability`). A "
+        " (the maintainers' stability runs). A "
         "start decides where each instance's memory lands, what each compile produced and how "
         "the stubs share the cores; one start shows one draw of those."
     )

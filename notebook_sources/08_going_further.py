@@ -139,12 +139,7 @@ ensemble_scheduling {
 )
 
 # %%
-mapping = exercises.config_fragment(
-    mapping,
-    "8.1",
-    "the ensemble's two steps, preprocess first",
-    needs={"ensemble_scheduling.step.model_name": "preprocess"},
-)
+mapping = exercises.config_fragment(mapping, "8.1")  # a config.pbtxt block
 mapping = exercises.step_mapping(mapping, "8.1")  # and each tensor goes where it exists
 loaded = triton_config.edit(ensemble.ENSEMBLE, mapping)
 if not loaded.ok:
@@ -428,7 +423,7 @@ with judgement.verdict_after(answer_85, "8.5"):
 
 # %% [markdown]
 # The same endpoint can feed a dashboard (Prometheus and Grafana) that keeps the history of a
-# whole class session; `docs/instructors.md` says how to point one at the stack's Triton.
+# whole class session; the instructors' guide says how to point one at the stack's Triton.
 #
 # ## 8.6 A search instead of hand tuning: Model Analyzer
 # Notebook 7 asked which configuration you would deploy if p99 had to stay under 100 ms, and left

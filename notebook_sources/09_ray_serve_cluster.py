@@ -522,9 +522,9 @@ with judgement.verdict_after(answer_95, "9.5"):
 # each with its interval; and where one request's time goes: the model, the server's own work
 # around it, and what is outside the server's clock (HTTP, serialisation, the hops between
 # processes). The longest wait is Triton compiling its model: 74 to 134 s on the H100 (the
-# lab's runs, `docs/results/h100/execution_costs/`). Without a GPU the cell prints what the lab's
-# own run on 2 CPU cores measured (`docs/results/cpu/three_way/`: there the four share two cores
-# with the load generator, so it shows each path's cost, not a GPU's choice).
+# lab's runs). Without a GPU the cell prints what the lab's own run on 2 CPU cores measured
+# (there the four share two cores with the load generator, so it shows each path's cost, not a
+# GPU's choice).
 # `LAB_RAY_THREE_WAY=on` runs it on a CPU anyway (small rates), `off` skips it.
 #
 # **Think first** (not checked): which of the three will hold the objective at the highest rate

@@ -305,3 +305,125 @@ def test_nothing_is_written_while_a_check_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(class_edition, "check", lambda texts: ["notebooks/x.ipynb is stale"])
     assert class_edition.build(tmp_path / "edition") == ["notebooks/x.ipynb is stale"]
     assert not (tmp_path / "edition").exists()
+
+
+# ---------------------------------------------------------------- the exercises' key, sealed
+
+# made on the node when the lab runs (make, init_env.sh, the notebooks): not in any edition
+MADE_WHEN_RUN = ("artifacts/", "results/", ".lab/", "model_repository/", "docker/.env")
+TOP_LEVEL = (
+    ".lab", "artifacts", "dist", "docker", "docs", "fastapi_onnx", "fastapi_pt", "flask_app",
+    "gpu_reference", "labstack", "model_repository", "models_staging", "notebook_sources",
+    "notebooks", "reliability", "requirements", "results", "scripts", "servelab", "solutions",
+    "tests",
+)  # fmt: skip
+CITED = re.compile(rf"(?<![\w./-])((?:{'|'.join(map(re.escape, TOP_LEVEL))})/[\w./-]*[\w/])")
+
+
+def _plain_pairs() -> dict[str, list[str]]:
+    """Each step's needs as they would read in plain text: `-b 16`, `"-b": 16`, a field's
+    `max_queue_delay_microseconds: 100`, a URL's path, a call's method."""
+    from servelab.exercises import answer_key
+
+    pairs = {}
+    for step, needs in answer_key.NEEDS.items():
+        shown = []
+        for field, value in needs.items():
+            if hasattr(value, "placed"):  # instances: judged by where Triton puts them
+                continue
+            if field == "url":
+                shown.append(str(value).split("}", 1)[-1])
+            elif field == "call.method":
+                shown.append(f"{value}(")
+            elif value is not None and not field.startswith("call."):
+                name = field.split(".")[-1]
+                shown += [f"{field} {value}", f'"{field}": {value!r}', f"{name}: {value}"]
+        pairs[step] = shown
+    return pairs
+
+
+def test_the_editions_answer_key_is_sealed_and_no_answer_is_plain(edition):
+    """The class edition checks every exercise without holding its expected answer in plain text:
+    its servelab/exercises/answer_key.py holds salted digests only, and no file of its
+    servelab/exercises/ (the checks, the table) holds a step's value as an answer would write it."""
+    key_file = edition / class_edition.ANSWER_KEY
+    tree = ast.parse(key_file.read_text())
+    names = {t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets}
+    assert names == {"SALT", "SEALED"}
+    sealed = ast.literal_eval(tree.body[-1].value)
+    for step, entry in sealed.items():
+        assert set(entry) == {"count", "digests", "uses"}, step
+        assert all(re.fullmatch(r"[0-9a-f]{24}", d) for d in entry["digests"]), step
+        assert all(re.fullmatch(r"[A-Z_]+", name) for name in entry["uses"]), step
+    texts = {p: p.read_text() for p in (edition / "servelab/exercises").glob("*.py")}
+    found = [
+        f"{path.name}: {step}'s {pair!r}"
+        for step, pairs in _plain_pairs().items()
+        for pair in pairs
+        for path, text in texts.items()
+        if pair in text
+    ]
+    assert found == []
+
+
+def test_the_edition_checks_answers_with_the_sealed_key(edition, tmp_path):
+    """In the edition, with its sealed key, a right line passes (perf_analyzer's default left
+    out), a wrong one is refused pointing to its section, and so are a fragment and a curl line."""
+    program = "\n".join(
+        [
+            "from servelab import exercises",
+            "from servelab.exercises import NotYet, steps",
+            "assert steps.sealed()",
+            "exercises.given(HOST='h:8000', TRITON='http://h:8000', PERF_INPUT='in.json')",
+            "exercises.given(N_GPUS=2)",
+            "base = 'perf_analyzer -m food_classifier -u h:8000 --input-data in.json'",
+            "exercises.perf_line(base, '6.1a')",
+            "exercises.perf_line(base + ' --concurrency-range 8', '6.1b')",
+            "exercises.config_fragment('instance_group [ { count: 4, gpus: [ 0 ] } ]', '6.3d')",
+            "said = []",
+            "for check in (",
+            "    lambda: exercises.perf_line(base, '6.1b'),",
+            "    lambda: exercises.config_fragment('instance_group [ { count: 4 } ]', '6.3d'),",
+            "    lambda: exercises.curl_line('curl http://h:8000/v2/models/food_classifier/stats"
+            " | python -m json.tool', '6.1d'),",
+            "):",
+            "    try:",
+            "        check()",
+            "    except NotYet as exc:",
+            "        said.append(str(exc))",
+            "print('\\n'.join(said))",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        cwd=edition / "notebooks",
+        env={**os.environ, "PYTHONPATH": str(edition), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = done.stdout.splitlines()
+    assert len(said) == 3, said
+    assert said[0].startswith("6.1b: your line keeps 1 request in flight") and "8" not in said[0]
+    assert "puts 4 on GPU 0 and 4 on GPU 1, not where the step puts them" in said[1]
+    assert "asks for `/v2/models/food_classifier/stats`, not what the step reads" in said[2]
+
+
+def test_every_path_a_notebook_cites_is_in_the_edition(edition):
+    """A path the edition's notebooks cite (prose, code, printed text) is there for the student
+    to open, unless the lab makes it when it runs (artifacts/, results/, ...)."""
+    missing = []
+    for path in sorted((edition / "notebooks").glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            for cited in CITED.findall(cell.source):
+                if not cited.startswith(MADE_WHEN_RUN) and not (edition / cited).exists():
+                    missing.append(f"{path.name}: {cited}")
+    assert missing == []
+    assert CITED.findall("see `docs/results/h100/06_triton_benchmarks/` and servelab/perf/")
+
+
+def test_no_issue_number_in_what_students_read(edition):
+    for path in sorted((edition / "notebooks").glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            assert not re.search(r"\b[Ii]ssues? #?\d+", cell.source), (path.name, cell.source)

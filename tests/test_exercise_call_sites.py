@@ -12,7 +12,7 @@ from test_notebooks import exercises_of
 
 from labstack import editions
 from servelab import exercises
-from servelab.exercises import NotYet, step_needs
+from servelab.exercises import NotYet, config_edits, step_needs
 
 HOST, RATE = "127.0.0.1:8000", 185
 
@@ -92,13 +92,13 @@ def test_each_solved_perf_line_passes_and_a_flag_beyond_it_is_refused(notebook, 
         scope[name] = solved + allowed
         exec(check, scope)
     for extra, named in (
-        (" -b 3", "-b 3"),
-        (" --percentile 95", "--percentile 95"),
-        (" --max-threads 2", "--max-threads 2"),
-        (" -f out.csv", "-f out.csv"),
+        (" -b 3", "leave `-b 3` out|makes every request 3 images, not the batch"),
+        (" --percentile 95", "`--percentile 95`"),
+        (" --max-threads 2", "`--max-threads 2`"),
+        (" -f out.csv", "`-f out.csv`"),
     ):
         scope[name] = solved + extra
-        with pytest.raises(NotYet, match=f"`{named}`"):
+        with pytest.raises(NotYet, match=named):
             exec(check, scope)
 
 
@@ -140,7 +140,7 @@ def test_the_sweeps_line_is_checked_at_every_rate():
     assert list(scope["sweep_lines"]) == scope["RATES"]
     solved = scope["poisson_at"]
     scope["poisson_at"] = lambda rate: solved(RATE)
-    with pytest.raises(NotYet, match=r"poisson_at\(308\): .*says `--request-rate-range 185`"):
+    with pytest.raises(NotYet, match=r"poisson_at\(308\): your line offers 185 requests/s, not"):
         exec(check, scope)
 
 
@@ -175,12 +175,12 @@ def test_the_testers_fragments_of_63c(text, passes):
 
     def check():
         needs = exercises.on_every_gpu(4, 2)
-        return exercises.config_fragment(text, "6.3", "four instances on every GPU", needs=needs)
+        return config_edits.config_fragment(text, "6.3", "four instances on every GPU", needs)
 
     if passes:
         check()
     else:
-        with pytest.raises(NotYet, match="puts 4 on GPU 0 and 8 on GPU 1, the step needs 4 on"):
+        with pytest.raises(NotYet, match="puts 4 on GPU 0 and 8 on GPU 1, not where the step"):
             check()
 
 
@@ -199,7 +199,7 @@ def test_76_checks_shape_at_every_setting_of_the_sweep(n_gpus):
     # without its gpus list, a group is on every GPU of the server, not on the first alone
     scope["shape"] = lambda *setting: solved(*setting).replace(", gpus: [ 0 ]", "")
     if n_gpus > 1:
-        with pytest.raises(NotYet, match="puts 4 on GPU 0 and 4 on GPU 1, the step needs 4 on GPU"):
+        with pytest.raises(NotYet, match="puts 4 on GPU 0 and 4 on GPU 1, not where the step"):
             exec(check, scope)
     else:
         exec(check, scope)

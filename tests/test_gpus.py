@@ -10,6 +10,7 @@ import json
 import os
 import stat
 import textwrap
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -18,7 +19,7 @@ import yaml
 
 from servelab import claims
 from servelab.serving import gpu_report
-from servelab.triton import gpu_names, gpu_scaling, gpus, triton_stats
+from servelab.triton import gpu_names, gpu_scaling, gpus, triton_config, triton_stats
 from servelab.verdicts import triton as triton_checks
 
 # index 0 sorts last by uuid, index 1 first
@@ -59,6 +60,7 @@ def node(tmp_path, monkeypatch):
     """This machine as a two-GPU node: the fake nvidia-smi first on PATH, names asked afresh."""
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("NVIDIA_VISIBLE_DEVICES", raising=False)
     gpu_names.forget()
     claims.RESULTS.clear()
     yield tmp_path
@@ -362,17 +364,17 @@ UNEVEN = {  # 6.3c on the class's 2-GPU node, all of 6.3a's four instances on GP
 @pytest.mark.parametrize("text, passes", UNEVEN.items())
 def test_the_uneven_placement_is_judged_by_where_triton_puts_it(text, passes):
     from servelab import exercises
-    from servelab.exercises import NotYet
+    from servelab.exercises import NotYet, config_edits
     from servelab.triton import instances
 
     def check():
         needs = exercises.on_first_gpu(4, 2)
-        return exercises.config_fragment(text, "6.3", "all on GPU 0", needs=needs)
+        return config_edits.config_fragment(text, "6.3", "all on GPU 0", needs)
 
     if passes:
         check()
     else:
-        with pytest.raises(NotYet, match="the step needs 4 on GPU 0"):
+        with pytest.raises(NotYet, match="not where the step puts them"):
             check()
     # both spellings of 6.3a's placement put the same instances, and say so
     assert gpus.both_forms(2, 2) is True
@@ -428,3 +430,135 @@ def test_the_two_h200s_numbered_their_gpus_as_gpu_names_predicts():
     for g in listed:
         assert f"`{g.uuid[:12]}-...`" in page and f"`{g.bus_id}`" in page
     assert f"holding {held['nvidia_smi_sees'][0]['used_mib']:.0f} MiB" in page
+
+
+# ---------------------------------------------------------------- instance-group changes
+
+PER_GPU = (
+    "instance_group [ { count: 2, kind: KIND_GPU, gpus: [ 0 ] }, "
+    "{ count: 2, kind: KIND_GPU, gpus: [ 1 ] } ]"
+)
+ALL_ON_GPU0 = "instance_group [ { count: 4, kind: KIND_GPU, gpus: [ 0 ] } ]"
+
+
+@pytest.fixture
+def standin(node, tmp_path):
+    """A repository with food_classifier as two per GPU, a group per GPU; returns a function that
+    starts the stand-in Triton on it (tests/triton_standin.py)."""
+    from tests.triton_standin import FakeTriton
+
+    folder = tmp_path / "repo" / "food_classifier"
+    folder.mkdir(parents=True)
+    (folder / "config.pbtxt").write_text(f'name: "food_classifier"\nbackend: "python"\n{PER_GPU}\n')
+    return lambda **behaviour: FakeTriton(tmp_path / "repo", "food_classifier", **behaviour)
+
+
+def test_a_changed_instance_group_ends_with_exactly_the_instances_its_config_names(standin):
+    """The two-H200 run of 2026-11-28: after "a group per GPU", "all on GPU 0" left the old
+    instance food_classifier_1_0 running on GPU 1 when the lab listed them. Triton finalizes an
+    unloaded model's instances one process after another, after the unload has answered; here
+    food_classifier_1_0 outlives the unload by 1 s. The lab's edit waits until the index no
+    longer says UNLOADING before it loads, so the listing shows the four new instances alone."""
+    with standin(linger={"food_classifier_1_0": 1.0}) as triton:
+        repo = triton.repo
+        result = triton_config.edit("food_classifier", ALL_ON_GPU0, repo=repo, url=triton.url)
+        assert result.ok, result.error
+        events = [what for _, what in triton.events]
+        ended = events.index("ended food_classifier_1_0 (pid 1002)")
+        assert events[ended + 1] == "load"  # the new instances start once the old one is gone
+        frame = gpus.where_instances_run(
+            "6.3d", "food_classifier", 2, triton.url, triton.metrics_url, settle_s=0.1
+        )
+    assert claims.RESULTS[-1]["verdict"] == claims.HOLDS
+    assert frame["runs_on"].tolist() == ["GPU 0"] * 4 and min(frame["pid"]) > 1003
+
+
+def test_an_unload_answers_once_the_old_instances_are_gone(standin):
+    """6.3a's form: the student unloads, then loads with the client library. unload_model
+    returns when Triton's index says the old instances are finalized, not when the model stops
+    answering READY."""
+    with standin(linger={"food_classifier_1_1": 0.8}) as triton:
+        start = time.monotonic()
+        assert triton_config.unload_model("food_classifier", triton.url) == "unloaded"
+        assert time.monotonic() - start >= 0.7
+        assert triton_config.model_state("food_classifier", triton.url) == "UNAVAILABLE"
+        assert "lab_instance_gpu" not in triton.metrics().split("gauge", 2)[-1]
+
+
+def test_an_old_instance_kept_after_a_reload_is_caught(standin):
+    """A server that keeps an old instance after the reload and whose index does not say so: the
+    listing waits for the config's instances, then the claim says DOES NOT HOLD, with the
+    instance that stayed on GPU 1."""
+    with standin(linger={"food_classifier_1_0": 30.0}, index_says_unloading=False) as triton:
+        triton_config.edit("food_classifier", ALL_ON_GPU0, repo=triton.repo, url=triton.url)
+        start = time.monotonic()
+        frame = gpus.where_instances_run(
+            "6.3d", "food_classifier", 2, triton.url, triton.metrics_url, settle_s=1.0
+        )
+        assert time.monotonic() - start >= 1.0  # it waited for the listing to settle
+    assert claims.RESULTS[-1]["verdict"] == claims.FAILS
+    assert claims.RESULTS[-1]["numbers"] == (
+        "the config = 4 on GPU 0, their processes = 4 on GPU 0, 1 on GPU 1"
+    )
+    assert "food_classifier_1_0" in frame["instance"].tolist()
+
+
+# ---------------------------------------------------------------- the GPUs a process may use
+
+
+def test_a_server_given_one_gpu_of_two_counts_one(node, monkeypatch):
+    """CUDA_VISIBLE_DEVICES=1 on the two-GPU node: Triton's metrics (it collects the GPUs its
+    process sees), else its instances' report, else nvidia-smi through the variable, say 1."""
+    fake_smi(node, TWO_GPUS)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    served = {"instance_group": [{"kind": "KIND_GPU", "count": 1, "gpus": [0]}]}
+    monkeypatch.setattr(triton_config, "served_config", lambda *a, **k: served)
+
+    def count(text: str) -> int:
+        monkeypatch.setattr(triton_stats, "_metrics", lambda url: triton_stats.parse_metrics(text))
+        return triton_stats.gpu_count("http://unused", "http://unused")
+
+    one_gpu = f'nv_gpu_utilization{{gpu_uuid="{UUID1}"}} 0.1\n'
+    assert count(one_gpu) == 1
+    assert count(report([("food_classifier_0_0", 0, UUID1, 7)], visible=(UUID1,))) == 1
+    assert count("") == 1  # nvidia-smi lists two; the variable gives the server one
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert count("") == 2
+
+
+def test_a_gpu_seen_through_cuda_visible_devices_is_named_both_ways(node, monkeypatch):
+    """The server's GPU 0 is nvidia-smi's GPU 1: the fact that the numbers agree holds (it is the
+    first GPU of the list), and every table writes it "GPU 0 (nvidia-smi's GPU 1)"."""
+    fake_smi(node, TWO_GPUS, apps_csv({7: UUID1}))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    mine = report([("food_classifier_0_0", 0, UUID1, 7)], visible=(UUID1,))
+    scrape = triton_stats.reading(metrics(0.0, 0.3, mine))
+    assert gpus.names_agree("6.1", scrape=scrape) == claims.HOLDS
+    said = claims.RESULTS[-1]
+    assert said["claim"].endswith("is the i-th GPU of CUDA_VISIBLE_DEVICES=1")
+    assert said["numbers"] == "GPU 0 in Triton = nvidia-smi's 1"
+    assert "GPU 0 (nvidia-smi's GPU 1)" in said["note"]
+    assert gpus.table(scrape=scrape)["gpu"].tolist()[0] == "GPU 0 (nvidia-smi's GPU 1)"
+    apps = gpu_names.compute_apps()
+    frame = gpus.instance_table("food_classifier", {"GPU 0": 1}, scrape, None, apps)
+    assert frame[["runs_on", "nvidia_smi_sees_it_on"]].values.tolist() == [
+        ["GPU 0", "GPU 0 (nvidia-smi's GPU 1)"]
+    ]
+    assert gpus.placement_honoured("6.1", frame, {"GPU 0": 1}) == claims.HOLDS
+    # the same uuid under another subset than the server's own is still caught
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    assert gpus.names_agree("6.1", scrape=scrape) == claims.FAILS
+
+
+def test_a_container_given_the_nodes_second_gpu_names_it_by_the_nodes_number(node, monkeypatch):
+    """NVIDIA_VISIBLE_DEVICES=1: inside the container nvidia-smi lists one GPU, index 0; the node's
+    nvidia-smi and nvtop call it 1, and the lab says so beside `gpus: [ 0 ]`."""
+    fake_smi(node, f"0, {UUID1}, NVIDIA H200, {BUS1}, 591, 143771, 0\n")
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "1")
+    named = gpu_names.names({})
+    assert named.index == {UUID1: 0} and named.smi == {UUID1: 1}
+    assert named.title(UUID1) == "GPU 0 (nvidia-smi's GPU 1)"
+    assert gpu_names.visible() == {"NVIDIA_VISIBLE_DEVICES": "1"}
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "all")
+    gpu_names.forget()
+    assert gpu_names.visible() == {} and gpu_names.names({}).title(UUID1) == "GPU 0"

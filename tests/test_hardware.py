@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from servelab import claims, exercises, hardware, perf
+from servelab.exercises import config_edits
 from servelab.paths import REPO_ROOT, STAGING
 from servelab.perf import output as perf_output
 from servelab.serving import raw_limit, tuned_runtime
@@ -105,9 +106,9 @@ def test_choose_decides_on_repeated_runs_and_says_when_it_cannot():
 def test_parameters_are_checked_by_their_key():
     text = 'parameters { key: "compile" value { string_value: "on" } }'
     needs = {"parameters.compile.string_value": "on"}
-    assert exercises.config_fragment(text, "7.7", "compile on", needs=needs) == text
-    with pytest.raises(exercises.NotYet, match="has no `parameters.compile.string_value: on`"):
-        exercises.config_fragment(text.replace("compile", "precision"), "7.7", "x", needs=needs)
+    assert config_edits.config_fragment(text, "7.7", "compile on", needs) == text
+    with pytest.raises(exercises.NotYet, match="also sets `parameters.precision.string_value`"):
+        config_edits.config_fragment(text.replace("compile", "precision"), "7.7", "x", needs)
 
 
 def test_summary_laws_and_the_record_of_the_best_run(tmp_path):

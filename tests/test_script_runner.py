@@ -146,3 +146,35 @@ def test_the_reference_run_takes_a_stopped_notebook_up_in_the_next_call(tmp_path
     assert json.loads((out / "runs.json").read_text())["hardware"]["calls"] == 3
     times = json.loads((out / "07_fake_cell_times.json").read_text())
     assert [c["cell"] for c in times] == [1, 2, 3]
+
+
+PASSES = """# %%
+N = "the server's"
+# %%
+# %%runs_in prepare
+N = "a prepare-pass stand-in"
+# %%
+# %%runs_in measure review
+seen = N
+# %%
+with open({out!r}, "w") as f:
+    f.write(seen)
+"""
+
+
+@pytest.mark.parametrize("lab_pass", ["measure", "prepare"])
+def test_a_cell_runs_only_in_the_passes_its_first_line_names(tmp_path, monkeypatch, lab_pass):
+    """Notebook 6's `N_GPUS = 2` stand-in is `%%runs_in prepare`: in the measure pass it must not
+    overwrite the server's count (a one-GPU server on the two-H200 host was asked for GPU 1).
+    The times keep a line per cell, named by what it does, not by its marker."""
+    source, out, times = tmp_path / "nb.py", tmp_path / "out.txt", tmp_path / "times.json"
+    source.write_text(PASSES.replace("{out!r}", repr(str(out))))
+    monkeypatch.setenv("LAB_PASS", lab_pass)
+    if lab_pass == "prepare":  # the measure cell is skipped there: `seen` is never set
+        with pytest.raises(NameError, match="seen"):
+            script_runner.run(source, times)
+        return
+    script_runner.run(source, times)
+    assert out.read_text() == "the server's"
+    first = [c["first_line"] for c in json.loads(times.read_text())]
+    assert first == ['N = "the server\'s"', 'N = "a prepare-pass stand-in"', "seen = N", first[3]]

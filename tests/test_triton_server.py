@@ -290,6 +290,8 @@ def test_instance_count_change_while_serving(triton, capsys):
     )
     assert "instances changed: unloaded first" in out
     assert ready(triton, "food_classifier_onnx") and ready(triton, "food_classifier")
+    # the repository index the unload waits on (UNLOADING until the old instances are gone)
+    assert triton_config.model_state("food_classifier_onnx", triton.url) == "READY"
     x = np.zeros((1, 3, 224, 224), np.float32)
     assert infer(triton.url, "food_classifier_onnx", {"input": x}, ["output"])["output"].shape == (
         1,

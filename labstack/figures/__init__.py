@@ -13,10 +13,11 @@ a run could turn).
 
 - core.py: the markers, the registry (`@figure(NAME)`), the rewriting
 - pages.py: a page's files (summary tables, runs.json, logs)
-- notebook4.py, notebook6.py, notebook7.py, bench.py: the figures, by what they describe
+- notebook4.py, notebook6.py, notebook7.py, notebook9.py, bench.py, two_gpus.py: the figures, by
+  what they describe (two_gpus.py: notebook 6 on two GPUs and its `placement` part)
 """
 
-from labstack.figures import bench, notebook4, notebook6, notebook7  # noqa: F401 (registers)
+from labstack.figures import bench, notebook4, notebook6, notebook7, notebook9, two_gpus  # noqa: F401
 from labstack.figures.core import FIGURES, figure, render, stale, texts, unused
 from labstack.figures.pages import Page, page
 

@@ -9,6 +9,7 @@ import pandas as pd
 
 from labstack.figures.core import figure
 from labstack.figures.pages import page
+from servelab import loadgen, queueing
 
 H100 = ("h100", "04_fastapi_benchmarks")
 
@@ -98,6 +99,21 @@ def measured() -> str:
     )
 
 
+@figure("h100_4.6_reason")
+def reason_46() -> str:
+    """4.6's sentence on the model's line as servelab.queueing says it now, on the page's rows
+    (the page's log keeps what the run printed then)."""
+    rows = page(*H100).summary("fastapi")
+    loaded, alone = rows.loc["onnx_concurrent_16"], rows.loc["onnx_sequential"]
+    return queueing.model_miss(
+        printed_model()[0],
+        loaded.mean_ms,
+        loaded.lock_busy_U,
+        alone.infer_mean_ms,
+        loaded.infer_mean_ms,
+    )
+
+
 @figure("h100_4.6_U")
 def utilisation() -> str:
     laws = _onnx_16()
@@ -160,6 +176,19 @@ def own_growth() -> str:
 def workers() -> str:
     one, two = (_throughput(r) for r in ("onnx_concurrent_16", "onnx_concurrent_16_2_workers"))
     return f"{two / one:.2f}x throughput, {two:.0f} against {one:.0f} requests/s"
+
+
+@figure("h100_4.7_real")
+def real_47() -> str:
+    """4.7 as notebook 4 judges it now, on the page's runs: is the second worker's gain real (the
+    two throughputs' windows apart) or noise (they overlap)?"""
+    runs = ("onnx_concurrent_16", "onnx_concurrent_16_2_workers")
+    (one, one_x), (two, two_x) = ((loadgen.throughput(_requests(r)), _throughput(r)) for r in runs)
+    verdict = "real" if one.hi < two.lo or two.hi < one.lo else "noise"
+    return (
+        f"{verdict} (two workers {two_x:.0f}/s, windows {two.lo:.0f} to {two.hi:.0f}; one "
+        f"{one_x:.0f}/s, {one.lo:.0f} to {one.hi:.0f})"
+    )
 
 
 @figure("h100_4.7_decision")

@@ -10,7 +10,8 @@ over a literal (or a slice of a list made from one) counts once per item; a run 
 `if N_GPUS >= 2` counts, as the class's node has two GPUs.
 
 The page of a notebook is the first of PAGES that has its cell times: docs/results/<setup>/
-<notebook>/, one current page per notebook and setup (docs/results/README.md).
+<notebook>/, one current page per notebook and setup (docs/results/README.md). Notebook 7's loops
+run as many times as settings made in other cells say: its page's seconds count as measured.
 """
 
 from __future__ import annotations
@@ -28,8 +29,19 @@ RESULTS = REPO_ROOT / "docs" / "results"
 PAGES = ("h100/{notebook}",)  # the class's 5 s windows
 CLASS_WINDOW_MS = "5000"  # the class's windows (servelab.perf.command.measurement_settings)
 RUNNERS = {"measure", "watched", "onnx_run", "run_line"}  # the notebooks' run helpers
-PART = {"04_fastapi_benchmarks": "fastapi", "06_triton_benchmarks": "triton"}
-RUN_FILES = {"04_fastapi_benchmarks": "requests_*.csv", "06_triton_benchmarks": "perf_*.csv"}
+PART = {
+    "04_fastapi_benchmarks": "fastapi",
+    "06_triton_benchmarks": "triton",
+    "07_how_close_to_the_hardware": "hardware",
+}
+RUN_FILES = {
+    "04_fastapi_benchmarks": "requests_*.csv",
+    "06_triton_benchmarks": "perf_*.csv",
+    "07_how_close_to_the_hardware": "results/hardware/perf_*.csv",
+}
+# notebooks whose runs the source cannot count (loops over settings made in other cells): their
+# page's seconds as measured, not scaled, shared among the runs the source shows
+AS_MEASURED = {"07_how_close_to_the_hardware": "its rounds, sweep and repeats loop over settings"}
 
 
 @dataclass(frozen=True)
@@ -135,6 +147,9 @@ def machine(notebook: str, cells: list[Cell], results: Path = RESULTS) -> Machin
     note = f"measured: {where}, {seconds:.0f} s of cells, {runs_page} runs"
     if window != CLASS_WINDOW_MS:
         note += f", at {window} ms windows, NOT the class's {CLASS_WINDOW_MS}"
+    if notebook in AS_MEASURED:
+        note += f"; as measured ({AS_MEASURED[notebook]})"
+        return Machine(notebook, seconds, seconds, runs_now, max(runs_now, 1), page, note, 0)
     scaled = seconds * runs_now / runs_page if runs_page else seconds
     if runs_page and runs_now != runs_page:
         note += f"; the notebook now makes {runs_now} runs: {scaled:.0f} s at its time per run"

@@ -6,6 +6,8 @@ Introduced in notebook 3 (servelab/exercises/'s checks answer with it).
 
 from __future__ import annotations
 
+import re
+
 
 class NotYet(Exception):
     """An exercise that is not written, or not right yet: one sentence, no traceback.
@@ -38,3 +40,9 @@ def written_text(answer, step: str, noun: str, what: str, where: str) -> str:
             "(an f-string can use the notebook's variables, such as {HOST})."
         )
     return answer
+
+
+def section(step: str) -> str:
+    """Where a step's text is, for a check that points there: "6.1b" -> "section 6.1"."""
+    found = re.match(r"\d+\.\d+", step)
+    return f"section {found[0]}" if found else "the text above it"

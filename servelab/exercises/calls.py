@@ -1,7 +1,9 @@
 """Checks of what a call or a function you wrote returns: a tritonclient call's result, a function
 whose body you wrote (notebook 4's send_one, notebook 5's classify).
 
-Introduced in notebook 4; the notebooks call these as exercises.result and exercises.function.
+Introduced in notebook 4; the notebooks call these through the table of steps
+(exercises.result(config, "5.1"), exercises.function(send_one, "4.4", payload),
+servelab/exercises/steps.py), which hands each check what its step needs.
 
 Both need the node to run what you wrote. Where it is not (the prepare and review passes), a
 call comes as written (passes.OfflineCall) and a function's body is checked to be written; each
@@ -15,8 +17,8 @@ import inspect
 import textwrap
 
 from servelab import passes
-from servelab.exercises import steps
 from servelab.exercises.answers import NotYet, blank, not_written
+from servelab.exercises.key import Needs, Plain
 from servelab.exercises.step_needs import Wrong
 
 
@@ -34,31 +36,22 @@ def result(
     value,
     step: str,
     *evidence,
-    what: str | None = None,
+    what: str,
     check=lambda value, *evidence: True,
     hint: str = "",
     noun: str = "the call",
     where: str = "the text above it names the method",
+    call: Needs | dict | None = None,
 ):
     """The result of a call you wrote (e.g. a tritonclient call): stops while blank or while
-    check(value, *evidence) is false (or raises); returns the value. Without `what`, the step's
-    own (steps.STEPS), whose call is also checked as written where no node answers it."""
-    call = None
-    if what is None:
-        known = steps.step(step, steps.Result)
-        what, check, hint, noun, where, call = (
-            known.what,
-            known.check,
-            known.hint,
-            known.noun,
-            known.where,
-            known.call,
-        )
+    check(value, *evidence) is false (or raises); returns the value. Where no node answers the
+    call (prepare, review) it comes as written, and `call` (a key.Needs, or {"call.method": name,
+    "call.args": [...], "call.keyword.<name>": True}) says what it must name."""
     if blank(value):
         raise not_written(step, noun, what, where)
     if isinstance(value, passes.OfflineCall):  # no node in this pass: the call as written
         if call:
-            _written_as(value, call, step, what)
+            _written_as(value, call if isinstance(call, Needs) else Plain(step, call), step, what)
         print(f"{step}: your call `{value}` is written; the measure pass sends it ({what}).")
         return value
     ok, hint = _judge(lambda v: check(v, *evidence), value, hint)
@@ -68,10 +61,16 @@ def result(
     return value
 
 
-def _written_as(call: passes.OfflineCall, want: tuple, step: str, what: str) -> None:
-    """A call as written (client.load_model('food_classifier', headers={...})) names the method,
+def call_words(field: str, value, n_gpus: int = 0) -> tuple:
+    """A call's method, its arguments or a keyword's presence, in one spelling."""
+    if isinstance(value, (list, tuple)):
+        return tuple(repr(v) for v in value)
+    return (str(value),)
+
+
+def _written_as(call: passes.OfflineCall, needs: Needs, step: str, what: str) -> None:
+    """A call as written (client.method('a model', keyword=...)) names the method,
     the arguments and the keywords the step needs."""
-    method, args, keywords = want
     try:
         node = ast.parse(str(call), mode="eval").body
     except SyntaxError:
@@ -79,17 +78,17 @@ def _written_as(call: passes.OfflineCall, want: tuple, step: str, what: str) -> 
     said = f"{step}: {what}: your call"
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
         raise NotYet(f"{said} is `{call}`, not a method of the client called with arguments.")
-    if node.func.attr != method:
+    if not needs.meets("call.method", (node.func.attr,), call_words):
         raise NotYet(f"{said} uses `{node.func.attr}`; the text above names the method to use.")
     given = [ast.literal_eval(a) if isinstance(a, ast.Constant) else None for a in node.args]
-    named = {k.arg for k in node.keywords}
+    named = [k.arg for k in node.keywords if k.arg]
     if "model_name" in named:  # tritonclient's own name for the first argument
         given[:0] = [ast.literal_eval(k.value) for k in node.keywords if k.arg == "model_name"]
-    if given[: len(args)] != list(args):
-        raise NotYet(f"{said} asks for {given[: len(args)]}, not for the model the step names.")
-    missing = [k for k in keywords if k not in named]
-    if missing:
-        raise NotYet(f"{said} has no `{missing[0]}=`: the text above says what it carries.")
+    if not needs.meets("call.args", call_words("call.args", given), call_words):
+        raise NotYet(f"{said} asks for {given}, not for the model the step names.")
+    keywords = [f"call.keyword.{k}" for k in named]
+    if len(needs.fields(["call.method", "call.args", *keywords])) < needs.count:
+        raise NotYet(f"{said} lacks a keyword the step needs: the text above says what it carries.")
 
 
 def _body_is_blank(fn) -> bool:
@@ -122,33 +121,33 @@ def function(
     fn,
     step: str,
     *evidence,
-    what: str | None = None,
+    what: str,
+    run=None,
+    where: str = "its docstring says what it returns",
+    offline: bool = False,
     args: tuple = (),
     check=lambda returned: True,
     hint: str = "",
-    where: str = "its docstring says what it returns",
 ):
     """A function whose body you wrote: stops while the body is `...`, when calling it raises, or
     while what it returned is not what the step needs; returns what the step made of it (None in
-    the prepare pass when calling it needs the node: that pass checks the body only). Without
-    `what`, the step's own (steps.STEPS): how it calls your function with `evidence` and judges
-    what came back. Otherwise fn(*args), judged by check."""
+    the prepare pass when calling it needs the node: that pass checks the body only). `run(fn,
+    *evidence)`: how the step calls it and judges what came back (raising NotYet or Wrong);
+    without one, fn(*args) judged by check. `offline`: the step needs no node to call it."""
     name = getattr(fn, "__name__", "the function")
-    run, offline = (lambda f: check_returned(f(*args), check, hint)), False
-    if what is None:
-        known = steps.step(step, steps.Function)
-        what, where, offline = known.what, known.where, known.offline
-        run = lambda f: known.run(f, *evidence)  # noqa: E731
+    if run is None:
+        run = lambda f, *_: check_returned(f(*args), check, hint)  # noqa: E731
     if blank(fn) or _body_is_blank(fn):
         raise not_written(step, f"the body of {name}()", what, where)
+    called = lambda f: run(f, *evidence)  # noqa: E731
     if offline:  # it needs no node: called and checked in every pass
-        made = _called(fn, name, step, what, run, where)
+        made = _called(fn, name, step, what, called, where)
         print(f"{step}: {name}() gives what the step needs ({what}).")
         return made
     if passes.current() == passes.PREPARE:
         print(f"{step}: {name}() is written; the measure pass calls it and checks what it returns.")
         return None
-    checked = lambda: _called(fn, name, step, what, run, where)  # noqa: E731
+    checked = lambda: _called(fn, name, step, what, called, where)  # noqa: E731
     return passes.on_node(f"{step} {name}()", "value", checked)
 
 

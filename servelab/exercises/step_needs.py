@@ -1,6 +1,6 @@
 """What a step needs of an answer beyond its form, judged by what the answer does.
 
-Introduced in notebook 4; servelab/exercises/steps.py names them for each step.
+Introduced in notebook 4; servelab/exercises/steps.py, the table of steps, names them.
 
 - A request body that carries the photo (4.2), a request timed in milliseconds (4.4's send_one):
   its latency contains the server's own time for it (Server-Timing), so it is never less, and not
@@ -10,8 +10,7 @@ Introduced in notebook 4; servelab/exercises/steps.py names them for each step.
 - A model READY after the call that loads it (6.3b); the stubs you counted, as Triton placed them.
 - Where Triton puts the instances an instance_group asks for (notebooks 6 and 7), whatever the
   spelling: instances per device. Preferred batch sizes in any order (Triton keeps a set).
-- A function that writes a line or a fragment for every setting of a sweep (6.6's rates, 7.6's
-  configurations): each setting's answer checked as its own step would be.
+- A run's mean latency with its windows' spread (6.6h's options).
 
 A check returns True, or raises Wrong with what is wrong; exercises ends its sentence with it.
 """
@@ -19,13 +18,16 @@ A check returns True, or raises Wrong with what is wrong; exercises ends its sen
 from __future__ import annotations
 
 import base64
+import re
 import textwrap
 import time
 from dataclasses import dataclass
+from typing import ClassVar
 
 import requests
 
 from servelab import food11
+from servelab.claims import Measured
 from servelab.paths import TEST_IMAGES
 from servelab.triton import instances
 
@@ -192,49 +194,11 @@ def stubs_on_gpu0(count, placed: dict) -> bool:
     return True
 
 
-# ---------------------------------------------------------------- a sweep's lines and fragments
-
-
-def line_at_each_rate(poisson_at, rates, step_at):
-    """6.6g: poisson_at(rate) is the step's line at every rate of the sweep, each checked as its
-    own step would be; {rate: the checked line}."""
-    from servelab.exercises import command_lines
-
-    lines = {}
-    for rate in rates:
-        what, needs = step_at(rate).resolved()
-        lines[rate] = command_lines.perf_line(
-            poisson_at(rate), "6.6g", f"poisson_at({rate}): {what}", needs, record=False
-        )
-    return lines
-
-
-def shape_at_each_setting(shape, sweep, n_gpus: int) -> dict:
-    """7.6: shape(instances, max_batch, delay) is the fragment of every setting of the sweep:
-    {setting: the checked fragment}."""
-    from servelab.exercises import config_edits
-
-    fragments = {}
-    for instances_, max_batch, delay in sweep:
-        text = shape(instances_, max_batch, delay)
-        if not isinstance(text, str):
-            raise Wrong(f"shape{(instances_, max_batch, delay)} returned no text")
-        what = f"shape{(instances_, max_batch, delay)}: {instances_} instances on the first device"
-        needs = {**on_first_gpu(instances_, n_gpus), "max_batch_size": max_batch}
-        needs["dynamic_batching.max_queue_delay_microseconds"] = delay
-        fragments[(instances_, max_batch, delay)] = config_edits.config_fragment(
-            text, "7.6", f"{what}, max batch {max_batch}, {delay} µs", needs=needs
-        )
-    return fragments
-
-
 # ---------------------------------------------------------------- a run's mean latency
 
 
 def mean_latency(run):
     """A perf run's mean latency (ms) with the lowest and highest of its last three windows."""
-    from servelab.claims import Measured
-
     windows = [w["avg_latency_ms"] for w in run.windows][-3:]
     reported = run.row["avg_latency_ms"]
     return Measured.from_windows(windows, reported) if windows else Measured.exact(reported)
@@ -247,59 +211,78 @@ class AnyOrder(list):
     """A repeated field whose order does not count: Triton keeps preferred_batch_size as a set."""
 
 
+def _count(count, n_gpus: int):
+    """A count as a need writes it: a number, a notebook value ("{INSTANCES}"), or f(n_gpus)."""
+    return count(n_gpus) if callable(count) else count
+
+
 @dataclass(frozen=True)
 class Instances:
-    """An instance_group's need, judged by where Triton puts the instances (instances.placement)
-    on a server with `n_gpus` GPUs: instances per device, {"GPU 0": 2, "GPU 1": 2}. One group
+    """An instance_group's need on a server with `n_gpus` GPUs, judged by where Triton puts the
+    instances (instances.placement): instances per device, {"GPU 0": 2, "GPU 1": 2}. One group
     listing every GPU, a group per GPU, and a KIND_GPU group without `gpus` (every GPU the server
     sees) all put 2 on each GPU; 4 + 8 in two groups put 4 on one GPU and 8 on the other."""
 
     per_device: dict
     n_gpus: int
+    per_gpu_count: ClassVar[bool] = False
+
+    def placed(self, n_gpus: int) -> dict:
+        return self.per_device
+
+    def names(self) -> set[str]:
+        return set()
+
+
+@dataclass(frozen=True)
+class Every:
+    """`count` instances on every GPU of the server (`count` in all without a GPU: the lab writes
+    KIND_GPU as KIND_CPU there), whatever its number of GPUs."""
+
+    count: object
+    per_gpu_count: ClassVar[bool] = True
+
+    def placed(self, n_gpus: int) -> dict:
+        count = _count(self.count, n_gpus)
+        return {f"GPU {i}": count for i in range(n_gpus)} or {"CPU": count}
+
+    def names(self) -> set[str]:
+        return {"N_GPUS", *re.findall(r"\{(\w+)\}", str(self.count))}
+
+
+@dataclass(frozen=True)
+class OnFirst(Every):
+    """`count` instances on GPU 0 and none on the others (on the CPU without a GPU)."""
+
+    def placed(self, n_gpus: int) -> dict:
+        return {"GPU 0" if n_gpus else "CPU": _count(self.count, n_gpus)}
 
 
 def on_every_gpu(count: int, n_gpus: int) -> dict[str, Instances]:
     """The need of a step that puts `count` instances on every GPU of a server with `n_gpus`
     GPUs; without a GPU, `count` instances in all (the lab writes KIND_GPU as KIND_CPU there)."""
-    every = {f"GPU {i}": count for i in range(n_gpus)} or {"CPU": count}
-    return {"instance_group": Instances(every, n_gpus)}
+    return {"instance_group": Instances(Every(count).placed(n_gpus), n_gpus)}
 
 
 def on_first_gpu(count: int, n_gpus: int) -> dict[str, Instances]:
     """The need of a step that puts `count` instances on GPU 0 and none on the others."""
-    return {"instance_group": Instances({"GPU 0" if n_gpus else "CPU": count}, n_gpus)}
+    return {"instance_group": Instances(OnFirst(count).placed(n_gpus), n_gpus)}
 
 
-def check_instances(config, want: Instances) -> bool:
-    """Does a ModelConfig put the instances `want` says where it says?"""
+def placed(config, n_gpus: int) -> dict[str, int]:
+    """Instances per device; without a GPU every group's count runs on the CPU (the lab writes
+    KIND_GPU as KIND_CPU there, see triton_config.edit). Wrong: a group Triton would refuse."""
     if not config.instance_group:
         raise Wrong("has no `instance_group`")
-    try:
-        got = _placed(config, want.n_gpus)
-    except ValueError as exc:  # a GPU the server does not have
-        raise Wrong(f"would not load in Triton: {exc}") from None
-    if got != want.per_device:
-        rule = (
-            " (a KIND_GPU group puts `count` instances on each GPU of its `gpus`, or on every "
-            "GPU without one)"
-        )
-        elsewhere = want.n_gpus and got.keys() != want.per_device.keys()  # other devices
-        raise Wrong(
-            f"puts {_devices(got)}, the step needs {_devices(want.per_device)}"
-            + (rule if elsewhere else "")
-        )
-    return True
-
-
-def _placed(config, n_gpus: int) -> dict[str, int]:
-    """Instances per device; without a GPU every group's count runs on the CPU (the lab writes
-    KIND_GPU as KIND_CPU there, see triton_config.edit)."""
     if n_gpus <= 0:
         return {"CPU": sum(group.count or 1 for group in config.instance_group)}
-    return instances.placement(config, n_gpus)
+    try:
+        return instances.placement(config, n_gpus)
+    except ValueError as exc:  # a GPU the server does not have
+        raise Wrong(f"would not load in Triton: {exc}") from None
 
 
-def _devices(per_device: dict[str, int]) -> str:
+def devices(per_device: dict[str, int]) -> str:
     """{"GPU 0": 4, "GPU 1": 8} -> "4 on GPU 0 and 8 on GPU 1"."""
     said = [f"{n} on {'the CPU' if d == 'CPU' else d}" for d, n in sorted(per_device.items())]
     return " and ".join([", ".join(said[:-1]), said[-1]] if len(said) > 1 else said)

@@ -1,5 +1,4 @@
-"""What each exercise of notebooks 3 to 7 needs: the expected answers, in this one module (as the
-answer key lives in docs/).
+"""The table of steps: what the notebooks call to check what you wrote (introduced in notebook 3).
 
 A check cell names its step and nothing more,
 
@@ -7,20 +6,18 @@ A check cell names its step and nothing more,
     exercises.file_edit(path, before, "6.3a")
     deploy = judgement.decide("6.3g", deploy, why_63g, per_device, OBJECTIVE_MS)
 
-so the cell under a blank never shows the answer. A step's needs are written with the notebook's
-own variables, `{HOST}`, `{RATE}`, ..., which the notebook hands over once it has them:
+so the cell under a blank never shows the answer. This table finds the step, then calls the check
+of its kind with what the step needs: what it is about (`what`, in words that name no value), the
+answer key's needs (answer_key.py, plain here, sealed in the class edition: key.py) and the
+notebook's values they are written with (given.py). The checks never look the table up.
 
-    exercises.given(HOST=HOST, PERF_INPUT=PERF_INPUT, TRITON=TRITON)
-
-Kinds of step (each checked by the module its kind names):
-
-    Perf      a perf_analyzer line: the flags it needs (command_lines.perf_line)
-    Curl      a curl line: the URL it asks (command_lines.curl_line)
-    Fragment  a config.pbtxt fragment: the fields it sets (config_edits.config_fragment)
+    Perf      a perf_analyzer line (command_lines.perf_line)
+    Curl      a curl line (command_lines.curl_line)
+    Fragment  a config.pbtxt fragment (config_edits.config_fragment)
     Edit      an edit of a model's config.pbtxt in an editor (config_edits.file_edit)
     Result    what a call returns, and the call as written where no node answers (calls.result)
     Function  a function whose body you write: how the step calls it (calls.function)
-    Decision  a judgement on your own rows (judgement.decide): the judge and its question
+    Decision  a judgement on your own rows (judges.py): the judge and the rows it reads
 """
 
 from __future__ import annotations
@@ -28,72 +25,55 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from servelab.exercises import judgement, step_needs
-from servelab.exercises.answers import NotYet
+from servelab import passes
+from servelab.exercises import (
+    answer_key,
+    calls,
+    command_lines,
+    config_edits,
+    judges,
+    step_needs,
+)
+from servelab.exercises.answers import blank
+from servelab.exercises.given import GIVEN, given, value, values
+from servelab.exercises.key import Needs, Plain, Sealed, seal
+from servelab.passes.node_calls import STATE
 
-# the notebook's own values the needs are written with (exercises.given)
-GIVEN: dict = {}
-
-
-def given(**values) -> None:
-    """Hand the checks the notebook's values its steps are written with (HOST, RATE, N_GPUS, ...):
-    your lines are compared with the needs these make."""
-    GIVEN.update(values)
-
-
-def value(name: str):
-    if name not in GIVEN:
-        raise NotYet(f"run the cell that sets {name} first: the checks compare your lines with it.")
-    return GIVEN[name]
-
-
-def filled(template):
-    """A need written with the notebook's values ("{HOST}") as it reads with them now."""
-    if isinstance(template, str) and "{" in template:
-        names = [part.split("}")[0] for part in template.split("{")[1:]]
-        return template.format(**{n: value(n) for n in names})
-    return template
+# the notebook's values, handed over with exercises.given (given.py; kept here for the notebooks)
+__all__ = ["GIVEN", "given"]
 
 
 @dataclass(frozen=True)
 class Perf:
     what: str
-    needs: dict
     leave_out: dict = field(default_factory=dict)
-
-    def resolved(self) -> tuple[str, dict]:
-        return filled(self.what), {flag: filled(v) for flag, v in self.needs.items()}
 
 
 @dataclass(frozen=True)
 class Curl:
     what: str
-    url: str
 
 
 @dataclass(frozen=True)
 class Fragment:
     what: str
-    needs: Callable[[], dict] | dict
 
 
 @dataclass(frozen=True)
 class Edit:
     what: str
-    needs: Callable[[], dict] | dict
 
 
 @dataclass(frozen=True)
 class Result:
-    """check(value, *evidence) -> bool or raises step_needs.Wrong; `call`: the method and the
-    arguments the call must name, checked as written where no node answers (prepare, review)."""
+    """check(value, *evidence) -> bool or raises step_needs.Wrong; where no node answers (prepare,
+    review), the call as written is checked against the key's call.* fields."""
 
     what: str
     check: Callable
     hint: str = ""
     noun: str = "the call"
     where: str = "the text above it names the method"
-    call: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -109,42 +89,180 @@ class Function:
 
 @dataclass(frozen=True)
 class Decision:
-    """judge(answer, reason, step, *evidence): a choice judged on your rows (judgement.py)."""
+    """judge(answer, reason, step, *evidence): a choice judged on your rows (judges.py)."""
 
     judge: Callable
 
 
-def needs_of(need) -> dict:
-    return need() if callable(need) else need
+# ---------------------------------------------------------------- the needs of a step
+
+
+def sealed() -> bool:
+    """Is this edition's answer key sealed (the class edition's)?"""
+    return not hasattr(answer_key, "NEEDS")
+
+
+def needs(step: str, **instead) -> Needs:
+    """What step `step` needs, as its check asks it, with the notebook's values (`instead` in
+    place of some); NotYet while a value it is written with is not handed over yet."""
+    if sealed():
+        found = Sealed(step, answer_key.SEALED[step], answer_key.SALT)
+    else:
+        found = Plain(step, answer_key.NEEDS[step])
+    found.values = values(found.uses, **instead)
+    return found
+
+
+CANON = {Perf: command_lines.canonical, Curl: command_lines.url_words}
+CANON |= {Fragment: config_edits.canonical, Edit: config_edits.canonical}
+CANON |= {Result: calls.call_words}
+
+
+def sealed_key(salt: str) -> dict:
+    """The plain answer key sealed as Sealed reads it: {step: its digests} (the class edition's
+    answer_key.py holds it)."""
+    found = {}
+    for step, plain in answer_key.NEEDS.items():
+        kind = type(STEPS.get(step))
+        if step == "7.6":  # its fragments' needs: the sweep's settings are its values
+            kind = Fragment
+        found[step] = seal(step, plain, CANON[kind], salt)
+    return found
+
+
+# ---------------------------------------------------------------- what the notebooks call
+
+
+def step(name: str, kind: type):
+    """The step `name` of the given kind; a notebook error (not the student's) otherwise."""
+    found = STEPS.get(name)
+    if not isinstance(found, kind):
+        raise KeyError(f"no {kind.__name__} step named {name!r} in servelab/exercises/steps.py")
+    return found
+
+
+def perf_line(line, name: str):
+    """Your perf_analyzer line for step `name`, checked (command_lines.perf_line): the perf.Line
+    the next cells run."""
+    known = step(name, Perf)
+    return command_lines.perf_line(line, name, known.what, needs(name), known.leave_out)
+
+
+def curl_line(line, name: str) -> str:
+    """Your curl line for step `name`, checked (command_lines.curl_line)."""
+    return command_lines.curl_line(line, name, step(name, Curl).what, needs(name))
+
+
+def config_fragment(text, name: str) -> str:
+    """Your config.pbtxt fragment for step `name`, checked (config_edits.config_fragment)."""
+    return config_edits.config_fragment(text, name, step(name, Fragment).what, needs(name))
+
+
+def file_edit(path, before: str, name: str) -> str:
+    """Your edit of `path` for step `name`, checked (config_edits.file_edit): its diff."""
+    return config_edits.file_edit(path, before, name, step(name, Edit).what, needs(name))
+
+
+def result(value_, name: str, *evidence):
+    """What the call you wrote for step `name` returned, checked (calls.result)."""
+    known = step(name, Result)
+    call = needs(name) if name in _keyed() else None
+    return calls.result(
+        value_,
+        name,
+        *evidence,
+        what=known.what,
+        check=known.check,
+        hint=known.hint,
+        noun=known.noun,
+        where=known.where,
+        call=call,
+    )
+
+
+def function(fn, name: str, *evidence):
+    """The function you wrote for step `name`, called as the step calls it (calls.function)."""
+    known = step(name, Function)
+    return calls.function(
+        fn,
+        name,
+        *evidence,
+        what=known.what,
+        run=known.run,
+        where=known.where,
+        offline=known.offline,
+    )
+
+
+def decide(name: str, answer, reason, *evidence):
+    """Your choice for decision `name`, judged by its judge on `evidence`, your rows; your reason
+    is kept beside it. In the measure pass a blank choice waits for review."""
+    if blank(answer) and STATE["pass"] == passes.MEASURE:
+        print(f"{name}: decide in the review pass (or now), from your rows; the bundle keeps them.")
+        return None
+    return step(name, Decision).judge(answer, reason, name, *evidence)
+
+
+def _keyed() -> set[str]:
+    return set(answer_key.SEALED if sealed() else answer_key.NEEDS)
+
+
+# ---------------------------------------------------------------- a sweep's lines and fragments
+
+
+def _line_at_each_rate(poisson_at) -> dict:
+    """6.6g: poisson_at(rate) is 6.6d's line at every rate of the sweep, each checked as 6.6d
+    checks its own: {rate: the checked line}."""
+    lines = {}
+    for rate in value("RATES"):
+        known = step("6.6d", Perf)
+        lines[rate] = command_lines.perf_line(
+            poisson_at(rate),
+            f"6.6g: poisson_at({rate})",
+            known.what,
+            needs("6.6d", RATE=rate),
+            record=False,
+        )
+    return lines
+
+
+def _shape_at_each_setting(shape) -> dict:
+    """7.6: shape(instances, max_batch, delay) is the fragment of every setting of the sweep:
+    {setting: the checked fragment}."""
+    fragments = {}
+    for setting in value("SWEEP"):
+        text = shape(*setting)
+        if not isinstance(text, str):
+            raise step_needs.Wrong(f"shape{tuple(setting)} returned no text")
+        instances, max_batch, delay = setting
+        fragments[tuple(setting)] = config_edits.config_fragment(
+            text,
+            f"7.6: shape{tuple(setting)}",
+            "the three fields of one configuration",
+            needs("7.6", INSTANCES=instances, MAX_BATCH=max_batch, DELAY=delay),
+        )
+    return fragments
+
+
+def _covering(runs: dict, load):
+    """The run of `runs` ({rate: run}) at the lowest rate at or above `load`, or None."""
+    rates = [r for r in sorted(runs) if r >= load]
+    return runs[rates[0]] if rates else None
+
+
+def _per_device_p95(per_device: dict) -> dict:
+    return {n: run.measured("p95_ms") for n, run in per_device.items()}
 
 
 # ---------------------------------------------------------------- the steps, notebook by notebook
+# Each `what` names what the step is about in the lesson's words, never a value of its answer:
+# the section the step is in says that, and a check that refuses an answer points there.
 
-FOOD, ONNX = "food_classifier", "food_classifier_onnx"
-_61 = {"-m": FOOD, "-u": "{HOST}", "--input-data": "{PERF_INPUT}"}  # the Python-backend model
-_64 = {"-m": ONNX, "-u": "{HOST}", "--shape": "input:3,224,224"}  # the ONNX model's tensor
-_RATE = {**_64, "--async": None}  # an open loop: as many in flight as the schedule needs
-_73 = {
-    "-m": "{MODEL}",
-    "-u": "{HOST}",
-    "--concurrency-range": "{CLIENTS}",
-    "--async": None,
-    "--shape": "input:224,224,3",
-}
-_GRPC = {**_73, "-u": "{GRPC_HOST}", "-i": "grpc"}
-_BATCHING = {
-    "dynamic_batching.preferred_batch_size": step_needs.AnyOrder([4, 6, 8]),
-    "dynamic_batching.max_queue_delay_microseconds": 100,
-}
-
-
-def _gpus() -> int:
-    return int(value("N_GPUS"))
-
+FOOD = "food_classifier"  # the model of notebooks 5 and 6: what a check asks the server about
 
 STEPS: dict[str, object] = {
     # notebook 3
-    "3.1": Curl("ask the FastAPI service's /health", "{FASTAPI}/health"),
+    "3.1": Curl("ask the FastAPI service whether it is healthy"),
     # notebook 4
     "4.2": Result(
         "the body of a /predict request",
@@ -160,16 +278,15 @@ STEPS: dict[str, object] = {
         ),
     ),
     "4.7": Decision(
-        lambda answer, reason, step, one, two: judgement.real_or_noise(
-            answer, reason, step, "the second worker's gain", {"one worker": one, "two": two}
+        lambda answer, reason, name, one, two: judges.real_or_noise(
+            answer, reason, name, "the second worker's gain", {"one worker": one, "two": two}
         )
     ),
     # notebook 5
     "5.1": Result(
         "the config Triton serves for food_classifier",
         lambda config: config["name"] == FOOD and "instance_group" in config,
-        hint="get_model_config(model name) returns a dict whose name is the model's",
-        call=("get_model_config", (FOOD,), ()),
+        hint="the method named above returns the model's config, a dict whose name is the model's",
     ),
     "5.2": Function(
         "one photo through tritonclient",
@@ -177,35 +294,21 @@ STEPS: dict[str, object] = {
             classify, photo, value("TRITON"), FOOD
         ),
     ),
-    "5.3": Curl("ask for food_classifier's statistics", "{TRITON}/v2/models/food_classifier/stats"),
+    "5.3": Curl("ask Triton for the model's statistics"),
     # notebook 6
-    "6.1a": Perf("the step measures 1 request in flight", {**_61, "--concurrency-range": 1}),
-    "6.1b": Perf("the step measures 8 requests in flight", {**_61, "--concurrency-range": 8}),
-    "6.1c": Perf("the step measures 16 requests in flight", {**_61, "--concurrency-range": 16}),
-    "6.1d": Curl(
-        "ask for version 1 of food_classifier's statistics",
-        "{TRITON}/v2/models/food_classifier/versions/1/stats",
-    ),
-    "6.2": Perf(
-        "the step sends batches of 16 images, one at a time",
-        {**_61, "-b": 16, "--concurrency-range": 1},
-    ),
-    "6.3a": Edit(
-        "set the instance_group to 2 instances on every GPU",
-        lambda: step_needs.on_every_gpu(2, _gpus()),
-    ),
+    "6.1a": Perf("section 6.1's first load of the Python-backend model"),
+    "6.1b": Perf("section 6.1's second load"),
+    "6.1c": Perf("section 6.1's third load"),
+    "6.1d": Curl("ask for the statistics of one version of the model"),
+    "6.2": Perf("section 6.2's batches"),
+    "6.3a": Edit("change the instance_group as section 6.3 asks"),
     "6.3b": Result(
         "load food_classifier again",
         lambda _: step_needs.model_ready(value("TRITON"), FOOD),
-        hint="after load_model the model must be READY (client.is_model_ready)",
-        call=("load_model", (FOOD,), ("headers",)),
+        hint="after the call the model must be READY (client.is_model_ready)",
     ),
-    "6.3c": Perf("the same load as 6.1b, on the new instances", {**_61, "--concurrency-range": 8}),
-    # judged for the class's node, two GPUs (or all of a larger node's)
-    "6.3d": Fragment(
-        "all of 6.3a's instances on GPU 0, none on the other GPUs",
-        lambda: step_needs.on_first_gpu(2 * max(_gpus(), 2), max(_gpus(), 2)),
-    ),
+    "6.3c": Perf("the load of 6.1b, on the new instances"),
+    "6.3d": Fragment("6.3a's instances placed as section 6.3 asks, unevenly"),
     "6.3e": Result(
         "the stubs on GPU 0",
         step_needs.stubs_on_gpu0,
@@ -214,17 +317,14 @@ STEPS: dict[str, object] = {
         noun="the number",
         where="the text above it says where to look",
     ),
-    "6.3f": Edit(
-        "set the instance_group to 4 instances on every GPU",
-        lambda: step_needs.on_every_gpu(4, _gpus()),
-    ),
+    "6.3f": Edit("change the instance_group again, as section 6.3 asks"),
     "6.3g": Decision(
-        lambda answer, reason, step, per_device, objective_ms: judgement.cheapest(
+        lambda answer, reason, name, per_device, objective_ms: judges.cheapest(
             answer,
             reason,
-            step,
+            name,
             "the instances per GPU to deploy",
-            {n: run.measured("p95_ms") for n, run in per_device.items()},
+            _per_device_p95(per_device),
             objective_ms,
             "p95",
             fallback="none",
@@ -232,103 +332,55 @@ STEPS: dict[str, object] = {
         )
     ),
     "6.3h": Decision(
-        lambda answer, reason, step, run: judgement.bottleneck(answer, reason, step, run.row)
+        lambda answer, reason, name, run: judges.bottleneck(answer, reason, name, run.row)
     ),
-    "6.4a": Perf(
-        "the step measures the ONNX model, 1 in flight", {**_64, "--concurrency-range": 1}
-    ),
-    "6.4b": Edit(
-        "set food_classifier_onnx's instance_group to 2 instances on every GPU",
-        lambda: step_needs.on_every_gpu(2, _gpus()),
-    ),
-    "6.4c": Perf(
-        "the warm-up: 8 in flight for a fixed count of 100 requests",
-        {**_64, "--concurrency-range": 8, "--request-count": 100},
-    ),
-    "6.4d": Perf("the ONNX model, 8 in flight", {**_64, "--concurrency-range": 8}),
-    "6.4e": Perf("the ONNX model, 16 in flight", {**_64, "--concurrency-range": 16}),
-    "6.6a": Edit(
-        "set food_classifier_onnx back to one instance, on GPU 0",
-        lambda: step_needs.on_first_gpu(1, _gpus()),
-    ),
-    "6.6b": Perf(
-        "the capacity: 4 in flight, so the instance never waits for work",
-        {**_64, "--concurrency-range": 4},
-    ),
-    "6.6c": Perf(
-        "the step offers {RATE} requests/s, evenly spaced",
-        {**_RATE, "--request-rate-range": "{RATE}", "--request-distribution": "constant"},
-    ),
-    "6.6d": Perf(
-        "the step offers {RATE} requests/s at random moments",
-        {**_RATE, "--request-rate-range": "{RATE}", "--request-distribution": "poisson"},
-    ),
-    "6.6e": Edit("add dynamic batching, preferred 4, 6, 8, at most 100 µs", _BATCHING),
-    "6.6f": Perf(
-        "a batch of 8 images, one request at a time", {**_64, "-b": 8, "--concurrency-range": 1}
-    ),
-    "6.6g": Function(
-        "the Poisson line at any rate",
-        lambda poisson_at: step_needs.line_at_each_rate(
-            poisson_at,
-            value("RATES"),
-            lambda rate: Perf(
-                f"the step offers {rate} requests/s at random moments",
-                {**_RATE, "--request-rate-range": rate, "--request-distribution": "poisson"},
-            ),
-        ),
-        offline=True,
-    ),
+    "6.4a": Perf("section 6.4's first load, of the ONNX model"),
+    "6.4b": Edit("change food_classifier_onnx's instance_group as section 6.4 asks"),
+    "6.4c": Perf("section 6.4's warm-up"),
+    "6.4d": Perf("section 6.4's second load"),
+    "6.4e": Perf("section 6.4's third load"),
+    "6.6a": Edit("change food_classifier_onnx's instance_group as section 6.6 asks"),
+    "6.6b": Perf("the capacity of one instance, as section 6.6 measures it"),
+    "6.6c": Perf("section 6.6's rate RATE, the first way of spacing it"),
+    "6.6d": Perf("section 6.6's rate RATE, the second way of spacing it"),
+    "6.6e": Edit("add dynamic batching, as section 6.6 asks"),
+    "6.6f": Perf("section 6.6's batch, sent as one request"),
+    "6.6g": Function("6.6d's line at any rate", lambda fn: _line_at_each_rate(fn), offline=True),
     "6.6h": Decision(
-        lambda answer, reason, step, options, objective_ms: judgement.cheapest(
+        lambda answer, reason, name, options, load, objective_ms: judges.cheapest(
             answer,
             reason,
-            step,
+            name,
             "the configuration to deploy",
-            {name: step_needs.mean_latency(run) for name, run in options.items()},
+            {
+                option: step_needs.mean_latency(run) if run else None
+                for option, run in ((o, _covering(runs, load)) for o, runs in options.items())
+            },
             objective_ms,
             "mean latency",
             fallback="more instances",
         )
     ),
     # notebook 7
-    "7.2": Perf(
-        "the start, {CLIENTS} one-image requests in flight", {**_73, "--shape": "input:3,224,224"}
-    ),
-    "7.3a": Fragment(
-        "raw pixels, 224 x 224 x 3 bytes per image",
-        {"input.name": "input", "input.data_type": "TYPE_UINT8", "input.dims": [224, 224, 3]},
-    ),
-    "7.3b": Perf("the same load, with uint8 pixels of 224 x 224 x 3", _73),
+    "7.2": Perf("notebook 7's first load"),
+    "7.3a": Fragment("the input as raw pixels, as section 7.3 describes it"),
+    "7.3b": Perf("7.2's load, with the input of 7.3a"),
     "7.4a": Perf(
-        "the same load over gRPC",
-        _GRPC,
+        "7.2's load over the other protocol, as section 7.4 says",
         leave_out={
-            "--shared-memory": "this run measures gRPC alone; shared memory is the next part "
-            "of the step"
+            "--shared-memory": "this run measures the protocol alone; shared memory is the next "
+            "part of the step"
         },
     ),
     "7.4b": Function(
         "the class of the photo in the region",
         lambda by_reference, region, nbytes: step_needs.a_class(by_reference(region, nbytes)),
     ),
-    "7.4c": Perf(
-        "gRPC with the pixels in system shared memory", {**_GRPC, "--shared-memory": "system"}
-    ),
-    "7.5a": Fragment("half precision", {"parameters.precision.string_value": "fp16"}),
-    "7.5b": Fragment("CUDA graphs", {"parameters.cuda_graphs.string_value": "on"}),
-    "7.6": Function(
-        "the three fields of one configuration",
-        lambda shape: step_needs.shape_at_each_setting(shape, value("SWEEP"), _gpus()),
-        offline=True,
-    ),
-    "7.7": Fragment("the compiled model", {"parameters.compile.string_value": "on"}),
+    "7.4c": Perf("7.4a's load, with the pixels in shared memory"),
+    "7.5a": Fragment("the precision section 7.5 asks for"),
+    "7.5b": Fragment("the CUDA graphs section 7.5 turns on"),
+    "7.6": Function("the three fields of one configuration", _shape_at_each_setting, offline=True),
+    "7.7": Fragment("the compiled model of section 7.7"),
+    # notebook 8
+    "8.1": Fragment("the ensemble's scheduling block"),
 }
-
-
-def step(name: str, kind: type):
-    """The step `name` of the given kind; a notebook error (not the student's) otherwise."""
-    found = STEPS.get(name)
-    if not isinstance(found, kind):
-        raise KeyError(f"no {kind.__name__} step named {name!r} in servelab/exercises/steps.py")
-    return found

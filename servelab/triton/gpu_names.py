@@ -9,8 +9,11 @@ Three programs number a node's GPUs, and the lab makes them agree:
   CUDA's default order, FASTEST_FIRST, leaves the order of equal GPUs unspecified, so the lab
   starts Triton with CUDA_DEVICE_ORDER=PCI_BUS_ID (labstack/triton_local.py, the compose files).
 - nvidia-smi and nvtop number GPUs by PCI bus order: with PCI_BUS_ID, the same as CUDA's where
-  Triton sees every GPU. A container given a subset numbers its GPUs from 0, so there index i is
-  the container's i-th GPU: the uuid (`nvidia-smi -L` on the node) names it on both sides.
+  Triton sees every GPU. Where it sees only some (CUDA_VISIBLE_DEVICES=1 in its environment, a
+  common way to give a run one GPU of a shared machine), its GPU 0 is the first GPU listed
+  there; a container given some of the node's GPUs (NVIDIA_VISIBLE_DEVICES=1) numbers them from
+  0 inside. The lab counts the GPUs the server can use, names each by its `gpus: [ i ]` index,
+  and adds nvidia-smi's index on the node where the two differ: "GPU 0 (nvidia-smi's GPU 1)".
 - Triton's metrics carry no index at all, only each GPU's uuid (nv_gpu_utilization{gpu_uuid=..}).
   Sorted by uuid, two GPUs came out swapped on a two-GPU host; so a uuid is named by the index
   Triton's own instances report for it (servelab/serving/gpu_report.py publishes it in the same
@@ -55,7 +58,7 @@ class Gpu:
 @dataclass
 class Names:
     """{uuid: index as `gpus: [ i ]` means it}, and where that came from (`source`); `smi` holds
-    {uuid: nvidia-smi's index on this machine} where nvidia-smi runs here."""
+    {uuid: nvidia-smi's index on the node} where nvidia-smi runs here (node_indexes)."""
 
     index: dict = field(default_factory=dict)
     source: str = "no source: neither nvidia-smi here nor a GPU instance reporting in Triton"
@@ -66,6 +69,14 @@ class Names:
         if uuid in self.index:
             return f"gpu{self.index[uuid]}"
         return "gpu_" + "".join(c for c in uuid.removeprefix("GPU-")[:8] if c.isalnum())
+
+    def title(self, uuid: str) -> str:
+        """The name of a GPU in tables and sentences: "GPU 1", or "GPU 0 (nvidia-smi's GPU 1)"
+        where the server sees only some GPUs and nvidia-smi on the node numbers it otherwise."""
+        if uuid not in self.index:
+            return self.label(uuid)
+        mine, theirs = self.index[uuid], self.smi.get(uuid)
+        return f"GPU {mine}" + ("" if theirs in (None, mine) else f" (nvidia-smi's GPU {theirs})")
 
 
 # ---------------------------------------------------------------- nvidia-smi on this machine
@@ -158,6 +169,32 @@ def from_triton(scrape: dict) -> dict:
     return dict(_FROM_TRITON)
 
 
+def visible(env: dict | None = None) -> dict[str, str]:
+    """The settings that give a process only some of the GPUs (a server started from this
+    environment inherits them): {"CUDA_VISIBLE_DEVICES": "1"}, {"NVIDIA_VISIBLE_DEVICES": "0"}
+    (a container's, set by the NVIDIA runtime), or {} where nothing restricts ("all", unset)."""
+    env = os.environ if env is None else env
+    found = {}
+    for name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        value = (env.get(name) or "").strip()
+        if value and value.lower() != "all":
+            found[name] = value
+    return found
+
+
+def node_indexes(gpus: list[Gpu], env: dict | None = None) -> dict:
+    """{uuid: index} as nvidia-smi and nvtop on the node number each GPU listed here: the index
+    here, except in a container given some of the node's GPUs by index (NVIDIA_VISIBLE_DEVICES=
+    1,3), whose nvidia-smi numbers them from 0 in the same (PCI bus) order."""
+    given = visible(env).get("NVIDIA_VISIBLE_DEVICES", "")
+    ids = [e.strip() for e in given.split(",")] if given else []
+    here = sorted(gpus, key=lambda g: g.index)
+    if ids and all(i.isdigit() for i in ids) and len(ids) == len(here):
+        node = sorted(int(i) for i in ids)
+        return {g.uuid: node[k] for k, g in enumerate(here)}
+    return {g.uuid: g.index for g in here}
+
+
 def from_smi(gpus: list[Gpu] | None = None, env: dict | None = None) -> dict:
     """{uuid: CUDA index} of a Triton server started on this machine with the lab's environment:
     nvidia-smi's listing in CUDA's order through CUDA_VISIBLE_DEVICES."""
@@ -187,7 +224,7 @@ def names(scrape: dict | None = None) -> Names:
     reports (the server's own CUDA order: right in Docker too), else from nvidia-smi here (local
     mode), else none."""
     here = _smi_once()
-    smi = {g.uuid: g.index for g in here}
+    smi = node_indexes(here)
     reported = from_triton(scrape or {})
     if reported:
         return Names(reported, "Triton's instances (CUDA's index in the server)", smi)

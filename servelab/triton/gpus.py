@@ -41,7 +41,7 @@ def table(metrics_url: str | None = None, scrape: dict | None = None):
     uuids = set(scrape.get("gpus", {})) | set(named.index)
     rows = [
         {
-            "gpu": f"GPU {named.index[uuid]}" if uuid in named.index else "not named",
+            "gpu": named.title(uuid) if uuid in named.index else "not named",
             "uuid": uuid,
             "nvidia_smi_index_here": named.smi.get(uuid, "not visible here"),
             "util_pct": round(100 * scrape.get("gpus", {}).get(uuid, float("nan")), 1),
@@ -59,14 +59,18 @@ def names_agree(
     step: str, metrics_url: str | None = None, scrape: dict | None = None
 ) -> str | None:
     """A fact, where both sides are known: each GPU's index in Triton (`gpus: [ i ]`, as its
-    instances report it) is nvidia-smi's index for the same uuid on this machine. Nothing to
-    decide (None) where Triton reports no GPU."""
+    instances report it) is nvidia-smi's index for the same uuid on this machine, or, where the
+    server sees only some GPUs (CUDA_VISIBLE_DEVICES), the place of that GPU in that list.
+    Nothing to decide (None) where Triton reports no GPU."""
     scrape = _scrape(metrics_url) if scrape is None else scrape
     if not scrape.get("gpus") and not scrape.get("cuda_devices"):
         print("Triton reports no GPU: every instance runs on the CPU")
         return None
     named = gpu_names.names(scrape)
-    claim = f"{step}: each GPU has one number: Triton's gpus: [ i ] is nvidia-smi's GPU i"
+    subset = gpu_names.visible().get("CUDA_VISIBLE_DEVICES")
+    claim = f"{step}: each GPU has one number: Triton's gpus: [ i ] is " + (
+        f"the i-th GPU of CUDA_VISIBLE_DEVICES={subset}" if subset else "nvidia-smi's GPU i"
+    )
     reported = scrape.get("cuda_devices") or {}
     if not reported or not named.smi:
         missing = (
@@ -77,18 +81,28 @@ def names_agree(
         )
         return claims.not_checkable(claim, missing)
     pairs = {u: (reported[u], named.smi[u]) for u in reported if u in named.smi}
-    differ = [u for u, (mine, smi) in pairs.items() if mine != smi]
+    expected = gpu_names.from_smi(gpu_names.listing())  # CUDA's order through the subset
+    wrong = [u for u in pairs if expected.get(u) != reported[u]]
     return claims.fact(
         claim,
-        bool(pairs) and not differ and len(pairs) == len(reported),
+        bool(pairs) and not wrong and len(pairs) == len(reported),
         {f"GPU {t} in Triton": f"nvidia-smi's {s}" for t, s in sorted(pairs.values())},
-        note=(
-            "the same uuid has the same number on both sides"
-            if not differ
-            else "Triton sees a subset or another order (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER "
-            "in its environment): name these GPUs by uuid"
-        ),
+        note=_agreement(pairs, wrong, named),
     )
+
+
+def _agreement(pairs: dict, wrong: list, named) -> str:
+    """names_agree's note: {uuid: (Triton's index, nvidia-smi's)}, the uuids out of place."""
+    if wrong:
+        return (
+            "Triton sees another subset or order than this environment gives it "
+            "(CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER in its own): name these GPUs by uuid"
+        )
+    if any(mine != smi for mine, smi in pairs.values()):
+        return "the server sees only some GPUs, numbered from 0: the lab writes each as " + (
+            ", ".join(named.title(u) for u in sorted(pairs, key=lambda u: pairs[u]))
+        )
+    return "the same uuid has the same number on both sides"
 
 
 def _device(index) -> str:
@@ -111,13 +125,13 @@ def instance_table(model: str, placed: dict, scrape: dict, stubs=None, apps=None
     for inst in sorted(mine, key=lambda i: i["instance"]):
         seen, device_id = by_pid.get(inst["pid"]), str(inst.get("device_id", ""))
         smi = "not visible here" if apps is None else "not listed"
-        smi = _device(named.smi.get(seen["gpu_uuid"], "?")) if seen else smi
+        smi = named.title(seen["gpu_uuid"]) if seen else smi
         rows.append(
             {
                 "instance": inst["instance"],
                 "triton_put_it_on": _device(int(device_id)) if device_id.isdigit() else "?",
                 "pid": inst["pid"],
-                "runs_on": _device(named.index.get(inst["gpu_uuid"], "?")),
+                "runs_on": _device(named.index.get(inst["gpu_uuid"], "?")),  # gpus: [ i ]
                 "nvidia_smi_sees_it_on": smi,
                 "gpu_memory_mib": seen["used_mib"] if seen else float("nan"),
             }
@@ -153,7 +167,9 @@ def placement_honoured(step: str, frame, placed: dict) -> str | None:
     elsewhere = frame[frame["runs_on"] != frame["triton_put_it_on"]]
     smi = frame.get("nvidia_smi_sees_it_on")
     checked = smi is not None and bool(smi.str.startswith(("GPU", "CPU", "not listed")).any())
-    smi_differs = frame[smi != frame["runs_on"]] if checked else frame.iloc[0:0]
+    # nvidia-smi's own number, where it differs, is in brackets: "GPU 0 (nvidia-smi's GPU 1)"
+    smi_base = smi.str.split(" (", regex=False).str[0] if checked else smi
+    smi_differs = frame[smi_base != frame["runs_on"]] if checked else frame.iloc[0:0]
     return claims.fact(
         claim,
         seen == dict(sorted(placed.items())) and elsewhere.empty and smi_differs.empty,
@@ -182,21 +198,22 @@ def where_instances_run(
 ):
     """After an instance-group change: where each instance of `model` runs (instance_table,
     printed and returned), with Triton's memory per GPU, and the claim that the served config's
-    placement was honoured. Waits up to `settle_s` for every instance the config asks for to
-    report (a reload's last instance may publish a moment after the model answers READY)."""
+    placement was honoured. Waits up to `settle_s` until the instances reporting are exactly
+    those the config asks for, GPU by GPU: a reload's last instance may publish a moment after
+    the model answers READY, and an instance being finalized still reports until its process
+    ends (so a count alone could take an old instance for a new one)."""
     placed = instances.placement(triton_config.served_config(model, url), n_gpus)
-    want = sum(n for d, n in placed.items() if d.startswith("GPU"))
+    on_gpus = {d: n for d, n in placed.items() if d.startswith("GPU")}
     deadline = time.monotonic() + settle_s
     while True:
         scrape = _scrape(metrics_url)
-        mine = [i for i in scrape.get("instances", []) if i.get("model") == model]
-        if len(mine) >= want or time.monotonic() > deadline:
+        if _reported(model, scrape) == on_gpus or time.monotonic() > deadline:
             break
         time.sleep(0.5)
     stubs = instances.python_stubs(model, repository)
     frame = instance_table(model, placed, scrape, stubs, gpu_names.compute_apps())
     named, memory = gpu_names.names(scrape), scrape.get("gpu_memory_bytes", {})
-    used = sorted((named.label(u).replace("gpu", "GPU ", 1), b) for u, b in memory.items())
+    used = sorted((named.title(u), b) for u, b in memory.items())
     if used:
         print("Triton's memory per GPU: " + ", ".join(f"{g} {b / 2**20:,.0f} MiB" for g, b in used))
     print(f"{model}: the config puts {_per_device(placed)}")
@@ -206,6 +223,13 @@ def where_instances_run(
         print("in Docker the Triton container's processes are its own: on the node, `ps` or nvtop")
     placement_honoured(step, frame, placed)
     return frame
+
+
+def _reported(model: str, scrape: dict) -> dict[str, int]:
+    """Instances of `model` per GPU as they report themselves (by the GPU their model sits on)."""
+    named = gpu_names.names(scrape)
+    mine = [i for i in scrape.get("instances", []) if i.get("model") == model]
+    return dict(Counter(_device(named.index.get(i["gpu_uuid"], "?")) for i in mine))
 
 
 def both_forms(count: int, n_gpus: int) -> bool:

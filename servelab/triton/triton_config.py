@@ -176,9 +176,35 @@ def _load(model: str, url: str | None, timeout: float) -> tuple[bool, float, str
     return True, time.perf_counter() - start, ""
 
 
+def model_state(model: str, url: str | None = None, timeout: float = 10.0) -> str | None:
+    """The model's state in Triton's repository index (POST /v2/repository/index): READY,
+    LOADING, UNLOADING (its instances are still being finalized: their processes still run) or
+    UNAVAILABLE (none left); None where the index does not say (not listed, no answer)."""
+    try:
+        resp = requests.post(
+            f"{labenv.triton_url(url)}/v2/repository/index",
+            headers=labenv.admin_headers(),
+            json={},
+            timeout=timeout,
+        )
+        resp.raise_for_status()
+        index = resp.json()
+    except (requests.RequestException, ValueError):
+        return None
+    states = [e.get("state") for e in index if e.get("name") == model]
+    return next((s for s in states if s), None)
+
+
 def unload_model(model: str, url: str | None = None, timeout: float = 120.0) -> str:
-    """POST /v2/repository/models/<model>/unload and wait until it is no longer READY: 'unloaded'
-    or the error."""
+    """POST /v2/repository/models/<model>/unload, then wait until it is no longer READY and its
+    instances are gone: 'unloaded' or what went wrong.
+
+    Triton answers an unload at once and finalizes the instances afterwards, one Python-backend
+    process after another (seconds on a GPU). A load sent meanwhile starts the new instances
+    beside the old ones, and the old ones can outlive the new model's READY by seconds (notebook
+    6's Triton log on two H200s: docs/results/h200x2/06_triton_benchmarks/). So this waits until
+    Triton's repository index no longer says UNLOADING: the next load starts from no instance at
+    all, and ends with exactly those its config names."""
     return passes.on_node(f"unload {model}", "value", lambda: _unload(model, url, timeout))
 
 
@@ -195,6 +221,13 @@ def _unload(model: str, url: str | None, timeout: float) -> str:
     while model_ready(model, base):
         if time.perf_counter() > deadline:
             return f"still READY after {timeout:.0f} s"
+        time.sleep(0.2)
+    while model_state(model, base) == "UNLOADING":  # its instances are being finalized
+        if time.perf_counter() > deadline:
+            return (
+                f"still UNLOADING after {timeout:.0f} s: some of its instances' processes still "
+                "run (`nvidia-smi` or `ps` on the node lists them)"
+            )
         time.sleep(0.2)
     return "unloaded"
 
@@ -325,11 +358,17 @@ def _where(served: dict) -> str:
 
 def _reload(model: str, path: Path, old_text: str, changes: str, url, timeout, say) -> ReloadResult:
     """Load the model again from `path`; if Triton refuses, put `old_text` back and load that.
-    When its instances changed, unload it first: Triton would otherwise only add or remove
-    instances, and the instances it keeps (and even the ones it adds) see the old instance count,
-    so each would keep its old share of the CPU's cores."""
+    When its instances changed, unload it first and wait until the old instances are gone
+    (unload_model), so the model ends with exactly the instances its config names. Loaded while
+    READY, Triton 2.51 would update the instances in place (its "model instance update"): it keeps
+    each old instance whose device and group settings, count and name aside, a new one has, and
+    those it keeps (and even the ones it adds) see the old instance count, so each would keep its
+    old share of the CPU's cores."""
     fresh = _instances_changed(old_text, path.read_text())
-    first = " (instances changed: unloaded first, so every instance starts with the new config)"
+    first = (
+        " (instances changed: unloaded first, and its instances gone, so every instance starts "
+        "with the new config)"
+    )
     say(
         f"wrote {path}; asking Triton at {labenv.triton_url(url)} to load {model} again"
         f"{first if fresh else ''} ...",
@@ -337,7 +376,9 @@ def _reload(model: str, path: Path, old_text: str, changes: str, url, timeout, s
     )
     start = time.perf_counter()
     if fresh:
-        unload_model(model, url, timeout)
+        unloaded = unload_model(model, url, timeout)
+        if unloaded != "unloaded":
+            say(f"{model}: {unloaded}; loading the new config anyway")
     ok, _, error = load_model(model, url, timeout)
     result = ReloadResult(model, ok, time.perf_counter() - start, changes, error)
     if ok:

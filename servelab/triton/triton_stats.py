@@ -19,7 +19,6 @@ The parsing functions take plain dicts/strings, so they are tested without a ser
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 
@@ -272,9 +271,12 @@ def _metrics(metrics_url: str | None) -> list[tuple[str, dict, float]]:
 def gpu_count(
     url: str | None = None, metrics_url: str | None = None, model: str = "food_classifier"
 ) -> int:
-    """How many GPUs the server's model instances can use: the GPUs in Triton's metrics, else (a
-    server built without GPU metrics, e.g. local mode's) the driver's list when `model` runs
-    KIND_GPU. The measure pass keeps the answer; the review pass reads it back."""
+    """How many GPUs the server's model instances can use: the GPUs in Triton's metrics (Triton
+    collects them for the GPUs its process sees), else those an instance's process sees (its
+    report in the same metrics), else, when `model` runs KIND_GPU, nvidia-smi's list here
+    through CUDA_VISIBLE_DEVICES (a container's nvidia-smi lists only the GPUs it was given).
+    So a server started with CUDA_VISIBLE_DEVICES=0 on a two-GPU node counts one. The measure
+    pass keeps the answer; the review pass reads it back."""
     count = lambda: _gpu_count(url, metrics_url, model)  # noqa: E731
     return passes.on_node(f"GPUs of the server ({model})", "value", count)
 
@@ -284,11 +286,17 @@ def _gpu_count(url: str | None, metrics_url: str | None, model: str) -> int:
     uuids = {labels.get("gpu_uuid") for name, labels, _ in metrics if name == "nv_gpu_utilization"}
     if uuids:
         return len(uuids)
+    seen = {
+        labels.get("gpu_uuid")
+        for name, labels, value in metrics
+        if name == gpu_names.DEVICE_METRIC and value > 0
+    }
+    if seen:
+        return len(seen)
     groups = triton_config.served_config(model, url).get("instance_group", [{}])
     if groups[0].get("kind") != "KIND_GPU":
         return 0
-    listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
-    return sum(line.startswith("GPU ") for line in listing.splitlines())
+    return len(gpu_names.from_smi(gpu_names.listing()))
 
 
 def onnx_provider(
