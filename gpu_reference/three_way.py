@@ -626,12 +626,12 @@ class Run:
                 print(f"  {label}: {three_way._step_text(rows[-1])}", flush=True)
         pd.DataFrame(rows).to_csv(self.out / "fixed.csv", index=False)
         pd.DataFrame(cpu_rows).to_csv(self.out / "cpu.csv", index=False)
-        pooled = [three_way.latency_at_fixed_rate(runs, n) for n in names]
+        pooled = [three_way.latency_at_fixed_rate(three_way.of_way(runs, n), n) for n in names]
         pd.DataFrame(pooled).to_csv(self.out / "fixed_pooled.csv", index=False)
         for name in names:
-            pd.concat(
-                [df for label, df in runs.items() if label.startswith(f"{name} fixed ")]
-            ).to_csv(self.out / f"fixed_requests_{name}.csv", index=False)
+            pd.concat(three_way.of_way(runs, name)).to_csv(
+                self.out / f"fixed_requests_{name}.csv", index=False
+            )
 
     # -- perf
     def part_perf(self) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
 import sys
 from pathlib import Path
 
@@ -47,8 +48,16 @@ def source_of(name: str) -> Path:
 
 
 def solved(source: Path) -> nbformat.NotebookNode:
-    """The solved edition: the source as a notebook, solution markers included."""
-    nb = jupytext.read(source)
+    """The solved edition: the source as a notebook, solution markers included (a copy of its
+    own: the caller may change it)."""
+    return copy.deepcopy(_solved(str(source), Path(source).read_text(encoding="utf-8")))
+
+
+@functools.lru_cache(maxsize=32)
+def _solved(source: str, text: str) -> nbformat.NotebookNode:
+    """Read once per text: jupytext checks every cell against nbformat's schema as it reads (about
+    a second of CPU per notebook), and the tests and the editions read each source many times."""
+    nb = jupytext.reads(text, fmt={"extension": Path(source).suffix})
     nb.metadata.pop("jupytext", None)
     for i, cell in enumerate(nb.cells):
         cell["id"] = f"cell-{i:03d}"
@@ -64,7 +73,7 @@ def student(source: Path) -> nbformat.NotebookNode:
     """
     from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions  # slow import: here
 
-    nb = copy.deepcopy(solved(source))
+    nb = solved(source)
     resources: dict = {}
     clear = ClearSolutions(code_stub={"python": BLANK}, enforce_metadata=False)
     nb, resources = clear.preprocess(nb, resources)

@@ -152,7 +152,7 @@ assert page.status_code == 200 and label and label.group(1) in food11.CLASSES
 # **Predict.** From the `Server-Timing` of 4.2, what median latency (ms) for 100 requests in a row?
 
 # %%
-claims.predict("4.4 PyTorch sequential median (ms)", None, why="")
+predicted_sequential = claims.predict("4.4 PyTorch sequential median (ms)", None, why="")
 
 # %% [markdown]
 # **Exercise 4.4: send one request, time it, collect what came back**, the core of any load
@@ -199,28 +199,33 @@ record
 # throughput × mean latency, Little's law). 4.6 uses them.
 
 # %%
-runs = {}  # label -> its requests, one row each
+runs = {}  # label -> its run, for the summary at the end (a cell run again replaces its run)
 
 
 def measure(label: str, n: int, concurrency: int) -> pd.DataFrame:
     """n requests from `concurrency` senders, each sent by your send_one; saves them and
-    returns their summary row."""
-    runs[label] = loadgen.run(
+    returns the run (its requests, one row each), kept in `runs` for the summary."""
+    run = loadgen.run(
         f"{FASTAPI}/predict", payload, n=n, concurrency=concurrency, label=label, send=send_one
     )
-    runs[label].to_csv(OUT / f"requests_{label}.csv", index=False)
-    return pd.DataFrame([loadgen.summarize(runs[label])]).round(2)
+    run.to_csv(OUT / f"requests_{label}.csv", index=False)
+    runs[label] = run
+    return run
+
+
+def row(run: pd.DataFrame) -> pd.DataFrame:
+    """A run's summary row, as a table."""
+    return pd.DataFrame([loadgen.summarize(run)]).round(2)
 
 
 # %%
 # %%runs_in measure review
-measure("pytorch_sequential", N_SEQUENTIAL, 1)
+pytorch_sequential = measure("pytorch_sequential", N_SEQUENTIAL, 1)
+row(pytorch_sequential)
 
 # %%
 # %%runs_in measure review
-claims.compare_prediction(
-    "4.4 PyTorch sequential median (ms)", loadgen.median_ms(runs["pytorch_sequential"])
-)
+claims.compare_prediction(predicted_sequential, loadgen.median_ms(pytorch_sequential))
 
 # %% [markdown]
 # ## 4.5 Switch to ONNX Runtime
@@ -231,12 +236,13 @@ claims.compare_prediction(
 # **Predict.** How many times faster (median) will ONNX Runtime serve a sequential request?
 
 # %%
-claims.predict("4.5 ONNX speed-up, sequential (x)", None, why="")
+predicted_speedup = claims.predict("4.5 ONNX speed-up, sequential (x)", None, why="")
 
 # %%
 # %%runs_in measure review
 services.use_fastapi_backend("onnx")
-measure("onnx_sequential", N_SEQUENTIAL, 1)
+onnx_sequential = measure("onnx_sequential", N_SEQUENTIAL, 1)
+row(onnx_sequential)
 
 # %% [markdown]
 # **What do you see, and why?** Compare the two rows: the median, then `infer` and `decode`. Which
@@ -253,7 +259,7 @@ answer_45 = """
 # %% jupyter={"source_hidden": true}
 # %%runs_in measure review
 with judgement.verdict_after(answer_45, "4.5"):
-    verdicts.onnx_is_faster(runs["pytorch_sequential"], runs["onnx_sequential"])
+    verdicts.onnx_is_faster(pytorch_sequential, onnx_sequential, predicted_speedup)
 
 # %% [markdown]
 # ## 4.6 Sixteen concurrent senders
@@ -279,18 +285,16 @@ with judgement.verdict_after(answer_45, "4.5"):
 # one served at a time, about how long does each take (ms)?
 
 # %%
-claims.predict("4.6 ONNX median at 16 in flight (ms)", None, why="")
+predicted_in_flight = claims.predict("4.6 ONNX median at 16 in flight (ms)", None, why="")
 
 # %%
 # %%runs_in measure review
-measure(f"onnx_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
+onnx_concurrent = measure(f"onnx_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
+row(onnx_concurrent)
 
 # %%
 # %%runs_in measure review
-claims.compare_prediction(
-    "4.6 ONNX median at 16 in flight (ms)",
-    loadgen.median_ms(runs[f"onnx_concurrent_{CONCURRENCY}"]),
-)
+claims.compare_prediction(predicted_in_flight, loadgen.median_ms(onnx_concurrent))
 
 # %% [markdown]
 # **The queueing model's line** (`servelab/queueing.py`): one station, the model behind its lock,
@@ -302,16 +306,16 @@ claims.compare_prediction(
 # %%
 # %%runs_in measure review
 # Worth reading: the model's line, then the laws by hand
-seq = loadgen.summarize(runs["onnx_sequential"])
+seq = loadgen.summarize(onnx_sequential)
 outside = seq["mean_ms"] - seq["infer_mean_ms"]  # a pure delay, in the model
 model = queueing.closed_loop(CONCURRENCY, seq["infer_mean_ms"], outside)
-loaded = loadgen.summarize(runs[f"onnx_concurrent_{CONCURRENCY}"])
+loaded = loadgen.summarize(onnx_concurrent)
 print(f"model:    {model['latency_ms']:6.1f} ms mean, {model['throughput_per_s']:5.0f} requests/s")
 print(f"measured: {loaded['mean_ms']:6.1f} ms mean, {loaded['throughput_rps']:5.0f} requests/s")
 X = loaded["throughput_rps"]  # requests per second
 S = loaded["infer_mean_ms"] / 1000  # seconds holding the lock
 R = loaded["mean_ms"] / 1000  # seconds from send to answer
-W = runs[f"onnx_concurrent_{CONCURRENCY}"]["server_queue_ms"].mean() / 1000  # waiting for it
+W = onnx_concurrent["server_queue_ms"].mean() / 1000  # waiting for it
 print(f"U = X·S = {X:.0f}/s × {S * 1000:.2f} ms = {X * S:.2f}  (share of time the lock was busy)")
 print(f"N = X·R = {X:.0f}/s × {R * 1000:.1f} ms = {X * R:.1f}  (in flight; {CONCURRENCY} senders)")
 print(f"X·W     = {X:.0f}/s × {W * 1000:.1f} ms = {X * W:.1f}  (waiting for the lock, on average)")
@@ -322,7 +326,8 @@ print(f"X·W     = {X:.0f}/s × {W * 1000:.1f} ms = {X * W:.1f}  (waiting for th
 # %%
 # %%runs_in measure review
 services.use_fastapi_backend("pt")
-measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
+pytorch_concurrent = measure(f"pytorch_concurrent_{CONCURRENCY}", N_CONCURRENT, CONCURRENCY)
+row(pytorch_concurrent)
 
 # %% [markdown]
 # **What do you see, and why?** From the lines above. How far was the model's mean from the
@@ -350,9 +355,8 @@ with judgement.verdict_after(answer_46, "4.6"):
             loaded["infer_mean_ms"],
         )
     )
-    for runtime in ("onnx", "pytorch"):
-        under_load = runs[f"{runtime}_concurrent_{CONCURRENCY}"]
-        verdicts.growth_is_queuing(runs[f"{runtime}_sequential"], under_load, runtime)
+    verdicts.growth_is_queuing(onnx_sequential, onnx_concurrent, "onnx")
+    verdicts.growth_is_queuing(pytorch_sequential, pytorch_concurrent, "pytorch")
 
 # %% [markdown]
 # ## 4.7 Two worker processes
@@ -368,7 +372,8 @@ with judgement.verdict_after(answer_46, "4.6"):
 # %%
 # %%runs_in measure review
 services.use_fastapi_backend("onnx", workers=2)
-measure(f"onnx_concurrent_{CONCURRENCY}_2_workers", N_CONCURRENT, CONCURRENCY)
+onnx_two_workers = measure(f"onnx_concurrent_{CONCURRENCY}_2_workers", N_CONCURRENT, CONCURRENCY)
+row(onnx_two_workers)
 
 # %% [markdown]
 # **Decision 4.7: is the second worker's gain real?** A colleague says the difference between
@@ -380,8 +385,8 @@ measure(f"onnx_concurrent_{CONCURRENCY}_2_workers", N_CONCURRENT, CONCURRENCY)
 
 # %%
 # %%runs_in measure review
-one_worker = loadgen.throughput(runs[f"onnx_concurrent_{CONCURRENCY}"])
-two_workers = loadgen.throughput(runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"])
+one_worker = loadgen.throughput(onnx_concurrent)
+two_workers = loadgen.throughput(onnx_two_workers)
 print(f"requests/s: one worker {one_worker}, two workers {two_workers}")
 real = (
     ### BEGIN SOLUTION
@@ -413,9 +418,7 @@ answer_47 = """
 # %% jupyter={"source_hidden": true}
 # %%runs_in measure review
 with judgement.verdict_after(answer_47, "4.7"):
-    verdicts.workers_share_the_cores(
-        runs[f"onnx_concurrent_{CONCURRENCY}"], runs[f"onnx_concurrent_{CONCURRENCY}_2_workers"]
-    )
+    verdicts.workers_share_the_cores(onnx_concurrent, onnx_two_workers)
 
 # %%
 # %%runs_in measure
@@ -430,7 +433,7 @@ services.use_fastapi_backend("pt")
 # %%
 # %%runs_in measure review
 LEVELS = [1, 4, CONCURRENCY]
-base = loadgen.summarize(runs["pytorch_sequential"])
+base = loadgen.summarize(pytorch_sequential)
 SERVICE_MS, OUTSIDE_MS = base["infer_median_ms"], base["median_ms"] - base["infer_median_ms"]
 sweep = []
 for n in LEVELS:
@@ -456,7 +459,7 @@ sweep
 
 # %%
 # %%runs_in measure review
-summary = pd.DataFrame([loadgen.summarize(df) for name, df in runs.items()])
+summary = pd.DataFrame([loadgen.summarize(run) for run in runs.values()])
 summary.to_csv(OUT / "summary.csv", index=False)
 plots.latency_throughput(summary, "FastAPI: runtimes, senders, workers").savefig(
     OUT / "fastapi_runs.png", dpi=110

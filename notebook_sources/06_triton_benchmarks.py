@@ -210,7 +210,7 @@ print(f"N = X·R = {X:.1f}/s × {R:.2f} ms = {X * R / 1000:.2f}  (requests in fl
 # request wait in Triton's queue (ms)? The model's answer is in the table after your runs.
 
 # %%
-claims.predict("6.1 queue at c16 (ms)", None, why="")
+predicted_queue = claims.predict("6.1 queue at c16 (ms)", None, why="")
 
 # %% [markdown]
 # **Exercises 6.1b and 6.1c: 8, then 16 requests in flight.** The same model and input, with 8
@@ -309,7 +309,7 @@ table_61
 # **Predict.** How many times the execution time of one image will a batch of 16 take?
 
 # %%
-claims.predict("6.2 compute of 16 images / compute of 1 (x)", None, why="")
+predicted_batch = claims.predict("6.2 compute of 16 images / compute of 1 (x)", None, why="")
 
 # %% [markdown]
 # **Exercise 6.2: a batch of 16.** The line of 6.1a, **one** request in flight, each a batch of
@@ -349,8 +349,8 @@ answer_61 = """
 # %%runs_in measure review
 with judgement.verdict_after(answer_61, "6.1 and 6.2"):
     step_table.model_readings(table_61, SERVICE_MS)
-    verdicts.queue_grows_with_load(c8, c16, N_GPUS)
-    verdicts.a_batch_costs_less(b16, c1)
+    verdicts.queue_grows_with_load("6.1", c8, c16, N_GPUS, predicted_queue)
+    verdicts.a_batch_costs_less("6.2", b16, c1, predicted_batch)
 
 # %% [markdown]
 # ## 6.3 More instances of the Python-backend model
@@ -462,7 +462,9 @@ two = watched(line_63, "6.3 2 inst c8", "food_classifier")
 # what will they serve, as a share of what they served spread over the GPUs?
 
 # %%
-claims.predict("6.3 all on GPU 0 / spread over the GPUs (throughput, x)", None, why="")
+predicted_gpu0 = claims.predict(
+    "6.3 all on GPU 0 / spread over the GPUs (throughput, x)", None, why=""
+)
 
 # %% [markdown]
 # **Exercise 6.3d: all on GPU 0.** Write the `instance_group` that puts all the instances 6.3a
@@ -521,10 +523,7 @@ if N_GPUS >= 2:  # where the lab sees them, beside your count
 all_on_gpu0 = None  # not run without two GPUs
 if N_GPUS >= 2:
     all_on_gpu0 = watched(line_63, "6.3 all on GPU 0 c8", "food_classifier")
-    claims.compare_prediction(
-        "6.3 all on GPU 0 / spread over the GPUs (throughput, x)",
-        all_on_gpu0.throughput / two.throughput,
-    )
+    claims.compare_prediction(predicted_gpu0, all_on_gpu0.throughput / two.throughput)
     print(step_table.table([two, all_on_gpu0]).to_string())
     print(gpu_scaling.side_by_side([(two, placed), (all_on_gpu0, placed_now)], N_GPUS))
 else:
@@ -760,11 +759,11 @@ answer_64 = """
 # %% jupyter={"source_hidden": true}
 # %%runs_in measure review
 with judgement.verdict_after(answer_64, "6.3 and 6.4"):
-    verdicts.more_instances(c8, two, four, N_GPUS)
+    verdicts.more_instances("6.3", c8, two, four, N_GPUS)
     verdicts.second_gpu_buys("6.3", all_on_gpu0, two, N_GPUS)
     step_table.model_readings(table_64, ONNX_MS)
     provider = triton_stats.onnx_provider("food_classifier_onnx", TRITON, METRICS)
-    verdicts.onnx_serves_faster(onnx_c1, c1, onnx_c8, onnx_c16, N_GPUS, provider)
+    verdicts.onnx_serves_faster("6.4", onnx_c1, c1, onnx_c8, onnx_c16, N_GPUS, provider)
 
 # %% [markdown]
 # ## 6.5 The Flask UI with the ONNX model
@@ -777,7 +776,7 @@ with judgement.verdict_after(answer_64, "6.3 and 6.4"):
 # %%
 # %%runs_in measure
 services.use_flask_triton_model("food_classifier_onnx")
-verdicts.flask_names_the_same_class(labenv.url("FLASK_SERVER_URL"), TRITON)
+verdicts.flask_names_the_same_class("6.5", labenv.url("FLASK_SERVER_URL"), TRITON)
 
 # %% [markdown]
 # ## 6.6 Bursty load, and dynamic batching
@@ -980,7 +979,9 @@ print(
 # batching?
 
 # %%
-claims.predict("6.6 mean latency at 140% of capacity, with batching (ms)", None, why="")
+predicted_batched = claims.predict(
+    "6.6 mean latency at 140% of capacity, with batching (ms)", None, why=""
+)
 
 # %% [markdown]
 # **Exercise 6.6g: the line at any rate.** The sweep offers 60 %, 100 % and 140 % of the
@@ -1102,17 +1103,17 @@ answer_66 = """
 # %%runs_in measure review
 with judgement.verdict_after(answer_66, "6.6"):
     step_table.model_readings(table_66, BUSY_MS, open_loop=True)
-    verdicts.poisson_queues_more(poisson, constant)
+    verdicts.poisson_queues_more("6.6", poisson, constant)
     batch_ms = [
         SERVICE(b) if c == "dynamic batching" else BUSY_MS
         for b, c in zip(sweep.avg_batch_size, sweep.config)
     ]
     step_table.model_readings(sweep, batch_ms, open_loop=True)
     top_with, top_without = batched[RATES[-1]], alone[RATES[-1]]
-    verdicts.batches_form_under_load(top_with, batched[RATE], sweep)
+    verdicts.batches_form_under_load("6.6", top_with, batched[RATE], sweep, predicted_batched)
     capacity_x = queueing.saturation_rate(SERVICE, max_batch=8) / CAPACITY  # batches of 8 lift it
     lift = {"b8_x": B8_MS / ONNX_MS, "capacity_x": capacity_x, "provider": provider}
-    verdicts.batching_keeps_latency_down(top_with, top_without, RATES[-1], BUSY_MS, lift)
+    verdicts.batching_keeps_latency_down("6.6", top_with, top_without, RATES[-1], BUSY_MS, lift)
 
 # %% [markdown]
 # ## Going further (optional)

@@ -113,7 +113,7 @@ RAW_BATCHES = labenv.param_list("HW_RAW_BATCHES", "1,16,64,128,256" if ON_GPU el
 RAW_SECONDS = labenv.param("HW_RAW_SECONDS", 1 if ON_GPU else 2)  # per runtime and batch, 7.1
 ROUNDS = labenv.param("HW_ROUNDS", 3 if ON_GPU else 2)  # runs of each transport, 7.4
 REPEATS = labenv.param("HW_REPEATS", 2)  # runs of the best configuration, 7.8
-runs, served_config = {}, {}  # name -> perf run; name -> the config.pbtxt it measured
+runs = {}  # name -> (perf run, the config.pbtxt it measured): every run so far, for 7.8
 
 # %%
 # the values your lines and your shape() are checked with
@@ -136,16 +136,18 @@ print(CONFIG.read_text())
 
 # %% [markdown]
 # Every measurement of this notebook goes through one small function: `perf.run_line` (notebook 6)
-# runs your line, and the function keeps a copy of the `config.pbtxt` that run measured, so step
-# 7.8 can put the best run's configuration back exactly.
+# runs your line and returns the run, which the next steps are handed; the function also keeps a
+# copy of the `config.pbtxt` that run measured, so step 7.8 can put the best run's configuration
+# back exactly.
 
 
 # %%
 def measure(line: str, name: str, **options) -> perf.Run:
-    """Run a perf_analyzer line (perf.run_line) and keep the config.pbtxt it measured."""
-    runs[name] = perf.run_line(line, name, out=OUT, **options)
-    served_config[name] = CONFIG.read_text()
-    return runs[name]
+    """Run a perf_analyzer line (perf.run_line); keep the run and the config.pbtxt it measured
+    (a cell run again replaces its run)."""
+    run = perf.run_line(line, name, out=OUT, **options)
+    runs[name] = run, CONFIG.read_text()
+    return run
 
 
 # %% [markdown]
@@ -247,7 +249,7 @@ with judgement.verdict_after(answer_71, "7.1"):
 # **Predict** first: what fraction of the limit will this serve?
 
 # %%
-claims.predict("7.2 served / limit at the start", None, why="")
+predicted_start = claims.predict("7.2 served / limit at the start", None, why="")
 
 # %%
 line = (
@@ -261,7 +263,8 @@ line = (
 line = exercises.perf_line(line, "7.2")
 
 # %%
-measure(line, "7.2 start").row["throughput_infer_s"]
+start = measure(line, "7.2 start")
+start.row["throughput_infer_s"]
 
 # %% [markdown]
 # **What do you see, and why?** Compare the throughput with the limit, and look at where a
@@ -281,8 +284,8 @@ answer_72 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_72, "7.2"):
-    start_ratio = runs["7.2 start"].throughput / LIMIT["images_per_s"]
-    claims.compare_prediction("7.2 served / limit at the start", start_ratio)
+    start_ratio = start.throughput / LIMIT["images_per_s"]
+    claims.compare_prediction(predicted_start, start_ratio)
     claims.at_most(
         "7.2: served / limit is at most 1 (the limit is the best the device does with this model)",
         start_ratio,
@@ -355,7 +358,8 @@ line = (
 line = exercises.perf_line(line, "7.3b")
 
 # %%
-measure(line, "7.3 uint8 HTTP").row["throughput_infer_s"]
+uint8_http = measure(line, "7.3 uint8 HTTP")
+uint8_http.row["throughput_infer_s"]
 
 # %% [markdown]
 # **What do you see, and why?** A quarter of the bytes: less to send, receive and copy per request.
@@ -374,7 +378,7 @@ answer_73 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_73, "7.3"):
-    uint8_gain = runs["7.3 uint8 HTTP"].throughput / runs["7.2 start"].throughput
+    uint8_gain = uint8_http.throughput / start.throughput
     if ON_GPU:
         claims.at_least(
             "7.3: uint8 pixels serve at least as many images per second as float32 tensors",
@@ -411,7 +415,8 @@ line = (
 line = exercises.perf_line(line, "7.4a")
 
 # %%
-measure(line, "7.4 uint8 gRPC").row["throughput_infer_s"]
+uint8_grpc = measure(line, "7.4 uint8 gRPC")
+uint8_grpc.row["throughput_infer_s"]
 
 # %% [markdown]
 # ### Shared memory: the request carries a reference, not the image
@@ -497,7 +502,8 @@ line = (
 line = exercises.perf_line(line, "7.4c")
 
 # %%
-measure(line, "7.4 uint8 gRPC + shm").row["throughput_infer_s"]
+uint8_shm = measure(line, "7.4 uint8 gRPC + shm")
+uint8_shm.row["throughput_infer_s"]
 
 # %% [markdown]
 # ### Decide on repeated runs, not on one comparison
@@ -521,9 +527,9 @@ TRANSPORTS = {
     "gRPC + shared memory": f"-u {GRPC_HOST} -i grpc --shared-memory system",
 }
 samples = {
-    "HTTP": [runs["7.3 uint8 HTTP"]],
-    "gRPC": [runs["7.4 uint8 gRPC"]],
-    "gRPC + shared memory": [runs["7.4 uint8 gRPC + shm"]],
+    "HTTP": [uint8_http],
+    "gRPC": [uint8_grpc],
+    "gRPC + shared memory": [uint8_shm],
 }  # round 1: the step's own runs
 
 # %%
@@ -565,7 +571,7 @@ with judgement.verdict_after(answer_74, "7.4"):
         tie_order=["gRPC + shared memory", "gRPC", "HTTP"],
     )
     TRANSPORT = TRANSPORTS[CHOSEN]
-    verdicts.shared_memory_sends_faster(samples["gRPC"], samples["gRPC + shared memory"])
+    verdicts.shared_memory_sends_faster("7.4", samples["gRPC"], samples["gRPC + shared memory"])
     print(f"from here on: perf_analyzer -m {MODEL} {TRANSPORT} ...")
 
 # %% [markdown]
@@ -642,7 +648,7 @@ if ON_GPU:
         same["max_abs_diff"] <= 0.05 * same["logit_spread"],
         same,
     )
-    measure(
+    fp16_run = measure(
         f"perf_analyzer -m {MODEL} {TRANSPORT} --concurrency-range {CLIENTS} --async "
         "--shape input:224,224,3",
         "7.5 + fp16",
@@ -664,7 +670,7 @@ graphs_text = exercises.config_fragment(text, "7.5b")
 # %%
 if ON_GPU:
     assert triton_config.edit(MODEL, graphs_text).ok, "Triton refused the config (see above)"
-    measure(runs["7.5 + fp16"].row["command"], "7.5 + CUDA graphs")
+    with_graphs = measure(fp16_run.row["command"], "7.5 + CUDA graphs")
 
 # %% [markdown]
 # **What do you see, and why?** Compare the model's compute time per execution
@@ -689,7 +695,7 @@ with judgement.verdict_after(answer_75, "7.5"):
     if ON_GPU:
         claims.at_most(
             "7.5: fp16 + CUDA graphs cut the model's compute time per execution",
-            runs["7.5 + CUDA graphs"].measured("server_compute_infer_ms")
+            with_graphs.measured("server_compute_infer_ms")
             / before.measured("server_compute_infer_ms"),
             1.0,
         )
@@ -738,17 +744,19 @@ print("\n\n".join(shapes.values()))
 # how long it took.
 
 # %%
-fragments = {}  # name -> the fragment your shape() wrote
+swept = []  # (the fragment your shape() wrote, its run), one per configuration
 for instances, max_batch, delay in SWEEP:
     clients = int(min(MAX_CLIENTS, max(CLIENTS, 2 * instances * max_batch)))
     name = f"7.6 {instances} inst, max batch {max_batch}, delay {delay} us, c{clients}"
-    fragments[name] = shape(instances, max_batch, delay)
-    loaded = triton_config.edit(MODEL, fragments[name], verbose=False)
+    fragment = shape(instances, max_batch, delay)
+    loaded = triton_config.edit(MODEL, fragment, verbose=False)
     print(loaded)
     assert loaded.ok, loaded.error
     load = f"--concurrency-range {clients} --async --shape input:224,224,3"
-    measure(f"perf_analyzer -m {MODEL} {TRANSPORT} {load}", name, verbose=False)
-sweep_table = hardware.sweep_table([(fragments[name], runs[name]) for name in fragments])
+    swept.append(
+        (fragment, measure(f"perf_analyzer -m {MODEL} {TRANSPORT} {load}", name, verbose=False))
+    )
+sweep_table = hardware.sweep_table(swept)
 sweep_table.round(1)
 
 # %% [markdown]
@@ -771,12 +779,12 @@ answer_76 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_76, "7.6"):
-    best_swept = max(fragments, key=lambda name: runs[name].throughput.value)
+    best_fragment, best_swept = max(swept, key=lambda pair: pair[1].throughput.value)
     claims.at_least(
         "7.6: the sweep's best configuration serves more than the start",
-        runs[best_swept].throughput / runs["7.2 start"].throughput,
+        best_swept.throughput / start.throughput,
         1.0,
-        {"best": best_swept},
+        {"best": best_swept.name},
     )
 
 # %% [markdown]
@@ -808,12 +816,13 @@ compile_text = exercises.config_fragment(text, "7.7")
 
 # %%
 why_not = raw.get("skipped", {}).get(COMPILED, "") if ON_GPU else "no GPU"
+compiled = None  # the compiled run, where compile loads
 if why_not:
     print(f"7.7 skipped: {why_not}")
 else:  # the sweep's best configuration with compile on: one reload, minutes
-    loaded = triton_config.edit(MODEL, fragments[best_swept] + "\n" + compile_text, timeout=900)
+    loaded = triton_config.edit(MODEL, best_fragment + "\n" + compile_text, timeout=900)
     assert loaded.ok, loaded.error
-    measure(runs[best_swept].row["command"], "7.7 compiled," + best_swept[3:])
+    compiled = measure(best_swept.row["command"], "7.7 compiled," + best_swept.name[3:])
 
 # %% [markdown]
 # **What do you see, and why?** Set the compiled run beside the same configuration without
@@ -833,11 +842,10 @@ answer_77 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_77, "7.7"):
-    compiled = [name for name in runs if name.startswith("7.7")]
-    if compiled:
+    if compiled is not None:
         claims.at_least(
             "7.7: the compiled model serves more than the same configuration without it",
-            runs[compiled[0]].throughput / runs[best_swept].throughput,
+            compiled.throughput / best_swept.throughput,
             1.0,
         )
     else:
@@ -852,16 +860,15 @@ with judgement.verdict_after(answer_77, "7.7"):
 # figure to quote is the median, with the lowest and highest beside it.
 
 # %%
-best = max(runs, key=lambda name: runs[name].throughput.value)
-if CONFIG.read_text() != served_config[best]:  # a later step changed it: the best run's back
-    assert triton_config.edit(MODEL, served_config[best], timeout=900).ok
+best, best_config = max(runs.values(), key=lambda kept: kept[0].throughput.value)
+if CONFIG.read_text() != best_config:  # a later step changed it: the best run's back
+    assert triton_config.edit(MODEL, best_config, timeout=900).ok
 best_config = CONFIG.read_text()  # what the best run measured, as Triton loaded it
-repeats = [runs[best]] + [
-    measure(runs[best].row["command"], f"7.8 repeat {i}", verbose=False)
-    for i in range(2, REPEATS + 1)
+repeats = [best] + [
+    measure(best.row["command"], f"7.8 repeat {i}", verbose=False) for i in range(2, REPEATS + 1)
 ]
 ratios = [run.throughput.value / LIMIT["images_per_s"] for run in repeats]
-print(f"{best}: {', '.join(f'{run.throughput.value:.0f}' for run in repeats)} infer/s")
+print(f"{best.name}: {', '.join(f'{run.throughput.value:.0f}' for run in repeats)} infer/s")
 print(hardware.spread_line(ratios, "runs in one server start"))
 
 # %% [markdown]
@@ -896,16 +903,16 @@ with judgement.verdict_after(answer_78, "7.8"):
 # `config.pbtxt`.
 
 # %%
-served = runs[best].throughput  # inferences/s, with the interval of its measurement windows
+served = best.throughput  # inferences/s, with the interval of its measurement windows
 ratio = served / LIMIT["images_per_s"]
-print(f"served/limit = {served.value:.0f} / {LIMIT['images_per_s']:.0f} = {ratio} ({best})")
-table = hardware.summary(runs.values(), LIMIT)
+print(f"served/limit = {served.value:.0f} / {LIMIT['images_per_s']:.0f} = {ratio} ({best.name})")
+table = hardware.summary([run for run, _ in runs.values()], LIMIT)
 table.to_csv(OUT / "summary.csv", index=False)
 transport = {"chosen": CHOSEN} | {
     "runs_infer_s": {n: [r.throughput.value for r in rs] for n, rs in samples.items()}
 }
 record = OUT / "served_over_limit.json"
-hardware.record(record, raw, best, runs[best], best_config, repeats, transport)
+hardware.record(record, raw, best, best_config, repeats, transport)
 
 # %%
 util = [c for c in table if c.endswith("_util_pct")]
@@ -925,7 +932,7 @@ hardware.shown(table)
 # the best run, with the arithmetic written out:
 
 # %%
-print(hardware.laws_worked_out(runs[best].row, hardware.instances(best_config)))
+print(hardware.laws_worked_out(best.row, hardware.instances(best_config)))
 
 # %% [markdown]
 # Where does an execution's time go in the best run, and how does it compare with the raw model
@@ -936,10 +943,10 @@ print(hardware.laws_worked_out(runs[best].row, hardware.instances(best_config)))
 # metrics during the run, labelled with what it measured (a GPU, or the CPU).
 
 # %%
-print(hardware.time_split(runs[best].row, raw))
+print(hardware.time_split(best.row, raw))
 print(
     "utilisation during that run:",
-    ", ".join(f"{c[:-9]} {runs[best].row[c]:.0f}%" for c in util if c in runs[best].row) or "n/a",
+    ", ".join(f"{c[:-9]} {best.row[c]:.0f}%" for c in util if c in best.row) or "n/a",
 )
 
 # %% [markdown]

@@ -72,11 +72,21 @@ OUT = RESULTS / "going_further"
 CONCURRENCY = labenv.param("GF_CONCURRENCY", 16 if ON_GPU else 4)  # requests in flight, 8.2-8.4
 BUDGET_MS = 100  # notebook 7's question: p99 under 100 ms
 JPEGS = sorted(TEST_IMAGES.glob("*.jpg"))
-runs = {}
+runs = {}  # name -> run: every run, for the summary at the end (a cell run again replaces it)
 print(
     f"Triton {client.get_server_metadata()['version']} at {HOST}; "
     f"{'a GPU' if ON_GPU else 'no GPU'}; {CONCURRENCY} requests in flight in 8.2-8.4"
 )
+
+
+# %%
+def measure(line: str, name: str, verbose: bool = True):
+    """ensemble.measure(line, name): the run, which the next steps are handed, kept in `runs`
+    for the summary."""
+    run = ensemble.measure(line, name, out=OUT, verbose=verbose)
+    runs[name] = run
+    return run
+
 
 # %% [markdown]
 # ## 8.1 The ensemble: the step mapping you write
@@ -211,8 +221,10 @@ claims.at_most(
 # with (a) the Python model that decodes and runs PyTorch, (b) the client path?
 
 # %%
-claims.predict("8.2 ensemble / Python-backend model throughput (x)", None, why="")
-claims.predict("8.2 ensemble / client-side ONNX throughput (x)", None, why="")
+predicted_vs_python = claims.predict(
+    "8.2 ensemble / Python-backend model throughput (x)", None, why=""
+)
+predicted_vs_client = claims.predict("8.2 ensemble / client-side ONNX throughput (x)", None, why="")
 
 # %% [markdown]
 # The ensemble first, with `ensemble.measure`: it is `perf.run_line` (the line as you type it)
@@ -232,7 +244,7 @@ line = (
     f"perf_analyzer -m food_classifier_ensemble -u {HOST} --input-data {inputs['ensemble']} "
     f"--concurrency-range {CONCURRENCY}"
 )
-runs["8.2 ensemble closed"] = ensemble.measure(line, "8.2 ensemble closed", out=OUT)
+ensemble_closed = measure(line, "8.2 ensemble closed")
 
 # %% [markdown]
 # The other two paths, the same line with their model and input file (so the rows are parsed for
@@ -240,16 +252,22 @@ runs["8.2 ensemble closed"] = ensemble.measure(line, "8.2 ensemble closed", out=
 # can leave a window without a single answer) is measured for a fixed 40 requests instead, and
 # its output says so.
 
+
 # %%
-for path in ("python", "client_onnx"):
+def closed_loop(path: str):
+    """The path's model (ensemble.PATHS) and input file, CONCURRENCY requests in flight."""
     model = ensemble.PATHS[path][0]
     line = (
         f"perf_analyzer -m {model} -u {HOST} --input-data {inputs[path]} "
         f"--concurrency-range {CONCURRENCY}"
     )
-    name = f"8.2 {path} closed"
-    runs[name] = ensemble.measure(line, name, out=OUT, verbose=False)
-    print(f"{path}: {runs[name].throughput} infer/s")
+    run = measure(line, f"8.2 {path} closed", verbose=False)
+    print(f"{path}: {run.throughput} infer/s")
+    return run
+
+
+python_closed = closed_loop("python")
+client_closed = closed_loop("client_onnx")
 
 # %% [markdown]
 # A closed loop lets each path set its own pace. Users do not wait for each other: at a fixed
@@ -261,20 +279,29 @@ for path in ("python", "client_onnx"):
 # and its p95 says how long that queue grew in that time.
 
 # %%
-RATE = max(1, round(0.5 * runs["8.2 ensemble closed"].throughput.value))
+RATE = max(1, round(0.5 * ensemble_closed.throughput.value))
 REQUESTS = max(20, 2 * RATE)
-for path, (model, _) in ensemble.PATHS.items():
+
+
+def at_rate(path: str, closed):
+    """The path offered RATE requests/s; a fixed count where its closed loop (`closed`) served
+    less than that."""
+    model = ensemble.PATHS[path][0]
     line = (
         f"perf_analyzer -m {model} -u {HOST} --input-data {inputs[path]} --async "
         f"--request-rate-range {RATE}"
     )
-    if runs[f"8.2 {path} closed"].throughput.hi < RATE:
+    if closed.throughput.hi < RATE:
         line += f" --request-count {REQUESTS}"
-    runs[f"8.2 {path} {RATE}/s"] = ensemble.measure(
-        line, f"8.2 {path} {RATE}/s", out=OUT, verbose=False
-    )
+    return measure(line, f"8.2 {path} {RATE}/s", verbose=False)
+
+
+# %%
+ensemble_offered = at_rate("ensemble", ensemble_closed)
+at_rate("python", python_closed)  # in the table below
+at_rate("client_onnx", client_closed)
 columns = ["throughput_infer_s", "p95_ms", "p99_ms", "delayed_pct"]
-pd.DataFrame({name: {c: run.row[c] for c in columns} for name, run in runs.items()}).T.round(1)
+pd.DataFrame({run.name: {c: run.row[c] for c in columns} for run in runs.values()}).T.round(1)
 
 # %% [markdown]
 # **What do you see, and why?** Which path served most in the closed loop, and which kept the
@@ -290,8 +317,16 @@ answer_82 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_82, "8.2"):
-    closed = [runs[f"8.2 {path} closed"] for path in ("ensemble", "python", "client_onnx")]
-    verdicts.three_paths(*closed, offered=runs[f"8.2 ensemble {RATE}/s"], rate=RATE)
+    verdicts.three_paths(
+        "8.2",
+        ensemble_closed,
+        python_closed,
+        client_closed,
+        offered=ensemble_offered,
+        rate=RATE,
+        over_python=predicted_vs_python,
+        over_client=predicted_vs_client,
+    )
 
 # %% [markdown]
 # ## 8.3 Where each request waits, stage by stage
@@ -300,7 +335,7 @@ with judgement.verdict_after(answer_82, "8.2"):
 # times up, so it is not a stage: the step rows say where the time went.
 
 # %%
-runs["8.2 ensemble closed"].steps
+ensemble_closed.steps
 
 # %% [markdown]
 # Each step is an ordinary model with its own queue: a request that leaves `preprocess` joins the
@@ -308,7 +343,7 @@ runs["8.2 ensemble closed"].steps
 # the bottleneck of the pipeline at this load.
 
 # %%
-steps = runs["8.2 ensemble closed"].steps.set_index("model")
+steps = ensemble_closed.steps.set_index("model")
 slow = steps.loc[list(ensemble.STEPS), "queue_ms"].idxmax()
 print(
     f"longer queue: {slow} ({steps.loc[slow, 'queue_ms']:.1f} ms per request; "
@@ -340,16 +375,15 @@ claims.between(
 # which step held the longer queue in 8.3 first.
 
 # %%
-claims.predict("8.4 throughput, 2 preprocess instances / 1 (x)", None, why="")
+predicted_decoders = claims.predict("8.4 throughput, 2 preprocess instances / 1 (x)", None, why="")
 
 # %%
 triton_config.edit("preprocess", "instance_group [ { count: 2, kind: KIND_CPU } ]")
-line = runs["8.2 ensemble closed"].line  # the same line as in 8.2
-runs["8.4 ensemble, 2 preprocess"] = ensemble.measure(line, "8.4 ensemble, 2 preprocess", out=OUT)
+two_preprocess = measure(ensemble_closed.line, "8.4 ensemble, 2 preprocess")  # 8.2's line
 pd.concat(
     {
-        "1 preprocess": runs["8.2 ensemble closed"].steps.set_index("model"),
-        "2 preprocess": runs["8.4 ensemble, 2 preprocess"].steps.set_index("model"),
+        "1 preprocess": ensemble_closed.steps.set_index("model"),
+        "2 preprocess": two_preprocess.steps.set_index("model"),
     }
 )
 
@@ -367,8 +401,7 @@ answer_84 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_84, "8.4"):
-    one, two = runs["8.2 ensemble closed"], runs["8.4 ensemble, 2 preprocess"]
-    verdicts.a_second_decoder(one, two, slow)
+    verdicts.a_second_decoder("8.4", ensemble_closed, two_preprocess, slow, predicted_decoders)
 triton_config.edit("preprocess", "instance_group [ { count: 1, kind: KIND_CPU } ]", verbose=False)
 
 # %% [markdown]
@@ -389,9 +422,10 @@ line = (
     f"--concurrency-range 1:{1 + 2 * step}:{step}"
 )
 watch = live_metrics.Watch(METRICS, models=list(ensemble.STEPS))
-runs["8.5 ramp"] = watch.during(
+ramp = watch.during(
     lambda: perf.run_line(line, "8.5 ramp", out=OUT, verbose=False), save=OUT / "live_8.5"
 )
+runs[ramp.name] = ramp
 watch.table().round(1).tail()
 
 # %% [markdown]
@@ -446,7 +480,9 @@ with judgement.verdict_after(answer_85, "8.5"):
 # hand-tuned best under it, as a share of the limit (served/limit)?
 
 # %%
-claims.predict("8.6 Model Analyzer's best / notebook 7's best, served/limit (x)", None, why="")
+predicted_search = claims.predict(
+    "8.6 Model Analyzer's best / notebook 7's best, served/limit (x)", None, why=""
+)
 
 # %% [markdown]
 # The search is a command (it starts servers or reloads models), printed and then run. Its
@@ -520,13 +556,13 @@ answer_86 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_86, "8.6"):
-    model_analyzer.search_against_hand(report, BUDGET_MS, hand)
+    model_analyzer.search_against_hand("8.6", report, BUDGET_MS, hand, predicted_search)
 
 # %% [markdown]
 # ## What you measured
 
 # %%
-table = pd.DataFrame([{"run": name, **run.row} for name, run in runs.items()])
+table = pd.DataFrame([{"run": run.name, **run.row} for run in runs.values()])
 table.to_csv(OUT / "summary.csv", index=False)
 comparison.to_csv(OUT / "model_analyzer_vs_hand_tuned.csv", index=False)
 claims.save(OUT)
@@ -536,7 +572,7 @@ stage = [
 table[["run", "throughput_infer_s", "p95_ms", "delayed_pct", *stage]].round(1)
 
 # %% jupyter={"source_hidden": true}
-parts = table[table["run"].isin(["8.2 ensemble closed", "8.4 ensemble, 2 preprocess"])]
+parts = pd.DataFrame([{"run": run.name, **run.row} for run in (ensemble_closed, two_preprocess)])
 ax = parts.set_index("run")[stage].plot.barh(stacked=True, figsize=(8, 3))
 ax.set_xlabel("ms per request (Triton's statistics)")
 ax.set_title(f"Where an ensemble request spends its time, {CONCURRENCY} in flight")

@@ -68,7 +68,21 @@ RATE_SECONDS = labenv.param("RAY_RATE_SECONDS", 10)  # each fixed-rate run
 STEP = labenv.param_list("RAY_STEP_SECONDS", "10,40,30")  # before, during and after the step
 OUT = RESULTS / "ray"
 OUT.mkdir(parents=True, exist_ok=True)
-runs = {}  # name -> one row per request
+runs = {}  # label -> its requests, one row each: every run, for the summary at the end
+
+
+# %%
+def keep(run: pd.DataFrame) -> pd.DataFrame:
+    """The run (loadgen's or open_loop's), kept in `runs` for the summary; returned to be handed
+    on (a cell run again replaces its run)."""
+    runs[run.attrs["label"]] = run
+    return run
+
+
+def row(run: pd.DataFrame, servers: int, service_ms: float | None = None) -> dict:
+    """The run's summary with the laws per server (ray_serving.row), named by its label."""
+    return ray_serving.row(run, run.attrs["label"], servers, service_ms=service_ms)
+
 
 # %%
 ray_serving.nodes()
@@ -120,18 +134,16 @@ print(bad.status_code, bad.json())
 
 
 # %%
-def capacity(ongoing: int) -> dict:
-    """One replica taking `ongoing` requests at once, 4 requests in flight."""
+def capacity(ongoing: int) -> pd.DataFrame:
+    """One replica taking `ongoing` requests at once, 4 requests in flight: the run."""
     ray_serving.deploy(FoodClassifier.options(num_replicas=1, max_ongoing_requests=ongoing))
-    name = f"9.1 capacity, {ongoing} at once"
-    runs[name] = loadgen.run(URL, BODY, n=80, concurrency=4, label=name)
-    return ray_serving.row(runs[name], name, 1)
+    label = f"9.1 capacity, {ongoing} at once"
+    return keep(loadgen.run(URL, BODY, n=80, concurrency=4, label=label))
 
 
-runs["9.1 sequential"] = loadgen.run(URL, BODY, n=20, concurrency=1, label="9.1 sequential")
-table_91 = pd.DataFrame(
-    [ray_serving.row(runs["9.1 sequential"], "9.1 sequential", 1), capacity(1), capacity(2)]
-).set_index("run")
+sequential = keep(loadgen.run(URL, BODY, n=20, concurrency=1, label="9.1 sequential"))
+at_once = {n: capacity(n) for n in (1, 2)}  # requests a replica takes at once -> the run
+table_91 = pd.DataFrame([row(run, 1) for run in (sequential, *at_once.values())]).set_index("run")
 table_91.round(2)
 
 # %% [markdown]
@@ -142,10 +154,7 @@ table_91.round(2)
 # %%
 ongoing = (
     ### BEGIN SOLUTION
-    1
-    if loadgen.throughput(runs["9.1 capacity, 1 at once"]).value
-    >= 0.9 * loadgen.throughput(runs["9.1 capacity, 2 at once"]).value
-    else 2
+    1 if loadgen.throughput(at_once[1]).value >= 0.9 * loadgen.throughput(at_once[2]).value else 2
     ### END SOLUTION
 )
 
@@ -154,11 +163,11 @@ ongoing = judgement.fewest_near_best(
     ongoing,
     "9.1",
     "the max_ongoing_requests of each replica",
-    {n: loadgen.throughput(runs[f"9.1 capacity, {n} at once"]) for n in (1, 2)},
+    {n: loadgen.throughput(run) for n, run in at_once.items()},
 )
-CAPACITY = loadgen.summarize(runs[f"9.1 capacity, {ongoing} at once"])["throughput_rps"]
+CAPACITY = loadgen.summarize(at_once[ongoing])["throughput_rps"]
 RATE = round(1.5 * CAPACITY, 1)  # 150 % of one replica
-SEQUENTIAL_MS = loadgen.summarize(runs["9.1 sequential"])["median_ms"]
+SEQUENTIAL_MS = loadgen.summarize(sequential)["median_ms"]
 BUDGET_MS = 10 * SEQUENTIAL_MS  # the p95 a user would accept: ten requests' worth
 print(f"one replica: {CAPACITY:.1f}/s; 9.2's rate: {RATE}/s; p95 budget {BUDGET_MS:.0f} ms")
 
@@ -176,7 +185,7 @@ answer_91 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_91, "9.1"):
-    verdicts.one_replica(runs["9.1 capacity, 1 at once"], runs["9.1 capacity, 2 at once"])
+    verdicts.one_replica("9.1", at_once[1], at_once[2])
 
 # %% [markdown]
 # ## 9.2 Replicas over two nodes
@@ -209,20 +218,23 @@ ray_serving.deploy(deployment)
 # **Predict.** How many requests per second will 2 replicas serve at that rate, and 4?
 
 # %%
-claims.predict("9.2 served by 2 replicas at 150% of one (requests/s)", None, why="")
-claims.predict("9.2 served by 4 replicas / by 2 (x)", None, why="")
+predicted_two = claims.predict("9.2 served by 2 replicas at 150% of one (requests/s)", None, why="")
+predicted_four = claims.predict("9.2 served by 4 replicas / by 2 (x)", None, why="")
 
 
 # %%
-def at_rate(name: str, replicas: int) -> dict:
-    """Your deployment with `replicas` replicas, offered RATE requests/s for RATE_SECONDS."""
+def at_rate(replicas: int) -> pd.DataFrame:
+    """Your deployment with `replicas` replicas, offered RATE requests/s for RATE_SECONDS: the
+    run."""
     placed = ray_serving.deploy(deployment.options(num_replicas=replicas))
-    runs[name] = open_loop.run(URL, BODY, rate=RATE, seconds=RATE_SECONDS, label=name)
-    print(f"{name}: replicas on nodes {placed['node'].value_counts().to_dict()}")
-    return ray_serving.row(runs[name], name, replicas)
+    label = f"9.2 {replicas} replicas"
+    run = keep(open_loop.run(URL, BODY, rate=RATE, seconds=RATE_SECONDS, label=label))
+    print(f"{label}: replicas on nodes {placed['node'].value_counts().to_dict()}")
+    return run
 
 
-table_92 = pd.DataFrame([at_rate(f"9.2 {n} replicas", n) for n in (2, 1, 4)]).set_index("run")
+by_replicas = {n: at_rate(n) for n in (2, 1, 4)}  # replicas -> the run at RATE
+table_92 = pd.DataFrame([row(run, n) for n, run in by_replicas.items()]).set_index("run")
 table_92.round(2)
 
 # %% [markdown]
@@ -235,9 +247,9 @@ replicas = (
     ### BEGIN SOLUTION
     min(
         n
-        for n in (1, 2, 4)
-        if loadgen.throughput(runs[f"9.2 {n} replicas"]).value
-        >= 0.9 * max(loadgen.throughput(runs[f"9.2 {k} replicas"]).value for k in (1, 2, 4))
+        for n, run in by_replicas.items()
+        if loadgen.throughput(run).value
+        >= 0.9 * max(loadgen.throughput(other).value for other in by_replicas.values())
     )
     ### END SOLUTION
 )
@@ -247,7 +259,7 @@ replicas = judgement.fewest_near_best(
     replicas,
     "9.2",
     "the replicas to run",
-    {n: loadgen.throughput(runs[f"9.2 {n} replicas"]) for n in (1, 2, 4)},
+    {n: loadgen.throughput(by_replicas[n]) for n in (1, 2, 4)},
 )
 
 # %% [markdown]
@@ -265,7 +277,8 @@ answer_92 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_92, "9.2"):
-    verdicts.replicas(*(runs[f"9.2 {n} replicas"] for n in (1, 2, 4)))
+    one, two, four = (by_replicas[n] for n in (1, 2, 4))
+    verdicts.replicas("9.2", one, two, four, predicted_two, predicted_four)
 
 # %% [markdown]
 # ## 9.3 Autoscaling through a load step
@@ -323,16 +336,16 @@ ray_serving.deploy(autoscaled)
 # there?
 
 # %%
-claims.predict("9.3 recovery after the step up (s)", None, why="")
+predicted_recovery = claims.predict("9.3 recovery after the step up (s)", None, why="")
 
 # %%
 LOW = round(0.3 * CAPACITY, 1)
 phases = [(STEP[0], LOW), (STEP[1], RATE), (STEP[2], LOW)]
 with ray_serving.Replicas() as watch:
-    runs["9.3 step"] = open_loop.run(URL, BODY, phases=phases, label="9.3 step")
+    stepped = keep(open_loop.run(URL, BODY, phases=phases, label="9.3 step"))
     watch.wait_for(running=1)  # until the autoscaler is back to one replica (at most 90 s)
-windows = open_loop.over_time(runs["9.3 step"])
-replicas_seen = watch.over_time(runs["9.3 step"].attrs["t0"])
+windows = open_loop.over_time(stepped)
+replicas_seen = watch.over_time(stepped.attrs["t0"])
 
 # %% [markdown]
 # Over time: the replicas, the requests in the system and the p95 of each second's requests;
@@ -364,7 +377,7 @@ answer_93 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_93, "9.3"):
-    verdicts.autoscaling(replicas_seen, STEP, recovery, BUDGET_MS)
+    verdicts.autoscaling("9.3", replicas_seen, STEP, recovery, BUDGET_MS, predicted_recovery)
 
 # %% [markdown]
 # ## 9.4 A replica crashes mid-run
@@ -383,10 +396,9 @@ killed = {}
 timer = threading.Timer(4.0, lambda: killed.update(ray_serving.kill_replica()))
 timer.start()
 n_crash = int((4 + RATE_SECONDS) * CAPACITY)  # RATE_SECONDS of requests after the kill
-runs["9.4 crash"] = loadgen.run(URL, BODY, n=n_crash, concurrency=8, label="9.4 crash")
+crash = keep(loadgen.run(URL, BODY, n=n_crash, concurrency=8, label="9.4 crash"))
 timer.join()
 replaced = ray_serving.wait_replaced(killed, count=2)  # s from the kill; None: not in 120 s
-crash = runs["9.4 crash"]
 failed = crash[crash["status"] != 200]
 print(f"killed replica {killed['replica']} on node {killed['node']}")
 print(f"{len(failed)} of {len(crash)} requests failed: {failed['status'].value_counts().to_dict()}")
@@ -406,7 +418,7 @@ answer_94 = """
 
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_94, "9.4"):
-    verdicts.crash(crash, replaced)
+    verdicts.crash("9.4", crash, replaced)
 
 # %% [markdown]
 # ## 9.5 Triton's instances at the same load: what the router costs
@@ -419,7 +431,7 @@ with judgement.verdict_after(answer_94, "9.4"):
 # **Predict.** At one request at a time, how many ms does Ray's path add to Triton's?
 
 # %%
-claims.predict("9.5 Ray's median - Triton's, one at a time (ms)", None, why="")
+predicted_extra = claims.predict("9.5 Ray's median - Triton's, one at a time (ms)", None, why="")
 
 # %%
 import tritonclient.http as httpclient
@@ -450,34 +462,31 @@ if triton_up:
 
 
 # %%
-def triton_at(name: str, rate: float | None) -> dict:
+def triton_at(label: str, rate: float | None) -> tuple[pd.DataFrame, dict]:
     """Triton with 2 instances: one request at a time (rate None) or the open loop at `rate`;
-    its service time from Triton's statistics of the run."""
+    the run, and its row with the service time from Triton's statistics of the run."""
     before = triton_stats.model_stats("food_classifier_onnx", TRITON)
     if rate is None:
-        runs[name] = loadgen.run(INFER, TRITON_BODY, n=20, label=name, headers=TRITON_HEADERS)
+        run = loadgen.run(INFER, TRITON_BODY, n=20, label=label, headers=TRITON_HEADERS)
     else:
-        runs[name] = open_loop.run(
-            INFER, TRITON_BODY, rate=rate, seconds=RATE_SECONDS, headers=TRITON_HEADERS, label=name
+        run = open_loop.run(
+            INFER, TRITON_BODY, rate=rate, seconds=RATE_SECONDS, headers=TRITON_HEADERS, label=label
         )
     delta = triton_stats.stats_delta(
         before, triton_stats.model_stats("food_classifier_onnx", TRITON)
     )
-    return ray_serving.row(runs[name], name, 2, service_ms=delta["execution_ms_avg"])
+    return keep(run), row(run, 2, service_ms=delta["execution_ms_avg"])
 
 
 # %%
-table_95 = None
+table_95 = ray_one = triton_one = triton_rated = None  # None: no Triton in this mode
 if triton_up:
     ray_serving.deploy(deployment)
-    runs["9.5 ray sequential"] = loadgen.run(URL, BODY, n=20, label="9.5 ray sequential")
+    ray_one = keep(loadgen.run(URL, BODY, n=20, label="9.5 ray sequential"))
+    triton_one, one_row = triton_at("9.5 triton sequential", None)
+    triton_rated, rated_row = triton_at(f"9.5 triton {RATE}/s", RATE)
     table_95 = pd.DataFrame(
-        [
-            ray_serving.row(runs["9.5 ray sequential"], "9.5 ray sequential", 2),
-            triton_at("9.5 triton sequential", None),
-            ray_serving.row(runs["9.2 2 replicas"], "9.2 2 replicas", 2),
-            triton_at(f"9.5 triton {RATE}/s", RATE),
-        ]
+        [row(ray_one, 2), one_row, row(by_replicas[2], 2), rated_row]
     ).set_index("run")
 table_95
 
@@ -496,11 +505,7 @@ answer_95 = """
 # %% jupyter={"source_hidden": true}
 with judgement.verdict_after(answer_95, "9.5"):
     verdicts.against_triton(
-        runs["9.5 ray sequential"] if triton_up else None,
-        runs["9.5 triton sequential"] if triton_up else None,
-        runs["9.2 2 replicas"],
-        runs[f"9.5 triton {RATE}/s"] if triton_up else None,
-        RATE,
+        "9.5", ray_one, triton_one, by_replicas[2], triton_rated, RATE, predicted_extra
     )
 
 # %% [markdown]

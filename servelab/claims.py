@@ -2,8 +2,9 @@
 
 Introduced in notebook 4.
 
-    claims.predict("4.4 median ms", None, "...")     # your number (None: not predicted yet)
-    lat = claims.Measured.from_samples(latencies_ms)  # a median with a 95% interval
+    guess = claims.predict("4.4 median ms", None, "...")  # your number (None: not predicted yet)
+    lat = claims.Measured.from_samples(latencies_ms)      # a median with a 95% interval
+    claims.compare_prediction(guess, lat)                 # the prediction itself, not its name
     claims.at_least("concurrent latency is >= 3x sequential", conc / seq, 3)
 
 **How a claim gets its verdict.** Noise decides small differences, so every number comes with an
@@ -17,6 +18,10 @@ A claim "x >= t" **holds** when the whole interval of x is at or above t, **does
 the whole interval is below it, and is **inconclusive** when the interval straddles t: then the
 measurement cannot decide it (measure longer, or on quieter hardware). Ratios of two measured
 numbers take the extremes: [lo_a / hi_b, hi_a / lo_b].
+
+A prediction is an object (claims.Prediction): the notebook holds what predict() returns and
+hands it to the verdict beside the runs it predicts; its name is what the notebook and the saved
+files call it, never a key the library looks it up by.
 
 All verdicts of a run are saved to claims.csv, and predictions to predictions.csv, for the
 summary page. With LAB_STRICT_CLAIMS=1 a claim that does not hold stops the notebook;
@@ -42,7 +47,7 @@ from servelab import passes
 from servelab.passes import node_calls, record
 
 RESULTS: list[dict] = []
-PREDICTIONS: dict[str, dict] = {}
+PREDICTIONS: list[Prediction] = []  # in the order made, for predictions.csv
 DECISIONS: dict[str, dict] = {}  # step -> your choice and your reason (exercises.judgement)
 HOLDS, FAILS, INCONCLUSIVE, NOT_CHECKED = (
     "holds",
@@ -78,10 +83,18 @@ class Measured:
 
     @classmethod
     def from_samples(cls, samples, stat=np.median, rounds: int = 1000, seed: int = 0) -> Measured:
-        """A statistic (default the median) of per-request samples, 95% bootstrap interval."""
+        """A statistic (default the median) of per-request samples, 95% bootstrap interval.
+
+        `stat` takes an array and `axis` (np.median, or functools.partial(np.percentile, q=95)):
+        the rounds are drawn as rows of one array, a block at a time, and reduced together (the
+        same draws, in the same order, as one round at a time: the same interval, far faster)."""
         x = np.asarray(samples, dtype=float)
         rng = np.random.default_rng(seed)
-        boots = [stat(rng.choice(x, size=len(x), replace=True)) for _ in range(rounds)]
+        block = max(1, min(rounds, 1_000_000 // max(1, len(x))))  # rows of a block: <= 8 MB
+        boots: list[float] = []
+        for done in range(0, rounds, block):
+            draws = rng.choice(x, size=(min(block, rounds - done), len(x)), replace=True)
+            boots.extend(stat(draws, axis=1))
         lo, hi = np.percentile(boots, [2.5, 97.5])
         return cls(
             float(stat(x)), float(lo), float(hi), f"95% bootstrap interval, {len(x)} requests"
@@ -115,30 +128,55 @@ def _as_measured(x) -> Measured:
     return x if isinstance(x, Measured) else Measured.exact(x)
 
 
-def predict(key: str, value, why: str = ""):
-    """Record your prediction before measuring, with the time you made it; returns it. None = not
-    predicted (yet): the prepare pass requires every prediction, the review pass reads the one
-    the measure pass kept (servelab/passes/record.py)."""
+@dataclass
+class Prediction:
+    """Your prediction, as predict() kept it: the notebook holds it and hands it to the verdict
+    beside the runs it predicts (compare_prediction sets the measurement beside it)."""
+
+    name: str  # what the notebook calls it ("6.1 queue at c16 (ms)"): its row in predictions.csv
+    value: object  # a number, or a word where the text asks for one; None: not predicted
+    why: str = ""
+    made: str = ""  # when you made it (the prepare pass's time when unchanged since)
+    measured: str = ""  # the measurement beside it, once compared
+
+    def row(self) -> dict:
+        return {
+            "prediction": self.name,
+            "value": self.value,
+            "why": self.why,
+            "made": self.made,
+            "measured": self.measured,
+        }
+
+
+def predict(name: str, value, why: str = "") -> Prediction:
+    """Record your prediction before measuring, with the time you made it; returns it, to hand to
+    the verdict. None = not predicted (yet): the prepare pass requires every prediction, the
+    review pass reads the one the measure pass kept (servelab/passes/record.py)."""
     if value is None:
         scripted = json.loads(os.environ.get("LAB_PREDICTIONS") or "{}")
-        value = scripted.get(key)
+        value = scripted.get(name)
         why = why or ("(scripted answer of a headless run)" if value is not None else "")
-    kept = record.prediction(key, value, why)
-    value, why = kept["value"], kept["why"]
-    PREDICTIONS[key] = {"prediction": key, "value": value, "why": why, "made": kept["made"]}
+    kept = record.prediction(name, value, why)
+    made = Prediction(name, kept["value"], kept["why"], kept["made"])
+    PREDICTIONS.append(made)
     print(
-        f"your prediction for {key}: "
-        f"{'(none yet: type a value, then run the cell)' if value is None else value}"
-        + (f" - because {why}" if why and value is not None else "")
-        + (f" (made {kept['made']}, {kept['pass']} pass)" if value is not None else "")
+        f"your prediction for {name}: "
+        f"{'(none yet: type a value, then run the cell)' if made.value is None else made.value}"
+        + (f" - because {made.why}" if made.why and made.value is not None else "")
+        + (f" (made {kept['made']}, {kept['pass']} pass)" if made.value is not None else "")
     )
-    return value
+    return made
 
 
-def compare_prediction(key: str, measured) -> str:
-    """Set your prediction beside the measurement: within 2x counts as a good estimate."""
-    m = _as_measured(measured)
-    p = PREDICTIONS.get(key, {}).get("value")
+def compare_prediction(prediction: Prediction, measured) -> str:
+    """Set your prediction (what predict() returned) beside the measurement: within 2x counts as
+    a good estimate."""
+    if not isinstance(prediction, Prediction):
+        raise TypeError(
+            f"compare_prediction takes the prediction predict() returned, not {prediction!r}"
+        )
+    m, p, key = _as_measured(measured), prediction.value, prediction.name
     if p is None:
         line = f"{key}: measured {m}; no prediction was made"
     elif isinstance(p, (int, float)) and not isinstance(p, bool):
@@ -147,7 +185,7 @@ def compare_prediction(key: str, measured) -> str:
         line = f"{key}: you predicted {p:.3g}, measured {m} ({within} 2x)"
     else:
         line = f"{key}: you predicted {p!r}, measured {m}"
-    PREDICTIONS.setdefault(key, {"prediction": key, "value": p, "why": ""})["measured"] = str(m)
+    prediction.measured = str(m)
     print(line)
     return line
 
@@ -302,7 +340,7 @@ def save(folder: Path) -> Path:
                 fields = ["prediction", "value", "why", "made", "measured"]
                 writer = csv.DictWriter(f, fieldnames=fields)
                 writer.writeheader()
-                writer.writerows({"measured": "", "made": "", **p} for p in PREDICTIONS.values())
+                writer.writerows(_latest(PREDICTIONS))
         if DECISIONS:
             with open(where / "decisions.csv", "w", newline="") as f:
                 fields = ["step", "question", "choice", "reason", "judged_on"]
@@ -326,6 +364,13 @@ def _write_claims(where: Path, rows: list[dict]) -> None:
         writer = csv.DictWriter(f, fieldnames=CLAIM_FIELDS)
         writer.writeheader()
         writer.writerows(rows)
+
+
+def _latest(predictions: list[Prediction]) -> list[dict]:
+    """One row per prediction, in the order first made: a cell run again replaces its row (the
+    file's rows are named by the predictions' names, as the bundle's are)."""
+    rows = {p.name: p.row() for p in predictions}
+    return list(rows.values())
 
 
 def _judged_on_the_node() -> list[dict]:

@@ -215,23 +215,17 @@ def time_split(row: dict, raw: dict) -> str:
 
 
 def record(
-    path: Path,
-    raw: dict,
-    best: str,
-    best_run,
-    best_config: str,
-    repeats: list,
-    transport: dict,
+    path: Path, raw: dict, best_run, best_config: str, repeats: list, transport: dict
 ) -> dict:
-    """Write served_over_limit.json: the best run (its name, perf_analyzer line and the full
-    config.pbtxt it ran with, which gpu_reference/run_reference.py's stability part serves again
-    on freshly started servers), the limit, and the repeats of step 7.8."""
+    """Write served_over_limit.json: the best run (the perf.Run: its name, perf_analyzer line and
+    the full config.pbtxt it ran with, which gpu_reference/run_reference.py's stability part
+    serves again on freshly started servers), the limit, and the repeats of step 7.8."""
     limit = raw["limit"]["images_per_s"]
     ratios = [run.throughput.value / limit for run in repeats]
     served = best_run.row["throughput_infer_s"]
     data = {
         "served_infer_s": served,
-        "best": best,
+        "best": best_run.name,
         "command": best_run.row["command"],
         "best_config": best_config,
         "served_over_limit": served / limit,
@@ -242,7 +236,7 @@ def record(
         "device": raw["device_name"],
         "compute_capability": raw.get("compute_capability"),
         "transport": transport,
-        "repeated": best,
+        "repeated": best_run.name,
         "repeats_served_over_limit": ratios,
         "repeats_median": float(np.median(ratios)),
         "limit_definition": LIMIT_DEFINITION,

@@ -11,7 +11,7 @@ Introduced in notebook 8.
     ma.plot(report.table, 100)            # every point, the front, the budget
     hand = ma.hand_tuned("results/hardware", 100)   # notebook 7's best under the budget, or None
     ma.comparison(report.table, 100, hand)           # both, with served/limit
-    ma.search_against_hand(report, 100, hand)       # 8.6's claims
+    ma.search_against_hand("8.6", report, 100, hand, guess)  # the claims, your guess beside
 
 The search itself is a command, because it starts servers (local mode: one tritonserver per
 configuration) or reloads a model on the running one (Docker): `python -m labstack.model_analyzer`
@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from servelab import claims
+from servelab.claims import Prediction
 
 # Model Analyzer's CSV column titles -> short names (times in ms, throughput in infer/s)
 COLUMNS = {
@@ -186,8 +187,8 @@ def hand_tuned(hardware_dir: Path | str, p99_budget_ms: float) -> dict | None:
     if not (summary_json.is_file() and summary_csv.is_file()):
         return None
     record = json.loads(summary_json.read_text())
-    runs = pd.read_csv(summary_csv)
-    within = runs[runs["p99_ms"] <= p99_budget_ms]
+    summary = pd.read_csv(summary_csv)  # notebook 7's table: one row per run
+    within = summary[summary["p99_ms"] <= p99_budget_ms]
     if within.empty:
         return {"run": None, "limit": record["limit"], "device": record.get("device")}
     best = within.loc[within["throughput_infer_s"].idxmax()]
@@ -264,20 +265,22 @@ def say_what_is_missing(hand: dict | None, table, p99_budget_ms: float) -> None:
         )
 
 
-def search_against_hand(report: Report, p99_budget_ms: float, hand: dict | None) -> None:
-    """8.6's claims: the search's best under the budget against notebook 7's (served/limit, with
-    notebook 7's run-to-run spread; your prediction beside it), its lowest p99 against notebook
-    7's, and every configuration measured at every load."""
+def search_against_hand(
+    step: str, report: Report, p99_budget_ms: float, hand: dict | None, predicted: Prediction
+) -> None:
+    """8.6's claims (`step`, as the notebook names it): the search's best under the budget
+    against notebook 7's (served/limit, with notebook 7's run-to-run spread; your prediction of
+    it beside it), its lowest p99 against notebook 7's, and every configuration measured at every
+    load."""
     best = best_per_objective(report.table, p99_budget_ms)
     if hand and hand["run"] and not best.empty:
         limit = hand["limit"]["images_per_s"]
         found = claims.Measured.exact(best.iloc[0]["throughput_infer_s"] / limit)
-        spread = "spread of notebook 7's repeats (7.8)"
+        spread = "spread of notebook 7's repeats of its best"
         theirs = claims.Measured(hand["served_over_limit"], hand["lo"], hand["hi"], spread)
-        said = "8.6 Model Analyzer's best / notebook 7's best, served/limit (x)"
-        claims.compare_prediction(said, found / theirs)
+        claims.compare_prediction(predicted, found / theirs)
         claims.at_least(
-            "8.6: the search's best under the budget serves at least notebook 7's best "
+            f"{step}: the search's best under the budget serves at least notebook 7's best "
             "under it (served/limit)",
             found / theirs,
             1.0,
@@ -285,16 +288,16 @@ def search_against_hand(report: Report, p99_budget_ms: float, hand: dict | None)
             note="the interval: notebook 7's run-to-run spread; the search ran once",
         )
         claims.at_most(
-            "8.6: the search found a lower p99 than notebook 7's best under the budget",
+            f"{step}: the search found a lower p99 than notebook 7's best under the budget",
             best.iloc[1]["p99_ms"] / hand["p99_ms"],
             1.0,
         )
     else:
         why = "no run of notebook 7 or of the search kept p99 under the budget"
         why = "notebook 7 has not run here" if hand is None else why
-        claims.not_checkable("8.6: the search against notebook 7's hand tuning", why)
+        claims.not_checkable(f"{step}: the search against notebook 7's hand tuning", why)
     claims.at_least(
-        "8.6: the search measured every configuration at every load",
+        f"{step}: the search measured every configuration at every load",
         len(report.table),
         report.search["points"],
     )

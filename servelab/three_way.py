@@ -56,6 +56,7 @@ with a bootstrap interval of the ratio itself.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -331,7 +332,7 @@ def generator_slack_ms(objective_ms: float) -> float:
 
 
 def p95(samples) -> claims.Measured:
-    return claims.Measured.from_samples(samples, stat=lambda x: np.percentile(x, 95))
+    return claims.Measured.from_samples(samples, stat=functools.partial(np.percentile, q=95))
 
 
 def step_row(df: pd.DataFrame, objective_ms: float) -> dict:
@@ -444,9 +445,14 @@ def fixed_rate(
     return pd.DataFrame(rows)
 
 
-def latency_at_fixed_rate(runs: dict, name: str) -> dict:
-    """One way's fixed-rate rounds pooled: median and p95 with their 95 % bootstrap intervals."""
-    dfs = [df for label, df in runs.items() if label.startswith(f"{name} fixed ")]
+def of_way(runs: dict, way: str) -> list[pd.DataFrame]:
+    """The runs (fixed_rate's, kept by label) that `way` served: each run says its way."""
+    return [df for df in runs.values() if df.attrs.get("way") == way]
+
+
+def latency_at_fixed_rate(dfs: list[pd.DataFrame], name: str) -> dict:
+    """One way's fixed-rate rounds (`dfs`, its runs) pooled: median and p95 with their 95 %
+    bootstrap intervals."""
     ok = pd.concat([df[df["status"] == 200] for df in dfs])["latency_ms"].dropna().to_numpy()
     median, tail = claims.Measured.from_samples(ok), p95(ok)
     return {
@@ -560,7 +566,9 @@ def run_all(all_ways: dict[str, Way], setting: Setting, senders) -> dict[str, pd
             }
         ).T,
         "fixed": fixed,
-        "pooled": pd.DataFrame([latency_at_fixed_rate(runs, n) for n in all_ways]).set_index("way"),
+        "pooled": pd.DataFrame(
+            [latency_at_fixed_rate(of_way(runs, n), n) for n in all_ways]
+        ).set_index("way"),
     }
 
 

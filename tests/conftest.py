@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from labstack import artifacts, launcher
-from servelab.paths import TEST_IMAGES
-from servelab.serving.runtimes import RUNTIMES
+# jsonschema (under nbformat, jupytext, Ray) compiles an IRI grammar (rfc3987-syntax, a Jupyter
+# dependency) when it is first imported: 2.6 s of CPU for a string format no test validates.
+# Without the module, jsonschema leaves that one format unchecked; every test runs the same.
+sys.modules.setdefault("rfc3987_syntax", None)  # before anything imports jsonschema
+
+from labstack import artifacts, launcher  # noqa: E402
+from servelab.paths import TEST_IMAGES  # noqa: E402
+from servelab.serving.runtimes import RUNTIMES  # noqa: E402
 
 PY = sys.executable
 # Fixtures that start real servers. A test using one belongs to the slow tier (`-m "not slow"` is

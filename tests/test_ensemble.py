@@ -33,7 +33,7 @@ def triton(built_artifacts, tmp_path_factory):
         ensemble.place(server.repo, mode="local", kind="cpu", steps=False, verbose=False)
         staged = (STAGING / ensemble.ENSEMBLE / "config.pbtxt").read_text()
         block = staged[staged.index("ensemble_scheduling {") :]
-        mapping = exercises.step_mapping(block)
+        mapping = exercises.step_mapping(block, "8.1")
         result = triton_config.edit(ensemble.ENSEMBLE, mapping, repo=server.repo, url=server.url)
         assert result.ok, result.error
         print(f"ensemble loaded in {result.seconds:.1f} s")

@@ -101,7 +101,7 @@ ANSWER = STAGED[STAGED.index("ensemble_scheduling {") :]
 
 
 def test_the_staged_mapping_passes_the_check():
-    assert exercises.step_mapping(ANSWER) == ANSWER
+    assert exercises.step_mapping(ANSWER, "8.1") == ANSWER
 
 
 @pytest.mark.parametrize(
@@ -121,7 +121,7 @@ def test_a_wrong_mapping_is_answered_in_the_students_terms(answer, says):
     if isinstance(answer, str):
         assert answer != ANSWER, "the mutation did not apply"
     with pytest.raises(exercises.NotYet, match=re.escape(says)) as err:
-        exercises.step_mapping(answer)
+        exercises.step_mapping(answer, "8.1")
     assert err.value._render_traceback_() == [str(err.value)]  # one sentence in Jupyter
 
 

@@ -133,7 +133,6 @@ def test_summary_laws_and_the_record_of_the_best_run(tmp_path):
     record = hardware.record(
         tmp_path / "served_over_limit.json",
         RAW,
-        "7.6 best",
         runs["7.6 best"],
         eight,
         [runs["7.6 best"], run(27000.0)],

@@ -267,16 +267,24 @@ def test_predictions_are_required_before_and_kept_after(in_pass, capsys):
     assert "write your prediction in place of None" in sentence(
         lambda: claims.predict("6.1 queue at c16 (ms)", None)
     )
-    claims.predict("6.1 queue at c16 (ms)", 400, "one at a time")
-    prepared = claims.PREDICTIONS["6.1 queue at c16 (ms)"]["made"]
+    prepared = claims.predict("6.1 queue at c16 (ms)", 400, "one at a time").made
     in_pass("measure")
-    claims.predict("6.1 queue at c16 (ms)", 400, "one at a time")  # unchanged since prepare
-    assert claims.PREDICTIONS["6.1 queue at c16 (ms)"]["made"] == prepared
+    guess = claims.predict("6.1 queue at c16 (ms)", 400, "one at a time")  # unchanged since
+    assert guess.made == prepared and guess.value == 400
+    claims.compare_prediction(guess, 380.0)  # the object the notebook holds, not its name
+    with pytest.raises(TypeError, match="the prediction predict\\(\\) returned"):
+        claims.compare_prediction("6.1 queue at c16 (ms)", 380.0)
     claims.at_least("a claim", 2.0, 1.0)
-    claims.save(node_calls.STATE["bundle"].folder.parent / "out")
+    out = node_calls.STATE["bundle"].folder.parent / "out"
+    claims.save(out)
+    saved = pd.read_csv(out / "predictions.csv")
+    assert saved[["prediction", "value", "measured"]].values.tolist() == [
+        ["6.1 queue at c16 (ms)", 400, 380]
+    ]
     passes.finish()
     in_pass("review")
-    assert claims.predict("6.1 queue at c16 (ms)", 90) == 400  # written after: not a prediction
+    # written after measuring: not a prediction, the bundle's is kept
+    assert claims.predict("6.1 queue at c16 (ms)", 90).value == 400
     assert "is not a prediction" in capsys.readouterr().out
     record.line("6.1", "x", "perf_analyzer ...")  # review keeps no line: it changes nothing
     assert not (node_calls.STATE["bundle"].folder / record.LINES).exists()

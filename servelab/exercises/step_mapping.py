@@ -32,7 +32,7 @@ def _maps_its_model(s, step: str) -> None:
             )
 
 
-def step_mapping(text, step: str = "8.1") -> str:
+def step_mapping(text, step: str) -> str:
     """Your ensemble_scheduling block, checked as Triton would read it and answered in one
     sentence (exercises.NotYet): it parses as config.pbtxt, names the two steps, maps every input
     and output of each step's model, and chains them (the ensemble's input -> preprocess ->

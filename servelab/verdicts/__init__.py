@@ -1,9 +1,10 @@
 """The lab's verdicts (introduced in notebook 4): each notebook's claims judged on your own runs,
-which the notebook holds and hands over as arguments (never looked up by a name). One module per
-notebook, imported by it as `verdicts`:
+which the notebook holds and hands over as arguments, with your predictions (what claims.predict
+returned) beside them and the step's number, which heads each claim: the library looks up no run,
+prediction or step by its name. One module per notebook, imported by it as `verdicts`:
 
     from servelab.verdicts import triton as verdicts    # notebook 6
-    verdicts.queue_grows_with_load(c8, c16, N_GPUS)
+    verdicts.queue_grows_with_load("6.1", c8, c16, N_GPUS, predicted_queue)
 
     fastapi.py    notebook 4: runtimes, queuing under 16 senders, two workers
     triton.py     notebook 6: queue against load, batches, instances, ONNX, bursts and batching

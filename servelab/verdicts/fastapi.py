@@ -10,14 +10,15 @@ from __future__ import annotations
 import pandas as pd
 
 from servelab import claims
+from servelab.claims import Prediction
 from servelab.loadgen import median_ms, summarize
 
 
-def onnx_is_faster(pytorch: pd.DataFrame, onnx: pd.DataFrame) -> None:
+def onnx_is_faster(pytorch: pd.DataFrame, onnx: pd.DataFrame, predicted: Prediction) -> None:
     """4.5: ONNX Runtime against PyTorch eager, one request at a time (median speed-up), your
-    prediction beside it."""
+    prediction of it beside it."""
     speedup = median_ms(pytorch) / median_ms(onnx)
-    claims.compare_prediction("4.5 ONNX speed-up, sequential (x)", speedup)
+    claims.compare_prediction(predicted, speedup)
     claims.at_least(
         "ONNX Runtime serves a sequential request faster than PyTorch eager (median speed-up)",
         speedup,

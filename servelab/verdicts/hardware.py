@@ -10,7 +10,7 @@ from __future__ import annotations
 from servelab import claims
 
 
-def shared_memory_sends_faster(grpc: list, shared_memory: list) -> str:
+def shared_memory_sends_faster(step: str, grpc: list, shared_memory: list) -> str:
     """7.4's claim on the transports' runs (the rounds of gRPC, and of gRPC with system shared
     memory): with shared memory the client spends less time sending each request."""
     plain, shared = (
@@ -18,7 +18,7 @@ def shared_memory_sends_faster(grpc: list, shared_memory: list) -> str:
         for runs in (grpc, shared_memory)
     )
     return claims.at_least(
-        f"7.4: with shared memory the client's send time per request falls ({len(grpc)} "
+        f"{step}: with shared memory the client's send time per request falls ({len(grpc)} "
         "runs each, under load)",
         plain / shared,
         1.0,

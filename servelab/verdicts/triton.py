@@ -1,6 +1,8 @@
 """Notebook 6's verdicts, each claim judged on your own runs, handed over as the notebook holds
-them (perf.Run objects): per GPU, each GPU on its own, so "every GPU" means each of them; one call
-per step's claims, in the order the verdict cells print them.
+them (perf.Run objects), with your predictions (claims.Prediction) beside them: per GPU, each GPU
+on its own, so "every GPU" means each of them; one call per step's claims, in the order the
+verdict cells print them. The notebook names the step (`step`, "6.1"): its number heads each
+claim in claims.csv.
 
 Introduced in notebook 6.
 """
@@ -13,6 +15,7 @@ import re
 import requests
 
 from servelab import claims
+from servelab.claims import Prediction
 from servelab.exercises import step_needs
 from servelab.paths import TEST_IMAGES
 from servelab.perf.output import DELAYED_LIMIT_PCT
@@ -62,117 +65,124 @@ def claim_each_gpu(check, claim: str, run, n_gpus: int, threshold: float) -> lis
 # ---------------------------------------------------------------- the steps' claims
 
 
-def queue_grows_with_load(c8, c16, n_gpus: int) -> None:
+def queue_grows_with_load(step: str, c8, c16, n_gpus: int, predicted: Prediction) -> None:
     """6.1: the queue at 16 in flight (run c16) against 8 (c8): about linear, 1.4 to 3.2 times,
     your prediction beside it; one instance leaves every GPU underused."""
     q8 = c8.measured("server_queue_ms")
     q16 = c16.measured("server_queue_ms")
-    claims.compare_prediction("6.1 queue at c16 (ms)", q16)
+    claims.compare_prediction(predicted, q16)
     claims.between(
-        "6.1: queue delay grows about linearly with what is in flight (queue c16 / c8)",
+        f"{step}: queue delay grows about linearly with what is in flight (queue c16 / c8)",
         q16 / q8,
         1.4,
         3.2,
     )
-    claim_each_gpu(claims.at_most, "6.1: one instance leaves every GPU underused", c16, n_gpus, 70)
-
-
-def a_batch_costs_less(b16, c1) -> None:
-    """6.2: one execution of 16 images (run b16) against one of a single image (c1), your
-    prediction beside it."""
-    ratio = b16.measured("execution_ms") / c1.measured("execution_ms")
-    claims.compare_prediction("6.2 compute of 16 images / compute of 1 (x)", ratio)
-    claims.at_most(
-        "6.2: a batch of 16 costs less than 16 images one by one (execution time, x)", ratio, 16
+    claim_each_gpu(
+        claims.at_most, f"{step}: one instance leaves every GPU underused", c16, n_gpus, 70
     )
 
 
-def more_instances(one, two, four, n_gpus: int) -> None:
+def a_batch_costs_less(step: str, b16, c1, predicted: Prediction) -> None:
+    """6.2: one execution of 16 images (run b16) against one of a single image (c1), your
+    prediction beside it."""
+    ratio = b16.measured("execution_ms") / c1.measured("execution_ms")
+    claims.compare_prediction(predicted, ratio)
+    claims.at_most(
+        f"{step}: a batch of 16 costs less than 16 images one by one (execution time, x)", ratio, 16
+    )
+
+
+def more_instances(step: str, one, two, four, n_gpus: int) -> None:
     """6.3: what 2 and 4 instances per device (the runs `two`, `four`) serve against `one`; on a
     GPU node, more than one, and every GPU at work; on a CPU, little more with 4."""
     t1, t2, t4 = (run.throughput for run in (one, two, four))
     claims.at_least(
-        "6.3: two instances per device serve at least 80% of one's throughput", t2 / t1, 0.8
+        f"{step}: two instances per device serve at least 80% of one's throughput", t2 / t1, 0.8
     )
     if not n_gpus:
         claims.at_most(
-            f"6.3: four instances on {os.cpu_count()} cores add little over the better of one "
+            f"{step}: four instances on {os.cpu_count()} cores add little over the better of one "
             "and two",
             t4 / max(t1, t2, key=lambda m: m.value),
             1.15,
         )
         return
-    claims.at_least("6.3: on a GPU node, two instances per GPU serve more than one", t2 / t1, 1.0)
-    every = "6.3: with 4 instances on it, every GPU works"
+    claims.at_least(
+        f"{step}: on a GPU node, two instances per GPU serve more than one", t2 / t1, 1.0
+    )
+    every = f"{step}: with 4 instances on it, every GPU works"
     claim_each_gpu(claims.at_least, every, four, n_gpus, 10)
 
 
-def onnx_serves_faster(onnx_c1, python_c1, c8, c16, n_gpus: int, provider: str) -> None:
+def onnx_serves_faster(step: str, onnx_c1, python_c1, c8, c16, n_gpus: int, provider: str) -> None:
     """6.4: the ONNX model against the Python-backend one at 1 in flight; requests still queue
     with two instances at 16 in flight (c16 against c8); every GPU busy more than half the time
     where the server ran the model on the GPU (`provider`, triton_stats.onnx_provider)."""
     speedup = onnx_c1.throughput / python_c1.throughput
     claims.at_least(
-        "6.4: the ONNX model serves faster than the Python-backend model at c1", speedup, 1.0
+        f"{step}: the ONNX model serves faster than the Python-backend model at c1", speedup, 1.0
     )
     claims.at_least(
-        "6.4: with 2 instances per device, requests still queue at 16 in flight (queue c16 / c8)",
+        f"{step}: with 2 instances per device, requests still queue at 16 in flight "
+        "(queue c16 / c8)",
         c16.measured("server_queue_ms") / c8.measured("server_queue_ms"),
         1.0,
     )
-    served = triton_config.served_config("food_classifier_onnx", when="6.4 backend")
+    served = triton_config.served_config("food_classifier_onnx", when=f"{step} backend")
     ran = (
         "Triton's onnxruntime backend"
         if served.get("backend") == "onnxruntime"
         else "local mode's stand-in (a Python-backend model running ONNX Runtime)"
     )
     print(f"the server ran food_classifier_onnx on {ran}, with {provider}")
-    busy = "6.4: every GPU is busy more than half the time"
+    busy = f"{step}: every GPU is busy more than half the time"
     if provider == "CUDAExecutionProvider" or not n_gpus:
         claim_each_gpu(claims.at_least, busy, c16, n_gpus, 50)
     else:
         claims.not_checkable(busy, f"the server ran the ONNX model with {provider}, not on a GPU")
 
 
-def poisson_queues_more(poisson, constant) -> None:
+def poisson_queues_more(step: str, poisson, constant) -> None:
     """6.6: at the same mean rate, Poisson arrivals against evenly spaced ones; both runs the
     open-loop load they claim (few requests sent late)."""
     queues = poisson.measured("server_queue_ms") / constant.measured("server_queue_ms")
     claims.at_least(
-        "6.6: Poisson arrivals queue more than evenly spaced ones at the same mean rate", queues, 1
+        f"{step}: Poisson arrivals queue more than evenly spaced ones at the same mean rate",
+        queues,
+        1,
     )
     claims.at_most(
-        "6.6: both runs were the open-loop load they claim (% of requests sent late)",
+        f"{step}: both runs were the open-loop load they claim (% of requests sent late)",
         max(poisson.row["delayed_pct"], constant.row["delayed_pct"]),
         DELAYED_LIMIT_PCT,
     )
 
 
-def batches_form_under_load(top, light, sweep) -> None:
+def batches_form_under_load(step: str, top, light, sweep, predicted: Prediction) -> None:
     """6.6's sweep: batches of more than one at the top rate (`top`, with batching), none to
     speak of at 60 % (`light`); every rate run the open-loop load it claims; your prediction of
     the top rate's latency beside it."""
     claims.at_least(
-        "6.6: with dynamic batching the model ran batches of more than one request (top rate)",
+        f"{step}: with dynamic batching the model ran batches of more than one request (top rate)",
         top.row["avg_batch_size"],
         1.05,
     )
     claims.at_most(
-        "6.6: every rate run was the open-loop load it claims (% of requests sent late)",
+        f"{step}: every rate run was the open-loop load it claims (% of requests sent late)",
         float(sweep["delayed_pct"].max()),
         DELAYED_LIMIT_PCT,
     )
-    claims.compare_prediction(
-        "6.6 mean latency at 140% of capacity, with batching (ms)", top.measured("avg_latency_ms")
-    )
+    claims.compare_prediction(predicted, top.measured("avg_latency_ms"))
     claims.at_most(
-        "6.6: at 60% load requests rarely wait, so batches stay small (mean batch)",
+        f"{step}: at 60% load requests rarely wait, so batches stay small (mean batch)",
         light.row["avg_batch_size"],
         1.5,
     )
 
 
-def batching_keeps_latency_down(with_b, without, rate: float, busy_ms: float, lift: dict) -> None:
+def batching_keeps_latency_down(
+    step: str, with_b, without, rate: float, busy_ms: float, lift: dict
+) -> None:
     """6.6 at 140 % of capacity (`rate`): mean latency without batching against with it, judged
     only where the run shows the lesson's premises: the model's cores are its own (a GPU runs it,
     or 8 cores and more), batches lift capacity (lift: {"b8_x": a batch of 8 / one image,
@@ -192,7 +202,7 @@ def batching_keeps_latency_down(with_b, without, rate: float, busy_ms: float, li
     claims.given(
         premises,
         claims.at_least,
-        "6.6: at 140% of capacity, batching keeps mean latency far below none",
+        f"{step}: at 140% of capacity, batching keeps mean latency far below none",
         without.measured("avg_latency_ms") / with_b.measured("avg_latency_ms"),
         2,
     )
@@ -227,7 +237,7 @@ def second_gpu_buys(step: str, on_one, on_two, n_gpus: int) -> str:
     )
 
 
-def flask_names_the_same_class(flask_url: str, triton_url: str) -> str:
+def flask_names_the_same_class(step: str, flask_url: str, triton_url: str) -> str:
     """6.5: a photo uploaded to the Flask page (pre-processing in Flask, the ONNX model on
     Triton) gets the class the Python-backend model gives the same photo."""
     photo = sorted(TEST_IMAGES.glob("*.jpg"))[0]
@@ -240,7 +250,7 @@ def flask_names_the_same_class(flask_url: str, triton_url: str) -> str:
         f"Flask page (ONNX model, pre/post-processing in Flask): {flask_label}, {page.status_code}"
     )
     return claims.fact(
-        "6.5: Flask with the ONNX model shows the same class as the Python-backend model",
+        f"{step}: Flask with the ONNX model shows the same class as the Python-backend model",
         page.status_code == 200 and flask_label == direct,
         {"flask_onnx": flask_label, "python_backend": direct},
     )
