@@ -520,6 +520,19 @@ def h200_fresh_loads() -> str:
     return f"{min(loads):.0f} to {max(loads):.0f} s"
 
 
+@figure("h200_7_start_seconds")
+def h200_start_seconds() -> str:
+    """A whole fresh start: the server's start and load, the counted run, the stop."""
+    whole = [s["seconds"] for s in stability(H200)["starts"]]
+    return f"{min(whole):.0f} to {max(whole):.0f} s"
+
+
+@figure("h200_7_longest_cell")
+def h200_longest_cell() -> str:
+    cells = page(*H200).json("07_how_close_to_the_hardware_cell_times.json")
+    return f"{max(c['seconds'] for c in cells):.0f} s"
+
+
 @figure("h200_7_gap")
 def h200_gap() -> str:
     """served/limit = the GPU's busy share x its rate when busy over the limit, per start."""
