@@ -220,18 +220,19 @@ def _record_lines(record: dict, goal: float) -> list[str]:
         f"Configuration: {record['best']} (from `{Path(record['best_record']).name}`); limit "
         f"{record['limit_images_per_s']:.0f} images/s"
         + (f" ({record['limit_source']})" if "limit_source" in record else "")
-        + f"; each start's counted run at {record['window_ms'] / 1000:g} s windows after an "
-        "uncounted warm-up run.",
+        + f"; each start's counted run at {record['window_ms'] / 1000:g} s windows "
+        + (
+            "after an uncounted warm-up run."
+            if any(s.get("warm_up_infer_s") is not None for s in record["starts"])
+            else "with no warm-up run before it (the start's one load captured the CUDA graphs)."
+        ),
         "",
         "| start | began | load s | warm-up infer/s | infer/s | served/limit | whole start s | "
         "note |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for s in record["starts"]:
-        cells = [
-            f"{s[k]:.0f}" if isinstance(s.get(k), float) else str(s.get(k, ""))
-            for k in ("load_s", "warm_up_infer_s", "infer_s")
-        ]
+        cells = [_cell(s.get(k, "")) for k in ("load_s", "warm_up_infer_s", "infer_s")]
         ratio = f"{s['served_over_limit']:.3f}" if "served_over_limit" in s else ""
         note = s.get("error") or s.get("mode", "")
         lines.append(
@@ -242,6 +243,13 @@ def _record_lines(record: dict, goal: float) -> list[str]:
     if parted:
         lines += ["", *_parts_lines(parted)]
     return [*lines, ""]
+
+
+def _cell(value) -> str:
+    """A start's figure in its table: whole numbers, "-" for one it did not measure."""
+    if isinstance(value, float):
+        return f"{value:.0f}"
+    return "-" if value is None else str(value)
 
 
 def _parts_lines(starts: list[dict]) -> list[str]:

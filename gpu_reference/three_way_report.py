@@ -213,9 +213,12 @@ def _ratio(r: dict) -> str:
 def _bracket(g: dict) -> str:
     if g["ratio"] is None:
         return "the second held no rate"
-    lo = "?" if g["lo"] is None else f"{g['lo']:.2f}"
+    if g["lo"] is None and g["hi"] is None:
+        return f"{g['ratio']:.2f} (no end known)"
+    if g["lo"] is None:  # the second way's ladder has no known upper end
+        return f"{g['ratio']:.2f} (at most {g['hi']:.2f})"
     hi = "open" if g["hi"] is None else f"{g['hi']:.2f}"
-    return f"{g['ratio']:.2f} (between {lo} and {hi})"
+    return f"{g['ratio']:.2f} (between {g['lo']:.2f} and {hi})"
 
 
 def _interval(row: dict, column: str) -> str:
@@ -296,7 +299,14 @@ def markdown(f: dict) -> str:
         "least 90 % of what was offered was served and no request failed; the true figure lies",
         "between the rate that held and the next one tried. A step where the load generator sent",
         f"late (the 95th percentile of its delay over {slack:g} ms)",
-        "measured the generator, not the server. Every step:",
+        "measured the generator, not the server"
+        + (
+            " (a way whose next step did so has no known upper end: its ratios are bounded on "
+            "one side only)."
+            if any(o["next_verdict"] == "generator late" for o in f["at_objective"].values())
+            else "."
+        )
+        + " Every step:",
         "",
         "| way | rate | served | p95 ms [95 % interval] | mean batch | sent late, p95 ms | "
         "verdict |",

@@ -472,11 +472,17 @@ def rate_ratio(a: dict, b: dict) -> dict:
     """How many times the rate way a held the objective at is way b's (at_objective() of each;
     batching against none too): the ratio of the rates that held, and the bracket the two
     ladders leave (each true figure lies between its rate that held and its next one tried);
-    an end not known (no next rate, nothing held) is None."""
-    hi_a, lo_b = a.get("next_rps"), b["held_rps"]
+    an end not known (no next rate, nothing held) is None. Where a ladder's next step measured
+    the load generator ("generator late"), that way's figure has no known upper end: the
+    server was not shown to fail there."""
+
+    def upper(way: dict) -> float | None:
+        return None if way.get("next_verdict") == "generator late" else way.get("next_rps")
+
+    hi_a, hi_b, lo_b = upper(a), upper(b), b["held_rps"]
     return {
         "ratio": a["held_rps"] / lo_b if lo_b else None,
-        "lo": a["held_rps"] / b["next_rps"] if b.get("next_rps") else None,
+        "lo": a["held_rps"] / hi_b if hi_b else None,
         "hi": hi_a / lo_b if hi_a and lo_b else None,
     }
 

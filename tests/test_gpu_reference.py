@@ -96,19 +96,44 @@ def test_the_reference_run_imports_nothing_the_gpu_machine_lacks():
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_the_stability_line_is_the_median_of_the_recorded_starts():
-    """Notebook 7's page: served/limit over the separately started servers, as recorded one start
-    per device call in results/stability/starts.json (issue 32 asks for at least 3)."""
-    page = H100 / "07_how_close_to_the_hardware"
+STABLE = sorted(p for p in PAGES if (p / "results/stability/starts.json").is_file())
+
+
+def test_notebook_7_has_its_stability_line_on_each_gpu():
+    assert {f"{p.parent.name}/{p.name}" for p in STABLE} >= {
+        "h100/07_how_close_to_the_hardware",
+        "h200/07_how_close_to_the_hardware",
+    }
+
+
+@pytest.mark.parametrize("page", STABLE, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_stability_line_is_the_median_of_the_recorded_starts(page):
+    """Notebook 7's pages: served/limit over the separately started servers, as recorded in
+    results/stability/starts.json (issues 32 and 54 ask for at least 3), against the goal, and
+    on a page whose starts recorded where the gap goes, each start's parts."""
     record = json.loads((page / "results/stability/starts.json").read_text())
     limit = record["limit_images_per_s"]
     ratios = sorted(s["infer_s"] / limit for s in record["starts"] if "infer_s" in s)
     assert len(ratios) >= 3
+    median = statistics.median(ratios)
+    verdict = "holds" if median >= 0.70 else "does not hold yet"
     line = (
         f"served/limit over {len(ratios)} separately started servers: median "
-        f"{statistics.median(ratios):.3f}, min {ratios[0]:.3f}, max {ratios[-1]:.3f}"
+        f"{median:.3f}, min {ratios[0]:.3f}, max {ratios[-1]:.3f}** (goal: median >= 0.70: "
+        f"{verdict})"
     )
-    assert line in (page / "README.md").read_text()
+    readme = (page / "README.md").read_text()
+    assert line in readme
+    for start in record["starts"]:
+        if "parts" in start:
+            p = start["parts"]
+            row = (
+                f"| {start['start']} | {p['gpu_busy']:.3f} | {p['served_per_busy_s_over_limit']} |"
+            )
+            assert row in readme, row
+            # served/limit is the GPU's busy share times its rate when busy over the limit
+            product = p["gpu_busy"] * p["served_per_busy_s_over_limit"]
+            assert product == pytest.approx(start["served_over_limit"], abs=0.002)
 
 
 def test_mixed_batch_sizes_cost_at_most_twice_grouped_on_the_h100():

@@ -108,6 +108,11 @@ def test_a_ratio_of_rates_held_keeps_the_bracket_of_both_ladders():
     # a ladder that reached its cap has no upper end; a way that held nothing, no ratio
     assert three_way.rate_ratio({**batched, "next_rps": None}, plain)["hi"] is None
     assert three_way.rate_ratio(batched, {"held_rps": 0.0, "next_rps": 100.0})["ratio"] is None
+    # a next step where the load generator fell behind says nothing of the server's upper end
+    late = {**batched, "next_verdict": "generator late"}
+    assert three_way.rate_ratio(late, plain)["hi"] is None
+    assert three_way.rate_ratio(plain, late)["lo"] is None
+    assert three_way.rate_ratio(plain, late)["hi"] == pytest.approx(1138.9 / 3843.9)
 
 
 def test_a_latency_ratio_has_the_interval_of_the_ratio_itself():

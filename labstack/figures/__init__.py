@@ -3,18 +3,19 @@
     python -m labstack.figures           # make figures: every quoted figure computed afresh
     python -m labstack.figures --check   # exit 1 if a text quotes a figure its page no longer has
 
-A text (README.md, docs/**/*.md, a page's notes.md, the notebooks' sources) quotes a measured
-figure as `<!--fig NAME-->0.94<!--/fig-->` (in a notebook's code: a string literal alone on its
-line, `"0.94"  # fig NAME`). NAME is a function in this package that computes the text from the
-current page it cites (docs/results/<setup>/<page>/, pages.py), so a new reference run rewrites
-the figures, and no test is named after a run. The prose around a figure is the writer's: when a
-new run turns a comparison round, the text says so (tests/test_figures.py checks the claims that
-a run could turn).
+A text (README.md, gpu_reference/README.md, docs/**/*.md, a page's notes.md, the notebooks'
+sources) quotes a measured figure as `<!--fig NAME-->0.94<!--/fig-->` (in a notebook's code: a
+string literal alone on its line, `"0.94"  # fig NAME`). NAME is a function in this package that
+computes the text from the current page it cites (docs/results/<setup>/<page>/, pages.py), so a
+new reference run rewrites the figures, and no test is named after a run. The prose around a
+figure is the writer's: when a new run turns a comparison round, the text says so
+(tests/test_figures.py checks the claims that a run could turn).
 
 - core.py: the markers, the registry (`@figure(NAME)`), the rewriting
 - pages.py: a page's files (summary tables, runs.json, logs)
 - notebook4.py, notebook6.py, notebook7.py, notebook9.py, bench.py, two_gpus.py: the figures, by
-  what they describe (two_gpus.py: notebook 6 on two GPUs and its `placement` part)
+  what they describe (two_gpus.py: notebook 6 on two GPUs and its `placement` part; notebook7.py
+  the H100's and the H200's notebook-7 pages; notebook9.py the three-way pages, h200_9.6_*)
 """
 
 from labstack.figures import bench, notebook4, notebook6, notebook7, notebook9, two_gpus  # noqa: F401

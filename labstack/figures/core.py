@@ -31,8 +31,10 @@ def figure(name: str):
 
 
 def texts(root: Path = REPO_ROOT) -> list[Path]:
-    """Every text that may quote a figure: the Markdown pages and the notebooks' sources."""
-    found = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    """Every text that may quote a figure: the Markdown pages (the GPU reference's README, the
+    maintainers' plan of device runs, too) and the notebooks' sources."""
+    found = [root / "README.md", root / "gpu_reference" / "README.md"]
+    found += sorted((root / "docs").rglob("*.md"))
     found += sorted((root / "notebook_sources").glob("*.py"))
     return [p for p in found if p.is_file()]
 

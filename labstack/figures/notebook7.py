@@ -1,6 +1,8 @@
-"""Figures of notebook 7 (how close to the hardware) on its H100 page: the notebook's own run
-(results/hardware/), the best configuration on separately started servers (results/stability/),
-and the maintainers' levers experiment kept with the page (levers/)."""
+"""Figures of notebook 7 (how close to the hardware) on its pages: the H100's (the notebook of
+2026-11-24) and the H200's (the notebook at its current version): the notebook's own run
+(results/hardware/), the best configuration on separately started servers (results/stability/,
+on the H200 with where each start's gap to the limit goes), and the maintainers' levers
+experiment kept with the H100 page (levers/). The helpers read the H100 page unless told `at`."""
 
 from __future__ import annotations
 
@@ -14,17 +16,18 @@ from labstack.figures.core import figure
 from labstack.figures.pages import page
 
 H100 = ("h100", "07_how_close_to_the_hardware")
+H200 = ("h200", "07_how_close_to_the_hardware")
 COMPILED = "torch.compile fp16 + CUDA graph"
 GRAPH = "fp16 channels_last + CUDA graph"
 FLOAT_REQUEST_BYTES = 3 * 224 * 224 * 4  # one image as 7.2 sends it: a float32 tensor
 
 
-def rows() -> pd.DataFrame:
-    return page(*H100).summary("hardware")
+def rows(at: tuple = H100) -> pd.DataFrame:
+    return page(*at).summary("hardware")
 
 
-def row(run: str) -> pd.Series:
-    return rows().loc[run]
+def row(run: str, at: tuple = H100) -> pd.Series:
+    return rows(at).loc[run]
 
 
 def step(prefix: str) -> pd.Series:
@@ -32,12 +35,12 @@ def step(prefix: str) -> pd.Series:
     return rows().loc[next(r for r in rows().index if r.startswith(prefix))]
 
 
-def served() -> dict:
-    return page(*H100).json("results/hardware/served_over_limit.json")
+def served(at: tuple = H100) -> dict:
+    return page(*at).json("results/hardware/served_over_limit.json")
 
 
-def limit() -> float:
-    return served()["limit"]["images_per_s"]
+def limit(at: tuple = H100) -> float:
+    return served(at)["limit"]["images_per_s"]
 
 
 def raw(path: str, batch: int | None = None) -> float:
@@ -49,27 +52,27 @@ def raw(path: str, batch: int | None = None) -> float:
     return table[table.batch == batch].images_per_s.iloc[0]
 
 
-def raw_ms(path: str, batch: float) -> float:
+def raw_ms(path: str, batch: float, at: tuple = H100) -> float:
     """ms the raw model takes for a batch, its throughput read off the measured batches."""
-    table = page(*H100).csv("results/hardware/raw_limit.csv")
+    table = page(*at).csv("results/hardware/raw_limit.csv")
     table = table[table.path == path].sort_values("batch")
     return 1000 * batch / np.interp(batch, table.batch, table.images_per_s)
 
 
-def stability() -> dict:
-    return page(*H100).json("results/stability/starts.json")
+def stability(at: tuple = H100) -> dict:
+    return page(*at).json("results/stability/starts.json")
 
 
-def fresh_ratios() -> list[float]:
-    return [s["served_over_limit"] for s in stability()["starts"]]
+def fresh_ratios(at: tuple = H100) -> list[float]:
+    return [s["served_over_limit"] for s in stability(at)["starts"]]
 
 
-def in_one_start() -> list[float]:
-    return served()["repeats_served_over_limit"]
+def in_one_start(at: tuple = H100) -> list[float]:
+    return served(at)["repeats_served_over_limit"]
 
 
-def best() -> pd.Series:
-    return row(served()["best"])
+def best(at: tuple = H100) -> pd.Series:
+    return row(served(at)["best"], at)
 
 
 def executions_per_s(r: pd.Series) -> float:
@@ -343,15 +346,19 @@ def raw_77() -> str:
     return f"about {raw_ms(COMPILED, batch):.1f} ms for {batch:.0f} images"
 
 
-@figure("h100_7_laws")
-def laws() -> str:
-    b = best()
+def laws_at(at: tuple) -> str:
+    b = best(at)
     rate = executions_per_s(b)
     instances = int(b.instances)
     return (
         f"U = {rate:.0f} executions/s × {b.execution_ms:.2f} ms / {instances} instances = "
         f"{rate * b.execution_ms / 1000 / instances:.2f}"
     )
+
+
+@figure("h100_7_laws")
+def laws() -> str:
+    return laws_at(H100)
 
 
 @figure("h100_7_raw_share")
@@ -425,3 +432,181 @@ def levers_input_ms() -> str:
 def levers_output_ms() -> str:
     system, cuda = levers("sysshm-8x64"), levers("cudashm-8x64")
     return f"{system.server_compute_output_ms:.1f} to {cuda.server_compute_output_ms:.1f} ms"
+
+
+# The H200's page: notebook 7 at its current version (2026-11-28), and the best configuration's
+# fresh starts with where each start's gap to the limit goes (results/stability/starts.json).
+
+NUMBERS = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def _span(values: list[float], digits: int) -> str:
+    low, high = min(values), max(values)
+    return (
+        f"{low:.{digits}f}"
+        if f"{low:.{digits}f}" == f"{high:.{digits}f}"
+        else (f"{low:.{digits}f}–{high:.{digits}f}")
+    )
+
+
+def _parts(at: tuple = H200) -> list[dict]:
+    return [s["parts"] for s in stability(at)["starts"] if "parts" in s]
+
+
+@figure("h200_7_day")
+def h200_day() -> str:
+    return page(*H200).day("hardware")
+
+
+@figure("h200_7_minutes")
+def h200_minutes() -> str:
+    return f"{page(*H200).minutes('hardware'):.1f} min"
+
+
+@figure("h200_7_calls")
+def h200_calls() -> str:
+    calls = page(*H200).json("runs.json")["hardware"].get("calls", 1)
+    return NUMBERS.get(calls, str(calls))
+
+
+@figure("h200_7_limit")
+def h200_limit() -> str:
+    return f"{limit(H200):,.0f}"
+
+
+@figure("h200_7_limit_batch")
+def h200_limit_batch() -> str:
+    return str(served(H200)["limit"]["batch"])
+
+
+@figure("h200_7_in_one_start")
+def h200_in_one_start() -> str:
+    first, second = in_one_start(H200)
+    return f"{first:.2f} and {second:.2f}"
+
+
+@figure("h200_7_in_one_start_served")
+def h200_in_one_start_served() -> str:
+    runs = [best(H200), row("7.8 repeat 2", H200)]
+    return f"{runs[0].throughput_infer_s:,.0f} and {runs[1].throughput_infer_s:,.0f}"
+
+
+@figure("h200_7_fresh_count")
+def h200_fresh_count() -> str:
+    count = len(fresh_ratios(H200))
+    return NUMBERS.get(count, str(count))
+
+
+@figure("h200_7_fresh_starts")
+def h200_fresh_starts() -> str:
+    r = fresh_ratios(H200)
+    return f"{', '.join(f'{x:.3f}' for x in r[:-1])} and {r[-1]:.3f}"
+
+
+@figure("h200_7_fresh_median")
+def h200_fresh_median() -> str:
+    return f"{statistics.median(fresh_ratios(H200)):.3f}"
+
+
+@figure("h200_7_fresh_served")
+def h200_fresh_served() -> str:
+    served_ = [s["infer_s"] for s in stability(H200)["starts"] if "infer_s" in s]
+    return f"{', '.join(f'{x:,.0f}' for x in served_[:-1])} and {served_[-1]:,.0f} infer/s"
+
+
+@figure("h200_7_fresh_loads")
+def h200_fresh_loads() -> str:
+    loads = [s["load_s"] for s in stability(H200)["starts"] if "load_s" in s]
+    return f"{min(loads):.0f} to {max(loads):.0f} s"
+
+
+@figure("h200_7_start_seconds")
+def h200_start_seconds() -> str:
+    """A whole fresh start: the server's start and load, the counted run, the stop."""
+    whole = [s["seconds"] for s in stability(H200)["starts"]]
+    return f"{min(whole):.0f} to {max(whole):.0f} s"
+
+
+@figure("h200_7_longest_cell")
+def h200_longest_cell() -> str:
+    cells = page(*H200).json("07_how_close_to_the_hardware_cell_times.json")
+    return f"{max(c['seconds'] for c in cells):.0f} s"
+
+
+@figure("h200_7_gap")
+def h200_gap() -> str:
+    """served/limit = the GPU's busy share x its rate when busy over the limit, per start."""
+    parts = _parts()
+    busy = [p["gpu_busy"] for p in parts]
+    rate = [p["served_per_busy_s_over_limit"] for p in parts]
+    return f"the GPU busy {_span(busy, 2)} of the time, and {_span(rate, 2)} of the limit when busy"
+
+
+@figure("h200_7_cycle")
+def h200_cycle() -> str:
+    """Each execution's cycle in a stub: the time between two executions against the whole."""
+    parts = _parts()
+    between = [p["cycle_ms"]["between"] for p in parts]
+    cycle = [sum(p["cycle_ms"].values()) for p in parts]
+    share = [b / c * 100 for b, c in zip(between, cycle, strict=True)]
+    return (
+        f"{_span(between, 1)} ms of each instance's {_span(cycle, 1)} ms cycle "
+        f"({_span(share, 0)} %)"
+    )
+
+
+@figure("h200_7_device")
+def h200_device() -> str:
+    """The stub's device phase and the GPU's own share of it by CUDA events, per execution."""
+    parts = _parts()
+    copy = [p["gpu_ms"]["copy"] for p in parts]
+    graph = [p["gpu_ms"]["graph"] for p in parts]
+    batch = [p["mean_batch"] for p in parts]
+    padded = [p["mean_padded_batch"] for p in parts]
+    return (
+        f"batches of {_span(batch, 0)} requests ({_span(padded, 0)} padded to a graph's size), "
+        f"the copy to the GPU {_span(copy, 1)} ms and the graph {_span(graph, 1)} ms per execution"
+    )
+
+
+@figure("h200_7_cores")
+def h200_cores() -> str:
+    cores = [p["cores"] for p in _parts()]
+    busy = [c["machine_busy"] for c in cores]
+    server, stubs = [c["tritonserver"] for c in cores], [c["stubs"] for c in cores]
+    machine = page(*H200).json("runs.json")["hardware"]["versions"]["cpu_cores"]
+    return (
+        f"{_span(busy, 1)} of the {machine} cores busy (tritonserver {_span(server, 1)}, the "
+        f"{cores[0]['stubs_processes']} stubs {_span(stubs, 1)})"
+    )
+
+
+@figure("h200_7_raw_at_max_batch")
+def h200_raw_at_max_batch() -> str:
+    """The raw compiled model at the best configuration's largest batch, against the limit."""
+    table = page(*H200).csv("results/hardware/raw_limit.csv")
+    table = table[table.path == COMPILED]
+    largest = int(re.search(r"max batch (\d+)", served(H200)["best"])[1])
+    at = table[table.batch == largest].images_per_s.iloc[0]
+    return f"{at:,.0f} images/s at batch {largest}, {at / limit(H200):.2f} of the limit"
+
+
+@figure("h200_7_laws")
+def h200_laws() -> str:
+    return laws_at(H200)
+
+
+@figure("h200_7_execution_over_model")
+def h200_execution_over_model() -> str:
+    b = best(H200)
+    return f"{b.execution_ms / raw_ms(COMPILED, b.avg_batch_size, H200):.1f}x"
+
+
+@figure("h200_7_raw_share")
+def h200_raw_share() -> str:
+    b = best(H200)
+    model = raw_ms(COMPILED, b.avg_batch_size, H200)
+    return (
+        f"{model:.2f} ms of the {b.execution_ms:.2f} ms per execution "
+        f"({b.execution_ms / model:.1f}x; the GPU {b.gpu0_util_pct:.0f} % busy)"
+    )

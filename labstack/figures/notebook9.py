@@ -1,5 +1,7 @@
 """Figures of notebook 9 (Ray Serve) on its CPU page (docs/results/cpu/09_ray_serve_cluster/), and
-of 9.6's three-way comparison on the 2-core CPU (docs/results/cpu/three_way/)."""
+of 9.6's three-way comparison on the 2-core CPU (docs/results/cpu/three_way/) and on one H200
+(docs/results/h200/three_way/: its figures from three_way.json, what the page's report computed
+from its files)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from labstack.figures.pages import page
 
 CPU = ("cpu", "09_ray_serve_cluster")
 THREE_WAY = ("cpu", "three_way")
+H200_THREE_WAY = ("h200", "three_way")
 
 
 def rows() -> pd.DataFrame:
@@ -143,3 +146,136 @@ def one_at_a_time_96() -> str:
         w = ways.loc[way]
         said.append(f"{name} {w.model_ms:.1f} of {w.latency_mean_ms:.1f} ms")
     return ", ".join(said)
+
+
+def _h200() -> dict:
+    return page(*H200_THREE_WAY).json("three_way.json")
+
+
+def _rate(x: float) -> str:
+    return f"{x:,.0f}/s"
+
+
+def _bracket(g: dict) -> str:
+    if g["lo"] is None:
+        return f"{g['ratio']:.2f} (at most {g['hi']:.2f})"
+    hi = "open" if g["hi"] is None else f"{g['hi']:.2f}"
+    return f"{g['ratio']:.2f} (between {g['lo']:.2f} and {hi})"
+
+
+@figure("h200_9.6_day")
+def h200_day() -> str:
+    return _h200()["setup"]["machine"]["started"][:10]
+
+
+@figure("h200_9.6_held")
+def h200_held() -> str:
+    """The highest rate each way held within the objective; a way whose next step measured the
+    load generator is given as "at least"."""
+    at = _h200()["at_objective"]
+
+    def held(way: str) -> str:
+        o = at[way]
+        least = "at least " if o["next_verdict"] == "generator late" else ""
+        return f"{least}{_rate(o['held_rps'])}"
+
+    ray = (
+        f"Ray Serve {held('ray')} with `@serve.batch` or without"
+        if at["ray"]["held_rps"] == at["ray_batch"]["held_rps"]
+        else f"Ray Serve {held('ray')}, with `@serve.batch` {held('ray_batch')}"
+    )
+    return (
+        f"Triton with notebook 7's best configuration {held('triton')}, Triton's ONNX Runtime "
+        f"model {held('triton_onnx_batch')} with dynamic batching and {held('triton_onnx')} "
+        f"without, FastAPI {held('fastapi')}, {ray}"
+    )
+
+
+@figure("h200_9.6_objective")
+def h200_objective() -> str:
+    return f"{_h200()['setup']['setting']['objective_ms']:g} ms"
+
+
+@figure("h200_9.6_batching")
+def h200_batching() -> str:
+    gain = _h200()["batch_gain"]
+    return (
+        f"{_bracket(gain['triton_onnx_batch'])} for Triton's ONNX Runtime model and "
+        f"{_bracket(gain['ray_batch'])} for Ray Serve"
+    )
+
+
+@figure("h200_9.6_fixed")
+def h200_fixed() -> str:
+    f = _h200()
+    p95 = {r["way"]: r["p95_ms"] for r in f["fixed_pooled"]}
+    return (
+        f"Triton {p95['triton']:.1f} ms, its ONNX Runtime model {p95['triton_onnx']:.1f} "
+        f"({p95['triton_onnx_batch']:.1f} with dynamic batching), FastAPI {p95['fastapi']:.1f}, "
+        f"Ray Serve {p95['ray']:,.0f} ({p95['ray_batch']:,.0f} with `@serve.batch`), at "
+        f"{f['setup']['setting']['fixed_rps']:g}/s"
+    )
+
+
+@figure("h200_9.6_fastapi_over_triton")
+def h200_fastapi_over_triton() -> str:
+    r = _h200()["latency_ratios"]["fastapi / triton"]["p95"]
+    return f"{r['ratio']:.2f} [{r['lo']:.2f}, {r['hi']:.2f}]"
+
+
+@figure("h200_9.6_ray_fixed")
+def h200_ray_fixed() -> str:
+    """What Ray served per fixed-rate round, of what was offered, and @serve.batch's batches."""
+    rounds = page(*H200_THREE_WAY).csv("fixed.csv")
+
+    def span(way: str) -> str:
+        served = rounds[rounds.way == way].served_rps
+        return f"{served.min():.0f}–{served.max():.0f}/s"
+
+    offered = rounds.offered_rps
+    batch = rounds[rounds.way == "ray_batch"].mean_batch.mean()
+    return (
+        f"{span('ray')} without `@serve.batch` and {span('ray_batch')} with it, of "
+        f"{offered.min():.0f}–{offered.max():.0f}/s offered, in batches of {batch:.2f} on average"
+    )
+
+
+@figure("h200_9.6_best_line")
+def h200_best_line() -> str:
+    line = _h200()["perf"]["best_line"]
+    return f"{line['infer_s']:,.0f} infer/s, p95 {line['p95_ms']:.1f} ms"
+
+
+@figure("h200_9.6_one_at_a_time")
+def h200_one_at_a_time() -> str:
+    ways = {r["way"]: r for r in _h200()["sequential"]}
+    said = []
+    for way, name in (
+        ("triton", "Triton (notebook 7's)"),
+        ("fastapi", "FastAPI"),
+        ("triton_onnx", "Triton (ONNX)"),
+        ("ray", "Ray"),
+    ):
+        w = ways[way]
+        said.append(f"{name} {w['model_ms']:.1f} of {w['latency_mean_ms']:.1f} ms")
+    return ", ".join(said)
+
+
+@figure("h200_9.6_generator")
+def h200_generator() -> str:
+    """Why Triton's ladder stopped at the load generator: its CPU per request (at the fixed rate)
+    at the rate it could not offer, in cores of the machine."""
+    f = _h200()
+    per_request = f["generator_cpu_ms_per_request"]["triton"]
+    rate = f["at_objective"]["triton"]["next_rps"]
+    return (
+        f"{per_request:.2f} ms of CPU per request (at the fixed rate): at {_rate(rate)} about "
+        f"{per_request * rate / 1000:.1f} of the {f['setup']['machine']['cores']} cores"
+    )
+
+
+@figure("h200_9.6_batching_cost")
+def h200_batching_cost() -> str:
+    """Dynamic batching's cost in p95 at the low fixed rate, Triton's ONNX model against none."""
+    r = _h200()["latency_ratios"]["triton_onnx_batch / triton_onnx"]["p95"]
+    return f"{r['ratio']:.2f}x [{r['lo']:.2f}, {r['hi']:.2f}]"

@@ -10,7 +10,8 @@ over a literal (or a slice of a list made from one) counts once per item; a run 
 `if N_GPUS >= 2` counts, as the class's node has two GPUs.
 
 The page of a notebook is the first of PAGES that has its cell times: docs/results/<setup>/
-<notebook>/, one current page per notebook and setup (docs/results/README.md). Notebook 7's loops
+<notebook>/, one current page per notebook and setup (docs/results/README.md); a notebook whose
+current version ran on another setup (CURRENT) takes that page first. Notebook 7's loops
 run as many times as settings made in other cells say: its page's seconds count as measured.
 """
 
@@ -27,6 +28,9 @@ from servelab.paths import REPO_ROOT
 
 RESULTS = REPO_ROOT / "docs" / "results"
 PAGES = ("h100/{notebook}",)  # the class's 5 s windows
+# notebook 7 as it is now ran on one H200 (2026-11-28, 3 s windows like the H100's page, which ran
+# its version of 2026-11-24)
+CURRENT = {"07_how_close_to_the_hardware": "h200/{notebook}"}
 CLASS_WINDOW_MS = "5000"  # the class's windows (servelab.perf.command.measurement_settings)
 RUNNERS = {"measure", "watched", "onnx_run", "run_line"}  # the notebooks' run helpers
 PART = {
@@ -73,7 +77,7 @@ def printed_words(log: Path) -> int:
 
 
 def page_of(notebook: str, results: Path = RESULTS) -> Path | None:
-    for pattern in PAGES:
+    for pattern in ([CURRENT[notebook]] if notebook in CURRENT else []) + list(PAGES):
         page = results / pattern.format(notebook=notebook)
         if (page / f"{notebook}_cell_times.json").is_file():
             return page
