@@ -39,7 +39,8 @@ DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef
 # modules hold the same objects: `from servelab.passes.node_calls import STATE`)
 LAB_STATE = {
     "servelab.claims": ("RESULTS", "PREDICTIONS", "DECISIONS"),
-    "servelab.exercises.steps": ("GIVEN",),
+    "servelab.exercises.given": ("GIVEN",),
+    "servelab.passes.cut_short": ("STATE",),
     "servelab.passes.node_calls": ("STATE",),
     "servelab.ray_serving": ("_running",),  # Ray's deployments: kept where they pickle
 }

@@ -90,6 +90,15 @@ def _exception(module: str, name: str):
 # class -> a factory of an example that must come back equal
 EXAMPLES = {
     "servelab.claims.ClaimFailed": _exception("servelab.claims", "ClaimFailed"),
+    "servelab.claims.Prediction": lambda: _module("servelab.claims").Prediction(
+        "6.1 queue at c16 (ms)", 40.0, "it grows with load", "2026-11-28T10:00:00+0000", "38.1 ms"
+    ),
+    "servelab.triton.config_change.CannotMake": _exception(
+        "servelab.triton.config_change", "CannotMake"
+    ),
+    "servelab.triton.config_change.Change": lambda: _module("servelab.triton.config_change").Change(
+        (("instance_group",),), "instance_group [ { count: 1 } ]", "instance_group [ { count: 2 } ]"
+    ),
     "servelab.claims.Measured": lambda: _module("servelab.claims").Measured.from_samples(
         [3.0, 4.0, 5.0]
     ),
@@ -154,9 +163,19 @@ REMADE = {
 # no notebook's namespace holds one
 NOT_HELD = {
     "servelab.decode_budget.CpuBudget": "one decode's CPU clock, inside a request",
-    "servelab.exercises.judgement._Latencies": "cheapest()'s sentences, inside one call",
-    "servelab.image_decode._Metered": "a decode's input stream, inside one call",
+    "servelab.exercises.judges._Latencies": "cheapest()'s sentences, inside one call",
     "servelab.passes.node_calls._Tee": "a cell's output while it runs",
+    "servelab.passes.cut_short.Guard": "IPython's cell transformer, in the review pass's shell",
+    "servelab.passes.cut_short.NotMeasured": "raised and caught inside one review cell",
+    "servelab.triton.prepared_edit._ByHand": "one prepared edit's outcome, inside one call",
+    **{
+        f"servelab.exercises.{n}": "the exercises' table (servelab.exercises.steps)"
+        for n in ("key.Needs", "key.Plain", "key.Sealed", "step_needs.Every", "step_needs.OnFirst")
+    },
+    **{
+        f"servelab.decode_pool.{n}": "a service's decode workers, inside its process"
+        for n in ("Busy", "OverCpu", "Pool", "Refused", "WorkerEnded", "_Worker")
+    },
     **{
         f"servelab.exercises.steps.{n}": "the exercises' table (servelab.exercises.steps)"
         for n in ("Curl", "Decision", "Edit", "Fragment", "Function", "Perf", "Result")
@@ -242,12 +261,17 @@ TABLES = {
     "servelab.exercises.command_lines._CURL_LONG_VALUES",
     "servelab.exercises.command_lines._CURL_SHORT_VALUES",
     "servelab.exercises.steps.STEPS",
-    "servelab.exercises.steps._61",
-    "servelab.exercises.steps._64",
-    "servelab.exercises.steps._73",
-    "servelab.exercises.steps._BATCHING",
-    "servelab.exercises.steps._GRPC",
-    "servelab.exercises.steps._RATE",
+    "servelab.exercises.answer_key.NEEDS",
+    "servelab.exercises.answer_key._61",
+    "servelab.exercises.answer_key._64",
+    "servelab.exercises.answer_key._73",
+    "servelab.exercises.answer_key._GRPC",
+    "servelab.exercises.answer_key._RATE",
+    "servelab.exercises.command_lines.ASKS",
+    "servelab.exercises.command_lines.DEFAULTS",
+    "servelab.exercises.command_lines.MISSING",
+    "servelab.exercises.command_lines.SAID",
+    "servelab.exercises.steps.CANON",
     "servelab.hardware.SHOWN",
     "servelab.image_decode._TURNS",
     "servelab.labenv.CLASS_URLS",
