@@ -9,7 +9,6 @@ import json
 
 import numpy as np
 import pytest
-import tritonclient.http as httpclient
 
 from flask_app import app as flask_module
 from flask_app import backends
@@ -51,7 +50,9 @@ class _NeverSend:
         raise AssertionError("the request reached Triton")
 
 
-def test_flasks_triton_backend_refuses_them_before_sending():
+def test_flasks_triton_backend_refuses_them_before_sending(monkeypatch):
+    """Flask builds its request from the model's metadata (every output as it is, never a
+    classification): the guard still reads each request, and one it refuses is never sent."""
     server = backends.TritonServer("http://127.0.0.1:9", "food_classifier")
     metadata = {
         "inputs": [{"name": "INPUT_IMAGE", "datatype": "BYTES"}],
@@ -61,16 +62,21 @@ def test_flasks_triton_backend_refuses_them_before_sending():
         ],
     }
     infer = server._guarded(_NeverSend(), metadata)
-    encoded = httpclient.InferInput("INPUT_IMAGE", [1, 1], "BYTES")
-    encoded.set_data_from_numpy(np.array([[b"aGVsbG8="]], dtype=np.object_))
-    asked = httpclient.InferRequestedOutput("FOOD_LABEL", class_count=3)
-    with pytest.raises(backends.RefusedRequest) as refused:
-        infer([encoded], [asked])
-    assert refused.value.status == 400 and "classification" in str(refused.value)
+    image = np.array([[b"aGVsbG8="]], dtype=np.object_)
     # the page's own request (both outputs as they are) passes the guard and is sent
-    plain = [httpclient.InferRequestedOutput("FOOD_LABEL")]
     with pytest.raises(AssertionError, match="reached Triton"):
-        infer([encoded], plain)
+        infer("INPUT_IMAGE", image)
+    seen = []
+
+    def refuses(header, outputs, datatypes):
+        seen.append(json.loads(header))
+        return "asks for classification on a BYTES output"
+
+    monkeypatch.setattr(backends.triton_guard, "refusal", refuses)
+    with pytest.raises(backends.RefusedRequest) as refused:
+        infer("INPUT_IMAGE", image)
+    assert refused.value.status == 400 and "classification" in str(refused.value)
+    assert [o["name"] for o in seen[0]["outputs"]] == ["FOOD_LABEL", "PROBABILITY"]
 
 
 @pytest.mark.parametrize(
@@ -86,7 +92,8 @@ def test_healthz_says_degraded_and_names_the_model_server_when_it_is_down(monkey
         monkeypatch.setenv(key, down if value == "URL" else value)
     monkeypatch.setattr(flask_module, "_backend", {"checked": float("-inf"), "problem": ""})
     health = flask_module.app.test_client().get("/healthz")
-    assert health.status_code == 200  # the page itself serves
+    assert health.status_code == 503  # degraded: uploads would fail
+    assert flask_module.app.test_client().get("/livez").status_code == 200  # the page serves
     body = health.get_json()
     assert body["status"] == "degraded" and down in body["model_server"], body
     assert f"{named}" in body["problem"] and "not reachable" in body["problem"], body
