@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import sys
 from pathlib import Path
 
@@ -102,12 +103,15 @@ def pytest_runtest_setup(item):
 
 
 @pytest.fixture(scope="session")
-def review_venv(tmp_path_factory) -> Path:
-    """The python of a fresh venv made by notebook 0's commands (requirements/review.txt and
-    JupyterLab): where the prepare and review passes run (tests/review_venv.py)."""
+def review_venv() -> Path:
+    """The python of a venv made by notebook 0's commands (requirements/review.txt and
+    JupyterLab) and nothing else: where the prepare and review passes run (tests/review_venv.py).
+    Made once for what it is made from, and reused by the next tier."""
     import review_venv as venvs
 
-    return venvs.build(tmp_path_factory.mktemp("review_venv") / "venv")
+    # outside the clone's .lab/ (tests empty it), the same for every tier of a run
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "servelab-tests"
+    return venvs.built_once(cache / "review_venv")
 
 
 @pytest.fixture(scope="session")

@@ -10,10 +10,12 @@ executed there headless by that environment's own kernel (issues 41 and 50).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,6 +39,27 @@ def notebook_0_commands() -> list[str]:
     block = re.search(r"^# ```bash\n(.*?)^# ```", source, flags=re.M | re.S)
     assert block, "notebook 0 has no ```bash block of commands"
     return [line.removeprefix("#").strip() for line in block.group(1).splitlines()]
+
+
+def built_once(cache: Path) -> Path:
+    """build() in cache/<digest>/, reused while what it is made from is the same: notebook 0's
+    commands, requirements/review.txt and requirements/constraints.txt (the Chameleon tier's
+    journey and make test's passes share one venv in a CI run instead of making it twice)."""
+    made_from = (
+        sys.version
+        + "\n".join(notebook_0_commands())
+        + "".join(
+            (REPO_ROOT / "requirements" / name).read_text()
+            for name in ("review.txt", "constraints.txt")
+        )
+    )
+    folder = cache / hashlib.sha256(made_from.encode()).hexdigest()[:16]
+    python, done = folder / "venv" / "bin" / "python", folder / "complete"
+    if not done.exists():  # none yet, or one cut short: made anew
+        shutil.rmtree(folder, ignore_errors=True)
+        build(folder / "venv")
+        done.touch()
+    return python
 
 
 def build(folder: Path) -> Path:
