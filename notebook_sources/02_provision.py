@@ -362,22 +362,19 @@ if TWO_NODES:
 # (mode 0600; `.lab/` is git-ignored) and copies it to the second over this notebook's SSH
 # connection: it is never printed and never on a command line. The dashboard listens on the
 # head's loopback only (`127.0.0.1`: only the node itself uses it); Ray's client port (10001)
-# and its nodes' ports are on the private IPs, where each asks for the token. A node where Ray
-# runs already is left as it is (`ray status` answers there).
+# and its nodes' ports are on the private IPs, where each asks for the token. Ray's own files
+# (its sockets and logs) go into a folder only you can open, `~/.lab_ray`. A node where Ray runs
+# already is left as it is (`ray status` answers there).
 
 # %%
 if TWO_NODES:
     chi_files.share_ray_token(node, node2, REPO_DIR)
     HEAD_IP, SECOND_PRIVATE_IP = (chi_servers.fixed_ip(x.id) for x in (node, node2))
     ray = f"{chi_files.RAY_AUTH.format(clone=REPO_DIR)} {REPO_DIR}/.venv-ray/bin/ray"
-    node.execute(
-        f"{ray} status >/dev/null 2>&1 || {ray} start --head --port=6379 "
-        f"--node-ip-address={HEAD_IP} --dashboard-host=127.0.0.1"
-    )
-    node2.execute(
-        f"{ray} status >/dev/null 2>&1 || {ray} start --address={HEAD_IP}:6379 "
-        f"--node-ip-address={SECOND_PRIVATE_IP}"
-    )
+    head = f"--head --port=6379 --node-ip-address={HEAD_IP} --dashboard-host=127.0.0.1"
+    joins = f"--address={HEAD_IP}:6379 --node-ip-address={SECOND_PRIVATE_IP}"
+    for server, args in ((node, head), (node2, joins)):  # Ray's folders: the node user's alone
+        server.execute(f"{ray} status >/dev/null 2>&1 || {chi_files.ray_start(ray, args)}")
     node.execute(f"{ray} status")
     print(f"notebook 9: LAB_RAY_HEAD={HEAD_IP}:6379 (second node: ssh cc@{SECOND_IP})")
 

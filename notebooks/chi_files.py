@@ -30,6 +30,17 @@ RAY_TOKEN = ".lab/ray_token"  # in the clone
 # Ray's own token authentication, on every `ray` command run on a node (the path is absolute
 # once the node's shell expands $HOME)
 RAY_AUTH = 'RAY_AUTH_MODE=token RAY_AUTH_TOKEN_PATH="$HOME/{clone}/.lab/ray_token"'
+# Ray opens its session folders, sockets and logs to every user (0777, no sticky bit): they go
+# inside a folder of the node's user alone (0700), which Ray's chmod never opens, as in local
+# mode (labstack/ray_cluster.py); short, since a socket's path must stay under 108 characters
+RAY_PRIVATE = "$HOME/.lab_ray"
+
+
+def ray_start(ray: str, args: str) -> str:
+    """`ray start ARGS` with Ray's folders inside RAY_PRIVATE, in a subshell: after
+    `ray status ||` it runs only where Ray does not run yet."""
+    private = f'install -d -m 700 "{RAY_PRIVATE}" && umask 077'
+    return f'({private} && {ray} start --temp-dir="{RAY_PRIVATE}/ray" {args})'
 
 
 def blob_id(data: bytes) -> str:

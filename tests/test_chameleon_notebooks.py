@@ -425,10 +425,13 @@ def test_node_2_is_set_up_as_node_1_and_joins_a_ray_head_on_private_ips(two_node
     setup = [c for c in two_nodes["second_node"]["commands"] if "setup_host.sh" in c["command"]]
     assert [c["rc"] for c in setup] == [0, 0]
     starts = [c for c in node1 + node2 if c.startswith("ray start")]
+    homes = [two_nodes["node"]["home"], two_nodes["second_node"]["home"]]
     assert starts == [  # once each: run again, `ray status` answers and nothing starts twice
-        f"ray start --head --port=6379 --node-ip-address={head} --dashboard-host=127.0.0.1",
-        f"ray start --address={head}:6379 --node-ip-address={other}",
-    ]
+        f"ray start --temp-dir={homes[0]}/.lab_ray/ray --head --port=6379 "
+        f"--node-ip-address={head} --dashboard-host=127.0.0.1",
+        f"ray start --temp-dir={homes[1]}/.lab_ray/ray --address={head}:6379 "
+        f"--node-ip-address={other}",
+    ]  # the stub refuses a --temp-dir whose folder is not the node user's alone (0700)
     assert starts[0] in node1 and starts[1] in node2
     assert f"LAB_RAY_HEAD={head}:6379" in text(run(two_nodes, "02_provision", "two nodes"))
 

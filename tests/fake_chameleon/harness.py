@@ -421,6 +421,7 @@ class World:
             else None
         )
         return {
+            "home": str(node.home),  # the node shell's $HOME
             "commands": node.commands,
             "calls": node.call_lines(),
             "clone_head": self._clone_head(node),

@@ -56,8 +56,13 @@ case "${RAY_AUTH_TOKEN_PATH-}" in /*) ;; *) refuse "RAY_AUTH_TOKEN_PATH is not a
 if [ -n "${RAY_HEAD_TOKEN-}" ]; then
   cmp -s "$RAY_AUTH_TOKEN_PATH" "$RAY_HEAD_TOKEN" || refuse "the head refused this token"
 fi
+# Ray makes its --temp-dir 0777: the folder around it must be the node user's alone (0700)
+private() { for a in "$@"; do case "$a" in --temp-dir=*) d=$(dirname "${a#--temp-dir=}")
+  [ "$(stat -c %a "$d")" = 700 ] && [ "$(umask)" = 0077 ] && return 0 ;; esac; done; return 1; }
 case "$1" in
-  start) echo "$*" > "$STATE/ray"; echo "Ray runtime started." ;;
+  start) private "$@" || { echo "ray start: Ray's folders would be open to other users" >&2
+    exit 1; }
+    echo "$*" > "$STATE/ray"; echo "Ray runtime started." ;;
   status) [ -f "$STATE/ray" ] || { echo "Could not find any running Ray instance." >&2; exit 1; }
     echo "fake ray: this node runs: ray $(cat "$STATE/ray")" ;;
   stop) rm -f "$STATE/ray" ;;
