@@ -373,8 +373,8 @@ if TWO_NODES:
     ray = f"{chi_files.RAY_AUTH.format(clone=REPO_DIR)} {REPO_DIR}/.venv-ray/bin/ray"
     head = f"--head --port=6379 --node-ip-address={HEAD_IP} --dashboard-host=127.0.0.1"
     joins = f"--address={HEAD_IP}:6379 --node-ip-address={SECOND_PRIVATE_IP}"
-    for server, args in ((node, head), (node2, joins)):  # Ray's folders: the node user's alone
-        server.execute(f"{ray} status >/dev/null 2>&1 || {chi_files.ray_start(ray, args)}")
+    for host, args in ((node, head), (node2, joins)):  # Ray's folders: the node user's alone
+        host.execute(f"{ray} status >/dev/null 2>&1 || {chi_files.ray_start(ray, args)}")
     node.execute(f"{ray} status")
     print(f"notebook 9: LAB_RAY_HEAD={HEAD_IP}:6379 (second node: ssh cc@{SECOND_IP})")
 
