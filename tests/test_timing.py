@@ -1,4 +1,4 @@
-"""The lease plan (labstack/timing/): the pages quote what it computes from the notebooks and the
+"""The lease plan (maintainers/timing/): the pages quote what it computes from the notebooks and the
 GPU reference, and the counting finds every kind of step a notebook asks for, in its pass."""
 
 import json
@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from labstack import timing
-from labstack.timing import background, machine, notebook, pages, plan, rules, steps, walkthrough
+from maintainers import timing
+from maintainers.timing import background, machine, notebook, pages, plan, rules, steps, walkthrough
 
 SMALL = '''# %% [markdown]
 # # A notebook
