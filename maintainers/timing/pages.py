@@ -29,7 +29,9 @@ NODE_KINDS = tuple(k for k in rules.MINUTES if k not in rule_plan.CATEGORY)  # o
 
 
 def _goal(value: float, goal: float) -> str:
-    return f"{value:.0f} ({'within' if value <= goal else 'OVER'} {goal})"
+    """The minutes and the verdict; a tenth more where rounding would hide it (120.3, OVER 120)."""
+    shown = f"{value:.1f}" if value > goal and round(value) <= goal else f"{value:.0f}"
+    return f"{shown} ({'within' if value <= goal else 'OVER'} {goal})"
 
 
 def summary(fresh: list[Notebook], image: list[Notebook]) -> str:
