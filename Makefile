@@ -86,8 +86,8 @@ clean: down
 	rm -rf .lab results model_repository solutions
 
 # ==== instructors and maintainers: not in the class edition (labstack/class_edition.py cuts here)
-# The solved edition, the tests, the maintainers' benchmark and reliability suite, the GPU
-# reference's lease plan and figures, and the class edition itself.
+# The solved edition, the tests, the maintainers' wing (maintainers/: the benchmark, the
+# reliability suite, the lease plan and the figures), and the class edition itself.
 .PHONY: lab test test-fast test-chameleon test-extended test-docker docker-images
 .PHONY: notebooks solutions timing figures class-edition
 .PHONY: bench reliability soak
@@ -147,18 +147,18 @@ docker-images: artifacts solutions
 	$(PY) docker/standins/ensure_base_images.py
 	$(PY) tests/docker/compose_stack.py
 
-# --- the maintainers' checks of the lab's own tools and services (not for a class)
+# --- the maintainers' checks of the lab's own tools and services (maintainers/; not for a class)
 bench: artifacts
-	$(PY) scripts/bench_fastapi.py
+	$(PY) -m maintainers.experiments.bench_fastapi
 
-# reliability (reliability/): the report's command, and the long form of its soak
+# reliability (maintainers/reliability/): the report's command, and the long form of its soak
 SOAK_SECONDS ?= 300
 
 reliability: artifacts
-	$(PY) -m reliability
+	$(PY) -m maintainers.reliability
 
 soak: artifacts
-	$(PY) -m reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
+	$(PY) -m maintainers.reliability --only soak --soak-seconds $(SOAK_SECONDS) --out results/reliability_soak.md
 
 # One source per notebook (notebook_sources/, with nbgrader's solution regions), two editions:
 # the student edition (notebooks/, committed) and the solved one (solutions/, git-ignored)
@@ -168,14 +168,14 @@ notebooks: setup
 solutions: setup
 	$(PY) -m labstack.editions solved
 
-# the lease plan per pass, counted from the notebooks and the GPU reference (labstack/timing/),
+# the lease plan per pass, counted from the notebooks and the GPU reference (maintainers/timing/),
 # and the minutes notebook 0, docs/instructors.md and docs/class_edition/README.md quote
 timing: setup
-	$(PY) -m labstack.timing
+	$(PY) -m maintainers.timing
 
-# the figures README.md, docs/ and the notebooks' prose quote from docs/results/ (labstack/figures/)
+# the figures README.md, docs/ and the notebooks' prose quote from docs/results/ (maintainers/figures/)
 figures: setup
-	$(PY) -m labstack.figures
+	$(PY) -m maintainers.figures
 
 # What Trovi publishes and the class's nodes clone (docs/instructors.md): the student edition and
 # what it runs, without notebook_sources/, solutions/, the answer key or the tests.

@@ -58,29 +58,21 @@ LEFT_OUT = {
     "docs/class_edition/": "the edition's own README, put at its top",
     "tests/": "the test suite: it writes answers (notebooks 6 and 7's configs) and runs the "
     "solved edition (make test, make test-docker)",
-    "gpu_reference/": "the maintainers' GPU runs of the solved notebooks; notebook 7's configs",
-    "reliability/": "the maintainers' reliability suite (make reliability, make soak): fuzzing, "
-    "faults and hostile clients against the services; docs/reliability.md is its report",
-    "scripts/bench_fastapi.py": "make bench, the maintainers' check of the lab's own tools",
-    "scripts/run_notebook_9.py": "the maintainers' page of notebook 9's claims: it runs the "
-    "solved edition (labstack/lab.py)",
+    "maintainers/": "the maintainers' wing: the reference runs of the solved notebooks and their "
+    "pages (notebook 7's configs), the reliability suite, the lease plan (it counts the answers in "
+    "notebook_sources/), the quoted figures (from docs/results/), the experiments",
     ".ci/": "CI's script: the test tiers, which need the solved edition",
     "CONTRIBUTING.md": "the maintainers' notes: commits, the test tiers, the reference pages",
     "labstack/editions.py": "makes both editions from notebook_sources/",
     "labstack/lab.py": "make lab: runs the solved edition",
     "labstack/notebook_runner.py": "runs the solved edition for make lab and the tests",
-    "labstack/script_runner.py": "runs notebook_sources/ as scripts (the GPU reference)",
-    "labstack/timing/": "make timing: counts the answers in notebook_sources/",
-    "labstack/figures/": "make figures: the texts' figures from docs/results/, which stays out",
-    "labstack/ensemble_compare.py": "the maintainers' ensemble runs: they need 8.1's mapping",
     "labstack/class_edition.py": "this builder",
 }  # and servelab/exercises/answer_key.py is replaced by its sealed form (made())
 ENSEMBLE_CONFIG = "models_staging/food_classifier_ensemble/config.pbtxt"
 ANSWER_KEY = "servelab/exercises/answer_key.py"
-# what pyproject.toml's package search includes that stays out (the rest is found where it is, and
-# a package left out of the edition, labstack/figures/, is simply not there to find), and where
-# its maintainers' part starts (the import-linter contracts name the packages left out)
-PACKAGES_LEFT_OUT = ("reliability*",)
+# what pyproject.toml's package search includes that stays out (the rest is found where it is), and
+# where its maintainers' part starts (the import-linter contracts name the packages left out)
+PACKAGES_LEFT_OUT = ("maintainers*",)
 PYPROJECT_CUT = "# Layers import downward only"
 MAKEFILE_CUT = "# ==== instructors and maintainers"  # the Makefile's line where the edition's ends
 MARKERS = tuple(f"### {b} {k}" for k in ("SOLUTION", "HIDDEN TESTS") for b in ("BEGIN", "END"))

@@ -128,8 +128,8 @@ def node_env() -> dict:
 
 def head_service(folder: str, cpus: int = RAY_NODE_CPUS, gpus: int | None = None) -> Service:
     """The head node as a launcher Service: RAY_NODE_CPUS logical CPUs (local mode's node); a
-    one-node cluster sized for its machine takes `cpus` and `gpus` (gpu_reference/three_way.py;
-    None: the GPUs Ray finds)."""
+    one-node cluster sized for its machine takes `cpus` and `gpus`
+    (maintainers/reference/three_way.py; None: the GPUs Ray finds)."""
     gcs, dashboard, client = port_for("ray_gcs"), port_for("ray_dashboard"), port_for("ray_client")
     agent = port_for("ray_head_agent")  # the same port _node_ports asks for (ports.json)
     argv = [

@@ -27,8 +27,8 @@ __init__.py. README.md's table of the notebooks names the same entries (tests ke
                  decode_pool      decoding in worker processes whose CPU time the kernel bounds
                  serving/         what runs inside the services and Triton's models
 
-What runs the lab lives outside this package, in top-level folders named after what they are:
-labstack/ (`make up`, `make artifacts`, `make lab`), reliability/ (`make reliability`) and
-gpu_reference/ (the maintainers' GPU reference run). Layers import downward only: pyproject.toml's
-[tool.importlinter] contracts say how, and `make test` checks them.
+What runs the lab lives outside this package, in top-level folders named after their readers:
+labstack/ (`make up`, `make artifacts`, `make lab`) and maintainers/, the maintainers' wing (the
+reference runs, `make reliability`, `make timing`, `make figures`). Layers import downward only:
+pyproject.toml's [tool.importlinter] contracts say how, and `make test` checks them.
 """

@@ -218,7 +218,7 @@ def record(
     path: Path, raw: dict, best_run, best_config: str, repeats: list, transport: dict
 ) -> dict:
     """Write served_over_limit.json: the best run (the perf.Run: its name, perf_analyzer line and
-    the full config.pbtxt it ran with, which gpu_reference/run_reference.py's stability part
+    the full config.pbtxt it ran with, which maintainers/reference/run_reference.py's stability part
     serves again on freshly started servers), the limit, and the repeats of step 7.8."""
     limit = raw["limit"]["images_per_s"]
     ratios = [run.throughput.value / limit for run in repeats]

@@ -207,7 +207,8 @@ class Replicas:
         self._thread.join()
 
     def __getstate__(self) -> dict:
-        # the samples are kept across a saved namespace (labstack/resume_state.py), not the thread
+        # the samples are kept across a saved namespace, not the thread
+        # (maintainers/reference/resume_state.py)
         return {"interval_s": self.interval_s, "samples": self.samples}
 
     def __setstate__(self, state: dict) -> None:

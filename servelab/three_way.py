@@ -2,7 +2,7 @@
 best configuration), Ray Serve (notebook 9's deployment) and FastAPI (notebook 4's ONNX service);
 and, for Triton's ONNX Runtime model and for Ray Serve, the same with and without batching.
 
-Introduced in notebook 9's optional section; gpu_reference/three_way.py runs it on the GPU
+Introduced in notebook 9's optional section; maintainers/reference/three_way.py runs it on the GPU
 machine and on a CPU, starting the three servers itself.
 
     ways = three_way.ways(photo, triton=URL, ray=URL, fastapi=URL)   # what each is sent

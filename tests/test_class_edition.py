@@ -30,7 +30,7 @@ MARKERS = (
     "### END HIDDEN TESTS",
 )
 REGION = re.compile(r"^[ \t]*### BEGIN SOLUTION\n(.*?)^[ \t]*### END SOLUTION", re.M | re.S)
-FIRST_PARTY = ("servelab", "labstack", "reliability", "flask_app", "fastapi_pt", "fastapi_onnx")
+FIRST_PARTY = ("servelab", "labstack", "maintainers", "flask_app", "fastapi_pt", "fastapi_onnx")
 GENERATED = ("artifacts", "results", "model_repository")  # made on the node: make, init_env.sh
 
 
@@ -59,11 +59,13 @@ def test_no_answer_key_no_sources_no_solved_notebooks_no_maintainers_tools(editi
         "docs/results",
         "tests",
         "docs/instructors.md",
+        "maintainers",
         "reliability",
-        "scripts/bench_fastapi.py",
         "gpu_reference",
         "labstack/figures",
-        "labstack/timing.py",
+        "labstack/timing",
+        "labstack/script_runner.py",
+        "scripts/bench_fastapi.py",
     ):
         assert not (edition / path).exists(), path
     for path in _files(edition):
@@ -313,9 +315,8 @@ def test_nothing_is_written_while_a_check_fails(tmp_path, monkeypatch):
 MADE_WHEN_RUN = ("artifacts/", "results/", ".lab/", "model_repository/", "docker/.env")
 TOP_LEVEL = (
     ".lab", "artifacts", "dist", "docker", "docs", "fastapi_onnx", "fastapi_pt", "flask_app",
-    "gpu_reference", "labstack", "model_repository", "models_staging", "notebook_sources",
-    "notebooks", "reliability", "requirements", "results", "scripts", "servelab", "solutions",
-    "tests",
+    "labstack", "maintainers", "model_repository", "models_staging", "notebook_sources",
+    "notebooks", "requirements", "results", "scripts", "servelab", "solutions", "tests",
 )  # fmt: skip
 CITED = re.compile(rf"(?<![\w./-])((?:{'|'.join(map(re.escape, TOP_LEVEL))})/[\w./-]*[\w/])")
 

@@ -17,7 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from reliability.safe_defaults import merge_extends
+from maintainers.reliability.safe_defaults import merge_extends
 
 REPO = Path(__file__).resolve().parent.parent
 DOCKER = REPO / "docker"

@@ -20,7 +20,7 @@ import pytest
 from PIL import Image
 from PIL.PngImagePlugin import PngInfo
 
-from reliability import corpus
+from maintainers.reliability import corpus
 from servelab import decode_budget, decode_pool, food11
 from servelab.serving.log_limit import RateLimit
 

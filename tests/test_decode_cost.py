@@ -1,6 +1,6 @@
-"""Uploads that cost CPU against the real services (reliability/decode_cost.py, the same code as
-`make reliability`), issue 35's "done when": two scan-bomb uploads at once are answered within
-10 s with a 4xx that names the scans, and the health endpoint answers within 2 s meanwhile;
+"""Uploads that cost CPU against the real services (maintainers/reliability/decode_cost.py, the same
+code as `make reliability`), issue 35's "done when": two scan-bomb uploads at once are answered
+within 10 s with a 4xx that names the scans, and the health endpoint answers within 2 s meanwhile;
 legitimate large photos, more than decode at once, leave health answering too; Flask keeps a
 thread for its page and /healthz when every upload waits on a model server that hangs. Issue
 52's: D3 and its variants (a reserved marker hiding 2,000 scans) sent by four clients back to back
@@ -15,7 +15,7 @@ import pytest
 
 from flask_app.app import PREDICT_SLOTS
 from labstack import launcher
-from reliability import decode_cost
+from maintainers.reliability import decode_cost
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 LOW_BUDGET_S = 0.3  # under what a 40 Mpx progressive JPEG costs (0.5-0.9 s)

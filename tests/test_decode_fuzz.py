@@ -26,7 +26,7 @@ import time
 import pytest
 from PIL import Image
 
-from reliability import corpus
+from maintainers.reliability import corpus
 from servelab import decode_budget, decode_pool, food11
 
 # Pillow warns on each EXIF entry it skips (pointing past its block): expected here

@@ -18,7 +18,7 @@ import pytest
 from triton_helpers import infer, start_local_triton
 from tritonclient.utils import InferenceServerException
 
-from reliability import corpus
+from maintainers.reliability import corpus
 from servelab import ensemble, exercises, food11, perf
 from servelab.paths import STAGING
 from servelab.triton import triton_config

@@ -18,7 +18,7 @@ PAGE = REPO_ROOT / "docs" / "results" / "h100" / "execution_costs"
 
 def _tool():
     spec = importlib.util.spec_from_file_location(
-        "execution_costs", REPO_ROOT / "gpu_reference" / "execution_costs.py"
+        "execution_costs", REPO_ROOT / "maintainers" / "reference" / "execution_costs.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

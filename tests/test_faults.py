@@ -8,7 +8,7 @@ here with --no-triton, to stay short.)
 
 import pytest
 
-from reliability import faults
+from maintainers.reliability import faults
 
 pytestmark = pytest.mark.timeout(300)
 

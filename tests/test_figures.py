@@ -1,4 +1,4 @@
-"""Every figure a text quotes from a reference page is the page's (labstack/figures/): the texts
+"""Every figure a text quotes from a reference page is the page's (maintainers/figures/): the texts
 are what `make figures` writes, the markers are read and refused as they should be, and a new
 page rewrites a figure without a test changing its name."""
 
@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from labstack import figures
-from labstack.figures import __main__ as command
-from labstack.figures import core, pages
+from maintainers import figures
+from maintainers.figures import __main__ as command
+from maintainers.figures import core, pages
 
 
 def test_every_quoted_figure_is_its_pages():

@@ -13,7 +13,14 @@ import pytest
 import requests
 from hypothesis import HealthCheck, given, settings
 
-from reliability import common, corpus, fuzz_decoding, fuzz_fastapi, fuzz_flask, fuzz_triton
+from maintainers.reliability import (
+    common,
+    corpus,
+    fuzz_decoding,
+    fuzz_fastapi,
+    fuzz_flask,
+    fuzz_triton,
+)
 from servelab import food11
 
 pytestmark = pytest.mark.timeout(180)

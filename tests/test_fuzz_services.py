@@ -4,7 +4,8 @@ Flask upload.
 schemathesis reads each service's own /openapi.json and sends positive and negative bodies; then the
 image corpus, raw bodies the schema cannot express and Hypothesis-mutated images. Expected: no 5xx,
 no crash, no hang, every 4xx with a message that says what is wrong, and a good request still
-answered afterwards. The same functions write docs/reliability.md (python -m reliability).
+answered afterwards. The same functions write docs/reliability.md (python -m
+maintainers.reliability).
 """
 
 import base64
@@ -13,7 +14,7 @@ import pytest
 import requests
 
 from labstack import launcher
-from reliability import corpus, fuzz_fastapi, fuzz_flask, procs
+from maintainers.reliability import corpus, fuzz_fastapi, fuzz_flask, procs
 from servelab import food11
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

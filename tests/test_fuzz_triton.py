@@ -16,7 +16,7 @@ import os
 import pytest
 
 from labstack import launcher
-from reliability import common, faults_triton, fuzz_triton, procs, soak
+from maintainers.reliability import common, faults_triton, fuzz_triton, procs, soak
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", 8))
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300 + 4 * SECONDS)]

@@ -1,6 +1,6 @@
 """The committed reference pages (docs/results/<setup>/<page>/, one per notebook and setup): each
-GPU page is what gpu_reference/run_reference.py writes from the files next to it, and shows what
-issue 5 asks for: the served/limit line, every claim of notebooks 4, 6 and 7 with a verdict and
+GPU page is what maintainers/reference/run_reference.py writes from the files next to it, and shows
+what issue 5 asks for: the served/limit line, every claim of notebooks 4, 6 and 7 with a verdict and
 its numbers, the plots it links. (The figures texts quote from them: tests/test_figures.py.)"""
 
 import json
@@ -45,7 +45,7 @@ def test_readme_is_regenerated_exactly_from_the_committed_files(tmp_path, page):
     shutil.copytree(page, copy)
     (copy / "README.md").unlink()
     run = subprocess.run(
-        [sys.executable, "gpu_reference/run_reference.py", "--out", str(copy), "--report"],
+        [sys.executable, "maintainers/reference/run_reference.py", "--out", str(copy), "--report"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -53,8 +53,8 @@ def test_readme_is_regenerated_exactly_from_the_committed_files(tmp_path, page):
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert (copy / "README.md").read_text() == (page / "README.md").read_text(), (
-        f"{page}/README.md is stale: run python gpu_reference/run_reference.py --out {page} "
-        "--report"
+        f"{page}/README.md is stale: run python maintainers/reference/run_reference.py --out "
+        f"{page} --report"
     )
 
 
@@ -91,7 +91,8 @@ def test_the_reference_run_imports_nothing_the_gpu_machine_lacks():
     """The GPU machine has no jupytext, nbclient or nbformat (only `make lab` and the editions
     need them): run_reference.py's imports must not pull them in (a device call stopped on it)."""
     blocked = "; ".join(f"sys.modules[{m!r}] = None" for m in ("jupytext", "nbclient", "nbformat"))
-    code = f"import sys; {blocked}; import labstack.lab, labstack.launcher, labstack.script_runner"
+    imports = "import labstack.lab, labstack.launcher, maintainers.reference.script_runner"
+    code = f"import sys; {blocked}; {imports}"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
 

@@ -382,9 +382,9 @@ def test_the_uneven_placement_is_judged_by_where_triton_puts_it(text, passes):
 
 
 def test_the_reference_runs_placement_part_loads_both_forms_and_reports_them(tmp_path):
-    """gpu_reference/placement.py's configs: one instance on GPU 0, two per GPU as one group and
-    as a group per GPU (the same placement), all on GPU 0; its page section from a record."""
-    from gpu_reference import placement, run_reference
+    """maintainers/reference/placement.py's configs: one instance on GPU 0, two per GPU as one group
+    and as a group per GPU (the same placement), all on GPU 0; its page section from a record."""
+    from maintainers.reference import placement, run_reference
     from servelab.triton import instances
 
     forms = placement.forms(2)

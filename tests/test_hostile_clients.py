@@ -1,4 +1,4 @@
-"""Hostile clients against real services (reliability/hostile.py, the same code as `make
+"""Hostile clients against real services (maintainers/reliability/hostile.py, the same code as `make
 reliability`): each finding of the hardening issue, reproduced and bounded.
 
 - Flask keeps answering /healthz within 1 s while 64 connections hold unfinished requests
@@ -22,7 +22,7 @@ import pytest
 from triton_helpers import start_local_triton
 
 from labstack import launcher
-from reliability import hostile
+from maintainers.reliability import hostile
 from servelab import labenv
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -111,7 +111,7 @@ def test_the_repository_api_needs_the_node_secret(tmp_path, built_artifacts):
 
 @pytest.fixture(scope="module")
 def triton(built_artifacts, tmp_path_factory):
-    from reliability import procs
+    from maintainers.reliability import procs
 
     server = procs.start_triton(tmp_path_factory.mktemp("hostile-triton"))
     try:
@@ -141,7 +141,7 @@ def test_an_oversized_input_is_refused_and_the_stub_region_shrinks(tmp_path, bui
     length, and the watchdog (its region limit lowered here to 64 MiB) loads the model again so
     the region does not keep the 128 MiB: every time (issue 35: the second time, a reload with
     the same config was a no-op and the region stayed)."""
-    from reliability import procs
+    from maintainers.reliability import procs
 
     server = procs.start_triton(tmp_path, watchdog_args=["--max-region-mib=64"])
     try:

@@ -33,7 +33,7 @@ def test_layers_contract_holds():
     assert "0 broken" in result.stdout
 
 
-MACHINERY = ("labstack", "reliability")
+MACHINERY = ("labstack", "maintainers")
 
 
 def machinery_imports(source: str) -> list[str]:
@@ -48,7 +48,7 @@ def machinery_imports(source: str) -> list[str]:
 
 
 def test_notebooks_import_nothing_from_the_machinery():
-    """What runs the lab (labstack, reliability) is started as a command of its own where a
+    """What runs the lab (labstack, maintainers) is started as a command of its own where a
     notebook needs it (servelab.services), never imported: the notebooks sit with the student
     library, below the machinery (pyproject.toml's first contract)."""
     assert machinery_imports("import labstack.launcher\nfrom labstack import x\n") == [

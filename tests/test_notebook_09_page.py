@@ -51,7 +51,10 @@ def test_the_run_and_the_machine(page):
     _in(text, f"{run['after']['load_average_1_5_15'][0]} at the end")
     _in(text, f"({run['after']['load_average_1_5_15'][1]} over the last 5 minutes)")
     _in(text, f"The notebook ran in {run['notebook_s']} s")
-    _in(page["notes"], "scripts/run_notebook_9.py --out docs/results/cpu/09_ray_serve_cluster")
+    _in(
+        page["notes"],
+        "maintainers/reference/run_notebook_9.py --out docs/results/cpu/09_ray_serve_cluster",
+    )
 
 
 @pytest.mark.parametrize(

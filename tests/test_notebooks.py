@@ -380,7 +380,7 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts, review_ve
     assert ratio["limit"]["path"].startswith(
         "onnxruntime"
     )  # on a CPU, the fastest runtime of the model
-    # what gpu_reference/run_reference.py's stability part serves again on fresh servers
+    # what maintainers/reference/run_reference.py's stability part serves again on fresh servers
     assert ratio["command"].startswith("perf_analyzer -m food_classifier_tuned")
     best_config = config_text.parse_config(ratio["best_config"])
     assert best_config.name == "food_classifier_tuned" and best_config.input[0].data_type

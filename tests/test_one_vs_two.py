@@ -1,7 +1,7 @@
-"""gpu_reference/one_vs_two.py without a GPU: the two servers (one given CUDA_VISIBLE_DEVICES=0,
-one given both GPUs), the configs each loads, the claims from the utilisation law, and the page's
-section, with stand-ins for the stack, the edits and perf_analyzer (the GPU run itself is the
-command in gpu_reference/README.md)."""
+"""maintainers/reference/one_vs_two.py without a GPU: the two servers (one given
+CUDA_VISIBLE_DEVICES=0, one given both GPUs), the configs each loads, the claims from the
+utilisation law, and the page's section, with stand-ins for the stack, the edits and perf_analyzer
+(the GPU run itself is the command in maintainers/reference/README.md)."""
 
 import json
 import os
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from gpu_reference import one_vs_two, run_reference
+from maintainers.reference import one_vs_two, run_reference
 from servelab import claims
 from servelab.paths import REPO_ROOT
 
@@ -137,7 +137,7 @@ def test_the_page_shows_both_servers_side_by_side(stack, tmp_path):
     runs["one_vs_two"]["settings"] = {"LAB_PERF_INTERVAL_MS": "3000"}
     (page / "runs.json").write_text(json.dumps(runs))
     done = subprocess.run(
-        [sys.executable, "gpu_reference/run_reference.py", "--out", str(page), "--report"],
+        [sys.executable, "maintainers/reference/run_reference.py", "--out", str(page), "--report"],
         cwd=REPO_ROOT,
         capture_output=True,
         text=True,
@@ -152,8 +152,8 @@ def test_the_page_shows_both_servers_side_by_side(stack, tmp_path):
     )
     assert "{'GPU 0': 2, 'GPU 1': 2} | 2101 |" in text and "| holds |" in text
     assert (
-        "LAB_PERF_INTERVAL_MS=3000 python3 gpu_reference/run_reference.py --out DIR --parts "
-        in (text)
+        "LAB_PERF_INTERVAL_MS=3000 python3 maintainers/reference/run_reference.py --out DIR "
+        "--parts " in (text)
     )
 
 

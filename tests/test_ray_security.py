@@ -24,8 +24,8 @@ import requests
 from launcher_cli import run_launcher
 
 from labstack import ray_cluster
-from reliability import other_user, ray_probes
-from reliability.procs import is_loopback, listening_sockets
+from maintainers.reliability import other_user, ray_probes
+from maintainers.reliability.procs import is_loopback, listening_sockets
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -1,14 +1,14 @@
 """What the texts say around the figures they quote holds on the current reference pages.
 
-The figures themselves are filled in from the pages (labstack/figures/, tests/test_figures.py);
+The figures themselves are filled in from the pages (maintainers/figures/, tests/test_figures.py);
 the words around them are the writer's: "stayed about the same", "below at every rate", "none
 late", the order of notebook 7's gains. A new run can turn such a word, so each is checked here,
 named after what it says, on the page it quotes."""
 
 import pytest
 
-from labstack.figures import notebook4, notebook6, notebook7
-from labstack.figures.pages import page
+from maintainers.figures import notebook4, notebook6, notebook7
+from maintainers.figures.pages import page
 
 
 @pytest.mark.parametrize("name", ["04_fastapi_benchmarks", "06_triton_benchmarks"])

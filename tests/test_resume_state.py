@@ -1,5 +1,5 @@
-"""labstack/resume_state.py: a notebook stopped between two cells is taken up again in another
-process with everything its namespace held, the lab's own objects included.
+"""maintainers/reference/resume_state.py: a notebook stopped between two cells is taken up again in
+another process with everything its namespace held, the lab's own objects included.
 
 Every class servelab defines is named below, once: an example of it that must come back from a
 saved state in a new process equal to what was saved (EXAMPLES), or why a namespace that holds
@@ -28,7 +28,7 @@ import pandas as pd
 import pytest
 
 import servelab
-from labstack import resume_state
+from maintainers.reference import resume_state
 
 REPO = Path(__file__).resolve().parent.parent
 LINE = (
@@ -357,7 +357,7 @@ def test_every_example_comes_back_in_a_new_process(tmp_path):
     child = (
         "import pickle, sys\n"
         "from pathlib import Path\n"
-        "from labstack import resume_state\n"
+        "from maintainers.reference import resume_state\n"
         "ns = {}\n"
         f"resume_state.load(Path({str(state)!r}), ['x = 1'], ns)\n"
         f"Path({str(back)!r}).write_bytes(pickle.dumps({{k: v for k, v in ns.items() "
@@ -438,7 +438,7 @@ OUT.write_text(json.dumps({{
     "c16": c16.value("--concurrency-range"),
     "same_run": runs["7.6 c16"] is best, "row": best.row["throughput_infer_s"],
     "objective": setting.objective_ms, "served": served.value, "senders": senders.processes,
-    "predicted": claims.PREDICTIONS["7.2 served / limit at the start"]["value"],
+    "predicted": claims.PREDICTIONS[-1].value,
     "claims": [r["claim"] for r in claims.RESULTS], "given": steps.value("SWEEP"),
     "set": os.environ.get("LAB_SET_BY_A_CELL"), "removed": os.environ.get("LAB_REMOVED_BY_A_CELL"),
     "median": stats.median([1, 2, 3]), "twice": twice(2),
@@ -450,7 +450,7 @@ OUT.write_text(json.dumps({{
 def test_a_notebook_stopped_between_cells_is_taken_up_by_a_new_process(tmp_path):
     """script_runner as run_reference.py runs it (LAB_RESUMABLE_S): a process per call, each
     stopping after one cell; the third finishes with every value the first two made."""
-    from labstack import script_runner
+    from maintainers.reference import script_runner
 
     out, ran = tmp_path / "out.json", tmp_path / "ran.txt"
     source, state = tmp_path / "nb.py", tmp_path / "nb.state"
@@ -458,7 +458,7 @@ def test_a_notebook_stopped_between_cells_is_taken_up_by_a_new_process(tmp_path)
     command = [
         sys.executable,
         "-m",
-        "labstack.script_runner",
+        "maintainers.reference.script_runner",
         str(source),
         "--stop-after",
         "0",

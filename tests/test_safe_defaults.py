@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from reliability import safe_defaults
+from maintainers.reliability import safe_defaults
 from servelab.paths import REPO_ROOT
 
 pytestmark = pytest.mark.timeout(120)

@@ -1,12 +1,12 @@
-"""labstack.script_runner: a jupytext source run cell by cell, as a kernel would, each cell
-timed."""
+"""maintainers.reference.script_runner: a jupytext source run cell by cell, as a kernel would, each
+cell timed."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from labstack import script_runner
+from maintainers.reference import script_runner
 
 SOURCE = """# %% [markdown]
 # A markdown cell is not run: print("never")
@@ -97,17 +97,18 @@ def test_a_state_of_another_version_of_the_notebook_is_refused(tmp_path):
 
 
 def test_the_reference_run_takes_a_stopped_notebook_up_in_the_next_call(tmp_path, monkeypatch):
-    """gpu_reference/run_reference.py with LAB_RESUMABLE_S: each call runs the notebook's cells
-    until the time is up, leaves the stack up and the run's state in OUT, and the same call again
-    takes it up; runs.json counts the calls and holds the exit status once it finished, and the
-    stack comes down only then. The stack and the artifacts are stood in for; the notebook runs
+    """maintainers/reference/run_reference.py with LAB_RESUMABLE_S: each call runs the notebook's
+    cells until the time is up, leaves the stack up and the run's state in OUT, and the same call
+    again takes it up; runs.json counts the calls and holds the exit status once it finished, and
+    the stack comes down only then. The stack and the artifacts are stood in for; the notebook runs
     in script_runner for real."""
     import importlib.util
 
     from labstack import artifacts, launcher
 
     spec = importlib.util.spec_from_file_location(
-        "run_reference", Path(__file__).resolve().parent.parent / "gpu_reference/run_reference.py"
+        "run_reference",
+        Path(__file__).resolve().parent.parent / "maintainers/reference/run_reference.py",
     )
     reference = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(reference)

@@ -2,9 +2,9 @@
 set time.
 
 Short in `make test-extended` (SOAK_SECONDS, default 10 s per service); `make soak
-SOAK_SECONDS=300` runs the long form through python -m reliability --only soak. Expected: zero
-failed requests and bounded growth of the server's resident memory (RSS summed over its process
-tree).
+SOAK_SECONDS=300` runs the long form through python -m maintainers.reliability --only soak.
+Expected: zero failed requests and bounded growth of the server's resident memory (RSS summed over
+its process tree).
 Triton's soak: test_fuzz_triton.py.
 """
 
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from reliability import common, procs, soak
+from maintainers.reliability import common, procs, soak
 
 SECONDS = float(os.environ.get("SOAK_SECONDS", 10))
 pytestmark = pytest.mark.timeout(120 + 4 * SECONDS)

@@ -1,5 +1,5 @@
-"""gpu_reference/stability.py without a server: the best configuration with one change and the
-stubs' phase clock, where a changed configuration's starts are kept (never in the same median),
+"""maintainers/reference/stability.py without a server: the best configuration with one change and
+the stubs' phase clock, where a changed configuration's starts are kept (never in the same median),
 what one start's gap is made of (from a real start of the H100 execution-cost page), and the
 page's section, whose lines for the H100 page's starts stay as they were. A start on a CPU, for
 real: test_a_start_on_a_cpu (slow)."""
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from gpu_reference import stability
+from maintainers.reference import stability
 from servelab.paths import REPO_ROOT
 
 H100 = REPO_ROOT / "docs/results/h100"
@@ -123,7 +123,7 @@ def test_a_start_on_a_cpu(tmp_path):
     done = subprocess.run(
         [
             sys.executable,
-            "gpu_reference/run_reference.py",
+            "maintainers/reference/run_reference.py",
             "--out",
             str(tmp_path),
             "--parts",

@@ -211,7 +211,7 @@ def test_an_open_loop_spread_over_processes_sends_the_sum_of_their_rates():
 def _harness():
     import importlib.util
 
-    path = REPO / "gpu_reference" / "three_way.py"
+    path = REPO / "maintainers" / "reference" / "three_way.py"
     spec = importlib.util.spec_from_file_location("three_way_harness", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

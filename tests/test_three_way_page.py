@@ -1,6 +1,6 @@
 """The three-way comparison's pages (docs/results/*/three_way/) and notebook 9's section 9.6: each
-page's README is what gpu_reference/three_way_report.py writes from the files beside it (so every
-figure of its tables is its files'), three_way.json holds the same figures, the hand-written
+page's README is what maintainers/reference/three_way_report.py writes from the files beside it (so
+every figure of its tables is its files'), three_way.json holds the same figures, the hand-written
 notes quote figures that the files give, and the notebook's text quotes settings and timings that
 its code and the cited pages hold."""
 
@@ -21,7 +21,7 @@ CPU = REPO_ROOT / "docs" / "results" / "cpu" / "three_way"
 
 
 def _report():
-    path = REPO_ROOT / "gpu_reference" / "three_way_report.py"
+    path = REPO_ROOT / "maintainers" / "reference" / "three_way_report.py"
     spec = importlib.util.spec_from_file_location("three_way_report", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -95,7 +95,7 @@ def test_the_notes_quote_the_files(page):
 
     notes = _flat((page / "notes.md").read_text())
     f = json.loads((page / "three_way.json").read_text())
-    _in(notes, "gpu_reference/three_way.py")
+    _in(notes, "maintainers/reference/three_way.py")
     _in(notes, f"load average at the start {f['setup']['machine']['load_average_1_5_15'][0]}")
     for cores in re.findall(r"(\d+) cores", notes):
         assert int(cores) in (2, f["setup"]["machine"]["cores"]), cores  # the machine's, or 2

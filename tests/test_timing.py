@@ -1,4 +1,4 @@
-"""The lease plan (labstack/timing/): the pages quote what it computes from the notebooks and the
+"""The lease plan (maintainers/timing/): the pages quote what it computes from the notebooks and the
 GPU reference, and the counting finds every kind of step a notebook asks for, in its pass."""
 
 import json
@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from labstack import timing
-from labstack.timing import background, machine, notebook, pages, plan, rules, steps, walkthrough
+from maintainers import timing
+from maintainers.timing import background, machine, notebook, pages, plan, rules, steps, walkthrough
 
 SMALL = '''# %% [markdown]
 # # A notebook
@@ -123,6 +123,33 @@ def small(tmp_path, monkeypatch):
 
 def test_the_pages_quote_what_the_notebooks_and_the_reference_give():
     assert timing.stale() == [], "a page is stale: run `make timing`"
+
+
+def test_the_plan_opens_with_its_table_and_what_it_asks_of_the_instructor():
+    """docs/timing_plan.md answers first (STYLE: an instructor's page): its first screen is the
+    summary table and "What it asks of you", each action with its minutes; how the minutes are
+    computed (the rules' sources, the walkthrough's models) comes after a fold."""
+    text = pages.PLAN.read_text()
+    first_screen = "\n".join(text.splitlines()[:40])
+    first_table = next(line for line in text.splitlines() if line.startswith("|"))
+    assert first_table.startswith("| notebook | prepare, before the lease |"), first_table
+    assert "<!-- timing summary: end -->" in first_screen
+    asks = first_screen.split("## What it asks of you", 1)[1].split("\n## ", 1)[0]
+    actions = [line for line in asks.splitlines() if line.startswith("- **")]
+    assert 4 <= len(actions) <= 6, actions
+    assert asks.count("<!-- timing:") >= 5  # the minutes, filled by make timing
+    for word in ("keystroke", "Carver", "gear", "TCP", "Card, Moran"):
+        assert word not in first_screen, word
+    headings = re.findall(r"^(#+ .*)$", text, re.M)
+    fold = headings.index("## How the minutes are computed")
+    assert headings.index("## What it asks of you") < fold
+    below = [h for h in headings[fold + 1 :] if h.startswith("## ")]
+    assert below == [], (
+        f"below the fold, everything is a part of how the minutes are computed: {below}"
+    )
+    instructors = re.sub(r"\s+", " ", pages.GUIDE.read_text() + pages.CLASS_README.read_text())
+    for cited in re.findall(r'timing_plan\.md, "([^"]+)"', instructors):
+        assert any(cited in h for h in headings), f"docs cite a section the plan lacks: {cited}"
 
 
 def test_a_changed_figure_is_put_back_between_its_markers():

@@ -10,7 +10,7 @@ one), so each restart takes seconds, not food_classifier's 15 s: about a minute 
 it the watchdog's own back-off (2 + 4 + 8 + 16 s). After each restart the watchdog loads again
 what served before the crash, and only that: a second model, unloaded before the first crash,
 stays unloaded (the server itself loads nothing at a restart: its ports open at once). The full
-stack's run of the same crashes is in docs/reliability.md (python -m reliability).
+stack's run of the same crashes is in docs/reliability.md (python -m maintainers.reliability).
 """
 
 from __future__ import annotations

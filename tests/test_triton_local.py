@@ -159,7 +159,7 @@ def test_every_part_of_the_lab_starts_tritonserver_one_way():
     from servelab.paths import REPO_ROOT
 
     mine, others = REPO_ROOT / "labstack" / "triton_local.py", []
-    for folder in ("labstack", "reliability", "gpu_reference", "servelab", "scripts", "tests"):
+    for folder in ("labstack", "maintainers", "servelab", "scripts", "tests"):
         for path in (REPO_ROOT / folder).rglob("*.py"):
             if path not in (mine, Path(__file__)) and CALL.search(path.read_text()):
                 others.append(str(path.relative_to(REPO_ROOT)))

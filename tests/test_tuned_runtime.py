@@ -1,8 +1,8 @@
 """servelab.serving.tuned_runtime on the CPU: both input formats give the lab's model answers.
 
 (fp16 and CUDA graphs need a GPU: they are checked on the GPU machine by
-gpu_reference/run_reference.py, whose notebook 7 compares the tuned model with the fp32 one on
-the same images.)
+maintainers/reference/run_reference.py, whose notebook 7 compares the tuned model with the fp32 one
+on the same images.)
 """
 
 import numpy as np

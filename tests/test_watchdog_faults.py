@@ -1,7 +1,7 @@
 """Issue 35's faults of Triton's processes, made for real on the stack `make up` starts
-(reliability/faults_watchdog.py, the same code as `make reliability`), with notebook 8's ensemble
-loaded: a stub killed right after its repair, a stub killed while Triton loads its model, a stub
-stopped with SIGSTOP, the watchdog itself killed; and the admin key on no command line but
+(maintainers/reliability/faults_watchdog.py, the same code as `make reliability`), with notebook 8's
+ensemble loaded: a stub killed right after its repair, a stub killed while Triton loads its model, a
+stub stopped with SIGSTOP, the watchdog itself killed; and the admin key on no command line but
 tritonserver's. The ensemble must serve again within 60 s (30 s once a stopped stub's fault is
 over) and `make status` must never say healthy while it does not. (The decisions alone, without a
 server: tests/test_triton_watchdog.py.)"""
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from reliability import faults_watchdog
+from maintainers.reliability import faults_watchdog
 
 
 @pytest.mark.slow

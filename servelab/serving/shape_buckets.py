@@ -12,7 +12,7 @@ TensorRT's optimisation profiles and Triton's `preferred_batch_size` answer the 
     run = BucketedSessions(make_session, sizes)      # make_session() -> a new InferenceSession
     logits = run(batch)                              # any batch size; larger ones in chunks
 
-(gpu_reference/batch_switch.py measures it against one session; docs/results/ has the numbers.)
+(labstack/batch_switch.py measures it against one session; docs/results/ has the numbers.)
 """
 
 from __future__ import annotations

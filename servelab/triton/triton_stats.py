@@ -243,7 +243,8 @@ class Sampler:
 
     def __getstate__(self) -> dict:
         # its readings are data a later cell reads: kept when a notebook's namespace is saved
-        # between two device calls (labstack/resume_state.py); the thread and session are not
+        # between two device calls (maintainers/reference/resume_state.py), the thread and
+        # session not
         return {k: v for k, v in vars(self).items() if k not in ("_stop", "_thread", "_session")}
 
     def __setstate__(self, state: dict) -> None:

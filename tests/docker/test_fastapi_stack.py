@@ -97,7 +97,7 @@ def test_flask_upload_reaches_fastapi_by_service_name(stack, settings):
 def test_uvicorn_in_its_image_cuts_off_endless_headers(stack, settings):
     """The image's uvicorn command carries the header limit (h11; httptools had none): memory of
     the container's processes (seen from the host) stays flat."""
-    from reliability import hostile
+    from maintainers.reliability import hostile
 
     pid = stack.container("fastapi_server")["State"]["Pid"]
     row = hostile.endless_headers(settings.url("FASTAPI_PORT"), pid)
@@ -109,7 +109,7 @@ def test_flask_in_its_image_returns_memory_after_crafted_uploads(stack, settings
     """Flask (the one service published on every interface) decodes uploads with the services'
     bounded path: 5 s after 16 crafted 40 Mpx PNGs its memory is back within 150 MiB (before:
     +1,040 MiB, kept)."""
-    from reliability import hostile
+    from maintainers.reliability import hostile
 
     pid = stack.container("flask")["State"]["Pid"]
     row = hostile.crafted_canvases(settings.url("FLASK_PORT"), pid, clients=16, target="flask")

@@ -275,7 +275,7 @@ def test_state_changing_apis_need_the_node_secret_over_http_and_grpc(stack, sett
     """Shared memory (system and CUDA), logging, trace and the model repository, from the host
     over both protocols: refused without the secret and with a wrong one, answered with it (the
     lab's one header dict, labenv.admin_headers(), for both clients)."""
-    from reliability import hostile
+    from maintainers.reliability import hostile
     from servelab import labenv
 
     key = admin_headers()["lab-admin-key"]

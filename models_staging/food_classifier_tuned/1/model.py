@@ -11,7 +11,7 @@ split back per request. Inputs in host memory are stacked into one pinned buffer
 hands over on the GPU (CUDA shared memory with FORCE_CPU_ONLY_INPUT_TENSORS "no") are taken
 through DLPack without a copy and stacked on the GPU.
 
-Maintainers' parameters (gpu_reference/execution_costs.py; notebook 7 does not set them):
+Maintainers' parameters (maintainers/reference/execution_costs.py; notebook 7 does not set them):
 graph_step (CUDA graphs for every multiple of it, tuned_runtime.buckets), direct_inputs (each
 input copied to the GPU from the backend's shared memory, servelab/serving/pinned_shm.py) and
 profile_dir (where each instance writes its phase clock, servelab/serving/stub_profile.py).
