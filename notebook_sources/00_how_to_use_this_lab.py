@@ -113,13 +113,13 @@
 # | pass | when | how long |
 # |---|---|---|
 # | prepare | before the lease, as homework | <!-- timing:prepare -->184 min<!-- /timing --> |
-# | measure | in the lease (180 minutes) | <!-- timing:measure -->120 min<!-- /timing --> |
+# | measure | in the lease (180 minutes) | <!-- timing:measure -->118 min<!-- /timing --> |
 # | review | after the lease, as homework | <!-- timing:review -->74 min<!-- /timing --> |
 #
 # The measure pass counts a freshly installed node, where the images download and build in the
 # lease (in the background, from notebook 2 on, while you work); on a node image your instructor
 # prepared, it takes
-# <!-- timing:measure_image -->113 min<!-- /timing -->. Prepare and review are long because that is
+# <!-- timing:measure_image -->111 min<!-- /timing -->. Prepare and review are long because that is
 # where the thinking is: every line you write, every prediction, every answer. The lease keeps
 # only what needs the node.
 #
@@ -134,7 +134,7 @@
 # ## Time budget for a ~3-hour Chameleon lease
 #
 # A lease ends on time, with or without you: plan for it. The measure pass of notebooks 2 to 6
-# takes about <!-- timing:measure -->120 min<!-- /timing --> of its 180 minutes
+# takes about <!-- timing:measure -->118 min<!-- /timing --> of its 180 minutes
 # (`docs/timing_plan.md` has them notebook by notebook). In the lease:
 #
 # * finish the prepare pass before it starts: every prediction made and every line written and

@@ -1234,9 +1234,10 @@ step_table.table(runs)
 # 3. 6.6: a colleague reads "served below the offered rate, 0 % sent late" as "perf_analyzer could
 #    not send fast enough". What would you answer?
 #
-# ## Tear down
-# Both models back to one instance without dynamic batching (so the lab can be run again), and
-# the Flask UI back on the first model:
+# ## Tear down (optional: to run the lab again on this node)
+# The class's node is deleted by notebook 2's last cell, and this is not needed there. To run the
+# lab again on the same node: both models back to one instance without dynamic batching, and the
+# Flask UI back on the first model:
 
 # %%
 # %%runs_in measure
@@ -1247,8 +1248,10 @@ services.use_flask_triton_model("food_classifier")
 
 # %% [markdown]
 # Then, on the host: `docker compose -f docker-compose-triton.yaml down` (Docker, with your CPU
-# override file if you use one) or `make down` (local mode). First, the last cell: where your
-# results bundle is, and how to download it.
+# override file if you use one) or `make down` (local mode).
+#
+# ## Your results bundle
+# The last cell, in every pass: where your results bundle is, and how to download it.
 
 # %%
 passes.finish()
