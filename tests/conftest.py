@@ -30,12 +30,13 @@ SERVER_FIXTURES |= {"review_venv"}  # builds a virtual environment (minutes): sl
 TIERS = {
     # the fake Chameleon's class scenarios (notebooks 1 and 2) and python-chi's contract
     "chameleon": ("test_chameleon_*.py", "test_chi_contract.py"),
-    # the optional notebooks 8 and 9 and what only they use (notebook 8's ensemble and Model
+    # the optional notebooks 7, 8 and 9 and what only they use (notebook 8's ensemble and Model
     # Analyzer's search), and the reliability suite (make reliability's code: faults, fuzzing,
     # hostile clients, costly uploads, soak): outside make test's 15 minutes and CI's 35, run
-    # by maintainers (notebook 8 also runs in make test-docker's Jupyter container). The
+    # by maintainers (notebooks 7 and 8 also run in make test-docker's Jupyter container). The
     # security round's tests stay in make test: Ray's token, Triton's crashes, the decode fuzz.
     "extended": (
+        "test_notebook_07.py",
         "test_notebook_08.py",
         "test_notebook_09.py",
         "test_ensemble.py",

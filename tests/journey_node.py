@@ -1,5 +1,6 @@
-"""The class's node as the journey test needs it (tests/test_chameleon_journey.py): two GPUs, and
-a model repository built as the node builds it, served by a real Triton on this machine's CPU.
+"""The class's node as the journey test needs it (tests/test_journey_across_the_passes.py): two
+GPUs, and a model repository built as the node builds it, served by a real Triton on this
+machine's CPU.
 
     python tests/journey_node.py CLONE OUT     # the measure pass of CLONE's notebook 6, cut short
 

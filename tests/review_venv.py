@@ -44,9 +44,11 @@ def notebook_0_commands() -> list[str]:
 def built_once(cache: Path) -> Path:
     """build() in cache/<digest>/, reused while what it is made from is the same: notebook 0's
     commands, requirements/review.txt and requirements/constraints.txt (the Chameleon tier's
-    journey and make test's passes share one venv in a CI run instead of making it twice)."""
+    journey and make test's passes share one venv in a CI run instead of making it twice), and
+    this clone's folder, which the venv installs the lab from (another clone's may be gone)."""
     made_from = (
         sys.version
+        + str(REPO_ROOT)
         + "\n".join(notebook_0_commands())
         + "".join(
             (REPO_ROOT / "requirements" / name).read_text()

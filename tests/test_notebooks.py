@@ -22,7 +22,6 @@ from launcher_cli import run_launcher
 from nbclient.exceptions import CellExecutionError
 
 from labstack import editions, lab, notebook_runner
-from servelab.triton import config_text
 
 SOURCES = editions.sources()
 NOTEBOOKS = sorted(editions.STUDENT.glob("[0-9][0-9]_*.ipynb"))
@@ -318,10 +317,11 @@ def test_fastapi_benchmark_notebook_runs_top_to_bottom(tmp_path, built_artifacts
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(2700)  # notebooks 5-7 headless: ~12 min idle, 20+ on a busy 2-core machine
+@pytest.mark.timeout(1800)  # notebooks 5 and 6 headless: ~6 min idle, 12+ on a busy 2-core machine
 def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts, review_venv):
-    """Notebook 5's checks, all of notebook 6 (steps a-g) and notebook 7 against one real local
-    Triton, short windows; then notebooks 5 and 6 reviewed from their bundles, Triton down."""
+    """Notebook 5's checks and all of notebook 6 (steps a-g) against one real local Triton, short
+    windows; then both reviewed from their bundles, Triton down. (Notebook 7, optional: in the
+    extended tier, tests/test_notebook_07.py, and in make test-docker's Jupyter container.)"""
     state, results = tmp_path / "lab", tmp_path / "results"
     env = stack_env(tmp_path)
     up_with_triton(env)
@@ -329,9 +329,7 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts, review_ve
         assert_stops_at_first_exercise("05_triton_setup", tmp_path, env)
         run_solved("05_triton_setup", tmp_path, env)
         assert_stops_at_first_exercise("06_triton_benchmarks", tmp_path, env)
-        for name in ("06_triton_benchmarks", "07_how_close_to_the_hardware"):
-            run_solved(name, tmp_path, env)
-        assert_stops_at_first_exercise("07_how_close_to_the_hardware", tmp_path, env)
+        run_solved("06_triton_benchmarks", tmp_path, env)
     finally:
         run_launcher(state, "down", extra_env=env)
     kept_in_the_bundle(results, "06_triton_benchmarks", runs=19)  # 18 and the warm-up
@@ -359,43 +357,6 @@ def test_triton_notebooks_run_top_to_bottom(tmp_path, built_artifacts, review_ve
     assert 4 <= len(not_checked) <= 5 and (not_checked["note"].str.len() > 20).all(), not_checked
     for png in ("latency_vs_rate.png", "latency_split.png", "batch_sizes.png", "utilisation.png"):
         assert (results / "triton" / png).stat().st_size > 10_000
-    hardware = pd.read_csv(results / "hardware" / "summary.csv")
-    # on a CPU the GPU-only steps (7.5 fp16 + CUDA graphs, 7.7 compile) measure nothing
-    assert set(hardware["step"].astype(str)) == {"7.2", "7.3", "7.4", "7.6", "7.8"}
-    assert (hardware["served_over_limit"] > 0).all()
-    assert (hardware["in_flight_N"] > 0).all() and (hardware["instance_busy_U"] > 0).all()
-    shm = hardware[hardware["run"].str.contains("shm")]
-    assert len(shm) == 1 and shm["command"].str.contains("--shared-memory system").all()
-    claims = pd.read_csv(results / "hardware" / "claims.csv")
-    findings(claims, "notebook 7")
-    not_checked = claims[claims["verdict"] == "not checked here"]
-    assert {"7.5", "7.7", "goal"} <= {c.split(":")[0].split(" ")[0] for c in not_checked["claim"]}
-    ratio = json.loads((results / "hardware" / "served_over_limit.json").read_text())
-    best = hardware[hardware["step"].astype(str) != "7.8"][
-        "throughput_infer_s"
-    ].max()  # 7.8 repeats the best
-    assert ratio["served_over_limit"] == pytest.approx(
-        best / ratio["limit"]["images_per_s"], rel=0.01
-    )
-    assert ratio["limit"]["path"].startswith(
-        "onnxruntime"
-    )  # on a CPU, the fastest runtime of the model
-    # what maintainers/reference/run_reference.py's stability part serves again on fresh servers
-    assert ratio["command"].startswith("perf_analyzer -m food_classifier_tuned")
-    best_config = config_text.parse_config(ratio["best_config"])
-    assert best_config.name == "food_classifier_tuned" and best_config.input[0].data_type
-    assert ratio["transport"]["chosen"] in ("HTTP", "gRPC", "gRPC + shared memory")
-    assert all(len(runs) == 2 for runs in ratio["transport"]["runs_infer_s"].values())
-    # 7.8: the best run and one repeat in the same server start
-    assert len(ratio["repeats_served_over_limit"]) == 2
-    # on idle cores no run serves above the limit (the best runtime alone); on busy ones it can
-    above = [
-        r for r in [*hardware["served_over_limit"], *ratio["repeats_served_over_limit"]] if r > 1
-    ]
-    if above:
-        warnings.warn(f"notebook 7: served above the measured limit on this machine: {above}")
-    for png in ("steps_vs_limit.png", "sweep.png", "latency_split.png"):
-        assert (results / "hardware" / png).stat().st_size > 10_000
 
 
 TRITONCLIENT_CALL = re.compile(r"\b(?:client|aio|httpclient|grpcclient)\.\w+\(")

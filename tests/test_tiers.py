@@ -40,7 +40,9 @@ def test_every_test_file_is_in_one_tier_and_every_name_pattern_is_used():
 def test_each_tier_has_its_target_and_ci_runs_all_but_the_extended_one():
     makefile = (REPO_ROOT / "Makefile").read_text()
     ci = (REPO_ROOT / ".ci/run").read_text()
-    assert re.search(r'^test-fast:.*\n\t\$\(PY\) -m pytest -m "not slow"$', makefile, re.M)
+    # the fast tier: every test not marked slow, on every core (pytest-xdist)
+    fast = r'^test-fast:.*\n\t\$\(PY\) -m pytest -m "not slow" -p xdist\.plugin -n auto\b'
+    assert re.search(fast, makefile, re.M)
     for target, tier in (
         ("test", "core"),
         ("test-chameleon", "chameleon"),

@@ -962,9 +962,9 @@ def old_python_chi(world):
 
 
 def journey(world):
-    """Issue 50's journey, the part that crosses Chameleon (tests/test_chameleon_journey.py sets
-    it up and reads it): Chameleon's Jupyter holds the class edition with notebook 6 prepared in
-    it (JOURNEY_PREPARED: the folder, its results/bundles/ with prepared.json); notebooks 1 and 2
+    """Issue 50's journey, the part that crosses Chameleon (tests/test_journey_across_the_passes.py
+    sets it up and reads it): Chameleon's Jupyter holds the class edition with notebook 6 prepared
+    in it (JOURNEY_PREPARED: the folder, its results/bundles/ with prepared.json); notebooks 1 and 2
     run, and notebook 2 carries the prepared notebooks and prepared.json to the node's clone; the
     measure pass runs there (JOURNEY_MEASURE: a command, given the clone and where to write the
     executed notebook) until the lease ends in the middle of notebook 6; notebook 2's clean-up
@@ -1052,6 +1052,6 @@ SCENARIOS = {
         lambda: {"class_site": "CHI@UC", "settings": {**AT_TACC, "SITE": "CHI@UC"}},
         second_site,
     ),
-    # JOURNEY_*: what tests/test_chameleon_journey.py prepared (see journey)
+    # JOURNEY_*: what tests/test_journey_across_the_passes.py prepared (see journey)
     "journey": (lambda: {"classmates": False}, journey),
 }
