@@ -32,7 +32,7 @@ TIERS = {
     "chameleon": ("test_chameleon_*.py", "test_chi_contract.py"),
     # the optional notebooks 7, 8 and 9 and what only they use (notebook 8's ensemble and Model
     # Analyzer's search), and the reliability suite (make reliability's code: faults, fuzzing,
-    # hostile clients, costly uploads, soak): outside make test's 15 minutes and CI's 35, run
+    # hostile clients, costly uploads, soak): outside make test's 20 minutes and CI's 25, run
     # by maintainers (notebooks 7 and 8 also run in make test-docker's Jupyter container). The
     # security round's tests stay in make test: Ray's token, Triton's crashes, the decode fuzz.
     "extended": (

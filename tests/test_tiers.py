@@ -1,6 +1,6 @@
 """The test tiers (README, "Tests"; tests/conftest.py): every test file has one tier by its name,
 each tier has its make target, and .ci/run runs every tier but the extended one (maintainers
-run it: it would take CI past its 35 minutes), which README says."""
+run it: it would take CI further past its 25 minutes), which README says."""
 
 import importlib.util
 import re

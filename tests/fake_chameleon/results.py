@@ -34,9 +34,11 @@ needs_namespace = pytest.mark.skipif(
 
 # The scenarios run in a few workers (harness.py --worker: a process in its own network
 # namespace, with one fake HTTP server and one kernels' zygote for every scenario it runs, one
-# after another), fed in the order the tests need them. A worker waits now and then (kernels
+# after another), the longest first. A worker waits now and then (kernels
 # starting, the node's commands): a few run at once, more than the machine's cores.
-PARALLEL = int(os.environ.get("FAKE_CHAMELEON_PARALLEL", "4"))
+PARALLEL = int(os.environ.get("FAKE_CHAMELEON_PARALLEL", "6"))
+# the longest scenarios start first, so that none of them is the run's tail
+LONGEST = ("old_python_chi", "class_day")
 TIMEOUT_S = int(os.environ.get("FAKE_CHAMELEON_TIMEOUT", "600"))  # one scenario, seconds
 _jobs: queue.Queue = queue.Queue()  # (name, out, env, future), None: a worker's thread ends
 _threads: list[threading.Thread] = []
@@ -175,8 +177,8 @@ def scenario_fixture(fixture: str, name: str):
 
 @pytest.fixture(scope="module", autouse=True)
 def scenarios_ahead(request, tmp_path_factory):
-    """Start, PARALLEL at a time and in the order the tests need them, every scenario a selected
-    test of the session needs."""
+    """Start, PARALLEL at a time, every scenario a selected test of the session needs: the
+    LONGEST first, the others in the order the tests need them."""
     if stop_all not in _cleanups:
         _cleanups.append(stop_all)
         request.config.add_cleanup(stop_all)
@@ -186,7 +188,8 @@ def scenarios_ahead(request, tmp_path_factory):
         for f in getattr(item, "fixturenames", ())
         if f in FIXTURES
     }
-    for name in [n for n in needed if n not in _started]:
+    ahead = sorted(needed, key=lambda n: LONGEST.index(n) if n in LONGEST else len(LONGEST))
+    for name in [n for n in ahead if n not in _started]:
         out = tmp_path_factory.mktemp(name) / "result.json"
         _started[name] = _submit(name, out, None, tmp_path_factory)
 
