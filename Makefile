@@ -98,7 +98,7 @@ help::
 	@echo "make lab        the solved benchmark notebooks run headless on the local stack -> results/"
 	@echo "make lab QUICK=1  the same with small counts (a few minutes)"
 	@echo "make test-fast  the fast tier, pytest -m 'not slow' (no server; on every core)"
-	@echo "make test       the fast tier, the core slow tests, notebooks 3-7 run (under 15 min)"
+	@echo "make test       the fast tier, the core slow tests, notebooks 3-6 run, the journey (under 20 min)"
 	@echo "make test-chameleon  the fake Chameleon's class scenarios (notebooks 1-2)"
 	@echo "make test-extended   notebooks 8 and 9 headless, the reliability suite (maintainers'; not CI)"
 	@echo "make test-docker  every Docker Compose stack built, started and used (~25 min)"
