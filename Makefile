@@ -100,7 +100,7 @@ help::
 	@echo "make test-fast  the fast tier, pytest -m 'not slow' (no server; on every core)"
 	@echo "make test       the fast tier, the core slow tests, notebooks 3-6 run, the journey (under 20 min)"
 	@echo "make test-chameleon  the fake Chameleon's class scenarios (notebooks 1-2)"
-	@echo "make test-extended   notebooks 8 and 9 headless, the reliability suite (maintainers'; not CI)"
+	@echo "make test-extended   notebooks 7, 8 and 9 headless, the reliability suite (maintainers'; not CI)"
 	@echo "make test-docker  every Docker Compose stack built, started and used (~25 min)"
 	@echo "make bench      benchmark script: PyTorch vs ONNX, Python load generator vs wrk"
 	@echo "make reliability  fuzzing, soak, faults, safe defaults, make up RAY=1's stack -> docs/reliability.md"

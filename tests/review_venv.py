@@ -43,8 +43,8 @@ def notebook_0_commands() -> list[str]:
 
 def built_once(cache: Path) -> Path:
     """build() in cache/<digest>/, reused while what it is made from is the same: notebook 0's
-    commands, requirements/review.txt and requirements/constraints.txt (the Chameleon tier's
-    journey and make test's passes share one venv in a CI run instead of making it twice), and
+    commands, requirements/review.txt and requirements/constraints.txt (make test's journey and
+    passes tests share one venv, and so do runs of one clone, instead of making it again), and
     this clone's folder, which the venv installs the lab from (another clone's may be gone)."""
     made_from = (
         sys.version

@@ -34,8 +34,8 @@ needs_namespace = pytest.mark.skipif(
 
 # The scenarios run in a few workers (harness.py --worker: a process in its own network
 # namespace, with one fake HTTP server and one kernels' zygote for every scenario it runs, one
-# after another), the longest first. A worker waits now and then (kernels
-# starting, the node's commands): a few run at once, more than the machine's cores.
+# after another). A worker waits now and then (kernels starting, the node's commands): a few run
+# at once, more than the machine's cores.
 PARALLEL = int(os.environ.get("FAKE_CHAMELEON_PARALLEL", "6"))
 # the longest scenarios start first, so that none of them is the run's tail
 LONGEST = ("old_python_chi", "class_day")
