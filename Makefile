@@ -119,7 +119,8 @@ lab: artifacts solutions
 # The tests in tiers, each with its time budget on a 2-core machine (README, "Tests"): a slow
 # test belongs to one of test, test-chameleon, test-extended or test-docker, by its file's name
 # (tests/conftest.py, TIERS). --tier=NAME, never `--tier NAME`: pytest would read NAME as a path.
-# test-fast on every core (pytest-xdist; its tests share no files and start no server)
+# test-fast on every core (pytest-xdist; its tests share no files, start no server, last about a
+# second at most: a longer one is marked slow, make test's)
 test-fast: artifacts
 	$(PY) -m pytest -m "not slow" -p xdist.plugin -n auto --dist worksteal
 

@@ -25,7 +25,7 @@
 # it running; a build run again is served by Docker's build cache (seconds). A wait where no
 # build was started says so and returns at once. The log, the status and the lock are in .lab/
 # of the repository (BUILD_IMAGES_DIR elsewhere); BUILD_IMAGES_POLL: seconds between a wait's
-# checks (default 5).
+# checks (default 5); BUILD_IMAGES_LOCK_WAIT: seconds a start waits for the lock (default 5).
 set -euo pipefail
 
 cd "$(dirname "$0")"
@@ -36,6 +36,7 @@ LOG="$STATE_DIR/build_images.log"
 STATUS="$STATE_DIR/build_images.status"
 LOCK="$STATE_DIR/build_images.lock"
 POLL="${BUILD_IMAGES_POLL:-5}"
+LOCK_WAIT="${BUILD_IMAGES_LOCK_WAIT:-5}"
 PARTS=(fastapi onnx triton)
 
 usage() { sed -n '2,/^set -euo/p' "$SELF" | sed -e '$d' -e 's/^# \{0,1\}//'; }
@@ -119,7 +120,7 @@ date_line() { printf '%(%Y-%m-%d %H:%M:%S %Z)T' "$EPOCHSECONDS"; }
 begin() {
   mkdir -p "$STATE_DIR"
   exec 9>>"$LOCK"
-  flock -w 5 9 || return 1  # a wait's probe holds it for an instant; a build for minutes
+  flock -w "$LOCK_WAIT" 9 || return 1  # a wait's probe holds it for an instant; a build for minutes
   if ! docker info >/dev/null 2>&1; then
     echo "Docker does not answer for user ${USER:-$(id -un)}: run docker/setup_host.sh first," >&2
     echo "then log in again (membership of the docker group applies to new logins)." >&2

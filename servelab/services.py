@@ -74,7 +74,7 @@ def wait_for_file(path, complete=lambda text: bool(text), timeout: float = 1800.
     while time.time() < deadline:
         if path.is_file() and complete(text := path.read_text()):
             return text
-        time.sleep(2)
+        time.sleep(max(0.0, min(2.0, deadline - time.time())))  # no later than the deadline
     raise TimeoutError(
         f"{path} was not written within {timeout:.0f} s: did the host command run? "
         "Run it (above) and then this cell again."

@@ -54,6 +54,7 @@ class Host:
             "PATH": f"{self.bin}:{os.environ['PATH']}",
             "BUILD_IMAGES_DIR": str(self.state),
             "BUILD_IMAGES_POLL": "0.1",
+            "BUILD_IMAGES_LOCK_WAIT": "0.5",  # a second start gives up on a build's lock
             "STUB_CALLS": str(self.calls),
             "STUB_PARENT": str(base / "parent"),
             **({"STUB_RUNTIMES": NVIDIA_RUNTIME} if gpu else {}),

@@ -42,7 +42,9 @@ def edition(tmp_path_factory) -> Path:
 
 
 def _files(edition: Path) -> list[Path]:
-    return [p for p in edition.rglob("*") if p.is_file() and ".git" not in p.parts]
+    # __pycache__: Python's bytecode, written when another test runs the edition's code
+    skipped = {".git", "__pycache__"}
+    return [p for p in edition.rglob("*") if p.is_file() and not skipped & set(p.parts)]
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -192,6 +194,7 @@ def _commands(edition: Path) -> set[str]:
     return {n for n in names if n.split(".")[0] in FIRST_PARTY}
 
 
+@pytest.mark.slow  # a Python that imports everything the notebooks import: about 5 s
 def test_what_the_notebooks_and_services_import_is_in_the_edition(edition, tmp_path):
     """The notebooks' imports run in notebooks/ with the edition on the path (as the Docker
     Jupyter's PYTHONPATH and local mode's `pip install -e .` put it), and every module of the

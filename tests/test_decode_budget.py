@@ -67,6 +67,7 @@ def test_many_scans_of_a_large_canvas_are_refused_by_their_blocks():
     assert error.status == 413 and "8x8 blocks" in str(error) and cpu < 0.5
 
 
+@pytest.mark.slow  # two 12 Mpx photos made and decoded: about 2 s
 def test_progressive_photos_as_encoders_write_them_decode():
     """libjpeg's default progression (10 scans), 4:4:4 and 4:2:0, at 12 Mpx; a few dozen extra
     scans on a small image, as an optimising encoder might write."""
@@ -115,9 +116,10 @@ def test_a_png_cut_into_too_many_chunks_is_refused():
     assert "PNG chunks" in str(error) and cpu < 0.5
 
 
+@pytest.mark.slow  # a 40 Mpx PNG made, then decoded until the kernel stops it: about 2 s
 def test_the_cpu_budget_stops_a_decode_that_runs_over_it(monkeypatch):
-    """A real 40 Mpx PNG (about 0.7 s of CPU) under a budget of 0.1 s: the kernel stops its
-    worker at 0.1 s of CPU time."""
+    """A real 40 Mpx PNG (about 0.4 s of CPU to decode) under a budget of 0.1 s: the kernel stops
+    its worker at 0.1 s of CPU time."""
     # pixels (x, y, x/7 + y/3) mod 256, built channel by channel in uint8: the same image as
     # np.mgrid would give, without its 2 GB of int64 intermediates (14 s on a busy 2-core machine)
     i = np.arange(6300, dtype=np.uint16)
@@ -125,7 +127,7 @@ def test_the_cpu_budget_stops_a_decode_that_runs_over_it(monkeypatch):
     canvas[..., 0] = (i % 256)[None, :]
     canvas[..., 1] = (i % 256)[:, None]
     canvas[..., 2] = ((i // 7)[None, :] + (i // 3)[:, None]) % 256
-    png = corpus.encode(Image.fromarray(canvas), "PNG")
+    png = corpus.encode(Image.fromarray(canvas), "PNG", compress_level=1)  # 1 s less to write
     monkeypatch.setattr(decode_budget, "MAX_DECODE_CPU_S", 0.1)
     error, cpu = _refused(png)
     assert error.status == 413 and "more than 0.1 s of CPU" in str(error)

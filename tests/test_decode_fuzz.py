@@ -124,6 +124,7 @@ def test_every_seed_is_answered_within_the_budget():
         assert answer.startswith("413") and "JPEG scans" in answer, answer
 
 
+@pytest.mark.slow  # each bomb decodes until the kernel stops it: about 3 s
 def test_with_the_structure_walk_off_the_kernel_bounds_every_seed(monkeypatch):
     """No marker layout gets past the budget: the walk switched off (a layout it misreads), every
     seed costs at most the worker's CPU limit (here 0.5 s) and is answered, a bomb with a 413

@@ -457,9 +457,9 @@ def test_a_changed_instance_group_ends_with_exactly_the_instances_its_config_nam
     """The two-H200 run of 2026-11-28: after "a group per GPU", "all on GPU 0" left the old
     instance food_classifier_1_0 running on GPU 1 when the lab listed them. Triton finalizes an
     unloaded model's instances one process after another, after the unload has answered; here
-    food_classifier_1_0 outlives the unload by 1 s. The lab's edit waits until the index no
+    food_classifier_1_0 outlives the unload by 0.5 s. The lab's edit waits until the index no
     longer says UNLOADING before it loads, so the listing shows the four new instances alone."""
-    with standin(linger={"food_classifier_1_0": 1.0}) as triton:
+    with standin(linger={"food_classifier_1_0": 0.5}) as triton:
         repo = triton.repo
         result = triton_config.edit("food_classifier", ALL_ON_GPU0, repo=repo, url=triton.url)
         assert result.ok, result.error
@@ -477,10 +477,10 @@ def test_an_unload_answers_once_the_old_instances_are_gone(standin):
     """6.3a's form: the student unloads, then loads with the client library. unload_model
     returns when Triton's index says the old instances are finalized, not when the model stops
     answering READY."""
-    with standin(linger={"food_classifier_1_1": 0.8}) as triton:
+    with standin(linger={"food_classifier_1_1": 0.5}) as triton:
         start = time.monotonic()
         assert triton_config.unload_model("food_classifier", triton.url) == "unloaded"
-        assert time.monotonic() - start >= 0.7
+        assert time.monotonic() - start >= 0.45
         assert triton_config.model_state("food_classifier", triton.url) == "UNAVAILABLE"
         assert "lab_instance_gpu" not in triton.metrics().split("gauge", 2)[-1]
 
@@ -493,9 +493,9 @@ def test_an_old_instance_kept_after_a_reload_is_caught(standin):
         triton_config.edit("food_classifier", ALL_ON_GPU0, repo=triton.repo, url=triton.url)
         start = time.monotonic()
         frame = gpus.where_instances_run(
-            "6.3d", "food_classifier", 2, triton.url, triton.metrics_url, settle_s=1.0
+            "6.3d", "food_classifier", 2, triton.url, triton.metrics_url, settle_s=0.5
         )
-        assert time.monotonic() - start >= 1.0  # it waited for the listing to settle
+        assert time.monotonic() - start >= 0.5  # it waited for the listing to settle
     assert claims.RESULTS[-1]["verdict"] == claims.FAILS
     assert claims.RESULTS[-1]["numbers"] == (
         "the config = 4 on GPU 0, their processes = 4 on GPU 0, 1 on GPU 1"

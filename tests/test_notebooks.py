@@ -202,6 +202,7 @@ def findings(claims: pd.DataFrame, where: str) -> None:
         )
 
 
+@pytest.mark.slow  # a notebook kernel runs
 def test_student_edition_of_notebook_3_stops_at_its_exercise(tmp_path):
     """No service needed: the first cell reports them unreachable, the exercise stops Run All."""
     assert_stops_at_first_exercise("03_fastapi_setup", tmp_path, NO_SERVICES)

@@ -124,6 +124,7 @@ class _Quick(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow  # 2 s of open-loop load against a server
 def test_open_loop_against_a_local_server():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Quick)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -153,6 +154,7 @@ def test_recovery_time():
     assert ray_serving.recovery_s(windows, 5, 20, budget_ms=500) is None
 
 
+@pytest.mark.slow  # about 2 s: until init has reaped what was killed (ps shows it till then)
 def test_a_ray_node_is_stopped_with_everything_it_started(tmp_path):
     """What `down` does to a Ray node: its `ray start` and every process in its session, workers
     in process groups of their own included; nothing outside it."""
@@ -176,7 +178,7 @@ def test_a_ray_node_is_stopped_with_everything_it_started(tmp_path):
         assert len(members) == 2, members  # the leader and its child in a group of its own
         # reaped here as soon as it dies, as init reaps a `ray start` whose launcher has exited
         threading.Thread(target=leader.wait, daemon=True).start()
-        ray_cluster.stop_sessions([leader.pid], grace=1)
+        ray_cluster.stop_sessions([leader.pid], grace=0.2)
         assert ray_cluster.session_members(leader.pid) == []
         assert outsider.poll() is None
     finally:

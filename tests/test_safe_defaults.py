@@ -88,6 +88,23 @@ def test_secret_scanner_finds_a_planted_key(tmp_path, checkout):
     ]
 
 
+@pytest.mark.parametrize(
+    ("kind", "prefix", "rest"),
+    [
+        ("AWS access key", "AKIA", "Q" * 16),
+        ("GitHub token", "ghp_", "a1" * 18),
+        ("Slack token", "xoxb-", "12345-abcde"),
+        ("Hugging Face token", "hf_", "Z9" * 15),
+    ],
+)
+def test_a_token_is_found_where_a_word_starts_and_only_there(tmp_path, kind, prefix, rest):
+    token = prefix + rest  # built at run time, so this file itself stays clean for the scan
+    (tmp_path / "found.env").write_text(f"KEY={token}\nkey: {token} here\n")
+    (tmp_path / "inside.txt").write_text(f"x{token}\n")  # a longer word: not this token
+    _, findings = safe_defaults.scan_secrets(tmp_path)
+    assert sorted(findings) == [f"found.env:1: {kind}", f"found.env:2: {kind}"]
+
+
 def test_every_http_server_limits_request_headers(checks):
     """uvicorn's default parser buffered an unfinished header without limit (+513 MiB from 32
     sockets): the lab's uvicorn commands (local and Docker) and waitress carry a limit."""

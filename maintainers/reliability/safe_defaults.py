@@ -16,12 +16,20 @@ from labstack import launcher
 from servelab import food11
 from servelab.paths import REPO_ROOT
 
+
+def _word_starting(prefix: str, rest: str) -> re.Pattern:
+    """`\\b{prefix}{rest}`, spelled with the prefix first: Python's re then finds the prefix
+    by a fast literal search (a pattern that begins with \\b is tried at every character, 40
+    times slower over the repository's 14 MB)."""
+    return re.compile(rf"{prefix}(?<=\b{prefix}){rest}")
+
+
 SECRET_PATTERNS = {
     "private key": re.compile(r"-----BEGIN (?:RSA |EC |DSA |OPENSSH |ENCRYPTED )?PRIVATE KEY-----"),
-    "AWS access key": re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    "GitHub token": re.compile(r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"),
-    "Slack token": re.compile(r"\bxox[abpr]-[A-Za-z0-9-]{10,}"),
-    "Hugging Face token": re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"),
+    "AWS access key": _word_starting("AKIA", r"[0-9A-Z]{16}\b"),
+    "GitHub token": _word_starting("gh", r"[pousr]_[A-Za-z0-9]{36,}\b"),
+    "Slack token": _word_starting("xox", r"[abpr]-[A-Za-z0-9-]{10,}"),
+    "Hugging Face token": _word_starting("hf_", r"[A-Za-z0-9]{30,}\b"),
     "OpenStack password": re.compile(r"OS_PASSWORD\s*=\s*['\"]?[^\s'\"$]{4,}"),
     "application credential secret": re.compile(
         r"OS_APPLICATION_CREDENTIAL_SECRET\s*=\s*['\"]?[^\s'\"$]{4,}"
