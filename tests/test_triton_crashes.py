@@ -25,7 +25,7 @@ import requests
 from labstack import triton_local
 from labstack.ports import free_port, service_url
 from labstack.processes import is_running, start, stop_process
-from servelab.serving import triton_guard, triton_watchdog
+from servelab.serving import triton_guard, triton_procs, triton_watchdog
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -97,6 +97,7 @@ def test_triton_is_back_within_a_minute_after_each_of_seven_crashes(tmp_path):
     )
     record = start(service)
     url = service_url(http)
+    prefix = triton_local.shm_prefix(http)
     try:
         deadline = time.monotonic() + 60
         while not _serving(url) and time.monotonic() < deadline:
@@ -118,6 +119,8 @@ def test_triton_is_back_within_a_minute_after_each_of_seven_crashes(tmp_path):
                 time.sleep(0.5)
             backs.append(round(time.monotonic() - crashed, 1))
             said.append(waiting)
+            # the crashed server's stubs are gone (one may hang for good): probe's alone runs
+            assert len(triton_procs.stubs_of(prefix)) == 1, f"stubs left by crash {n}"
             assert is_running(record["pid"], record["marker"]), (
                 f"the watchdog ended after crash {n}"
             )
@@ -137,6 +140,7 @@ def test_triton_is_back_within_a_minute_after_each_of_seven_crashes(tmp_path):
     assert not Path(f"/proc/{record['pid']}").exists() or not is_running(
         record["pid"], record["marker"]
     )
+    assert triton_procs.stubs_of(prefix) == []  # the last server's, ended with it
 
 
 def test_the_backoff_never_stops_and_stays_under_twenty_seconds():

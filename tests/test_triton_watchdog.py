@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import signal
+import subprocess
+import sys
 import time
 
 from servelab import labenv
@@ -280,3 +283,32 @@ def test_a_secret_read_at_start_is_hidden_from_the_command_line(tmp_path):
         proc.kill()
         proc.wait()
     assert triton_procs.hide_argument(proc.pid, secret, wait_s=0.1) != ""  # gone: says why
+
+
+def _stub_like(prefix: str) -> subprocess.Popen:
+    """A process whose command line reads as a Python-backend stub's with a region named
+    prefix*, and which waits for good as a stub whose server died mid-request can (SIGTERM
+    ignored)."""
+    wait = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"
+    argv = ["/backends/python/triton_python_backend_stub", "-c", wait, f"{prefix}region", "336"]
+    return subprocess.Popen(argv, executable=sys.executable)
+
+
+def test_every_stub_of_an_ended_server_is_ended_not_only_those_it_has_seen():
+    """A stub started just before its server crashed is not known to the watchdog yet, and may
+    hang: the watchdog ends it by its region prefix; another server's stub (another prefix,
+    here a prefix of ours with one more digit) stays."""
+    mine = _stub_like(f"servelab_test_{os.getpid()}_")
+    other = _stub_like(f"servelab_test_{os.getpid()}1_")
+    try:
+        deadline = time.monotonic() + 10
+        while len(triton_procs.stubs_of("servelab_test_")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert triton_procs.stubs_of(f"servelab_test_{os.getpid()}_") == [mine.pid]
+        wd._end_orphaned_stubs(f"servelab_test_{os.getpid()}_")
+        assert mine.wait(timeout=10) == -signal.SIGKILL
+        assert other.poll() is None
+    finally:
+        for proc in (mine, other):
+            proc.kill()
+            proc.wait()

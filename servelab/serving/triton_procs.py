@@ -55,6 +55,23 @@ def stub_model(pid: int) -> str | None:
     return parts[-3] if len(parts) >= 3 else None
 
 
+def stubs_of(prefix: str) -> list[int]:
+    """The Python-backend stubs running (not zombies) whose shared-memory region is named
+    prefix*: one server's stubs (the prefix names its port), found by their command line."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline") if prefix else []:
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        ours = any(a.startswith(prefix.encode()) for a in argv[1:])
+        pid = int(cmdline.parent.name)
+        if argv[0].decode(errors="replace").endswith(STUB) and ours:
+            if proc_state(pid) not in ("Z", "gone"):
+                found.append(pid)
+    return found
+
+
 def server_pids() -> list[int]:
     """tritonserver processes of this user (in a container: the container's)."""
     found = []

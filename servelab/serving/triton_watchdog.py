@@ -29,16 +29,16 @@ served ensemble names (the repository index, read with the node's secret, TRITON
   loaded), or any model LOADING or UNLOADING, or a reload of ours, for STUCK_S: tritonserver is
   restarted (SIGTERM, SIGKILL after STOP_GRACE_S), which loads every model of the repository;
 - a tritonserver that exits is started again with the same command line (same ports), after its
-  stubs' shared-memory regions are removed, but loading no model itself: once it answers, the
-  models that served before it ended are loaded through the repository API, each with the config
-  it served, all at once (load_again), so each serves again as soon as it is loaded rather than
-  when the slowest one is (Triton opens its HTTP and gRPC ports only after loading what its
-  command line asks for), and a model nobody had loaded is not loaded; it is never given up on:
-  the first BACKOFF_AFTER
-  restarts within RESTART_WINDOW_S at once, then after 2, 4, 8, 16 s, then every BACKOFF_MAX_S
-  (restart_delay); while it waits, its report says why, how often and when it starts the server
-  again (a request that crashes Triton 2.51, sent again and again, costs its sender a slower
-  answer, not everyone a Triton that stays down: docs/security.md);
+  stubs are ended (one whose server died mid-request may otherwise wait for good, holding its
+  model's memory) and their shared-memory regions removed, but loading no model itself: once it
+  answers, the models that served before it ended are loaded through the repository API, each with
+  the config it served, all at once (load_again), so each serves again as soon as it is loaded
+  rather than when the slowest one is (Triton opens its HTTP and gRPC ports only after loading what
+  its command line asks for), and a model nobody had loaded is not loaded; it is never given up on:
+  the first BACKOFF_AFTER restarts within RESTART_WINDOW_S at once, then after 2, 4, 8, 16 s, then
+  every BACKOFF_MAX_S (restart_delay); while it waits, its report says why, how often and when it
+  starts the server again (a request that crashes Triton 2.51, sent again and again, costs its
+  sender a slower answer, not everyone a Triton that stays down: docs/security.md);
 - the stubs' /dev/shm regions are made readable by their owner only (Triton creates them 0644);
 - --restrict-apis: the flags that restrict those Triton APIs to the node's secret are added to
   tritonserver's command line here, from TRITON_ADMIN_KEY in this process's environment (Triton
@@ -81,6 +81,7 @@ from servelab.serving.triton_procs import (  # noqa: F401 - the launcher and tes
     server_pids,
     shm_prefix,
     stub_model,
+    stubs_of,
 )
 
 ADMIN_HEADER = "lab-admin-key"  # the same as servelab.labenv.ADMIN_HEADER (a test keeps it so)
@@ -741,7 +742,7 @@ def supervise(
         if why and not stopping:
             _end(server)
         code = server.wait()
-        _end_orphaned_stubs(watchdog.known, prefix)  # they would keep their regions mapped
+        _end_orphaned_stubs(prefix)  # they would keep their regions mapped
         if stopping:
             remove_stale_regions(prefix)  # what the stubs leave in /dev/shm when stopped with it
             return code
@@ -815,21 +816,17 @@ def _wait_before_restart(dog, server_pid, delay, count, minutes, last) -> bool:
 _stop_requested = threading.Event()  # SIGTERM or SIGINT to the watchdog
 
 
-def _end_orphaned_stubs(known: dict[int, str], prefix: str, wait: float = 10.0) -> None:
-    """SIGKILL the stubs of a server that has exited (each checks on its parent only now and
-    then), recognised by the region prefix on their command line (never a reused pid)."""
-    mine = []
-    for pid in known:
+def _end_orphaned_stubs(prefix: str, wait: float = 10.0) -> None:
+    """SIGKILL the stubs of a server that has exited, recognised by the region prefix on their
+    command line (never a reused pid), every one, not only those the watchdog has seen: a stub
+    started just before a crash is not known yet, and one whose server died mid-request may
+    wait on a futex for good (Triton 2.51: two stubs left by seven crashes, found after a test)."""
+    mine = stubs_of(prefix)
+    for pid in mine:
         try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if prefix and prefix.encode() in argv and proc_state(pid) not in ("Z", "gone"):
-            mine.append(pid)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     deadline = time.monotonic() + wait
     while any(proc_state(p) not in ("Z", "gone") for p in mine) and time.monotonic() < deadline:
         time.sleep(0.1)
