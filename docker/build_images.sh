@@ -120,7 +120,8 @@ date_line() { printf '%(%Y-%m-%d %H:%M:%S %Z)T' "$EPOCHSECONDS"; }
 begin() {
   mkdir -p "$STATE_DIR"
   exec 9>>"$LOCK"
-  flock -w "$LOCK_WAIT" 9 || return 1  # a wait's probe holds it for an instant; a build for minutes
+  # a wait's probe holds the lock for an instant; a build for minutes
+  flock -w "$LOCK_WAIT" 9 || return 1
   if ! docker info >/dev/null 2>&1; then
     echo "Docker does not answer for user ${USER:-$(id -un)}: run docker/setup_host.sh first," >&2
     echo "then log in again (membership of the docker group applies to new logins)." >&2

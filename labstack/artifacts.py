@@ -212,8 +212,8 @@ def sha256(path: Path) -> str:
 
 
 def build_key(checkpoint: str | None) -> str:
-    # the installed versions by their packages' metadata: importing torch to read them took the
-    # seconds an up-to-date `make artifacts` (before every make test) is about
+    # the versions from the packages' metadata: importing torch for them cost an up-to-date
+    # `make artifacts` (run before every make test) about 5 s
     from importlib.metadata import version
 
     # food11.py decodes and pre-processes the images the weights are calibrated on and the recorded

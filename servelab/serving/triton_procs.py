@@ -58,15 +58,17 @@ def stub_model(pid: int) -> str | None:
 def stubs_of(prefix: str) -> list[int]:
     """The Python-backend stubs running (not zombies) whose shared-memory region is named
     prefix*: one server's stubs (the prefix names its port), found by their command line."""
+    if not prefix:
+        return []
     found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline") if prefix else []:
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             argv = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue
-        ours = any(a.startswith(prefix.encode()) for a in argv[1:])
-        pid = int(cmdline.parent.name)
-        if argv[0].decode(errors="replace").endswith(STUB) and ours:
+        stub = argv[0].decode(errors="replace").endswith(STUB)
+        if stub and any(a.startswith(prefix.encode()) for a in argv[1:]):
+            pid = int(cmdline.parent.name)
             if proc_state(pid) not in ("Z", "gone"):
                 found.append(pid)
     return found
