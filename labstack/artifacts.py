@@ -23,6 +23,7 @@ import sys
 import time
 import urllib.request
 import warnings
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -212,17 +213,13 @@ def sha256(path: Path) -> str:
 
 
 def build_key(checkpoint: str | None) -> str:
-    # the versions from the packages' metadata: importing torch for them cost an up-to-date
-    # `make artifacts` (run before every make test) about 5 s
-    from importlib.metadata import version
-
     # food11.py decodes and pre-processes the images the weights are calibrated on and the recorded
     # test predictions come from: a change there rebuilds
     parts = [
         str(BUILDER_VERSION),
         str(SEED),
         checkpoint or "",
-        version("torch"),
+        version("torch"),  # the packages' metadata: importing torch for it cost 5 s
         version("torchvision"),
         sha256(Path(food11.__file__)),
     ]

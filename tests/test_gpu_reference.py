@@ -3,7 +3,6 @@ GPU page is what maintainers/reference/run_reference.py writes from the files ne
 what issue 5 asks for: the served/limit line, every claim of notebooks 4, 6 and 7 with a verdict and
 its numbers, the plots it links. (The figures texts quote from them: tests/test_figures.py.)"""
 
-import importlib.util
 import json
 import re
 import shutil
@@ -14,6 +13,7 @@ import sys
 import pandas as pd
 import pytest
 
+from maintainers.reference import run_reference
 from servelab.paths import REPO_ROOT
 
 RESULTS = REPO_ROOT / "docs/results"
@@ -41,15 +41,6 @@ def test_every_page_has_its_readme_and_notes_and_is_listed():
         assert f"({page.parent.name}/{page.name}/README.md)" in index, f"{page} not in the index"
 
 
-def _run_reference():
-    """maintainers/reference/run_reference.py, a script, as a module: its report in this process."""
-    path = REPO_ROOT / "maintainers/reference/run_reference.py"
-    spec = importlib.util.spec_from_file_location("run_reference", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _stale(page) -> str:
     return f"{page}/README.md is stale: run python {REFERENCE} --out {page} --report"
 
@@ -59,12 +50,12 @@ def test_readme_is_regenerated_exactly_from_the_committed_files(tmp_path, page):
     copy = tmp_path / page.name
     shutil.copytree(page, copy)
     (copy / "README.md").unlink()
-    _run_reference().write_report(copy)
+    run_reference.write_report(copy)  # what the command below runs, in this process
     assert (copy / "README.md").read_text() == (page / "README.md").read_text(), _stale(page)
 
 
 def test_the_report_command_writes_the_readme(tmp_path):
-    """The command a maintainer runs (the test above calls its function, in this process)."""
+    """The command a maintainer runs, once (the test above calls its function)."""
     page = PAGES[0]
     copy = tmp_path / page.name
     shutil.copytree(page, copy)
